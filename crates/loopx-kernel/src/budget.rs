@@ -1,0 +1,257 @@
+//! Multi-dimensional budgets with reserve-then-charge-once accounting.
+//!
+//! A turn *reserves* its estimate before it runs and is *charged* its actual usage exactly once,
+//! at settlement, bound to its turn id. Admission guarantees `spent + reserved ≤ limit` on every
+//! limited dimension, so no admitted turn can be started into an overspend.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// A quantity of each budget dimension.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Amounts {
+    /// Bounded turns.
+    pub turns: u64,
+    /// Model tokens (input plus output).
+    pub tokens: u64,
+    /// Money, in millionths of the goal's currency unit (integer, so sums are exact).
+    pub cost_micros: u64,
+    /// Wall-clock time spent inside turns, in milliseconds.
+    pub wall_ms: u64,
+}
+
+impl Amounts {
+    /// Nothing at all.
+    pub const ZERO: Amounts = Amounts {
+        turns: 0,
+        tokens: 0,
+        cost_micros: 0,
+        wall_ms: 0,
+    };
+
+    /// One turn and nothing else: the smallest reservation a turn can make.
+    pub const ONE_TURN: Amounts = Amounts {
+        turns: 1,
+        tokens: 0,
+        cost_micros: 0,
+        wall_ms: 0,
+    };
+
+    /// The dimension-wise sum, saturating.
+    #[must_use]
+    pub fn plus(self, other: Amounts) -> Amounts {
+        Amounts {
+            turns: self.turns.saturating_add(other.turns),
+            tokens: self.tokens.saturating_add(other.tokens),
+            cost_micros: self.cost_micros.saturating_add(other.cost_micros),
+            wall_ms: self.wall_ms.saturating_add(other.wall_ms),
+        }
+    }
+
+    /// The dimension-wise difference, saturating at zero.
+    #[must_use]
+    pub fn minus(self, other: Amounts) -> Amounts {
+        Amounts {
+            turns: self.turns.saturating_sub(other.turns),
+            tokens: self.tokens.saturating_sub(other.tokens),
+            cost_micros: self.cost_micros.saturating_sub(other.cost_micros),
+            wall_ms: self.wall_ms.saturating_sub(other.wall_ms),
+        }
+    }
+
+    /// True when every dimension is zero.
+    pub fn is_zero(self) -> bool {
+        self == Amounts::ZERO
+    }
+
+    fn get(self, dimension: Dimension) -> u64 {
+        match dimension {
+            Dimension::Turns => self.turns,
+            Dimension::Tokens => self.tokens,
+            Dimension::Cost => self.cost_micros,
+            Dimension::WallClock => self.wall_ms,
+        }
+    }
+}
+
+impl fmt::Debug for Amounts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{{turns: {}, tokens: {}, cost_micros: {}, wall_ms: {}}}",
+            self.turns, self.tokens, self.cost_micros, self.wall_ms
+        )
+    }
+}
+
+/// One dimension of a budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Dimension {
+    /// Bounded turns.
+    Turns,
+    /// Model tokens.
+    Tokens,
+    /// Money (micro-units).
+    Cost,
+    /// Wall-clock milliseconds.
+    WallClock,
+}
+
+impl Dimension {
+    /// Every dimension, in a fixed order.
+    pub const ALL: [Dimension; 4] = [
+        Dimension::Turns,
+        Dimension::Tokens,
+        Dimension::Cost,
+        Dimension::WallClock,
+    ];
+}
+
+impl fmt::Display for Dimension {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Dimension::Turns => "turns",
+            Dimension::Tokens => "tokens",
+            Dimension::Cost => "cost",
+            Dimension::WallClock => "wall-clock",
+        })
+    }
+}
+
+/// Upper bounds per dimension; `None` means unlimited.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// At most this many turns.
+    pub turns: Option<u64>,
+    /// At most this many tokens.
+    pub tokens: Option<u64>,
+    /// At most this much money, in micro-units.
+    pub cost_micros: Option<u64>,
+    /// At most this much wall-clock time inside turns, in milliseconds.
+    pub wall_ms: Option<u64>,
+}
+
+impl Limits {
+    /// No limit on any dimension.
+    pub const UNLIMITED: Limits = Limits {
+        turns: None,
+        tokens: None,
+        cost_micros: None,
+        wall_ms: None,
+    };
+
+    fn get(self, dimension: Dimension) -> Option<u64> {
+        match dimension {
+            Dimension::Turns => self.turns,
+            Dimension::Tokens => self.tokens,
+            Dimension::Cost => self.cost_micros,
+            Dimension::WallClock => self.wall_ms,
+        }
+    }
+}
+
+impl fmt::Debug for Limits {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let show = |v: Option<u64>| v.map_or_else(|| "∞".to_owned(), |v| v.to_string());
+        write!(
+            f,
+            "{{turns: {}, tokens: {}, cost_micros: {}, wall_ms: {}}}",
+            show(self.turns),
+            show(self.tokens),
+            show(self.cost_micros),
+            show(self.wall_ms)
+        )
+    }
+}
+
+/// Limits, what was charged and what is reserved by turns in flight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Ledger {
+    /// The bounds.
+    pub limits: Limits,
+    /// Charged by settled turns.
+    pub spent: Amounts,
+    /// Held by turns that have begun and not yet settled.
+    pub reserved: Amounts,
+}
+
+impl Ledger {
+    /// A fresh ledger with these limits.
+    pub fn new(limits: Limits) -> Self {
+        Ledger {
+            limits,
+            ..Ledger::default()
+        }
+    }
+
+    /// The first dimension on which admitting `request` would exceed the limit, if any.
+    pub fn shortfall(&self, request: Amounts) -> Option<Dimension> {
+        let committed = self.spent.plus(self.reserved).plus(request);
+        Dimension::ALL.into_iter().find(|&d| {
+            self.limits
+                .get(d)
+                .is_some_and(|limit| committed.get(d) > limit)
+        })
+    }
+
+    /// The first dimension already at or beyond its limit, if any.
+    pub fn exhausted(&self) -> Option<Dimension> {
+        let committed = self.spent.plus(self.reserved);
+        Dimension::ALL.into_iter().find(|&d| {
+            self.limits
+                .get(d)
+                .is_some_and(|limit| committed.get(d) >= limit)
+        })
+    }
+
+    /// What remains on each limited dimension (`None` for unlimited ones).
+    pub fn remaining(&self) -> Limits {
+        let committed = self.spent.plus(self.reserved);
+        let left = |d: Dimension| self.limits.get(d).map(|l| l.saturating_sub(committed.get(d)));
+        Limits {
+            turns: left(Dimension::Turns),
+            tokens: left(Dimension::Tokens),
+            cost_micros: left(Dimension::Cost),
+            wall_ms: left(Dimension::WallClock),
+        }
+    }
+
+    pub(crate) fn reserve(&mut self, amount: Amounts) {
+        self.reserved = self.reserved.plus(amount);
+    }
+
+    pub(crate) fn cancel(&mut self, reservation: Amounts) {
+        self.reserved = self.reserved.minus(reservation);
+    }
+
+    pub(crate) fn charge(&mut self, reservation: Amounts, usage: Amounts) {
+        self.reserved = self.reserved.minus(reservation);
+        self.spent = self.spent.plus(usage);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn admission_counts_spent_and_reserved() {
+        let mut ledger = Ledger::new(Limits {
+            turns: Some(2),
+            ..Limits::UNLIMITED
+        });
+        assert_eq!(ledger.shortfall(Amounts::ONE_TURN), None);
+        ledger.reserve(Amounts::ONE_TURN);
+        ledger.charge(Amounts::ONE_TURN, Amounts::ONE_TURN);
+        ledger.reserve(Amounts::ONE_TURN);
+        assert_eq!(ledger.shortfall(Amounts::ONE_TURN), Some(Dimension::Turns));
+        assert_eq!(ledger.exhausted(), Some(Dimension::Turns));
+        ledger.cancel(Amounts::ONE_TURN);
+        assert_eq!(ledger.exhausted(), None);
+        assert_eq!(ledger.remaining().turns, Some(1));
+    }
+}

@@ -1,0 +1,461 @@
+//! Commands: requests to change a goal. Each is validated against the goal's state and the
+//! issuing [`Actor`](crate::Actor); an accepted command becomes events, a refused one changes
+//! nothing.
+
+use serde::{Deserialize, Serialize};
+
+use crate::actor::Actor;
+use crate::budget::Amounts;
+use crate::evidence::{NewEvidence, Observation};
+use crate::gate::NewGate;
+use crate::goal::{Amendment, GoalSpec};
+use crate::ids::{AgentId, GateId, ObligationId, TodoId, TurnId};
+use crate::obligation::ObligationKind;
+use crate::time::Duration;
+use crate::todo::{HandoffNote, NewTodo, ResumeCondition, Workspace};
+
+/// A request to change one goal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "command", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Command {
+    /// Create the goal; the issuing person becomes its owner.
+    CreateGoal {
+        /// The goal.
+        spec: GoalSpec,
+    },
+    /// Amend the goal (owner only) against the goal revision the owner read.
+    AmendGoal {
+        /// The goal revision the amendments were written against.
+        expected_revision: u64,
+        /// The changes, applied in order, all or nothing.
+        amendments: Vec<Amendment>,
+    },
+    /// Give the goal up (owner only); it ends `terminal (abandoned)` once no turn is in flight.
+    AbandonGoal {
+        /// Why.
+        reason: String,
+    },
+    /// Record the explicit intent to close the goal once every condition holds.
+    DeclareClosure {
+        /// Why the work is believed complete.
+        reason: String,
+    },
+    /// Add a todo.
+    AddTodo {
+        /// The todo.
+        todo: NewTodo,
+    },
+    /// Change which agent a todo is meant for.
+    Reassign {
+        /// The todo.
+        todo: TodoId,
+        /// The new assignee, or `None` for anyone.
+        to: Option<AgentId>,
+        /// Required when acting on another agent's todo under a grant.
+        #[serde(default)]
+        grant_reason: Option<String>,
+    },
+    /// Set a todo aside until a typed condition holds.
+    Defer {
+        /// The todo.
+        todo: TodoId,
+        /// The condition.
+        until: ResumeCondition,
+        /// Required when acting on another agent's todo under a grant.
+        #[serde(default)]
+        grant_reason: Option<String>,
+    },
+    /// Record a blocking fact on a todo.
+    Block {
+        /// The todo.
+        todo: TodoId,
+        /// The fact.
+        reason: String,
+        /// Required when acting on another agent's todo under a grant.
+        #[serde(default)]
+        grant_reason: Option<String>,
+    },
+    /// Clear a blocking fact.
+    Unblock {
+        /// The todo.
+        todo: TodoId,
+        /// Required when acting on another agent's todo under a grant.
+        #[serde(default)]
+        grant_reason: Option<String>,
+    },
+    /// Replace a todo; it never runs again.
+    Supersede {
+        /// The todo.
+        todo: TodoId,
+        /// Why.
+        reason: String,
+        /// The todo that replaces it, added in the same commit.
+        #[serde(default)]
+        replacement: Option<NewTodo>,
+        /// Required when acting on another agent's todo under a grant.
+        #[serde(default)]
+        grant_reason: Option<String>,
+    },
+    /// Acquire the lease on a todo (the issuing agent becomes the holder).
+    Claim {
+        /// The todo.
+        todo: TodoId,
+        /// Lease time-to-live; the goal policy's when absent.
+        #[serde(default)]
+        ttl: Option<Duration>,
+        /// The agent's workspace; required for todos that write.
+        #[serde(default)]
+        workspace: Option<Workspace>,
+        /// Required when taking a todo assigned to another agent under a grant.
+        #[serde(default)]
+        grant_reason: Option<String>,
+    },
+    /// Extend a live lease.
+    Renew {
+        /// The todo.
+        todo: TodoId,
+        /// The holder's epoch.
+        epoch: u64,
+        /// New time-to-live from now; the goal policy's when absent.
+        #[serde(default)]
+        ttl: Option<Duration>,
+    },
+    /// Give a lease up; a begun turn's reservation is returned uncharged.
+    Release {
+        /// The todo.
+        todo: TodoId,
+        /// The holder's epoch.
+        epoch: u64,
+    },
+    /// Move a live lease to another agent under a new epoch.
+    Handoff {
+        /// The todo.
+        todo: TodoId,
+        /// The current epoch.
+        epoch: u64,
+        /// The receiving agent.
+        to: AgentId,
+        /// What the receiver needs to carry on.
+        note: HandoffNote,
+        /// Required when someone other than the holder hands off under a grant.
+        #[serde(default)]
+        grant_reason: Option<String>,
+    },
+    /// Record a prepared turn under a live lease and reserve its budget.
+    BeginTurn {
+        /// The todo.
+        todo: TodoId,
+        /// The holder's epoch.
+        epoch: u64,
+        /// The turn's id; its charge is bound to it.
+        turn: TurnId,
+        /// What to reserve; the goal policy's default when absent.
+        #[serde(default)]
+        reserve: Option<Amounts>,
+    },
+    /// Settle a turn atomically.
+    SettleTurn(Settlement),
+    /// Resolve a turn whose lease expired with its outcome unknown, after reading back what
+    /// happened.
+    ResolveOutcome {
+        /// The todo.
+        todo: TodoId,
+        /// The turn.
+        turn: TurnId,
+        /// What the readback showed.
+        resolution: OutcomeResolution,
+        /// Required when someone other than the former holder resolves it under a grant.
+        #[serde(default)]
+        grant_reason: Option<String>,
+    },
+    /// Open a gate.
+    OpenGate {
+        /// The gate.
+        gate: NewGate,
+    },
+    /// Answer a gate (its owner only).
+    AnswerGate {
+        /// The gate.
+        gate: GateId,
+        /// The answer.
+        answer: GateAnswer,
+    },
+    /// Withdraw a pending gate (whoever opened it, or the goal owner).
+    WithdrawGate {
+        /// The gate.
+        gate: GateId,
+        /// Why.
+        reason: String,
+    },
+    /// Record an observation; an unchanged fingerprint produces no event.
+    RecordObservation {
+        /// The observation.
+        observation: Observation,
+    },
+    /// Record evidence established outside a turn (validators, providers and people only).
+    RecordEvidence {
+        /// The evidence.
+        evidence: NewEvidence,
+    },
+    /// Raise a replan or repair obligation.
+    RaiseObligation {
+        /// Its id.
+        id: ObligationId,
+        /// Replan or repair.
+        kind: ObligationKind,
+        /// What to look at.
+        detail: String,
+        /// The agent whose line of work it concerns.
+        #[serde(default)]
+        owner: Option<AgentId>,
+    },
+    /// Discharge an obligation with the visible changes that answer it, in one commit.
+    Discharge {
+        /// The obligation.
+        obligation: ObligationId,
+        /// The changes; at least one, each must change something.
+        changes: Vec<PlanChange>,
+    },
+    /// Report the issuing agent's workspace identity.
+    ReportWorkspace {
+        /// The workspace.
+        workspace: Workspace,
+    },
+}
+
+impl Command {
+    /// A stable snake-case name for the command, as used in JSON.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::CreateGoal { .. } => "create_goal",
+            Command::AmendGoal { .. } => "amend_goal",
+            Command::AbandonGoal { .. } => "abandon_goal",
+            Command::DeclareClosure { .. } => "declare_closure",
+            Command::AddTodo { .. } => "add_todo",
+            Command::Reassign { .. } => "reassign",
+            Command::Defer { .. } => "defer",
+            Command::Block { .. } => "block",
+            Command::Unblock { .. } => "unblock",
+            Command::Supersede { .. } => "supersede",
+            Command::Claim { .. } => "claim",
+            Command::Renew { .. } => "renew",
+            Command::Release { .. } => "release",
+            Command::Handoff { .. } => "handoff",
+            Command::BeginTurn { .. } => "begin_turn",
+            Command::SettleTurn(_) => "settle_turn",
+            Command::ResolveOutcome { .. } => "resolve_outcome",
+            Command::OpenGate { .. } => "open_gate",
+            Command::AnswerGate { .. } => "answer_gate",
+            Command::WithdrawGate { .. } => "withdraw_gate",
+            Command::RecordObservation { .. } => "record_observation",
+            Command::RecordEvidence { .. } => "record_evidence",
+            Command::RaiseObligation { .. } => "raise_obligation",
+            Command::Discharge { .. } => "discharge",
+            Command::ReportWorkspace { .. } => "report_workspace",
+        }
+    }
+}
+
+/// Everything a turn hands back, settled in one atomic commit: the validator's verdict, the
+/// evidence, the todo transition with its continuation, the budget charge and the lease release.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settlement {
+    /// The todo.
+    pub todo: TodoId,
+    /// The lease epoch the turn ran under.
+    pub epoch: u64,
+    /// The turn.
+    pub turn: TurnId,
+    /// The independent validator's verdict.
+    pub verdict: Verdict,
+    /// Evidence established by the turn and its validation.
+    #[serde(default)]
+    pub evidence: Vec<NewEvidence>,
+    /// Observations made during the turn (unchanged ones are dropped).
+    #[serde(default)]
+    pub observations: Vec<Observation>,
+    /// What happens to the todo.
+    pub transition: Transition,
+    /// What the turn actually used; charged once, bound to the turn id.
+    #[serde(default)]
+    pub usage: Amounts,
+}
+
+/// A validator's verdict on a turn. The validator must not be the executor: an exit code proves
+/// that a process exited, not that work is done.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Verdict {
+    /// Who validated.
+    pub validator: Actor,
+    /// The outcome.
+    pub outcome: VerdictOutcome,
+    /// A short explanation.
+    #[serde(default)]
+    pub summary: String,
+}
+
+/// A validator's outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VerdictOutcome {
+    /// The todo's postcondition holds: it may complete.
+    Passed,
+    /// A bounded step is proven; the todo stays open.
+    Progress,
+    /// Nothing was proven; the todo cannot complete.
+    Failed,
+}
+
+/// What a settled turn does to its todo.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Transition {
+    /// Complete it, with exactly one continuation. Needs a `passed` verdict.
+    Complete {
+        /// What follows.
+        continuation: Continuation,
+    },
+    /// Keep it open for another turn.
+    KeepOpen,
+    /// Set it aside until a condition holds.
+    Defer {
+        /// The condition.
+        until: ResumeCondition,
+    },
+    /// Record a blocking fact.
+    Block {
+        /// The fact.
+        reason: String,
+    },
+}
+
+/// What follows a completion.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "todos", rename_all = "snake_case")]
+pub enum Continuation {
+    /// New successor todos (at least one), each optionally for a named agent.
+    Successors(Vec<NewTodo>),
+    /// Nothing follows; records the intent to close the goal.
+    NoFollowUp,
+    /// The goal stays active; the next decision finds the next step.
+    GoalStillActive,
+}
+
+/// What a readback showed about a turn whose outcome was unknown.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum OutcomeResolution {
+    /// The effect did not happen: the reservation is returned and the todo reopens.
+    Absent {
+        /// What the readback showed.
+        note: String,
+    },
+    /// The effect happened: settle the turn as it would have been.
+    Committed {
+        /// The settlement, with the expired lease's epoch and the turn id.
+        settlement: Box<Settlement>,
+    },
+}
+
+/// A gate's answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum GateAnswer {
+    /// Yes, with the answer.
+    Resolve {
+        /// The answer.
+        answer: String,
+    },
+    /// No.
+    Reject {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// One visible change to the plan, used to discharge an obligation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "change", rename_all = "snake_case", deny_unknown_fields)]
+pub enum PlanChange {
+    /// Add a todo.
+    AddTodo {
+        /// The todo.
+        todo: NewTodo,
+    },
+    /// Supersede a todo.
+    Supersede {
+        /// The todo.
+        todo: TodoId,
+        /// Why.
+        reason: String,
+        /// Its replacement.
+        #[serde(default)]
+        replacement: Option<NewTodo>,
+    },
+    /// Defer a todo.
+    Defer {
+        /// The todo.
+        todo: TodoId,
+        /// Until when.
+        until: ResumeCondition,
+    },
+    /// Block a todo.
+    Block {
+        /// The todo.
+        todo: TodoId,
+        /// Why.
+        reason: String,
+    },
+    /// Unblock a todo.
+    Unblock {
+        /// The todo.
+        todo: TodoId,
+    },
+    /// Open a gate.
+    OpenGate {
+        /// The gate.
+        gate: NewGate,
+    },
+    /// Declare the intent to close the goal.
+    DeclareClosure {
+        /// Why.
+        reason: String,
+    },
+}
+
+impl PlanChange {
+    /// The equivalent stand-alone command.
+    pub fn into_command(self) -> Command {
+        match self {
+            PlanChange::AddTodo { todo } => Command::AddTodo { todo },
+            PlanChange::Supersede {
+                todo,
+                reason,
+                replacement,
+            } => Command::Supersede {
+                todo,
+                reason,
+                replacement,
+                grant_reason: None,
+            },
+            PlanChange::Defer { todo, until } => Command::Defer {
+                todo,
+                until,
+                grant_reason: None,
+            },
+            PlanChange::Block { todo, reason } => Command::Block {
+                todo,
+                reason,
+                grant_reason: None,
+            },
+            PlanChange::Unblock { todo } => Command::Unblock {
+                todo,
+                grant_reason: None,
+            },
+            PlanChange::OpenGate { gate } => Command::OpenGate { gate },
+            PlanChange::DeclareClosure { reason } => Command::DeclareClosure { reason },
+        }
+    }
+}

@@ -1,0 +1,815 @@
+//! The decision: what one agent should do next, as a pure function of the goal's state, the
+//! agent and the time. Nothing here reads a clock or changes state; the same inputs always give
+//! the same [`Decision`].
+
+use serde::{Deserialize, Serialize};
+
+use crate::budget::{Amounts, Dimension, Ledger, Limits};
+use crate::actor::Actor;
+use crate::gate::GateState;
+use crate::goal::{BudgetExhaustion, GrantedAction};
+use crate::ids::{AgentId, CriterionId, DecisionScope, GateId, ObligationId, TodoId, TurnId};
+use crate::obligation::{ObligationCause, ObligationKind};
+use crate::rules::{GateHold, GuardBlock};
+use crate::state::{CriterionStatus, GoalState};
+use crate::time::Timestamp;
+use crate::todo::{HandoffNote, ResumeCondition, Todo, TodoStatus};
+
+/// How many wait reasons a decision lists; the wake time always accounts for all of them.
+pub const MAX_REASONS: usize = 8;
+
+/// The next legal step for one agent. A closed set: every caller handles every case.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Decision {
+    /// Work on this todo now.
+    Continue(Assignment),
+    /// Nothing to do until a time or an event; sleep until `until` or a store notification.
+    Wait {
+        /// The earliest instant at which the decision can change by time alone, if any.
+        until: Option<Timestamp>,
+        /// Why (at most [`MAX_REASONS`] are listed).
+        reasons: Vec<WaitReason>,
+    },
+    /// A person must answer before this agent can go on.
+    Ask {
+        /// The questions, most urgent first.
+        questions: Vec<Question>,
+        /// The earliest deadline among them, when the decision changes by time alone.
+        until: Option<Timestamp>,
+    },
+    /// The plan no longer leads to acceptance; change it visibly.
+    Replan {
+        /// Why.
+        reason: ReplanReason,
+    },
+    /// The state is inconsistent or unsafe to continue; fix it first.
+    Repair {
+        /// What to fix.
+        issue: RepairIssue,
+    },
+    /// The goal is over. Derived, never written.
+    Terminal {
+        /// Accepted or abandoned.
+        outcome: TerminalOutcome,
+    },
+}
+
+impl Decision {
+    /// The decision's kind as a stable string (`continue`, `wait`, `ask`, `replan`, `repair`,
+    /// `terminal`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Decision::Continue(_) => "continue",
+            Decision::Wait { .. } => "wait",
+            Decision::Ask { .. } => "ask",
+            Decision::Replan { .. } => "replan",
+            Decision::Repair { .. } => "repair",
+            Decision::Terminal { .. } => "terminal",
+        }
+    }
+}
+
+/// A todo assigned to the agent for its next turn.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Assignment {
+    /// The todo.
+    pub todo: TodoId,
+    /// Its title.
+    pub title: String,
+    /// Where the lease stands.
+    pub lease: LeaseStep,
+    /// What a turn will reserve.
+    pub reserve: Amounts,
+    /// The note from a handoff to this agent, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handoff: Option<HandoffNote>,
+    /// Gates still waiting on people while this independent work continues (the dual channel).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending_gates: Vec<GateId>,
+}
+
+/// Where the agent's lease on the assigned todo stands.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "step", rename_all = "snake_case")]
+pub enum LeaseStep {
+    /// Claim it first.
+    Claim,
+    /// The agent holds it; begin a turn.
+    Held {
+        /// The epoch to present.
+        epoch: u64,
+        /// When the lease expires unless renewed.
+        expires_at: Timestamp,
+    },
+    /// A turn is already in flight under the agent's lease: finish and settle it.
+    Resume {
+        /// The epoch to present.
+        epoch: u64,
+        /// The turn to settle.
+        turn: TurnId,
+        /// When the lease expires unless renewed.
+        expires_at: Timestamp,
+    },
+}
+
+/// Why an agent waits.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum WaitReason {
+    /// Another agent holds the lease.
+    LeaseHeld {
+        /// The todo.
+        todo: TodoId,
+        /// The holder.
+        holder: AgentId,
+        /// Lease expiry.
+        until: Timestamp,
+    },
+    /// Meant for another agent.
+    AssignedElsewhere {
+        /// The todo.
+        todo: TodoId,
+        /// The assignee.
+        agent: AgentId,
+    },
+    /// A monitor is not due yet.
+    MonitorNotDue {
+        /// The monitor.
+        todo: TodoId,
+        /// When it is due.
+        due: Timestamp,
+    },
+    /// Deferred until a condition holds.
+    Deferred {
+        /// The todo.
+        todo: TodoId,
+        /// The condition.
+        until: ResumeCondition,
+    },
+    /// Dependencies are not done.
+    Dependencies {
+        /// The todo.
+        todo: TodoId,
+        /// Unfinished dependencies.
+        on: Vec<TodoId>,
+    },
+    /// Another live lease writes an overlapping scope.
+    WriteScopeBusy {
+        /// The todo.
+        todo: TodoId,
+        /// The conflicting todo.
+        other: TodoId,
+        /// When that lease expires.
+        until: Timestamp,
+    },
+    /// A turn's outcome is unknown and someone else must resolve it.
+    OutcomeUnknown {
+        /// The todo.
+        todo: TodoId,
+        /// The former holder.
+        holder: AgentId,
+    },
+    /// The budget cannot admit another turn.
+    Budget {
+        /// The dimension.
+        dimension: Dimension,
+        /// `goal` or the todo id.
+        scope: String,
+    },
+}
+
+/// A question waiting on a person.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "about", rename_all = "snake_case")]
+pub enum Question {
+    /// A pending gate.
+    Gate {
+        /// The gate.
+        gate: GateId,
+        /// The question.
+        question: String,
+        /// Who must answer.
+        owner: Actor,
+        /// When the answer is due.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        deadline: Option<Timestamp>,
+        /// Past the deadline and asked again.
+        overdue: bool,
+    },
+    /// The budget is exhausted; the goal owner may raise it.
+    Budget {
+        /// The dimension.
+        dimension: Dimension,
+        /// `goal` or the todo id.
+        scope: String,
+        /// What remains per dimension.
+        remaining: Limits,
+    },
+}
+
+/// Why the plan must change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "why", rename_all = "snake_case")]
+pub enum ReplanReason {
+    /// An open replan obligation.
+    Obligation {
+        /// The obligation.
+        id: ObligationId,
+        /// Its cause.
+        cause: ObligationCause,
+        /// What to look at.
+        detail: String,
+    },
+    /// A todo cannot proceed as planned.
+    Stuck {
+        /// The todo.
+        todo: TodoId,
+        /// Why.
+        because: Stuck,
+    },
+    /// No work is left, yet criteria are unmet.
+    AcceptanceGap {
+        /// The unmet criteria and where each stands.
+        criteria: Vec<(CriterionId, CriterionStatus)>,
+    },
+    /// Everything is met and done, but nobody declared the intent to close.
+    ClosureIntentMissing,
+}
+
+/// Why a todo is stuck.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "stuck", rename_all = "snake_case")]
+pub enum Stuck {
+    /// A covering gate was rejected or expired.
+    GateRefused {
+        /// The gate.
+        gate: GateId,
+    },
+    /// A blocking fact was recorded.
+    Blocked {
+        /// The fact.
+        reason: String,
+    },
+    /// A dependency was superseded and will never be done.
+    DependencyClosed {
+        /// The dependency.
+        dependency: TodoId,
+    },
+}
+
+/// An inconsistency to repair.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "issue", rename_all = "snake_case")]
+pub enum RepairIssue {
+    /// An open repair obligation.
+    Obligation {
+        /// The obligation.
+        id: ObligationId,
+        /// What to look at.
+        detail: String,
+    },
+    /// A lease expired mid-turn on work that is not idempotent.
+    OutcomeUnknown {
+        /// The todo.
+        todo: TodoId,
+        /// The turn.
+        turn: TurnId,
+        /// The former holder.
+        holder: AgentId,
+        /// The fix.
+        fix: String,
+    },
+    /// The agent's checkout is in use by another agent's live lease.
+    SharedCheckout {
+        /// The writing todo that would be offered.
+        todo: TodoId,
+        /// The other agent.
+        other: AgentId,
+        /// The shared checkout.
+        top_level: String,
+        /// The fix.
+        fix: String,
+    },
+    /// A todo requires a decision that no gate asks for.
+    DecisionMissing {
+        /// The todo.
+        todo: TodoId,
+        /// The decision scope.
+        scope: DecisionScope,
+        /// The fix.
+        fix: String,
+    },
+    /// The agent is not registered with the goal.
+    UnregisteredAgent {
+        /// The agent.
+        agent: AgentId,
+        /// The fix.
+        fix: String,
+    },
+}
+
+/// How a goal ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TerminalOutcome {
+    /// Every criterion met by fresh evidence, nothing left, closure intended.
+    Accepted,
+    /// The owner gave the goal up and no turn is in flight.
+    Abandoned,
+}
+
+/// How one pending todo stands for one agent.
+enum Standing {
+    Runnable,
+    Hidden,
+    Wait(WaitReason),
+    Ask(GateId),
+    Stuck(Stuck),
+    Repair(RepairIssue),
+}
+
+/// Whether the goal is over at `now`, and how. Terminal holds iff:
+/// abandoned with no turn in flight; or every criterion is met by fresh evidence, no todo is
+/// open, blocked or deferred, no lease or turn is pending, no gate is pending, no obligation is
+/// open, and closure was explicitly intended.
+pub fn terminal(state: &GoalState, now: Timestamp) -> Option<TerminalOutcome> {
+    if state.abandoned.is_some() {
+        let in_flight = state
+            .leased_todos()
+            .any(|t| t.lease.as_ref().is_some_and(|l| l.turn.is_some()));
+        return (!in_flight).then_some(TerminalOutcome::Abandoned);
+    }
+    let accepted = state.pending_todos().next().is_none()
+        && state.leased_todos().next().is_none()
+        && !state.gates.values().any(|g| g.state_at(now).is_pending())
+        && !state.obligations.values().any(|o| o.discharged.is_none())
+        && state.closure.is_some()
+        && state
+            .criteria_status(now)
+            .iter()
+            .all(|(_, status)| status.is_met());
+    accepted.then_some(TerminalOutcome::Accepted)
+}
+
+/// The frontier: the todos legal for `agent` to claim at `now`, in the order `decide` offers
+/// them (priority, then age). A todo is in it iff it is open (or deferred with its condition
+/// met), its dependencies are done, no gate holds it, it is not leased by another agent, not
+/// meant for another agent, not excluded, due (for monitors), clear of the workspace guard and
+/// within its own budget.
+pub fn frontier(state: &GoalState, agent: &AgentId, now: Timestamp) -> Vec<TodoId> {
+    let workspace = state.workspaces.get(agent);
+    state
+        .pending_todos()
+        .filter(|todo| matches!(standing(state, todo, agent, workspace, now), Standing::Runnable))
+        .map(|todo| todo.id.clone())
+        .collect()
+}
+
+fn standing(
+    state: &GoalState,
+    todo: &Todo,
+    agent: &AgentId,
+    workspace: Option<&crate::todo::Workspace>,
+    now: Timestamp,
+) -> Standing {
+    if todo.excluded_agents.contains(agent) {
+        return Standing::Hidden;
+    }
+    if let Some(lease) = &todo.lease {
+        if lease.is_live(now) {
+            return if &lease.holder == agent {
+                Standing::Hidden // handled first, as the agent's own work
+            } else {
+                Standing::Wait(WaitReason::LeaseHeld {
+                    todo: todo.id.clone(),
+                    holder: lease.holder.clone(),
+                    until: lease.expires_at,
+                })
+            };
+        }
+        if todo.outcome_unknown(now) {
+            return Standing::Hidden; // handled first, as a repair
+        }
+    }
+    if let Some(assignee) = &todo.assignee
+        && assignee != agent
+    {
+        return Standing::Wait(WaitReason::AssignedElsewhere {
+            todo: todo.id.clone(),
+            agent: assignee.clone(),
+        });
+    }
+    match &todo.status {
+        TodoStatus::Blocked { reason } => {
+            return Standing::Stuck(Stuck::Blocked {
+                reason: reason.clone(),
+            });
+        }
+        TodoStatus::Deferred { until, .. } if !state.resume_condition_met(todo, now) => {
+            return Standing::Wait(WaitReason::Deferred {
+                todo: todo.id.clone(),
+                until: until.clone(),
+            });
+        }
+        _ => {}
+    }
+    let unmet = state.unmet_dependencies(todo);
+    if !unmet.is_empty() {
+        let closed = unmet.iter().find(|dep| {
+            state
+                .todos
+                .get(*dep)
+                .is_some_and(|d| matches!(d.status, TodoStatus::Superseded { .. }))
+        });
+        return match closed {
+            Some(dependency) => Standing::Stuck(Stuck::DependencyClosed {
+                dependency: dependency.clone(),
+            }),
+            None => Standing::Wait(WaitReason::Dependencies {
+                todo: todo.id.clone(),
+                on: unmet,
+            }),
+        };
+    }
+    match state.gate_hold(todo, now) {
+        GateHold::Clear => {}
+        GateHold::Pending { gate } => return Standing::Ask(gate),
+        GateHold::Refused { gate } => return Standing::Stuck(Stuck::GateRefused { gate }),
+        GateHold::Missing { scope } => {
+            return Standing::Repair(RepairIssue::DecisionMissing {
+                todo: todo.id.clone(),
+                fix: format!("open a gate whose scope covers decision `{scope}`, or supersede the todo"),
+                scope,
+            });
+        }
+    }
+    if let Some(due) = state.monitor_due(todo)
+        && due > now
+    {
+        return Standing::Wait(WaitReason::MonitorNotDue {
+            todo: todo.id.clone(),
+            due,
+        });
+    }
+    match state.guard_block(todo, agent, workspace, now) {
+        None | Some(GuardBlock::WorkspaceUnknown) => {}
+        Some(GuardBlock::SharedCheckout { other, top_level }) => {
+            return Standing::Repair(RepairIssue::SharedCheckout {
+                todo: todo.id.clone(),
+                fix: format!(
+                    "`{other}` holds a live lease in `{top_level}`; create an independent worktree (git worktree add <path>) and report it before claiming"
+                ),
+                other,
+                top_level,
+            });
+        }
+        Some(GuardBlock::ScopeConflict { other, until, .. }) => {
+            return Standing::Wait(WaitReason::WriteScopeBusy {
+                todo: todo.id.clone(),
+                other,
+                until,
+            });
+        }
+    }
+    let reserve = state.spec.policy.default_reservation;
+    if let Some(dimension) = todo.budget.as_ref().and_then(|l| l.shortfall(reserve)) {
+        return Standing::Wait(WaitReason::Budget {
+            dimension,
+            scope: format!("todo {}", todo.id),
+        });
+    }
+    Standing::Runnable
+}
+
+/// What `agent` should do next at `now`. Pure: the same state, agent and time always give the
+/// same decision.
+///
+/// Precedence: terminal; an unregistered agent is told to register; the agent's own live lease
+/// (resume or begin its turn); outcome-unknown repairs; open repair, then replan obligations;
+/// the first legal todo (or the workspace-guard repair it would need, or the budget's ask or
+/// wait); questions that block the agent's work; waits; stuck todos; other pending questions;
+/// the acceptance gap; the missing closure intent; terminal.
+pub fn decide(state: &GoalState, agent: &AgentId, now: Timestamp) -> Decision {
+    if let Some(outcome) = terminal(state, now) {
+        return Decision::Terminal { outcome };
+    }
+    if !state.is_registered(agent) {
+        return Decision::Repair {
+            issue: RepairIssue::UnregisteredAgent {
+                agent: agent.clone(),
+                fix: "ask the goal owner to register this agent (amend_goal register_agent)".into(),
+            },
+        };
+    }
+    if let Some(decision) = own_lease(state, agent, now) {
+        return decision;
+    }
+    let mut waits = Waits::default();
+    if let Some(decision) = unknown_outcomes(state, agent, now, &mut waits) {
+        return decision;
+    }
+    if state.abandoned.is_some() {
+        return waits.into_decision();
+    }
+    if let Some(decision) = obligations(state, agent) {
+        return decision;
+    }
+    let workspace = state.workspaces.get(agent);
+    let mut asks: Vec<GateId> = Vec::new();
+    let mut stuck = None;
+    let mut repair = None;
+    for todo in state.pending_todos() {
+        match standing(state, todo, agent, workspace, now) {
+            Standing::Runnable => return offer(state, todo, now),
+            Standing::Hidden => {}
+            Standing::Wait(reason) => waits.push(reason),
+            Standing::Ask(gate) => {
+                if !asks.contains(&gate) {
+                    asks.push(gate);
+                }
+            }
+            Standing::Stuck(because) => {
+                stuck.get_or_insert_with(|| ReplanReason::Stuck {
+                    todo: todo.id.clone(),
+                    because,
+                });
+            }
+            Standing::Repair(issue) => {
+                // The workspace guard stops the first candidate the agent would be offered.
+                if let RepairIssue::SharedCheckout { .. } = issue {
+                    if repair.is_none() {
+                        return Decision::Repair { issue };
+                    }
+                }
+                repair.get_or_insert(issue);
+            }
+        }
+    }
+    if let Some(issue) = repair {
+        return Decision::Repair { issue };
+    }
+    if !asks.is_empty() {
+        return ask(state, &asks, now);
+    }
+    if !waits.is_empty() {
+        return waits.into_decision();
+    }
+    if let Some(reason) = stuck {
+        return Decision::Replan { reason };
+    }
+    let pending: Vec<GateId> = state
+        .gates
+        .values()
+        .filter(|g| g.state_at(now).is_pending())
+        .map(|g| g.id.clone())
+        .collect();
+    if !pending.is_empty() {
+        return ask(state, &pending, now);
+    }
+    let unmet: Vec<_> = state
+        .criteria_status(now)
+        .into_iter()
+        .filter(|(_, status)| !status.is_met())
+        .collect();
+    if !unmet.is_empty() {
+        return Decision::Replan {
+            reason: ReplanReason::AcceptanceGap { criteria: unmet },
+        };
+    }
+    if state.closure.is_none() {
+        return Decision::Replan {
+            reason: ReplanReason::ClosureIntentMissing,
+        };
+    }
+    // Everything terminal requires holds except what only other agents can change (their
+    // obligations); wait for them.
+    waits.into_decision()
+}
+
+fn own_lease(state: &GoalState, agent: &AgentId, now: Timestamp) -> Option<Decision> {
+    let mut held: Vec<&Todo> = state
+        .leased_todos()
+        .filter(|t| t.live_lease(now).is_some_and(|l| &l.holder == agent))
+        .collect();
+    // A turn in flight comes first: it must be settled before anything else.
+    held.sort_by_key(|t| (t.lease.as_ref().is_none_or(|l| l.turn.is_none()), t.priority, t.seq));
+    let todo = held.first()?;
+    let lease = todo.lease.as_ref()?;
+    let step = match &lease.turn {
+        Some(turn) => LeaseStep::Resume {
+            epoch: lease.epoch,
+            turn: turn.id.clone(),
+            expires_at: lease.expires_at,
+        },
+        None => LeaseStep::Held {
+            epoch: lease.epoch,
+            expires_at: lease.expires_at,
+        },
+    };
+    Some(Decision::Continue(Assignment {
+        todo: todo.id.clone(),
+        title: todo.title.clone(),
+        lease: step,
+        reserve: reservation(state),
+        handoff: todo.handoff.clone(),
+        pending_gates: pending_gates(state, now),
+    }))
+}
+
+fn unknown_outcomes(
+    state: &GoalState,
+    agent: &AgentId,
+    now: Timestamp,
+    waits: &mut Waits,
+) -> Option<Decision> {
+    let may_take_over = state
+        .spec
+        .grants
+        .get(agent)
+        .is_some_and(|g| g.contains(&GrantedAction::TakeOver));
+    for todo in state.leased_todos() {
+        let Some(lease) = todo.lease.as_ref() else {
+            continue;
+        };
+        let Some(turn) = lease.turn.as_ref() else {
+            continue;
+        };
+        if lease.is_live(now) {
+            if &lease.holder != agent {
+                waits.push(WaitReason::LeaseHeld {
+                    todo: todo.id.clone(),
+                    holder: lease.holder.clone(),
+                    until: lease.expires_at,
+                });
+            }
+            continue;
+        }
+        if !todo.outcome_unknown(now) {
+            continue;
+        }
+        if &lease.holder == agent || may_take_over {
+            return Some(Decision::Repair {
+                issue: RepairIssue::OutcomeUnknown {
+                    todo: todo.id.clone(),
+                    turn: turn.id.clone(),
+                    holder: lease.holder.clone(),
+                    fix: "read back whether the turn's effect happened, then resolve_outcome as absent or committed".into(),
+                },
+            });
+        }
+        waits.push(WaitReason::OutcomeUnknown {
+            todo: todo.id.clone(),
+            holder: lease.holder.clone(),
+        });
+    }
+    None
+}
+
+fn obligations(state: &GoalState, agent: &AgentId) -> Option<Decision> {
+    let mine = |kind: ObligationKind| {
+        state.obligations.values().find(|o| {
+            o.discharged.is_none()
+                && o.kind == kind
+                && o.owner.as_ref().is_none_or(|owner| owner == agent)
+        })
+    };
+    if let Some(o) = mine(ObligationKind::Repair) {
+        return Some(Decision::Repair {
+            issue: RepairIssue::Obligation {
+                id: o.id.clone(),
+                detail: o.detail.clone(),
+            },
+        });
+    }
+    mine(ObligationKind::Replan).map(|o| Decision::Replan {
+        reason: ReplanReason::Obligation {
+            id: o.id.clone(),
+            cause: o.cause.clone(),
+            detail: o.detail.clone(),
+        },
+    })
+}
+
+fn reservation(state: &GoalState) -> Amounts {
+    Amounts {
+        turns: 1,
+        ..state.spec.policy.default_reservation
+    }
+}
+
+fn pending_gates(state: &GoalState, now: Timestamp) -> Vec<GateId> {
+    state
+        .gates
+        .values()
+        .filter(|g| g.state_at(now).is_pending())
+        .map(|g| g.id.clone())
+        .collect()
+}
+
+fn offer(state: &GoalState, todo: &Todo, now: Timestamp) -> Decision {
+    let reserve = reservation(state);
+    if let Some(dimension) = state.ledger.shortfall(reserve) {
+        return budget_exhausted(state, dimension, &state.ledger);
+    }
+    Decision::Continue(Assignment {
+        todo: todo.id.clone(),
+        title: todo.title.clone(),
+        lease: LeaseStep::Claim,
+        reserve,
+        handoff: None,
+        pending_gates: pending_gates(state, now),
+    })
+}
+
+fn budget_exhausted(state: &GoalState, dimension: Dimension, ledger: &Ledger) -> Decision {
+    match state.spec.policy.on_budget_exhausted {
+        BudgetExhaustion::Ask => Decision::Ask {
+            questions: vec![Question::Budget {
+                dimension,
+                scope: "goal".into(),
+                remaining: ledger.remaining(),
+            }],
+            until: None,
+        },
+        BudgetExhaustion::Wait => Decision::Wait {
+            until: None,
+            reasons: vec![WaitReason::Budget {
+                dimension,
+                scope: "goal".into(),
+            }],
+        },
+    }
+}
+
+fn ask(state: &GoalState, gates: &[GateId], now: Timestamp) -> Decision {
+    let mut questions: Vec<(Option<Timestamp>, Question)> = gates
+        .iter()
+        .filter_map(|id| state.gates.get(id))
+        .map(|gate| {
+            (
+                gate.deadline,
+                Question::Gate {
+                    gate: gate.id.clone(),
+                    question: gate.question.clone(),
+                    owner: gate.owner.clone(),
+                    deadline: gate.deadline,
+                    overdue: gate.state_at(now) == GateState::Overdue,
+                },
+            )
+        })
+        .collect();
+    // Most urgent first: earliest deadline, undated last.
+    questions.sort_by_key(|(deadline, _)| (deadline.is_none(), *deadline));
+    let until = questions
+        .iter()
+        .filter_map(|(d, _)| *d)
+        .filter(|d| *d > now)
+        .min();
+    Decision::Ask {
+        questions: questions.into_iter().map(|(_, q)| q).collect(),
+        until,
+    }
+}
+
+/// Wait reasons, capped for display, with the earliest wake time over all of them.
+#[derive(Default)]
+struct Waits {
+    reasons: Vec<WaitReason>,
+    until: Option<Timestamp>,
+    any: bool,
+}
+
+impl Waits {
+    fn push(&mut self, reason: WaitReason) {
+        let wake = match &reason {
+            WaitReason::LeaseHeld { until, .. } | WaitReason::WriteScopeBusy { until, .. } => {
+                Some(*until)
+            }
+            WaitReason::MonitorNotDue { due, .. } => Some(*due),
+            WaitReason::Deferred {
+                until: ResumeCondition::At { at },
+                ..
+            } => Some(*at),
+            _ => None,
+        };
+        if let Some(wake) = wake {
+            self.until = Some(self.until.map_or(wake, |u| u.min(wake)));
+        }
+        self.any = true;
+        if self.reasons.len() < MAX_REASONS {
+            self.reasons.push(reason);
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        !self.any
+    }
+
+    fn into_decision(self) -> Decision {
+        Decision::Wait {
+            until: self.until,
+            reasons: self.reasons,
+        }
+    }
+}

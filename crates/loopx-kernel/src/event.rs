@@ -1,0 +1,328 @@
+//! Events: the facts a goal's state is folded from. Events are the durable wire format; their
+//! JSON shape is stable and versioned by [`SCHEMA_VERSION`].
+
+use serde::{Deserialize, Serialize};
+
+use crate::actor::Actor;
+use crate::budget::Amounts;
+use crate::command::Verdict;
+use crate::evidence::{NewEvidence, Observation};
+use crate::gate::NewGate;
+use crate::goal::{Amendment, GoalSpec};
+use crate::ids::{AgentId, GateId, ObligationId, TodoId, TurnId};
+use crate::obligation::{ObligationCause, ObligationKind};
+use crate::time::Timestamp;
+use crate::ids::Fingerprint;
+use crate::todo::{ContinuationRecord, HandoffNote, NewTodo, ResumeCondition, Workspace};
+
+/// The schema version of events and snapshots this kernel writes. Readers refuse newer ones.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// An event as stored: its position in the goal's history, who caused it and when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecordedEvent {
+    /// The schema version it was written with.
+    pub schema: u32,
+    /// The goal revision this event produced (1 for `goal_created`), strictly increasing.
+    pub revision: u64,
+    /// When the command was accepted.
+    pub at: Timestamp,
+    /// Who issued the command.
+    pub actor: Actor,
+    /// The fact.
+    pub event: Event,
+}
+
+/// One fact about a goal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Event {
+    /// The goal was created.
+    GoalCreated {
+        /// Its spec.
+        spec: GoalSpec,
+    },
+    /// The owner amended the goal.
+    GoalAmended {
+        /// The new goal revision (the count of amendments so far).
+        goal_revision: u64,
+        /// The changes.
+        amendments: Vec<Amendment>,
+    },
+    /// The owner abandoned the goal.
+    GoalAbandoned {
+        /// Why.
+        reason: String,
+    },
+    /// Someone declared the intent to close the goal.
+    ClosureDeclared {
+        /// Why.
+        reason: String,
+    },
+    /// A todo was added.
+    TodoAdded {
+        /// The todo, with any exclusions the kernel added.
+        todo: NewTodo,
+    },
+    /// A todo's assignee changed.
+    TodoReassigned {
+        /// The todo.
+        todo: TodoId,
+        /// The new assignee.
+        to: Option<AgentId>,
+        /// The recorded reason when a grant was used.
+        grant_reason: Option<String>,
+    },
+    /// A todo was deferred.
+    TodoDeferred {
+        /// The todo.
+        todo: TodoId,
+        /// Until when.
+        until: ResumeCondition,
+        /// The observation fingerprint at deferral, for change conditions.
+        baseline: Option<Fingerprint>,
+        /// The recorded reason when a grant was used.
+        grant_reason: Option<String>,
+    },
+    /// A todo was blocked.
+    TodoBlocked {
+        /// The todo.
+        todo: TodoId,
+        /// Why.
+        reason: String,
+        /// The recorded reason when a grant was used.
+        grant_reason: Option<String>,
+    },
+    /// A todo was unblocked (or a deferred one resumed early).
+    TodoUnblocked {
+        /// The todo.
+        todo: TodoId,
+        /// The recorded reason when a grant was used.
+        grant_reason: Option<String>,
+    },
+    /// A todo was superseded.
+    TodoSuperseded {
+        /// The todo.
+        todo: TodoId,
+        /// Why.
+        reason: String,
+        /// Its replacement.
+        replacement: Option<TodoId>,
+        /// The recorded reason when a grant was used.
+        grant_reason: Option<String>,
+    },
+    /// A lease was acquired (or an expired one taken over).
+    LeaseAcquired {
+        /// The todo.
+        todo: TodoId,
+        /// The holder.
+        holder: AgentId,
+        /// The new epoch.
+        epoch: u64,
+        /// Expiry.
+        expires_at: Timestamp,
+        /// The holder's workspace.
+        workspace: Option<Workspace>,
+        /// The recorded reason when a grant was used.
+        grant_reason: Option<String>,
+    },
+    /// A lease was extended.
+    LeaseRenewed {
+        /// The todo.
+        todo: TodoId,
+        /// The epoch.
+        epoch: u64,
+        /// New expiry.
+        expires_at: Timestamp,
+    },
+    /// A lease was given up; a begun turn's reservation was returned.
+    LeaseReleased {
+        /// The todo.
+        todo: TodoId,
+        /// The epoch.
+        epoch: u64,
+    },
+    /// A lease moved to another agent under a new epoch.
+    LeaseHandedOff {
+        /// The todo.
+        todo: TodoId,
+        /// The previous holder.
+        from: AgentId,
+        /// The new holder.
+        to: AgentId,
+        /// The new epoch.
+        epoch: u64,
+        /// New expiry.
+        expires_at: Timestamp,
+        /// The receiver's last reported workspace.
+        workspace: Option<Workspace>,
+        /// The note.
+        note: HandoffNote,
+        /// The recorded reason when a grant was used.
+        grant_reason: Option<String>,
+    },
+    /// A turn was prepared and its budget reserved.
+    TurnBegun {
+        /// The todo.
+        todo: TodoId,
+        /// The epoch.
+        epoch: u64,
+        /// The turn.
+        turn: TurnId,
+        /// The reservation.
+        reserved: Amounts,
+    },
+    /// A turn was settled: verdict, evidence, transition, charge and lease release, as one fact.
+    TurnSettled {
+        /// The todo.
+        todo: TodoId,
+        /// The epoch.
+        epoch: u64,
+        /// The turn.
+        turn: TurnId,
+        /// The verdict.
+        verdict: Verdict,
+        /// Evidence recorded.
+        evidence: Vec<NewEvidence>,
+        /// Observations that changed something.
+        observations: Vec<Observation>,
+        /// The todo's transition.
+        transition: SettledTransition,
+        /// What was charged (zero for an unchanged monitor poll).
+        charged: Amounts,
+    },
+    /// A readback showed that a turn with an unknown outcome had no effect.
+    OutcomeAbsent {
+        /// The todo.
+        todo: TodoId,
+        /// The turn.
+        turn: TurnId,
+        /// What the readback showed.
+        note: String,
+        /// The recorded reason when a grant was used.
+        grant_reason: Option<String>,
+    },
+    /// A gate was opened.
+    GateOpened {
+        /// The gate.
+        gate: NewGate,
+    },
+    /// A gate was resolved.
+    GateResolved {
+        /// The gate.
+        gate: GateId,
+        /// The answer.
+        answer: String,
+    },
+    /// A gate was rejected.
+    GateRejected {
+        /// The gate.
+        gate: GateId,
+        /// Why.
+        reason: String,
+    },
+    /// A gate was withdrawn.
+    GateWithdrawn {
+        /// The gate.
+        gate: GateId,
+        /// Why.
+        reason: String,
+    },
+    /// An observation with a new fingerprint was recorded.
+    ObservationRecorded {
+        /// The observation.
+        observation: Observation,
+    },
+    /// Evidence was recorded outside a turn.
+    EvidenceRecorded {
+        /// The evidence.
+        evidence: NewEvidence,
+    },
+    /// An obligation was raised.
+    ObligationRaised {
+        /// Its id.
+        id: ObligationId,
+        /// Replan or repair.
+        kind: ObligationKind,
+        /// Why.
+        cause: ObligationCause,
+        /// What to look at.
+        detail: String,
+        /// Whose line of work.
+        owner: Option<AgentId>,
+    },
+    /// An obligation was discharged by the changes recorded just before it in the same commit.
+    ObligationDischarged {
+        /// The obligation.
+        obligation: ObligationId,
+    },
+    /// An agent reported its workspace.
+    WorkspaceReported {
+        /// The agent.
+        agent: AgentId,
+        /// The workspace.
+        workspace: Workspace,
+    },
+}
+
+/// A settled turn's effect on its todo.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum SettledTransition {
+    /// Completed.
+    Complete {
+        /// The continuation record.
+        continuation: ContinuationRecord,
+        /// Successor todos added with it.
+        successors: Vec<NewTodo>,
+    },
+    /// Still open.
+    KeepOpen,
+    /// Deferred.
+    Defer {
+        /// Until when.
+        until: ResumeCondition,
+        /// Fingerprint at deferral.
+        baseline: Option<Fingerprint>,
+    },
+    /// Blocked.
+    Block {
+        /// Why.
+        reason: String,
+    },
+}
+
+impl Event {
+    /// A stable snake-case name for the event, as used in JSON.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Event::GoalCreated { .. } => "goal_created",
+            Event::GoalAmended { .. } => "goal_amended",
+            Event::GoalAbandoned { .. } => "goal_abandoned",
+            Event::ClosureDeclared { .. } => "closure_declared",
+            Event::TodoAdded { .. } => "todo_added",
+            Event::TodoReassigned { .. } => "todo_reassigned",
+            Event::TodoDeferred { .. } => "todo_deferred",
+            Event::TodoBlocked { .. } => "todo_blocked",
+            Event::TodoUnblocked { .. } => "todo_unblocked",
+            Event::TodoSuperseded { .. } => "todo_superseded",
+            Event::LeaseAcquired { .. } => "lease_acquired",
+            Event::LeaseRenewed { .. } => "lease_renewed",
+            Event::LeaseReleased { .. } => "lease_released",
+            Event::LeaseHandedOff { .. } => "lease_handed_off",
+            Event::TurnBegun { .. } => "turn_begun",
+            Event::TurnSettled { .. } => "turn_settled",
+            Event::OutcomeAbsent { .. } => "outcome_absent",
+            Event::GateOpened { .. } => "gate_opened",
+            Event::GateResolved { .. } => "gate_resolved",
+            Event::GateRejected { .. } => "gate_rejected",
+            Event::GateWithdrawn { .. } => "gate_withdrawn",
+            Event::ObservationRecorded { .. } => "observation_recorded",
+            Event::EvidenceRecorded { .. } => "evidence_recorded",
+            Event::ObligationRaised { .. } => "obligation_raised",
+            Event::ObligationDischarged { .. } => "obligation_discharged",
+            Event::WorkspaceReported { .. } => "workspace_reported",
+        }
+    }
+}

@@ -1,0 +1,173 @@
+//! Observations and evidence, both bound to revisions.
+//!
+//! The current revision of a subject is the revision of the most recent fact about it (an
+//! observation or a piece of evidence, ordered by observation time, then by record order).
+//! Evidence bound to any other revision is stale by rule; so is evidence past its time-to-live
+//! and evidence derived from stale inputs.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::actor::Actor;
+use crate::ids::{CheckId, EvidenceId, Fingerprint, ObservationKey, Revision, Subject, TurnId};
+use crate::time::{Duration, Timestamp};
+
+/// A provider's record of an external fact.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Observation {
+    /// The stream this fact belongs to.
+    pub key: ObservationKey,
+    /// What it is about.
+    pub subject: Subject,
+    /// Which version of the subject it saw.
+    pub revision: Revision,
+    /// A digest of the fact; unchanged means no-op.
+    pub fingerprint: Fingerprint,
+    /// When it was observed.
+    pub observed_at: Timestamp,
+    /// A short human summary.
+    #[serde(default)]
+    pub summary: String,
+    /// Typed domain facts as name/value pairs, for capabilities to read.
+    #[serde(default)]
+    pub facts: BTreeMap<String, String>,
+}
+
+/// Pass or fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// The check passed.
+    Pass,
+    /// The check failed.
+    Fail,
+}
+
+/// Evidence as a command records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewEvidence {
+    /// Its id.
+    pub id: EvidenceId,
+    /// What it shows.
+    pub check: CheckId,
+    /// What it is about.
+    pub subject: Subject,
+    /// The revision it is bound to.
+    pub revision: Revision,
+    /// Pass or fail.
+    pub outcome: Outcome,
+    /// A short human summary (never raw logs).
+    #[serde(default)]
+    pub summary: String,
+    /// When the fact was established.
+    pub observed_at: Timestamp,
+    /// Optional freshness limit.
+    #[serde(default)]
+    pub ttl: Option<Duration>,
+    /// What it was derived from.
+    #[serde(default)]
+    pub inputs: Lineage,
+}
+
+/// The inputs a piece of evidence was derived from.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Lineage {
+    /// Other evidence.
+    pub evidence: Vec<EvidenceId>,
+    /// Observations, with the fingerprint that was read.
+    pub observations: Vec<ObservedInput>,
+}
+
+impl Lineage {
+    /// True when nothing is cited.
+    pub fn is_empty(&self) -> bool {
+        self.evidence.is_empty() && self.observations.is_empty()
+    }
+}
+
+/// An observation cited as an input, pinned to the fingerprint that was read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ObservedInput {
+    /// The stream.
+    pub key: ObservationKey,
+    /// The fingerprint read.
+    pub fingerprint: Fingerprint,
+}
+
+/// Evidence as the goal holds it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Evidence {
+    /// Its id.
+    pub id: EvidenceId,
+    /// What it shows.
+    pub check: CheckId,
+    /// What it is about.
+    pub subject: Subject,
+    /// The revision it is bound to.
+    pub revision: Revision,
+    /// Pass or fail.
+    pub outcome: Outcome,
+    /// A short human summary.
+    pub summary: String,
+    /// Who established it.
+    pub produced_by: Actor,
+    /// The turn it was settled with, if any.
+    pub turn: Option<TurnId>,
+    /// When the fact was established.
+    pub observed_at: Timestamp,
+    /// Optional freshness limit.
+    pub ttl: Option<Duration>,
+    /// What it was derived from.
+    pub inputs: Lineage,
+    /// Record order within the goal.
+    pub seq: u64,
+}
+
+/// Whether a piece of evidence may still be relied on, and if not, why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "freshness", rename_all = "snake_case")]
+pub enum Freshness {
+    /// Bound to the current revision, within its time-to-live, with fresh inputs.
+    Fresh,
+    /// A newer revision of the subject has been observed.
+    Superseded {
+        /// The subject's current revision.
+        current: Revision,
+    },
+    /// Past its time-to-live.
+    Expired {
+        /// When it expired.
+        at: Timestamp,
+    },
+    /// An input evidence is stale.
+    InputStale {
+        /// The stale input.
+        input: EvidenceId,
+    },
+    /// A cited observation stream has changed since it was read.
+    ObservationChanged {
+        /// The stream.
+        key: ObservationKey,
+    },
+}
+
+impl Freshness {
+    /// True for [`Freshness::Fresh`].
+    pub fn is_fresh(&self) -> bool {
+        matches!(self, Freshness::Fresh)
+    }
+}
+
+/// The current revision of a subject and the fact that set it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubjectHead {
+    /// The current revision.
+    pub revision: Revision,
+    /// When that fact was observed.
+    pub observed_at: Timestamp,
+}

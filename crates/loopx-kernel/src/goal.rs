@@ -1,0 +1,151 @@
+//! The goal: objective, acceptance criteria, registered agents, budget, policy and grants.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::budget::{Amounts, Limits};
+use crate::ids::{AgentId, CheckId, CriterionId, GoalId, PersonId, Subject};
+use crate::time::Duration;
+
+/// Everything a goal is created with. Later changes go through revisioned amendments.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GoalSpec {
+    /// The goal's id.
+    pub id: GoalId,
+    /// What the work is for, in a sentence a person can check.
+    pub objective: String,
+    /// The person who owns the goal: only they amend or abandon it.
+    pub owner: PersonId,
+    /// Acceptance criteria; the goal can only end accepted when each is met by fresh evidence.
+    pub criteria: Vec<Criterion>,
+    /// The agents that may claim work.
+    pub agents: BTreeSet<AgentId>,
+    /// Goal-wide budget limits.
+    #[serde(default)]
+    pub budget: Limits,
+    /// Tunables for leases, monitors and budget exhaustion.
+    #[serde(default)]
+    pub policy: Policy,
+    /// Explicit rights of one agent to act on another agent's todos.
+    #[serde(default)]
+    pub grants: BTreeMap<AgentId, BTreeSet<GrantedAction>>,
+}
+
+/// An acceptance criterion and the evidence that would satisfy it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Criterion {
+    /// Criterion id.
+    pub id: CriterionId,
+    /// The criterion in words.
+    pub text: String,
+    /// The check whose passing evidence satisfies it.
+    pub check: CheckId,
+    /// The subject that evidence must be about, at its current revision.
+    pub subject: Subject,
+}
+
+/// Goal-wide tunables. Every field has a documented default.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Policy {
+    /// Lease time-to-live when a claim does not say (default 15 minutes).
+    pub lease_ttl: Duration,
+    /// What a turn reserves when its request does not say (default: one turn).
+    pub default_reservation: Amounts,
+    /// Whether exhausted budget asks the owner for more or just waits (default: ask).
+    pub on_budget_exhausted: BudgetExhaustion,
+    /// Unchanged monitor polls in a row that raise a replan obligation (default 3).
+    pub monitor_no_change_limit: u32,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            lease_ttl: Duration::minutes(15),
+            default_reservation: Amounts::ONE_TURN,
+            on_budget_exhausted: BudgetExhaustion::Ask,
+            monitor_no_change_limit: 3,
+        }
+    }
+}
+
+/// What `decide` does when the budget cannot admit another turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BudgetExhaustion {
+    /// Ask the goal owner to raise the budget.
+    Ask,
+    /// Wait quietly until the budget changes.
+    Wait,
+}
+
+/// An action one agent may take on a todo assigned to or leased by another, when granted.
+/// Using a grant always requires a reason, which is recorded with the event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GrantedAction {
+    /// Claim (and so complete) a todo assigned to another agent, or hand off its live lease.
+    TakeOver,
+    /// Change a todo's assignee.
+    Reassign,
+    /// Supersede, defer or block another agent's todo.
+    Supersede,
+}
+
+/// One change to a goal, applied by its owner against an expected goal revision.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Amendment {
+    /// Replace the objective.
+    SetObjective {
+        /// The new objective.
+        objective: String,
+    },
+    /// Add an acceptance criterion.
+    AddCriterion {
+        /// The criterion.
+        criterion: Criterion,
+    },
+    /// Remove an acceptance criterion.
+    RemoveCriterion {
+        /// Its id.
+        id: CriterionId,
+    },
+    /// Register an agent.
+    RegisterAgent {
+        /// The agent.
+        agent: AgentId,
+    },
+    /// Unregister an agent; its live leases stay fenced until they expire or are released.
+    UnregisterAgent {
+        /// The agent.
+        agent: AgentId,
+    },
+    /// Replace the goal-wide limits.
+    SetBudget {
+        /// The new limits.
+        limits: Limits,
+    },
+    /// Replace the policy.
+    SetPolicy {
+        /// The new policy.
+        policy: Policy,
+    },
+    /// Grant an agent an action on other agents' todos.
+    Grant {
+        /// The agent.
+        agent: AgentId,
+        /// The action.
+        action: GrantedAction,
+    },
+    /// Withdraw a grant.
+    Revoke {
+        /// The agent.
+        agent: AgentId,
+        /// The action.
+        action: GrantedAction,
+    },
+}

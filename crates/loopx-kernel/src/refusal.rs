@@ -1,0 +1,408 @@
+//! Refusals: why a command was not accepted. One enum, a stable code per variant, and a message
+//! that says what to do. A refused command changes nothing and charges nothing.
+
+use serde::Serialize;
+
+use crate::actor::Actor;
+use crate::budget::Dimension;
+use crate::gate::GateState;
+use crate::ids::{
+    AgentId, DecisionScope, GateId, GoalId, ObligationId, TodoId, TurnId,
+};
+use crate::time::Timestamp;
+
+/// Why a command was refused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
+#[serde(tag = "code", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Refusal {
+    /// The goal already exists.
+    #[error("goal `{goal}` already exists; pick another id or amend the existing goal")]
+    GoalExists {
+        /// The goal.
+        goal: GoalId,
+    },
+    /// The command needs an existing goal.
+    #[error("no such goal; create it first with `create_goal`")]
+    UnknownGoal,
+    /// The goal was abandoned.
+    #[error("the goal was abandoned; only settling or releasing turns in flight is still accepted")]
+    GoalAbandoned,
+    /// The todo does not exist.
+    #[error("no todo `{todo}` in this goal; list the todos to find its id")]
+    UnknownTodo {
+        /// The todo.
+        todo: TodoId,
+    },
+    /// The gate does not exist.
+    #[error("no gate `{gate}` in this goal; list the gates to find its id")]
+    UnknownGate {
+        /// The gate.
+        gate: GateId,
+    },
+    /// The obligation does not exist.
+    #[error("no obligation `{obligation}` in this goal")]
+    UnknownObligation {
+        /// The obligation.
+        obligation: ObligationId,
+    },
+    /// Something referenced by id does not exist.
+    #[error("{kind} `{id}` does not exist in this goal")]
+    UnknownReference {
+        /// What kind of thing.
+        kind: &'static str,
+        /// Its id.
+        id: String,
+    },
+    /// The id is taken.
+    #[error("{kind} `{id}` already exists in this goal; ids are never reused")]
+    DuplicateId {
+        /// What kind of thing.
+        kind: &'static str,
+        /// The id.
+        id: String,
+    },
+    /// A field is malformed.
+    #[error("invalid {field}: {problem}")]
+    InvalidInput {
+        /// The field.
+        field: &'static str,
+        /// What is wrong.
+        problem: String,
+    },
+    /// The revision the command was written against is no longer current.
+    #[error("stale revision: the command expected revision {expected} but the goal is at {current}; reload and retry")]
+    StaleRevision {
+        /// What the command expected.
+        expected: u64,
+        /// What it is.
+        current: u64,
+    },
+    /// The lease epoch presented is not the current one: the lease was taken over or handed off.
+    #[error("stale lease epoch {presented} on todo `{todo}` (current {current}): this executor lost the lease; stop and ask for the next decision")]
+    StaleLeaseEpoch {
+        /// The todo.
+        todo: TodoId,
+        /// The epoch presented.
+        presented: u64,
+        /// The current epoch.
+        current: u64,
+    },
+    /// Another agent holds a live lease.
+    #[error("todo `{todo}` is leased by `{holder}` until {until}; wait or work on something else")]
+    LeaseHeld {
+        /// The todo.
+        todo: TodoId,
+        /// The holder.
+        holder: AgentId,
+        /// Its expiry.
+        until: Timestamp,
+    },
+    /// The lease has expired or was released.
+    #[error("no live lease on todo `{todo}`: it expired or was released; claim it again")]
+    NoLiveLease {
+        /// The todo.
+        todo: TodoId,
+    },
+    /// The actor is not the lease holder.
+    #[error("`{actor}` does not hold the lease on todo `{todo}`")]
+    NotLeaseHolder {
+        /// The todo.
+        todo: TodoId,
+        /// The actor.
+        actor: Actor,
+    },
+    /// A turn is already in flight under this lease.
+    #[error("turn `{turn}` is already in flight on todo `{todo}`; settle or release it first")]
+    TurnInFlight {
+        /// The todo.
+        todo: TodoId,
+        /// The turn.
+        turn: TurnId,
+    },
+    /// No turn was begun under this lease.
+    #[error("turn `{turn}` was not begun on todo `{todo}` under this lease; begin a turn before settling")]
+    TurnNotBegun {
+        /// The todo.
+        todo: TodoId,
+        /// The turn presented.
+        turn: TurnId,
+    },
+    /// The turn was already settled or cancelled: it is charged at most once.
+    #[error("turn `{turn}` was already used; each turn id settles once and is charged once")]
+    TurnAlreadyUsed {
+        /// The turn.
+        turn: TurnId,
+    },
+    /// The budget cannot admit the request.
+    #[error("budget exhausted on {dimension} ({scope}); raise the limit or wait")]
+    BudgetExhausted {
+        /// The dimension.
+        dimension: Dimension,
+        /// `goal` or the todo id.
+        scope: String,
+    },
+    /// A pending gate covers the todo.
+    #[error("gate `{gate}` blocks todo `{todo}`; wait for its answer or work on something independent")]
+    GateBlocks {
+        /// The todo.
+        todo: TodoId,
+        /// The gate.
+        gate: GateId,
+    },
+    /// The todo needs a decision no resolved gate has settled.
+    #[error("todo `{todo}` needs decision `{scope}` and no gate has resolved it; open a gate for it")]
+    DecisionMissing {
+        /// The todo.
+        todo: TodoId,
+        /// The decision scope.
+        scope: DecisionScope,
+    },
+    /// The gate is not pending.
+    #[error("gate `{gate}` is {state:?}, not pending")]
+    GateNotPending {
+        /// The gate.
+        gate: GateId,
+        /// Its state.
+        state: GateState,
+    },
+    /// Only the gate's owner may answer it.
+    #[error("only `{owner}` may answer gate `{gate}`")]
+    NotGateOwner {
+        /// The gate.
+        gate: GateId,
+        /// Its owner.
+        owner: Actor,
+    },
+    /// Only the goal owner may do this.
+    #[error("only the goal owner `{owner}` may do this")]
+    NotGoalOwner {
+        /// The owner.
+        owner: Actor,
+    },
+    /// The agent is not registered with the goal.
+    #[error("agent `{agent}` is not registered with this goal; the owner can register it with an amendment")]
+    UnregisteredAgent {
+        /// The agent.
+        agent: AgentId,
+    },
+    /// The agent is excluded from the todo.
+    #[error("agent `{agent}` is excluded from todo `{todo}`")]
+    ExcludedAgent {
+        /// The agent.
+        agent: AgentId,
+        /// The todo.
+        todo: TodoId,
+    },
+    /// This kind of actor may not issue this command.
+    #[error("{actor} may not issue `{command}`")]
+    ActorNotPermitted {
+        /// The actor.
+        actor: Actor,
+        /// The command.
+        command: &'static str,
+    },
+    /// Acting on another agent's todo needs a grant.
+    #[error("todo `{todo}` belongs to `{owner}`; acting on it needs a `{action}` grant from the goal owner")]
+    GrantRequired {
+        /// The todo.
+        todo: TodoId,
+        /// Its agent.
+        owner: AgentId,
+        /// The grant needed.
+        action: &'static str,
+    },
+    /// A grant was used without a reason.
+    #[error("acting on another agent's todo under a grant needs a reason; pass grant_reason")]
+    GrantReasonRequired,
+    /// The todo is not in a state this command applies to.
+    #[error("todo `{todo}` is {status}; this command needs it {needed}")]
+    TodoNotOpen {
+        /// The todo.
+        todo: TodoId,
+        /// Its status.
+        status: &'static str,
+        /// What the command needs.
+        needed: &'static str,
+    },
+    /// Dependencies are not done.
+    #[error("todo `{todo}` waits on unfinished dependencies: {pending:?}")]
+    DependenciesUnmet {
+        /// The todo.
+        todo: TodoId,
+        /// The unfinished dependencies.
+        pending: Vec<TodoId>,
+    },
+    /// A deferred todo's resume condition does not hold yet.
+    #[error("todo `{todo}` is deferred and its resume condition does not hold yet")]
+    ResumeConditionUnmet {
+        /// The todo.
+        todo: TodoId,
+    },
+    /// A monitor is not due.
+    #[error("monitor `{todo}` is not due until {due}; polling early spends for nothing")]
+    MonitorNotDue {
+        /// The monitor.
+        todo: TodoId,
+        /// When it is due.
+        due: Timestamp,
+    },
+    /// The validator is the executor.
+    #[error("the validator `{validator}` is the executor; a turn needs an independent verdict")]
+    ValidationNotIndependent {
+        /// The validator.
+        validator: Actor,
+    },
+    /// Completion needs a passing verdict.
+    #[error("todo `{todo}` cannot complete on a `{verdict}` verdict; keep it open, defer or block it")]
+    ValidationInsufficient {
+        /// The todo.
+        todo: TodoId,
+        /// The verdict.
+        verdict: &'static str,
+    },
+    /// The continuation is malformed.
+    #[error("invalid continuation: {problem}")]
+    InvalidContinuation {
+        /// What is wrong.
+        problem: String,
+    },
+    /// The write scope overlaps a live lease.
+    #[error("todo `{todo}` writes where todo `{other}` (leased by `{holder}`) writes; wait for it or narrow the scope")]
+    WriteScopeConflict {
+        /// The todo.
+        todo: TodoId,
+        /// The conflicting todo.
+        other: TodoId,
+        /// Its holder.
+        holder: AgentId,
+    },
+    /// Another agent's live lease uses this checkout.
+    #[error("checkout `{top_level}` is in use by `{other}`; create an independent worktree (git worktree add) and claim from there")]
+    WorkspaceShared {
+        /// The checkout.
+        top_level: String,
+        /// The other agent.
+        other: AgentId,
+    },
+    /// A writing todo needs a workspace.
+    #[error("todo `{todo}` writes a repository; claim it with the workspace identity (top level and common dir)")]
+    WorkspaceRequired {
+        /// The todo.
+        todo: TodoId,
+    },
+    /// Nothing visible would change.
+    #[error("nothing visible would change; {what}")]
+    NoVisibleChange {
+        /// What was expected.
+        what: String,
+    },
+    /// The outcome of an expired turn is unknown.
+    #[error("the outcome of turn `{turn}` on todo `{todo}` is unknown (its lease expired mid-turn); read back the effect and resolve it before anyone re-runs it")]
+    OutcomeUnknown {
+        /// The todo.
+        todo: TodoId,
+        /// The turn.
+        turn: TurnId,
+    },
+    /// The obligation was already discharged.
+    #[error("obligation `{obligation}` was already discharged")]
+    ObligationClosed {
+        /// The obligation.
+        obligation: ObligationId,
+    },
+}
+
+impl Refusal {
+    /// The stable machine-readable code (`stale_revision`, `stale_lease_epoch`, …).
+    pub fn code(&self) -> &'static str {
+        match self {
+            Refusal::GoalExists { .. } => "goal_exists",
+            Refusal::UnknownGoal => "unknown_goal",
+            Refusal::GoalAbandoned => "goal_abandoned",
+            Refusal::UnknownTodo { .. } => "unknown_todo",
+            Refusal::UnknownGate { .. } => "unknown_gate",
+            Refusal::UnknownObligation { .. } => "unknown_obligation",
+            Refusal::UnknownReference { .. } => "unknown_reference",
+            Refusal::DuplicateId { .. } => "duplicate_id",
+            Refusal::InvalidInput { .. } => "invalid_input",
+            Refusal::StaleRevision { .. } => "stale_revision",
+            Refusal::StaleLeaseEpoch { .. } => "stale_lease_epoch",
+            Refusal::LeaseHeld { .. } => "lease_held",
+            Refusal::NoLiveLease { .. } => "no_live_lease",
+            Refusal::NotLeaseHolder { .. } => "not_lease_holder",
+            Refusal::TurnInFlight { .. } => "turn_in_flight",
+            Refusal::TurnNotBegun { .. } => "turn_not_begun",
+            Refusal::TurnAlreadyUsed { .. } => "turn_already_used",
+            Refusal::BudgetExhausted { .. } => "budget_exhausted",
+            Refusal::GateBlocks { .. } => "gate_blocks",
+            Refusal::DecisionMissing { .. } => "decision_missing",
+            Refusal::GateNotPending { .. } => "gate_not_pending",
+            Refusal::NotGateOwner { .. } => "not_gate_owner",
+            Refusal::NotGoalOwner { .. } => "not_goal_owner",
+            Refusal::UnregisteredAgent { .. } => "unregistered_agent",
+            Refusal::ExcludedAgent { .. } => "excluded_agent",
+            Refusal::ActorNotPermitted { .. } => "actor_not_permitted",
+            Refusal::GrantRequired { .. } => "grant_required",
+            Refusal::GrantReasonRequired => "grant_reason_required",
+            Refusal::TodoNotOpen { .. } => "todo_not_open",
+            Refusal::DependenciesUnmet { .. } => "dependencies_unmet",
+            Refusal::ResumeConditionUnmet { .. } => "resume_condition_unmet",
+            Refusal::MonitorNotDue { .. } => "monitor_not_due",
+            Refusal::ValidationNotIndependent { .. } => "validation_not_independent",
+            Refusal::ValidationInsufficient { .. } => "validation_insufficient",
+            Refusal::InvalidContinuation { .. } => "invalid_continuation",
+            Refusal::WriteScopeConflict { .. } => "write_scope_conflict",
+            Refusal::WorkspaceShared { .. } => "workspace_shared",
+            Refusal::WorkspaceRequired { .. } => "workspace_required",
+            Refusal::NoVisibleChange { .. } => "no_visible_change",
+            Refusal::OutcomeUnknown { .. } => "outcome_unknown",
+            Refusal::ObligationClosed { .. } => "obligation_closed",
+        }
+    }
+
+    /// Every code, for documentation and for tests that each one is exercised.
+    pub const CODES: &'static [&'static str] = &[
+        "goal_exists",
+        "unknown_goal",
+        "goal_abandoned",
+        "unknown_todo",
+        "unknown_gate",
+        "unknown_obligation",
+        "unknown_reference",
+        "duplicate_id",
+        "invalid_input",
+        "stale_revision",
+        "stale_lease_epoch",
+        "lease_held",
+        "no_live_lease",
+        "not_lease_holder",
+        "turn_in_flight",
+        "turn_not_begun",
+        "turn_already_used",
+        "budget_exhausted",
+        "gate_blocks",
+        "decision_missing",
+        "gate_not_pending",
+        "not_gate_owner",
+        "not_goal_owner",
+        "unregistered_agent",
+        "excluded_agent",
+        "actor_not_permitted",
+        "grant_required",
+        "grant_reason_required",
+        "todo_not_open",
+        "dependencies_unmet",
+        "resume_condition_unmet",
+        "monitor_not_due",
+        "validation_not_independent",
+        "validation_insufficient",
+        "invalid_continuation",
+        "write_scope_conflict",
+        "workspace_shared",
+        "workspace_required",
+        "no_visible_change",
+        "outcome_unknown",
+        "obligation_closed",
+    ];
+}

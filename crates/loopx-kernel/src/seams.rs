@@ -1,0 +1,409 @@
+//! The seams: small traits the engine drives and adapters implement. The kernel defines them
+//! and implements none that do I/O; stores, providers, executors and validators live in other
+//! crates (or in the host).
+//!
+//! Async traits use `async_trait` so they stay object-safe: a host can hold a
+//! `Box<dyn Store>` chosen at run time. [`Capability`] and [`Clock`] are synchronous on purpose:
+//! judgement is pure, and reading a clock cannot fail.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::actor::Actor;
+use crate::budget::Amounts;
+use crate::command::{Command, Transition, Verdict};
+use crate::event::RecordedEvent;
+use crate::evidence::{NewEvidence, Observation};
+use crate::ids::{AgentId, Fingerprint, GoalId, ObservationKey, OperationId, SourceId, TodoId, TurnId};
+use crate::state::GoalState;
+use crate::time::{Duration, Timestamp};
+use crate::todo::HandoffNote;
+
+// ----- store ----------------------------------------------------------------------------------
+
+/// A batch of events to commit atomically after `expected_revision`, under an operation id.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppendRequest {
+    /// The goal.
+    pub goal: GoalId,
+    /// The revision the events were validated against; the commit fails if the goal moved.
+    pub expected_revision: u64,
+    /// The operation id; a store commits it at most once per goal.
+    pub operation: OperationId,
+    /// A digest of the request's payload (e.g. of the command), to tell a retry of the same
+    /// operation from a different operation reusing its id.
+    pub digest: String,
+    /// The events, already stamped with revisions following `expected_revision`.
+    pub events: Vec<RecordedEvent>,
+}
+
+/// Proof that an operation committed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Receipt {
+    /// The goal.
+    pub goal: GoalId,
+    /// The operation.
+    pub operation: OperationId,
+    /// The payload digest it committed with.
+    pub digest: String,
+    /// The goal revision after the commit.
+    pub revision: u64,
+    /// How many events it committed (zero for a recorded no-op).
+    pub events: u64,
+    /// When it committed (the events' time).
+    pub committed_at: Timestamp,
+}
+
+/// A goal's standing, for cross-goal listings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GoalStatus {
+    /// Not terminal.
+    Active,
+    /// Terminal, accepted.
+    Accepted,
+    /// Terminal, abandoned.
+    Abandoned,
+}
+
+/// One goal in a cross-goal listing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GoalSummary {
+    /// The goal.
+    pub goal: GoalId,
+    /// Its objective.
+    pub objective: String,
+    /// Its standing.
+    pub status: GoalStatus,
+    /// Its revision.
+    pub revision: u64,
+    /// The earliest time its decisions can change by time alone, if any.
+    pub next_wake: Option<Timestamp>,
+}
+
+/// A store failure. Refusals are not store errors: a stale revision is [`StoreError::Conflict`]
+/// because it is the store that detects it at commit time.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The goal moved since the request was validated: reload and retry.
+    #[error("stale revision: expected {expected}, the goal is at {current}; reload and retry")]
+    Conflict {
+        /// What the request expected.
+        expected: u64,
+        /// The current revision.
+        current: u64,
+    },
+    /// The operation id was already committed with a different payload.
+    #[error("operation `{operation}` was already committed with a different payload; use a new operation id")]
+    OperationConflict {
+        /// The operation.
+        operation: OperationId,
+    },
+    /// The commit may or may not have happened (the connection was lost mid-commit); read the
+    /// receipt back before doing anything else for this goal.
+    #[error("the outcome of operation `{operation}` is unknown; read its receipt back before retrying")]
+    Ambiguous {
+        /// The operation.
+        operation: OperationId,
+    },
+    /// The goal does not exist.
+    #[error("no goal `{goal}` in this store")]
+    UnknownGoal {
+        /// The goal.
+        goal: GoalId,
+    },
+    /// Stored data was written by a newer version.
+    #[error("the store holds schema {found}; this build reads up to {supported}: upgrade loopx")]
+    NewerSchema {
+        /// The schema found.
+        found: u32,
+        /// The newest this build reads.
+        supported: u32,
+    },
+    /// Stored data is damaged.
+    #[error("the store is corrupt: {detail}")]
+    Corrupt {
+        /// What is wrong.
+        detail: String,
+    },
+    /// The store cannot be reached.
+    #[error("the store is unavailable: {detail}")]
+    Unavailable {
+        /// What failed.
+        detail: String,
+    },
+}
+
+/// Durable goal state. Each goal is an event-sourced aggregate; a commit appends a batch of
+/// events atomically, guarded by the expected revision and idempotent by operation id.
+#[async_trait]
+pub trait Store: Send + Sync {
+    /// The goal's current state, or `None` when it does not exist.
+    async fn load(&self, goal: &GoalId) -> Result<Option<GoalState>, StoreError>;
+
+    /// Commits the batch atomically. The same operation id with the same digest returns the
+    /// first receipt and changes nothing; with another digest it is
+    /// [`StoreError::OperationConflict`]; a moved goal is [`StoreError::Conflict`].
+    async fn append(&self, request: AppendRequest) -> Result<Receipt, StoreError>;
+
+    /// The receipt of an operation, if it committed.
+    async fn receipt(
+        &self,
+        goal: &GoalId,
+        operation: &OperationId,
+    ) -> Result<Option<Receipt>, StoreError>;
+
+    /// Up to `limit` events of a goal with a revision greater than `after`, in order.
+    async fn events(
+        &self,
+        goal: &GoalId,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<RecordedEvent>, StoreError>;
+
+    /// Every goal with its standing at `now`.
+    async fn goals(&self, now: Timestamp) -> Result<Vec<GoalSummary>, StoreError>;
+
+    /// The cross-goal frontier: for each goal `agent` is registered with, the todos legal for
+    /// it at `now`, most urgent first.
+    async fn frontier(
+        &self,
+        agent: &AgentId,
+        now: Timestamp,
+    ) -> Result<Vec<(GoalId, TodoId)>, StoreError>;
+
+    /// The earliest wake time across all goals after `now`.
+    async fn next_wake(&self, now: Timestamp) -> Result<Option<Timestamp>, StoreError>;
+}
+
+// ----- provider -------------------------------------------------------------------------------
+
+/// What to look at.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObserveRequest {
+    /// The observation stream.
+    pub key: ObservationKey,
+    /// The fingerprint already recorded, so a provider can answer "unchanged" cheaply.
+    pub known: Option<Fingerprint>,
+}
+
+/// An external side effect, fenced by the lease epoch and deduplicated by its key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Effect {
+    /// Stable across retries of the same effect.
+    pub idempotency_key: String,
+    /// The goal.
+    pub goal: GoalId,
+    /// The todo whose lease authorises it.
+    pub todo: TodoId,
+    /// The lease epoch; a provider that can check fencing rejects stale epochs.
+    pub epoch: u64,
+    /// What to do, e.g. `github.comment`.
+    pub kind: String,
+    /// Its parameters.
+    pub params: BTreeMap<String, String>,
+}
+
+/// What a readback found about an effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EffectStatus {
+    /// It happened: record it without re-running.
+    Committed,
+    /// It did not happen: it may run again with the same key.
+    Absent,
+    /// Cannot tell: fail closed and repair.
+    Unknown,
+}
+
+/// A provider failure.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProviderError {
+    /// The call did not finish in time.
+    #[error("timed out after {0}")]
+    Timeout(Duration),
+    /// Rate limited; retry after the given instant.
+    #[error("rate limited until {0}")]
+    RateLimited(Timestamp),
+    /// The external system refused or failed.
+    #[error("{0}")]
+    Failed(String),
+    /// The request was malformed or unsupported.
+    #[error("invalid request: {0}")]
+    Invalid(String),
+}
+
+/// One bounded external call that returns typed observations; never a state machine of its own.
+#[async_trait]
+pub trait Provider: Send + Sync {
+    /// The provider's name, recorded as the observations' actor.
+    fn source(&self) -> &SourceId;
+
+    /// Observes one stream.
+    async fn observe(&self, request: &ObserveRequest) -> Result<Vec<Observation>, ProviderError>;
+
+    /// Performs an effect; providers without effects refuse with [`ProviderError::Invalid`].
+    async fn perform(&self, effect: &Effect) -> Result<EffectStatus, ProviderError> {
+        Err(ProviderError::Invalid(format!(
+            "`{}` performs no effects (asked for `{}`)",
+            self.source(),
+            effect.kind
+        )))
+    }
+
+    /// Reads back whether an effect happened.
+    async fn readback(&self, effect: &Effect) -> Result<EffectStatus, ProviderError> {
+        let _ = effect;
+        Ok(EffectStatus::Unknown)
+    }
+}
+
+// ----- capability -----------------------------------------------------------------------------
+
+/// A capability's proposal: a command plus why. The engine executes it with the capability as
+/// actor, through the same validation as any other command.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Proposal {
+    /// The proposed command.
+    pub command: Command,
+    /// Why, for the log.
+    pub rationale: String,
+}
+
+/// Domain judgement: goal state and fresh observations in, proposed commands out. Pure and
+/// synchronous; it holds no lifecycle logic and cannot write state except through proposals the
+/// kernel validates.
+pub trait Capability: Send + Sync {
+    /// The capability's name, recorded as the proposals' actor.
+    fn source(&self) -> &SourceId;
+
+    /// Judges the goal at `now` for `agent` given the observations just made.
+    fn judge(
+        &self,
+        state: &GoalState,
+        agent: &AgentId,
+        observations: &[Observation],
+        now: Timestamp,
+    ) -> Vec<Proposal>;
+}
+
+// ----- executor and validator -----------------------------------------------------------------
+
+/// One bounded turn handed to an executor.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnRequest {
+    /// The goal.
+    pub goal: GoalId,
+    /// The goal's objective, so an executor starting from nothing knows why.
+    pub objective: String,
+    /// The todo.
+    pub todo: TodoId,
+    /// Its title.
+    pub title: String,
+    /// The agent running it.
+    pub agent: AgentId,
+    /// The lease epoch to present with every effect.
+    pub epoch: u64,
+    /// The turn id.
+    pub turn: TurnId,
+    /// What was reserved.
+    pub reserved: Amounts,
+    /// The handoff note, when the todo was handed to this agent.
+    pub handoff: Option<HandoffNote>,
+    /// The lease expiry; the turn must finish (or renew) before it.
+    pub deadline: Timestamp,
+}
+
+/// What an executor hands back. Its own account is not evidence: the validator decides.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnReport {
+    /// The transition the executor proposes.
+    pub transition: Transition,
+    /// Observations it made.
+    pub observations: Vec<Observation>,
+    /// What it used.
+    pub usage: Amounts,
+    /// A short account, for people.
+    pub summary: String,
+}
+
+/// An executor or validator failure.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TurnError {
+    /// The turn exceeded its time.
+    #[error("the turn timed out after {0}")]
+    Timeout(Duration),
+    /// The executor or validator could not run.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// Runs one bounded turn.
+#[async_trait]
+pub trait Executor: Send + Sync {
+    /// Runs the turn.
+    async fn run(&self, turn: &TurnRequest) -> Result<TurnReport, TurnError>;
+}
+
+/// An independent verdict on a turn, with the evidence it established.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Validation {
+    /// The verdict.
+    pub verdict: Verdict,
+    /// Evidence, bound to the revision it was established at.
+    pub evidence: Vec<NewEvidence>,
+}
+
+/// Judges a turn independently of its executor.
+#[async_trait]
+pub trait Validator: Send + Sync {
+    /// Who validates; must differ from the executing agent.
+    fn actor(&self) -> Actor;
+
+    /// Validates the turn.
+    async fn validate(&self, turn: &TurnRequest, report: &TurnReport)
+    -> Result<Validation, TurnError>;
+}
+
+// ----- clock ----------------------------------------------------------------------------------
+
+/// The only source of `now`. The kernel never reads a clock; adapters implement this over the
+/// system clock, tests over [`ManualClock`].
+pub trait Clock: Send + Sync {
+    /// The current instant.
+    fn now(&self) -> Timestamp;
+}
+
+/// A clock that moves only when told to: deterministic tests and simulations.
+#[derive(Debug)]
+pub struct ManualClock(Mutex<Timestamp>);
+
+impl ManualClock {
+    /// A clock showing `start`.
+    pub fn new(start: Timestamp) -> Self {
+        ManualClock(Mutex::new(start))
+    }
+
+    /// Moves the clock forward.
+    pub fn advance(&self, span: Duration) {
+        let mut now = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        *now = now.plus(span);
+    }
+
+    /// Sets the clock.
+    pub fn set(&self, to: Timestamp) {
+        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = to;
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> Timestamp {
+        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}

@@ -1,0 +1,1076 @@
+//! The goal's state: the fold of its events.
+//!
+//! `apply` never decides anything: every rule is checked when a command is executed, and an
+//! event is a fact that only needs recording. Replaying stored events that contradict each other
+//! (a corrupt or hand-edited log) yields a [`ReplayError`], never a panic.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::actor::Actor;
+use crate::budget::{Amounts, Ledger};
+use crate::event::{Event, RecordedEvent, SCHEMA_VERSION, SettledTransition};
+use crate::evidence::{Evidence, Freshness, NewEvidence, Observation, Outcome, SubjectHead};
+use crate::gate::{Gate, GateStatus, NewGate};
+use crate::goal::{Amendment, GoalSpec};
+use crate::ids::{
+    AgentId, CheckId, CriterionId, EvidenceId, GateId, ObligationId, ObservationKey, Revision,
+    Subject, TodoId, TurnId,
+};
+use crate::obligation::{Discharge, Obligation};
+use crate::time::Timestamp;
+use crate::todo::{
+    ContinuationRecord, Lease, MonitorState, NewTodo, Priority, Todo, TodoClass, TodoStatus,
+    TurnInFlight, Workspace,
+};
+
+/// A goal's complete state, rebuilt by folding its events.
+///
+/// Fields are public for reading; change the state only through commands (see
+/// [`crate::execute`]) so every rule is checked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "Unindexed")]
+pub struct GoalState {
+    /// The goal as created and amended.
+    pub spec: GoalSpec,
+    /// How many amendments were applied (the optimistic-concurrency revision of the spec).
+    pub goal_revision: u64,
+    /// How many events were applied (the store's compare-and-set revision).
+    pub revision: u64,
+    /// When the goal was created.
+    pub created_at: Timestamp,
+    /// Todos by id.
+    pub todos: BTreeMap<TodoId, Todo>,
+    /// Gates by id.
+    pub gates: BTreeMap<GateId, Gate>,
+    /// Evidence by id.
+    pub evidence: BTreeMap<EvidenceId, Evidence>,
+    /// The latest observation of each stream.
+    pub observations: BTreeMap<ObservationKey, Observation>,
+    /// The current revision of each subject.
+    pub subjects: BTreeMap<Subject, SubjectHead>,
+    /// Obligations by id.
+    pub obligations: BTreeMap<ObligationId, Obligation>,
+    /// The goal-wide budget.
+    pub ledger: Ledger,
+    /// Every turn ever begun, and what became of it.
+    pub turns: BTreeMap<TurnId, TurnRecord>,
+    /// The last workspace each agent reported.
+    pub workspaces: BTreeMap<AgentId, Workspace>,
+    /// The explicit intent to close, if declared.
+    pub closure: Option<Intent>,
+    /// The owner's abandonment, if any.
+    pub abandoned: Option<Intent>,
+    /// The next creation sequence number.
+    pub next_seq: u64,
+    #[serde(skip)]
+    index: Index,
+}
+
+/// A recorded intent (closure or abandonment).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Intent {
+    /// Why.
+    pub reason: String,
+    /// Who.
+    pub by: Actor,
+    /// When.
+    pub at: Timestamp,
+}
+
+/// What became of a turn.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnRecord {
+    /// Its todo.
+    pub todo: TodoId,
+    /// The agent that ran it.
+    pub agent: AgentId,
+    /// The lease epoch it ran under.
+    pub epoch: u64,
+    /// Its status.
+    pub status: TurnStatus,
+}
+
+/// A turn's status: in flight, settled (charged once) or cancelled (never charged).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum TurnStatus {
+    /// Begun, reservation held.
+    InFlight {
+        /// The reservation.
+        reserved: Amounts,
+    },
+    /// Settled and charged.
+    Settled {
+        /// The charge.
+        charged: Amounts,
+    },
+    /// Released, handed off, taken over or resolved absent: reservation returned.
+    Cancelled,
+}
+
+/// Derived lookups, rebuilt on load; never serialized.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+struct Index {
+    /// Todos that are not closed, in frontier order.
+    pending: BTreeSet<(Priority, u64, TodoId)>,
+    /// Todos with a lease record (live or expired).
+    leased: BTreeSet<TodoId>,
+    /// Evidence per (check, subject), in record order.
+    by_check: BTreeMap<(CheckId, Subject), Vec<EvidenceId>>,
+}
+
+#[derive(Deserialize)]
+struct Unindexed {
+    spec: GoalSpec,
+    goal_revision: u64,
+    revision: u64,
+    created_at: Timestamp,
+    todos: BTreeMap<TodoId, Todo>,
+    gates: BTreeMap<GateId, Gate>,
+    evidence: BTreeMap<EvidenceId, Evidence>,
+    observations: BTreeMap<ObservationKey, Observation>,
+    subjects: BTreeMap<Subject, SubjectHead>,
+    obligations: BTreeMap<ObligationId, Obligation>,
+    ledger: Ledger,
+    turns: BTreeMap<TurnId, TurnRecord>,
+    workspaces: BTreeMap<AgentId, Workspace>,
+    closure: Option<Intent>,
+    abandoned: Option<Intent>,
+    next_seq: u64,
+}
+
+impl From<Unindexed> for GoalState {
+    fn from(raw: Unindexed) -> Self {
+        let mut state = GoalState {
+            spec: raw.spec,
+            goal_revision: raw.goal_revision,
+            revision: raw.revision,
+            created_at: raw.created_at,
+            todos: raw.todos,
+            gates: raw.gates,
+            evidence: raw.evidence,
+            observations: raw.observations,
+            subjects: raw.subjects,
+            obligations: raw.obligations,
+            ledger: raw.ledger,
+            turns: raw.turns,
+            workspaces: raw.workspaces,
+            closure: raw.closure,
+            abandoned: raw.abandoned,
+            next_seq: raw.next_seq,
+            index: Index::default(),
+        };
+        state.rebuild_index();
+        state
+    }
+}
+
+/// A stored event history that cannot be folded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReplayError {
+    /// The history is empty.
+    #[error("the event history is empty")]
+    Empty,
+    /// The first event does not create the goal.
+    #[error("the first event is `{found}`, not `goal_created`")]
+    NotGenesis {
+        /// The event found.
+        found: &'static str,
+    },
+    /// An event was written by a newer kernel.
+    #[error("event at revision {revision} has schema {found}; this build reads up to {SCHEMA_VERSION}: upgrade loopx")]
+    NewerSchema {
+        /// The revision.
+        revision: u64,
+        /// The schema found.
+        found: u32,
+    },
+    /// Revisions do not follow each other.
+    #[error("event revision {found} follows revision {previous}; the history has a gap or a duplicate")]
+    RevisionGap {
+        /// The previous revision.
+        previous: u64,
+        /// The revision found.
+        found: u64,
+    },
+    /// An event contradicts the state it is applied to.
+    #[error("event at revision {revision} (`{event}`) is inconsistent with the history: {problem}")]
+    Inconsistent {
+        /// The revision.
+        revision: u64,
+        /// The event.
+        event: &'static str,
+        /// What is wrong.
+        problem: String,
+    },
+}
+
+/// Where a criterion stands.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum CriterionStatus {
+    /// Met by fresh passing evidence at the current revision.
+    Met {
+        /// The evidence.
+        evidence: EvidenceId,
+    },
+    /// No evidence for its check and subject at all.
+    NoEvidence,
+    /// The newest evidence at the current revision fails.
+    Failing {
+        /// The evidence.
+        evidence: EvidenceId,
+    },
+    /// The newest passing evidence is not fresh.
+    Stale {
+        /// The evidence.
+        evidence: EvidenceId,
+        /// Why.
+        freshness: Freshness,
+    },
+}
+
+impl CriterionStatus {
+    /// True for [`CriterionStatus::Met`].
+    pub fn is_met(&self) -> bool {
+        matches!(self, CriterionStatus::Met { .. })
+    }
+}
+
+fn inconsistent(event: &RecordedEvent, problem: impl Into<String>) -> ReplayError {
+    ReplayError::Inconsistent {
+        revision: event.revision,
+        event: event.event.name(),
+        problem: problem.into(),
+    }
+}
+
+impl GoalState {
+    /// Folds a complete history, from `goal_created` on.
+    ///
+    /// # Errors
+    /// [`ReplayError`] when the history is empty, starts elsewhere, skips a revision, carries a
+    /// newer schema or contradicts itself.
+    pub fn replay<'a>(
+        events: impl IntoIterator<Item = &'a RecordedEvent>,
+    ) -> Result<GoalState, ReplayError> {
+        let mut events = events.into_iter();
+        let first = events.next().ok_or(ReplayError::Empty)?;
+        let mut state = GoalState::genesis(first)?;
+        for event in events {
+            state.apply(event)?;
+        }
+        Ok(state)
+    }
+
+    /// The state right after `goal_created`.
+    ///
+    /// # Errors
+    /// [`ReplayError`] when the event is not a `goal_created` at revision 1 of a known schema.
+    pub fn genesis(event: &RecordedEvent) -> Result<GoalState, ReplayError> {
+        check_schema(event)?;
+        let Event::GoalCreated { spec } = &event.event else {
+            return Err(ReplayError::NotGenesis {
+                found: event.event.name(),
+            });
+        };
+        if event.revision != 1 {
+            return Err(ReplayError::RevisionGap {
+                previous: 0,
+                found: event.revision,
+            });
+        }
+        Ok(GoalState {
+            ledger: Ledger::new(spec.budget),
+            spec: spec.clone(),
+            goal_revision: 0,
+            revision: 1,
+            created_at: event.at,
+            todos: BTreeMap::new(),
+            gates: BTreeMap::new(),
+            evidence: BTreeMap::new(),
+            observations: BTreeMap::new(),
+            subjects: BTreeMap::new(),
+            obligations: BTreeMap::new(),
+            turns: BTreeMap::new(),
+            workspaces: BTreeMap::new(),
+            closure: None,
+            abandoned: None,
+            next_seq: 0,
+            index: Index::default(),
+        })
+    }
+
+    /// Applies one recorded event. The revision must be the next one.
+    ///
+    /// # Errors
+    /// [`ReplayError`] when the event does not fit the state; the state may then be partly
+    /// updated and must be discarded (stores apply to a copy or reload).
+    pub fn apply(&mut self, event: &RecordedEvent) -> Result<(), ReplayError> {
+        check_schema(event)?;
+        if event.revision != self.revision + 1 {
+            return Err(ReplayError::RevisionGap {
+                previous: self.revision,
+                found: event.revision,
+            });
+        }
+        self.apply_event(event)?;
+        self.revision = event.revision;
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_lines)]
+    fn apply_event(&mut self, recorded: &RecordedEvent) -> Result<(), ReplayError> {
+        let at = recorded.at;
+        match &recorded.event {
+            Event::GoalCreated { .. } => {
+                return Err(inconsistent(recorded, "the goal already exists"));
+            }
+            Event::GoalAmended {
+                goal_revision,
+                amendments,
+            } => {
+                for amendment in amendments {
+                    self.amend(amendment);
+                }
+                self.goal_revision = *goal_revision;
+            }
+            Event::GoalAbandoned { reason } => {
+                self.abandoned = Some(self.intent(reason, recorded));
+            }
+            Event::ClosureDeclared { reason } => {
+                self.closure = Some(self.intent(reason, recorded));
+            }
+            Event::TodoAdded { todo } => self.add_todo(todo, &recorded.actor, at, recorded)?,
+            Event::TodoReassigned { todo, to, .. } => {
+                self.todo_mut(todo, recorded)?.assignee.clone_from(to);
+            }
+            Event::TodoDeferred {
+                todo,
+                until,
+                baseline,
+                ..
+            } => {
+                self.end_lease(todo, recorded)?;
+                self.set_status(
+                    todo,
+                    TodoStatus::Deferred {
+                        until: until.clone(),
+                        baseline: baseline.clone(),
+                    },
+                    recorded,
+                )?;
+            }
+            Event::TodoBlocked { todo, reason, .. } => {
+                self.end_lease(todo, recorded)?;
+                self.set_status(
+                    todo,
+                    TodoStatus::Blocked {
+                        reason: reason.clone(),
+                    },
+                    recorded,
+                )?;
+            }
+            Event::TodoUnblocked { todo, .. } => {
+                self.set_status(todo, TodoStatus::Open, recorded)?;
+            }
+            Event::TodoSuperseded {
+                todo,
+                reason,
+                replacement,
+                ..
+            } => {
+                self.end_lease(todo, recorded)?;
+                self.set_status(
+                    todo,
+                    TodoStatus::Superseded {
+                        reason: reason.clone(),
+                        replacement: replacement.clone(),
+                    },
+                    recorded,
+                )?;
+            }
+            Event::LeaseAcquired {
+                todo,
+                holder,
+                epoch,
+                expires_at,
+                workspace,
+                ..
+            } => {
+                self.end_lease(todo, recorded)?;
+                if let Some(ws) = workspace {
+                    self.workspaces.insert(holder.clone(), ws.clone());
+                }
+                let entry = self.todo_mut(todo, recorded)?;
+                if matches!(entry.status, TodoStatus::Deferred { .. }) {
+                    entry.status = TodoStatus::Open;
+                }
+                entry.handoff = None;
+                entry.last_epoch = *epoch;
+                entry.lease = Some(Lease {
+                    holder: holder.clone(),
+                    epoch: *epoch,
+                    acquired_at: at,
+                    expires_at: *expires_at,
+                    workspace: workspace.clone(),
+                    turn: None,
+                });
+                self.index.leased.insert(todo.clone());
+            }
+            Event::LeaseRenewed {
+                todo, expires_at, ..
+            } => {
+                let lease = self.lease_mut(todo, recorded)?;
+                lease.expires_at = *expires_at;
+            }
+            Event::LeaseReleased { todo, .. } => self.end_lease(todo, recorded)?,
+            Event::LeaseHandedOff {
+                todo,
+                to,
+                epoch,
+                expires_at,
+                workspace,
+                note,
+                ..
+            } => {
+                self.end_lease(todo, recorded)?;
+                let entry = self.todo_mut(todo, recorded)?;
+                entry.last_epoch = *epoch;
+                entry.handoff = Some(note.clone());
+                entry.lease = Some(Lease {
+                    holder: to.clone(),
+                    epoch: *epoch,
+                    acquired_at: at,
+                    expires_at: *expires_at,
+                    workspace: workspace.clone(),
+                    turn: None,
+                });
+                self.index.leased.insert(todo.clone());
+            }
+            Event::TurnBegun {
+                todo,
+                epoch,
+                turn,
+                reserved,
+            } => {
+                if self.turns.contains_key(turn) {
+                    return Err(inconsistent(recorded, format!("turn `{turn}` began twice")));
+                }
+                let lease = self.lease_mut(todo, recorded)?;
+                lease.turn = Some(TurnInFlight {
+                    id: turn.clone(),
+                    begun_at: at,
+                    reserved: *reserved,
+                });
+                let agent = lease.holder.clone();
+                if let Some(ledger) = self.todo_mut(todo, recorded)?.budget.as_mut() {
+                    ledger.reserve(*reserved);
+                }
+                self.ledger.reserve(*reserved);
+                self.turns.insert(
+                    turn.clone(),
+                    TurnRecord {
+                        todo: todo.clone(),
+                        agent,
+                        epoch: *epoch,
+                        status: TurnStatus::InFlight {
+                            reserved: *reserved,
+                        },
+                    },
+                );
+            }
+            Event::TurnSettled {
+                todo,
+                turn,
+                evidence,
+                observations,
+                transition,
+                charged,
+                ..
+            } => {
+                self.settle(todo, turn, *charged, recorded)?;
+                for obs in observations {
+                    self.record_observation(obs);
+                }
+                for item in evidence {
+                    let producer = recorded.actor.clone();
+                    self.record_evidence(item, producer, Some(turn.clone()), recorded)?;
+                }
+                self.tick_monitor(todo, observations, at, recorded)?;
+                self.apply_transition(todo, turn, transition, recorded)?;
+            }
+            Event::OutcomeAbsent { todo, .. } => self.end_lease(todo, recorded)?,
+            Event::GateOpened { gate } => self.open_gate(gate, recorded)?,
+            Event::GateResolved { gate, answer } => {
+                let status = GateStatus::Resolved {
+                    answer: answer.clone(),
+                    by: recorded.actor.clone(),
+                    at,
+                };
+                self.gate_mut(gate, recorded)?.status = status;
+            }
+            Event::GateRejected { gate, reason } => {
+                let status = GateStatus::Rejected {
+                    reason: reason.clone(),
+                    by: recorded.actor.clone(),
+                    at,
+                };
+                self.gate_mut(gate, recorded)?.status = status;
+            }
+            Event::GateWithdrawn { gate, reason } => {
+                let status = GateStatus::Withdrawn {
+                    reason: reason.clone(),
+                    by: recorded.actor.clone(),
+                    at,
+                };
+                self.gate_mut(gate, recorded)?.status = status;
+            }
+            Event::ObservationRecorded { observation } => self.record_observation(observation),
+            Event::EvidenceRecorded { evidence } => {
+                self.record_evidence(evidence, recorded.actor.clone(), None, recorded)?;
+            }
+            Event::ObligationRaised {
+                id,
+                kind,
+                cause,
+                detail,
+                owner,
+            } => {
+                if self.obligations.contains_key(id) {
+                    return Err(inconsistent(recorded, format!("obligation `{id}` raised twice")));
+                }
+                self.obligations.insert(
+                    id.clone(),
+                    Obligation {
+                        id: id.clone(),
+                        kind: *kind,
+                        cause: cause.clone(),
+                        detail: detail.clone(),
+                        owner: owner.clone(),
+                        raised_by: recorded.actor.clone(),
+                        raised_at: at,
+                        discharged: None,
+                    },
+                );
+            }
+            Event::ObligationDischarged { obligation } => {
+                let entry = self
+                    .obligations
+                    .get_mut(obligation)
+                    .ok_or_else(|| inconsistent(recorded, format!("no obligation `{obligation}`")))?;
+                entry.discharged = Some(Discharge {
+                    by: recorded.actor.clone(),
+                    at,
+                });
+            }
+            Event::WorkspaceReported { agent, workspace } => {
+                self.workspaces.insert(agent.clone(), workspace.clone());
+            }
+        }
+        Ok(())
+    }
+
+    fn intent(&self, reason: &str, recorded: &RecordedEvent) -> Intent {
+        Intent {
+            reason: reason.to_owned(),
+            by: recorded.actor.clone(),
+            at: recorded.at,
+        }
+    }
+
+    fn amend(&mut self, amendment: &Amendment) {
+        let spec = &mut self.spec;
+        match amendment {
+            Amendment::SetObjective { objective } => spec.objective.clone_from(objective),
+            Amendment::AddCriterion { criterion } => spec.criteria.push(criterion.clone()),
+            Amendment::RemoveCriterion { id } => spec.criteria.retain(|c| &c.id != id),
+            Amendment::RegisterAgent { agent } => {
+                spec.agents.insert(agent.clone());
+            }
+            Amendment::UnregisterAgent { agent } => {
+                spec.agents.remove(agent);
+            }
+            Amendment::SetBudget { limits } => {
+                spec.budget = *limits;
+                self.ledger.limits = *limits;
+            }
+            Amendment::SetPolicy { policy } => spec.policy = policy.clone(),
+            Amendment::Grant { agent, action } => {
+                spec.grants.entry(agent.clone()).or_default().insert(*action);
+            }
+            Amendment::Revoke { agent, action } => {
+                if let Some(actions) = spec.grants.get_mut(agent) {
+                    actions.remove(action);
+                    if actions.is_empty() {
+                        spec.grants.remove(agent);
+                    }
+                }
+            }
+        }
+    }
+
+    fn add_todo(
+        &mut self,
+        new: &NewTodo,
+        actor: &Actor,
+        at: Timestamp,
+        recorded: &RecordedEvent,
+    ) -> Result<(), ReplayError> {
+        if self.todos.contains_key(&new.id) {
+            return Err(inconsistent(recorded, format!("todo `{}` added twice", new.id)));
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let monitor = matches!(new.class, TodoClass::Monitor(_)).then_some(MonitorState {
+            next_due: at,
+            no_change_streak: 0,
+        });
+        let todo = Todo {
+            id: new.id.clone(),
+            title: new.title.clone(),
+            class: new.class.clone(),
+            priority: new.priority,
+            depends_on: new.depends_on.clone(),
+            requires_decisions: new.requires_decisions.clone(),
+            excluded_agents: new.excluded_agents.clone(),
+            assignee: new.assignee.clone(),
+            writes: new.writes.clone(),
+            idempotent: new.idempotent,
+            budget: new.budget.map(Ledger::new),
+            created_by: actor.clone(),
+            created_at: at,
+            seq,
+            status: TodoStatus::Open,
+            lease: None,
+            last_epoch: 0,
+            monitor,
+            handoff: None,
+        };
+        self.index
+            .pending
+            .insert((todo.priority, todo.seq, todo.id.clone()));
+        self.todos.insert(todo.id.clone(), todo);
+        Ok(())
+    }
+
+    fn todo_mut(&mut self, id: &TodoId, recorded: &RecordedEvent) -> Result<&mut Todo, ReplayError> {
+        self.todos
+            .get_mut(id)
+            .ok_or_else(|| inconsistent(recorded, format!("no todo `{id}`")))
+    }
+
+    fn gate_mut(&mut self, id: &GateId, recorded: &RecordedEvent) -> Result<&mut Gate, ReplayError> {
+        self.gates
+            .get_mut(id)
+            .ok_or_else(|| inconsistent(recorded, format!("no gate `{id}`")))
+    }
+
+    fn lease_mut(
+        &mut self,
+        id: &TodoId,
+        recorded: &RecordedEvent,
+    ) -> Result<&mut Lease, ReplayError> {
+        self.todo_mut(id, recorded)?
+            .lease
+            .as_mut()
+            .ok_or_else(|| inconsistent(recorded, format!("todo `{id}` has no lease")))
+    }
+
+    fn set_status(
+        &mut self,
+        id: &TodoId,
+        status: TodoStatus,
+        recorded: &RecordedEvent,
+    ) -> Result<(), ReplayError> {
+        let todo = self.todo_mut(id, recorded)?;
+        todo.status = status;
+        if todo.status.is_closed() {
+            let key = (todo.priority, todo.seq, todo.id.clone());
+            self.index.pending.remove(&key);
+        }
+        Ok(())
+    }
+
+    /// Drops the todo's lease, returning an in-flight turn's reservation uncharged.
+    fn end_lease(&mut self, id: &TodoId, recorded: &RecordedEvent) -> Result<(), ReplayError> {
+        let todo = self.todo_mut(id, recorded)?;
+        let Some(lease) = todo.lease.take() else {
+            return Ok(());
+        };
+        if let Some(turn) = lease.turn {
+            if let Some(ledger) = todo.budget.as_mut() {
+                ledger.cancel(turn.reserved);
+            }
+            self.ledger.cancel(turn.reserved);
+            if let Some(record) = self.turns.get_mut(&turn.id) {
+                record.status = TurnStatus::Cancelled;
+            }
+        }
+        self.index.leased.remove(id);
+        Ok(())
+    }
+
+    fn settle(
+        &mut self,
+        id: &TodoId,
+        turn: &TurnId,
+        charged: Amounts,
+        recorded: &RecordedEvent,
+    ) -> Result<(), ReplayError> {
+        let todo = self.todo_mut(id, recorded)?;
+        let reserved = todo
+            .lease
+            .take()
+            .and_then(|l| l.turn)
+            .filter(|t| &t.id == turn)
+            .ok_or_else(|| inconsistent(recorded, format!("turn `{turn}` is not in flight")))?
+            .reserved;
+        todo.handoff = None;
+        if let Some(ledger) = todo.budget.as_mut() {
+            ledger.charge(reserved, charged);
+        }
+        self.ledger.charge(reserved, charged);
+        self.index.leased.remove(id);
+        let record = self
+            .turns
+            .get_mut(turn)
+            .ok_or_else(|| inconsistent(recorded, format!("no turn `{turn}`")))?;
+        record.status = TurnStatus::Settled { charged };
+        Ok(())
+    }
+
+    fn tick_monitor(
+        &mut self,
+        id: &TodoId,
+        observations: &[Observation],
+        at: Timestamp,
+        recorded: &RecordedEvent,
+    ) -> Result<(), ReplayError> {
+        let todo = self.todo_mut(id, recorded)?;
+        let TodoClass::Monitor(spec) = &todo.class else {
+            return Ok(());
+        };
+        let changed = observations.iter().any(|o| o.key == spec.watches);
+        let next_due = at.plus(spec.cadence);
+        if let Some(state) = todo.monitor.as_mut() {
+            state.next_due = next_due;
+            state.no_change_streak = if changed {
+                0
+            } else {
+                state.no_change_streak.saturating_add(1)
+            };
+        }
+        Ok(())
+    }
+
+    fn apply_transition(
+        &mut self,
+        id: &TodoId,
+        turn: &TurnId,
+        transition: &SettledTransition,
+        recorded: &RecordedEvent,
+    ) -> Result<(), ReplayError> {
+        let status = match transition {
+            SettledTransition::KeepOpen => return Ok(()),
+            SettledTransition::Defer { until, baseline } => TodoStatus::Deferred {
+                until: until.clone(),
+                baseline: baseline.clone(),
+            },
+            SettledTransition::Block { reason } => TodoStatus::Blocked {
+                reason: reason.clone(),
+            },
+            SettledTransition::Complete {
+                continuation,
+                successors,
+            } => {
+                let by = recorded
+                    .actor
+                    .agent()
+                    .cloned()
+                    .or_else(|| self.turns.get(turn).map(|t| t.agent.clone()))
+                    .ok_or_else(|| inconsistent(recorded, "completion without an agent"))?;
+                for successor in successors {
+                    self.add_todo(successor, &recorded.actor, recorded.at, recorded)?;
+                }
+                if matches!(continuation, ContinuationRecord::NoFollowUp) {
+                    self.closure = Some(self.intent(
+                        &format!("completed `{id}` with no follow-up"),
+                        recorded,
+                    ));
+                }
+                TodoStatus::Done {
+                    continuation: continuation.clone(),
+                    by,
+                    turn: turn.clone(),
+                    at: recorded.at,
+                }
+            }
+        };
+        self.set_status(id, status, recorded)
+    }
+
+    fn open_gate(&mut self, gate: &NewGate, recorded: &RecordedEvent) -> Result<(), ReplayError> {
+        if self.gates.contains_key(&gate.id) {
+            return Err(inconsistent(recorded, format!("gate `{}` opened twice", gate.id)));
+        }
+        self.gates.insert(
+            gate.id.clone(),
+            Gate {
+                id: gate.id.clone(),
+                question: gate.question.clone(),
+                owner: gate.owner.clone(),
+                scope: gate.scope.clone(),
+                deadline: gate.deadline,
+                on_expiry: gate.on_expiry,
+                opened_by: recorded.actor.clone(),
+                opened_at: recorded.at,
+                status: GateStatus::Pending,
+            },
+        );
+        Ok(())
+    }
+
+    fn record_observation(&mut self, observation: &Observation) {
+        self.advance_subject(&observation.subject, &observation.revision, observation.observed_at);
+        self.observations
+            .insert(observation.key.clone(), observation.clone());
+    }
+
+    fn record_evidence(
+        &mut self,
+        new: &NewEvidence,
+        produced_by: Actor,
+        turn: Option<TurnId>,
+        recorded: &RecordedEvent,
+    ) -> Result<(), ReplayError> {
+        if self.evidence.contains_key(&new.id) {
+            return Err(inconsistent(recorded, format!("evidence `{}` recorded twice", new.id)));
+        }
+        self.advance_subject(&new.subject, &new.revision, new.observed_at);
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.index
+            .by_check
+            .entry((new.check.clone(), new.subject.clone()))
+            .or_default()
+            .push(new.id.clone());
+        self.evidence.insert(
+            new.id.clone(),
+            Evidence {
+                id: new.id.clone(),
+                check: new.check.clone(),
+                subject: new.subject.clone(),
+                revision: new.revision.clone(),
+                outcome: new.outcome,
+                summary: new.summary.clone(),
+                produced_by,
+                turn,
+                observed_at: new.observed_at,
+                ttl: new.ttl,
+                inputs: new.inputs.clone(),
+                seq,
+            },
+        );
+        Ok(())
+    }
+
+    /// The newest fact about a subject sets its current revision (ties go to the later record).
+    fn advance_subject(&mut self, subject: &Subject, revision: &Revision, observed_at: Timestamp) {
+        let newer = self
+            .subjects
+            .get(subject)
+            .is_none_or(|head| observed_at >= head.observed_at);
+        if newer {
+            self.subjects.insert(
+                subject.clone(),
+                SubjectHead {
+                    revision: revision.clone(),
+                    observed_at,
+                },
+            );
+        }
+    }
+
+    fn rebuild_index(&mut self) {
+        let mut index = Index::default();
+        for todo in self.todos.values() {
+            if !todo.status.is_closed() {
+                index
+                    .pending
+                    .insert((todo.priority, todo.seq, todo.id.clone()));
+            }
+            if todo.lease.is_some() {
+                index.leased.insert(todo.id.clone());
+            }
+        }
+        let mut evidence: Vec<&Evidence> = self.evidence.values().collect();
+        evidence.sort_by_key(|e| e.seq);
+        for e in evidence {
+            index
+                .by_check
+                .entry((e.check.clone(), e.subject.clone()))
+                .or_default()
+                .push(e.id.clone());
+        }
+        self.index = index;
+    }
+
+    // ----- reading -------------------------------------------------------------------------
+
+    /// Todos that are not done or superseded, in frontier order (priority, then age).
+    pub fn pending_todos(&self) -> impl Iterator<Item = &Todo> + '_ {
+        self.index
+            .pending
+            .iter()
+            .filter_map(|(_, _, id)| self.todos.get(id))
+    }
+
+    /// Todos with a lease record (live or expired).
+    pub fn leased_todos(&self) -> impl Iterator<Item = &Todo> + '_ {
+        self.index.leased.iter().filter_map(|id| self.todos.get(id))
+    }
+
+    /// True when the agent is registered with the goal.
+    pub fn is_registered(&self, agent: &AgentId) -> bool {
+        self.spec.agents.contains(agent)
+    }
+
+    /// The owner as an actor.
+    pub fn owner(&self) -> Actor {
+        Actor::Person(self.spec.owner.clone())
+    }
+
+    /// Whether a piece of evidence may still be relied on at `now`: bound to the subject's
+    /// current revision, within its time-to-live, and (transitively) derived from fresh inputs.
+    pub fn freshness(&self, id: &EvidenceId, now: Timestamp) -> Freshness {
+        let mut memo = BTreeMap::new();
+        self.freshness_memo(id, now, &mut memo)
+    }
+
+    fn freshness_memo(
+        &self,
+        id: &EvidenceId,
+        now: Timestamp,
+        memo: &mut BTreeMap<EvidenceId, Freshness>,
+    ) -> Freshness {
+        // Inputs are always recorded before what cites them, so following them in order of
+        // decreasing `seq` terminates; the explicit stack keeps deep lineage off the call stack.
+        let mut stack = vec![id.clone()];
+        while let Some(top) = stack.last().cloned() {
+            if memo.contains_key(&top) {
+                stack.pop();
+                continue;
+            }
+            let Some(evidence) = self.evidence.get(&top) else {
+                memo.insert(top.clone(), Freshness::Fresh);
+                stack.pop();
+                continue;
+            };
+            let unresolved: Vec<EvidenceId> = evidence
+                .inputs
+                .evidence
+                .iter()
+                .filter(|input| !memo.contains_key(*input) && self.evidence.contains_key(*input))
+                .filter(|input| self.evidence[*input].seq < evidence.seq)
+                .cloned()
+                .collect();
+            if unresolved.is_empty() {
+                let verdict = self.own_freshness(evidence, now, memo);
+                memo.insert(top, verdict);
+                stack.pop();
+            } else {
+                stack.extend(unresolved);
+            }
+        }
+        memo.get(id).cloned().unwrap_or(Freshness::Fresh)
+    }
+
+    fn own_freshness(
+        &self,
+        evidence: &Evidence,
+        now: Timestamp,
+        memo: &BTreeMap<EvidenceId, Freshness>,
+    ) -> Freshness {
+        if let Some(head) = self.subjects.get(&evidence.subject)
+            && head.revision != evidence.revision
+        {
+            return Freshness::Superseded {
+                current: head.revision.clone(),
+            };
+        }
+        if let Some(ttl) = evidence.ttl {
+            let expiry = evidence.observed_at.plus(ttl);
+            if now >= expiry {
+                return Freshness::Expired { at: expiry };
+            }
+        }
+        for input in &evidence.inputs.evidence {
+            if memo.get(input).is_some_and(|f| !f.is_fresh()) {
+                return Freshness::InputStale {
+                    input: input.clone(),
+                };
+            }
+        }
+        for input in &evidence.inputs.observations {
+            let current = self.observations.get(&input.key).map(|o| &o.fingerprint);
+            if current != Some(&input.fingerprint) {
+                return Freshness::ObservationChanged {
+                    key: input.key.clone(),
+                };
+            }
+        }
+        Freshness::Fresh
+    }
+
+    /// Where one criterion stands at `now`. The newest evidence for its check and subject at the
+    /// subject's current revision decides; older revisions never count.
+    pub fn criterion_status(&self, id: &CriterionId, now: Timestamp) -> Option<CriterionStatus> {
+        let criterion = self.spec.criteria.iter().find(|c| &c.id == id)?;
+        let key = (criterion.check.clone(), criterion.subject.clone());
+        let Some(ids) = self.index.by_check.get(&key) else {
+            return Some(CriterionStatus::NoEvidence);
+        };
+        let newest = ids
+            .iter()
+            .filter_map(|id| self.evidence.get(id))
+            .max_by_key(|e| (e.observed_at, e.seq));
+        let Some(evidence) = newest else {
+            return Some(CriterionStatus::NoEvidence);
+        };
+        let freshness = self.freshness(&evidence.id, now);
+        let id = evidence.id.clone();
+        Some(if !freshness.is_fresh() {
+            CriterionStatus::Stale {
+                evidence: id,
+                freshness,
+            }
+        } else if evidence.outcome == Outcome::Fail {
+            CriterionStatus::Failing { evidence: id }
+        } else {
+            CriterionStatus::Met { evidence: id }
+        })
+    }
+
+    /// Every criterion's status, in the goal's order.
+    pub fn criteria_status(&self, now: Timestamp) -> Vec<(CriterionId, CriterionStatus)> {
+        self.spec
+            .criteria
+            .iter()
+            .filter_map(|c| Some((c.id.clone(), self.criterion_status(&c.id, now)?)))
+            .collect()
+    }
+}
+
+fn check_schema(event: &RecordedEvent) -> Result<(), ReplayError> {
+    if event.schema > SCHEMA_VERSION {
+        return Err(ReplayError::NewerSchema {
+            revision: event.revision,
+            found: event.schema,
+        });
+    }
+    Ok(())
+}

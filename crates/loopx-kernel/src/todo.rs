@@ -1,0 +1,381 @@
+//! Todos, their leases and the workspace guard's vocabulary.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+
+use crate::actor::Actor;
+use crate::budget::{Amounts, Ledger, Limits};
+use crate::ids::{
+    AgentId, DecisionScope, EvidenceId, Fingerprint, GateId, ObservationKey, TodoId, TurnId,
+};
+use crate::time::{Duration, Timestamp};
+
+/// Priority; `P0` is the most urgent. The frontier orders by priority, then creation order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Priority {
+    /// Drop everything.
+    P0,
+    /// Next.
+    P1,
+    /// Normal.
+    P2,
+    /// Later.
+    P3,
+    /// Someday.
+    P4,
+}
+
+impl Default for Priority {
+    fn default() -> Self {
+        Priority::P2
+    }
+}
+
+/// What kind of work a todo is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum TodoClass {
+    /// Work that moves the goal forward.
+    Advance,
+    /// A read-only poll of one observation stream, runnable only when due.
+    Monitor(MonitorSpec),
+    /// Review of another todo's result; never offered to the agent who completed it.
+    Review {
+        /// The todo under review.
+        of: TodoId,
+    },
+}
+
+/// How a monitor polls.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MonitorSpec {
+    /// The observation stream it watches.
+    pub watches: ObservationKey,
+    /// Time between polls.
+    pub cadence: Duration,
+}
+
+/// A monitor's progress.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MonitorState {
+    /// When the next poll is due.
+    pub next_due: Timestamp,
+    /// Unchanged polls in a row.
+    pub no_change_streak: u32,
+}
+
+/// What a todo writes, for the workspace guard. Scopes are path prefixes inside the repository;
+/// an empty string or `.` is the whole repository.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WriteSet {
+    /// The repository, e.g. `github.com/acme/cli`.
+    pub repository: String,
+    /// Path prefixes written.
+    pub scopes: BTreeSet<String>,
+}
+
+impl WriteSet {
+    /// True when both write the same repository and some scope of one contains a scope of the
+    /// other (path-component-wise).
+    pub fn overlaps(&self, other: &WriteSet) -> bool {
+        self.repository == other.repository
+            && self
+                .scopes
+                .iter()
+                .any(|a| other.scopes.iter().any(|b| scopes_overlap(a, b)))
+    }
+}
+
+fn scopes_overlap(a: &str, b: &str) -> bool {
+    let components = |s: &str| {
+        s.split('/')
+            .filter(|c| !c.is_empty() && *c != ".")
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    let (a, b) = (components(a), components(b));
+    a.iter().zip(&b).all(|(x, y)| x == y)
+}
+
+/// Where an agent's turn runs, as the git provider reads it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Workspace {
+    /// `git rev-parse --show-toplevel`: one checkout.
+    pub top_level: String,
+    /// `git rev-parse --git-common-dir`: shared by all worktrees of one clone.
+    pub common_dir: String,
+}
+
+/// A todo's lifecycle status. "Running" is not a status: it is derived from a live lease with a
+/// turn in flight.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case", deny_unknown_fields)]
+pub enum TodoStatus {
+    /// Ready to be worked on once its dependencies, gates and budget allow.
+    Open,
+    /// A known blocking fact; only an explicit unblock (or a replan) moves it.
+    Blocked {
+        /// What blocks it.
+        reason: String,
+    },
+    /// Set aside until a typed condition holds.
+    Deferred {
+        /// When it may resume.
+        until: ResumeCondition,
+        /// For [`ResumeCondition::ObservationChanged`]: the fingerprint at deferral.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        baseline: Option<Fingerprint>,
+    },
+    /// Completed, with exactly one continuation.
+    Done {
+        /// What follows.
+        continuation: ContinuationRecord,
+        /// The agent that completed it.
+        by: AgentId,
+        /// The turn that completed it.
+        turn: TurnId,
+        /// When.
+        at: Timestamp,
+    },
+    /// Replaced; never runs again.
+    Superseded {
+        /// Why.
+        reason: String,
+        /// The todo that replaces it, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        replacement: Option<TodoId>,
+    },
+}
+
+impl TodoStatus {
+    /// True for done and superseded: the todo will never run again.
+    pub fn is_closed(&self) -> bool {
+        matches!(self, TodoStatus::Done { .. } | TodoStatus::Superseded { .. })
+    }
+
+    /// A stable short name (`open`, `blocked`, `deferred`, `done`, `superseded`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            TodoStatus::Open => "open",
+            TodoStatus::Blocked { .. } => "blocked",
+            TodoStatus::Deferred { .. } => "deferred",
+            TodoStatus::Done { .. } => "done",
+            TodoStatus::Superseded { .. } => "superseded",
+        }
+    }
+}
+
+/// A typed condition under which a deferred todo may resume. Each is decided from recorded
+/// facts only; prose never resumes anything.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "when", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ResumeCondition {
+    /// At or after an instant.
+    At {
+        /// The instant.
+        at: Timestamp,
+    },
+    /// Once another todo is done.
+    TodoDone {
+        /// That todo.
+        todo: TodoId,
+    },
+    /// Once a gate is no longer pending (answered, rejected, expired or withdrawn).
+    GateSettled {
+        /// That gate.
+        gate: GateId,
+    },
+    /// Once an observation stream's fingerprint differs from the one at deferral.
+    ObservationChanged {
+        /// The stream.
+        key: ObservationKey,
+    },
+}
+
+/// The one continuation recorded with every completion.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "todos", rename_all = "snake_case")]
+pub enum ContinuationRecord {
+    /// These successors carry the work on.
+    Successors(Vec<TodoId>),
+    /// Nothing follows; this is also an explicit intent to close the goal.
+    NoFollowUp,
+    /// The goal stays active; the next decision finds the next step.
+    GoalStillActive,
+}
+
+/// A fenced claim on a todo. At most one per todo; the epoch strictly increases on every
+/// acquire, takeover and handoff, and every settlement must present the current one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+    /// Who holds it.
+    pub holder: AgentId,
+    /// The fencing token.
+    pub epoch: u64,
+    /// When it was acquired (or handed over).
+    pub acquired_at: Timestamp,
+    /// It is live strictly before this instant.
+    pub expires_at: Timestamp,
+    /// The holder's workspace, for writing todos.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<Workspace>,
+    /// The turn prepared under this lease, if one has begun.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<TurnInFlight>,
+}
+
+impl Lease {
+    /// Live strictly before its expiry.
+    pub fn is_live(&self, now: Timestamp) -> bool {
+        now < self.expires_at
+    }
+}
+
+/// A turn that has begun (its budget reserved) and not settled.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnInFlight {
+    /// The turn.
+    pub id: TurnId,
+    /// When it began.
+    pub begun_at: Timestamp,
+    /// What it reserved.
+    pub reserved: Amounts,
+}
+
+/// What a handoff carries, so the receiver needs nothing from the sender's context.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HandoffNote {
+    /// The very next action.
+    pub next_action: String,
+    /// When to stop.
+    pub stop_condition: String,
+    /// The evidence the work rests on.
+    #[serde(default)]
+    pub evidence: Vec<EvidenceId>,
+}
+
+/// A todo as a command creates it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewTodo {
+    /// Its id, unique in the goal.
+    pub id: TodoId,
+    /// What to do.
+    pub title: String,
+    /// What kind of work.
+    pub class: TodoClass,
+    /// Urgency.
+    #[serde(default)]
+    pub priority: Priority,
+    /// Todos that must be done first.
+    #[serde(default)]
+    pub depends_on: BTreeSet<TodoId>,
+    /// Decisions that must be settled (by a resolved gate) before it runs.
+    #[serde(default)]
+    pub requires_decisions: BTreeSet<DecisionScope>,
+    /// Agents that may never take it.
+    #[serde(default)]
+    pub excluded_agents: BTreeSet<AgentId>,
+    /// The agent that should take it (a successor for a specific agent).
+    #[serde(default)]
+    pub assignee: Option<AgentId>,
+    /// What it writes; `None` for read-only work, which the workspace guard never blocks.
+    #[serde(default)]
+    pub writes: Option<WriteSet>,
+    /// Re-running it after an unknown outcome is safe.
+    #[serde(default)]
+    pub idempotent: bool,
+    /// An optional per-todo budget, on top of the goal's.
+    #[serde(default)]
+    pub budget: Option<Limits>,
+}
+
+impl NewTodo {
+    /// An open advancement todo at normal priority with nothing else set.
+    pub fn advance(id: TodoId, title: impl Into<String>) -> Self {
+        NewTodo {
+            id,
+            title: title.into(),
+            class: TodoClass::Advance,
+            priority: Priority::default(),
+            depends_on: BTreeSet::new(),
+            requires_decisions: BTreeSet::new(),
+            excluded_agents: BTreeSet::new(),
+            assignee: None,
+            writes: None,
+            idempotent: false,
+            budget: None,
+        }
+    }
+}
+
+/// A todo as the goal holds it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Todo {
+    /// Its id.
+    pub id: TodoId,
+    /// What to do.
+    pub title: String,
+    /// What kind of work.
+    pub class: TodoClass,
+    /// Urgency.
+    pub priority: Priority,
+    /// Todos that must be done first.
+    pub depends_on: BTreeSet<TodoId>,
+    /// Decisions a resolved gate must settle first.
+    pub requires_decisions: BTreeSet<DecisionScope>,
+    /// Agents that may never take it.
+    pub excluded_agents: BTreeSet<AgentId>,
+    /// The agent it is meant for, if any.
+    pub assignee: Option<AgentId>,
+    /// What it writes.
+    pub writes: Option<WriteSet>,
+    /// Safe to re-run after an unknown outcome.
+    pub idempotent: bool,
+    /// Its own budget, if it has one.
+    pub budget: Option<Ledger>,
+    /// Who created it.
+    pub created_by: Actor,
+    /// When.
+    pub created_at: Timestamp,
+    /// Creation order within the goal; ties in priority go to the older todo.
+    pub seq: u64,
+    /// Lifecycle status.
+    #[serde(flatten)]
+    pub status: TodoStatus,
+    /// The current or last lease (an expired one is kept until released or taken over).
+    pub lease: Option<Lease>,
+    /// The highest epoch ever issued for this todo.
+    pub last_epoch: u64,
+    /// Monitor progress, for monitor todos.
+    pub monitor: Option<MonitorState>,
+    /// The note from the last handoff, for the current holder.
+    pub handoff: Option<HandoffNote>,
+}
+
+impl Todo {
+    /// The live lease, if any.
+    pub fn live_lease(&self, now: Timestamp) -> Option<&Lease> {
+        self.lease.as_ref().filter(|l| l.is_live(now))
+    }
+
+    /// True when a live lease has a turn in flight: the derived "running" state.
+    pub fn is_running(&self, now: Timestamp) -> bool {
+        self.live_lease(now).is_some_and(|l| l.turn.is_some())
+    }
+
+    /// True when a lease expired while a turn had begun on work that is not idempotent: the
+    /// effect may or may not have happened, so the todo needs a repair before anyone re-runs it.
+    pub fn outcome_unknown(&self, now: Timestamp) -> bool {
+        !self.idempotent
+            && self
+                .lease
+                .as_ref()
+                .is_some_and(|l| !l.is_live(now) && l.turn.is_some())
+    }
+}
