@@ -211,7 +211,11 @@ impl Ledger {
     /// What remains on each limited dimension (`None` for unlimited ones).
     pub fn remaining(&self) -> Limits {
         let committed = self.spent.plus(self.reserved);
-        let left = |d: Dimension| self.limits.get(d).map(|l| l.saturating_sub(committed.get(d)));
+        let left = |d: Dimension| {
+            self.limits
+                .get(d)
+                .map(|l| l.saturating_sub(committed.get(d)))
+        };
         Limits {
             turns: left(Dimension::Turns),
             tokens: left(Dimension::Tokens),

@@ -4,8 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::budget::{Amounts, Dimension, Ledger, Limits};
 use crate::actor::Actor;
+use crate::budget::{Amounts, Dimension, Ledger, Limits};
 use crate::gate::GateState;
 use crate::goal::{BudgetExhaustion, GrantedAction};
 use crate::ids::{AgentId, CriterionId, DecisionScope, GateId, ObligationId, TodoId, TurnId};
@@ -361,7 +361,12 @@ pub fn frontier(state: &GoalState, agent: &AgentId, now: Timestamp) -> Vec<TodoI
     let workspace = state.workspaces.get(agent);
     state
         .pending_todos()
-        .filter(|todo| matches!(standing(state, todo, agent, workspace, now), Standing::Runnable))
+        .filter(|todo| {
+            matches!(
+                standing(state, todo, agent, workspace, now),
+                Standing::Runnable
+            )
+        })
         .map(|todo| todo.id.clone())
         .collect()
 }
@@ -439,7 +444,9 @@ fn standing(
         GateHold::Missing { scope } => {
             return Standing::Repair(RepairIssue::DecisionMissing {
                 todo: todo.id.clone(),
-                fix: format!("open a gate whose scope covers decision `{scope}`, or supersede the todo"),
+                fix: format!(
+                    "open a gate whose scope covers decision `{scope}`, or supersede the todo"
+                ),
                 scope,
             });
         }
@@ -452,25 +459,8 @@ fn standing(
             due,
         });
     }
-    match state.guard_block(todo, agent, workspace, now) {
-        None | Some(GuardBlock::WorkspaceUnknown) => {}
-        Some(GuardBlock::SharedCheckout { other, top_level }) => {
-            return Standing::Repair(RepairIssue::SharedCheckout {
-                todo: todo.id.clone(),
-                fix: format!(
-                    "`{other}` holds a live lease in `{top_level}`; create an independent worktree (git worktree add <path>) and report it before claiming"
-                ),
-                other,
-                top_level,
-            });
-        }
-        Some(GuardBlock::ScopeConflict { other, until, .. }) => {
-            return Standing::Wait(WaitReason::WriteScopeBusy {
-                todo: todo.id.clone(),
-                other,
-                until,
-            });
-        }
+    if let Some(standing) = guard_standing(state, todo, agent, workspace, now) {
+        return standing;
     }
     let reserve = state.spec.policy.default_reservation;
     if let Some(dimension) = todo.budget.as_ref().and_then(|l| l.shortfall(reserve)) {
@@ -480,6 +470,36 @@ fn standing(
         });
     }
     Standing::Runnable
+}
+
+/// The workspace guard's verdict on a writing todo, if it stops the agent.
+fn guard_standing(
+    state: &GoalState,
+    todo: &Todo,
+    agent: &AgentId,
+    workspace: Option<&crate::todo::Workspace>,
+    now: Timestamp,
+) -> Option<Standing> {
+    match state.guard_block(todo, agent, workspace, now)? {
+        GuardBlock::WorkspaceUnknown => None,
+        GuardBlock::SharedCheckout { other, top_level } => {
+            Some(Standing::Repair(RepairIssue::SharedCheckout {
+                todo: todo.id.clone(),
+                fix: format!(
+                    "`{other}` holds a live lease in `{top_level}`; create an independent worktree (git worktree add <path>) and report it before claiming"
+                ),
+                other,
+                top_level,
+            }))
+        }
+        GuardBlock::ScopeConflict { other, until, .. } => {
+            Some(Standing::Wait(WaitReason::WriteScopeBusy {
+                todo: todo.id.clone(),
+                other,
+                until,
+            }))
+        }
+    }
 }
 
 /// What `agent` should do next at `now`. Pure: the same state, agent and time always give the
@@ -537,10 +557,8 @@ pub fn decide(state: &GoalState, agent: &AgentId, now: Timestamp) -> Decision {
             }
             Standing::Repair(issue) => {
                 // The workspace guard stops the first candidate the agent would be offered.
-                if let RepairIssue::SharedCheckout { .. } = issue {
-                    if repair.is_none() {
-                        return Decision::Repair { issue };
-                    }
+                if matches!(issue, RepairIssue::SharedCheckout { .. }) && repair.is_none() {
+                    return Decision::Repair { issue };
                 }
                 repair.get_or_insert(issue);
             }
@@ -593,7 +611,13 @@ fn own_lease(state: &GoalState, agent: &AgentId, now: Timestamp) -> Option<Decis
         .filter(|t| t.live_lease(now).is_some_and(|l| &l.holder == agent))
         .collect();
     // A turn in flight comes first: it must be settled before anything else.
-    held.sort_by_key(|t| (t.lease.as_ref().is_none_or(|l| l.turn.is_none()), t.priority, t.seq));
+    held.sort_by_key(|t| {
+        (
+            t.lease.as_ref().is_none_or(|l| l.turn.is_none()),
+            t.priority,
+            t.seq,
+        )
+    });
     let todo = held.first()?;
     let lease = todo.lease.as_ref()?;
     let step = match &lease.turn {

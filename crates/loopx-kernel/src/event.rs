@@ -9,10 +9,10 @@ use crate::command::Verdict;
 use crate::evidence::{NewEvidence, Observation};
 use crate::gate::NewGate;
 use crate::goal::{Amendment, GoalSpec};
+use crate::ids::Fingerprint;
 use crate::ids::{AgentId, GateId, ObligationId, TodoId, TurnId};
 use crate::obligation::{ObligationCause, ObligationKind};
 use crate::time::Timestamp;
-use crate::ids::Fingerprint;
 use crate::todo::{ContinuationRecord, HandoffNote, NewTodo, ResumeCondition, Workspace};
 
 /// The schema version of events and snapshots this kernel writes. Readers refuse newer ones.

@@ -84,6 +84,9 @@ impl GoalState {
     ///
     /// # Errors
     /// The command's [`Refusal`].
+    ///
+    /// # Panics
+    /// Only on a kernel bug: when events the kernel just validated do not apply.
     pub fn create(actor: &Actor, now: Timestamp, spec: &GoalSpec) -> Result<GoalState, Refusal> {
         let events = create_goal(actor, spec)?;
         let recorded = stamp(0, actor, now, events);
@@ -126,7 +129,10 @@ fn optional_text(field: &'static str, value: &str) -> Result<(), Refusal> {
     if value.len() > MAX_TEXT {
         return Err(invalid(field, format!("longer than {MAX_TEXT} bytes")));
     }
-    if value.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
+    if value
+        .chars()
+        .any(|c| c.is_control() && c != '\n' && c != '\t')
+    {
         return Err(invalid(field, "holds control characters"));
     }
     Ok(())
@@ -175,6 +181,7 @@ struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
+    #[allow(clippy::too_many_lines, reason = "one dispatch arm per command")]
     fn run(&self, command: &Command) -> Result<Vec<Event>, Refusal> {
         if self.state.abandoned.is_some()
             && !matches!(
@@ -512,7 +519,10 @@ impl Ctx<'_> {
         if let Some(writes) = &new.writes {
             text("writes.repository", &writes.repository)?;
             if writes.scopes.is_empty() {
-                return Err(invalid("writes.scopes", "name at least one path prefix (`.` for all)"));
+                return Err(invalid(
+                    "writes.scopes",
+                    "name at least one path prefix (`.` for all)",
+                ));
             }
             for scope in &writes.scopes {
                 if scope.split('/').any(|c| c == "..") {
@@ -557,7 +567,7 @@ impl Ctx<'_> {
         Ok(todo)
     }
 
-    fn no_turn_in_flight(&self, todo: &Todo) -> Result<(), Refusal> {
+    fn no_turn_in_flight(todo: &Todo) -> Result<(), Refusal> {
         match todo.lease.as_ref().and_then(|l| l.turn.as_ref()) {
             Some(turn) => Err(Refusal::TurnInFlight {
                 todo: todo.id.clone(),
@@ -630,9 +640,11 @@ impl Ctx<'_> {
 
     fn baseline(&self, until: &ResumeCondition) -> Option<crate::ids::Fingerprint> {
         match until {
-            ResumeCondition::ObservationChanged { key } => {
-                self.state.observations.get(key).map(|o| o.fingerprint.clone())
-            }
+            ResumeCondition::ObservationChanged { key } => self
+                .state
+                .observations
+                .get(key)
+                .map(|o| o.fingerprint.clone()),
             _ => None,
         }
     }
@@ -646,7 +658,7 @@ impl Ctx<'_> {
         let todo = self.open_todo(id, "open or blocked")?;
         let grant_reason =
             self.todo_authority(todo, GrantedAction::Supersede, grant_reason, "defer")?;
-        self.no_turn_in_flight(todo)?;
+        Self::no_turn_in_flight(todo)?;
         self.check_resume_condition(todo, until)?;
         Ok(vec![Event::TodoDeferred {
             todo: id.clone(),
@@ -665,7 +677,7 @@ impl Ctx<'_> {
         let todo = self.open_todo(id, "open or deferred")?;
         let grant_reason =
             self.todo_authority(todo, GrantedAction::Supersede, grant_reason, "block")?;
-        self.no_turn_in_flight(todo)?;
+        Self::no_turn_in_flight(todo)?;
         text("reason", reason)?;
         if matches!(todo.status, TodoStatus::Blocked { .. }) {
             return Err(Refusal::TodoNotOpen {
@@ -711,7 +723,7 @@ impl Ctx<'_> {
         let todo = self.open_todo(id, "not done or superseded")?;
         let grant_reason =
             self.todo_authority(todo, GrantedAction::Supersede, grant_reason, "supersede")?;
-        self.no_turn_in_flight(todo)?;
+        Self::no_turn_in_flight(todo)?;
         text("reason", reason)?;
         let mut events = Vec::new();
         if let Some(new) = replacement {
@@ -829,7 +841,10 @@ impl Ctx<'_> {
         if let Some(lease) = todo.live_lease(self.now) {
             if &lease.holder == agent {
                 return Err(Refusal::NoVisibleChange {
-                    what: format!("you already hold the lease (epoch {}); renew it", lease.epoch),
+                    what: format!(
+                        "you already hold the lease (epoch {}); renew it",
+                        lease.epoch
+                    ),
                 });
             }
             return Err(Refusal::LeaseHeld {
@@ -1105,7 +1120,12 @@ impl Ctx<'_> {
         }
     }
 
-    fn stalled_monitor(&self, todo: &Todo, streak: u32, holder: &AgentId) -> Result<Event, Refusal> {
+    fn stalled_monitor(
+        &self,
+        todo: &Todo,
+        streak: u32,
+        holder: &AgentId,
+    ) -> Result<Event, Refusal> {
         let id = ObligationId::new(format!("stalled-r{}", self.state.revision + 1))
             .map_err(|e| invalid("obligation id", e.to_string()))?;
         Ok(Event::ObligationRaised {
@@ -1198,7 +1218,10 @@ impl Ctx<'_> {
         grant_reason: Option<&str>,
     ) -> Result<Vec<Event>, Refusal> {
         let todo = self.todo(id)?;
-        let Some(lease) = todo.lease.as_ref().filter(|l| l.turn.as_ref().map(|t| &t.id) == Some(turn))
+        let Some(lease) = todo
+            .lease
+            .as_ref()
+            .filter(|l| l.turn.as_ref().map(|t| &t.id) == Some(turn))
         else {
             return Err(self.turn_gone(id, turn));
         };
@@ -1355,7 +1378,10 @@ impl Ctx<'_> {
     }
 
     /// The observations that change something, in order; unchanged ones are dropped.
-    fn changed_observations(&self, observations: &[Observation]) -> Result<Vec<Observation>, Refusal> {
+    fn changed_observations(
+        &self,
+        observations: &[Observation],
+    ) -> Result<Vec<Observation>, Refusal> {
         let mut changed: Vec<Observation> = Vec::new();
         for observation in observations {
             Self::check_observation(observation)?;
@@ -1456,13 +1482,13 @@ impl Ctx<'_> {
         id: &ObligationId,
         changes: &[crate::command::PlanChange],
     ) -> Result<Vec<Event>, Refusal> {
-        let obligation = self
-            .state
-            .obligations
-            .get(id)
-            .ok_or_else(|| Refusal::UnknownObligation {
-                obligation: id.clone(),
-            })?;
+        let obligation =
+            self.state
+                .obligations
+                .get(id)
+                .ok_or_else(|| Refusal::UnknownObligation {
+                    obligation: id.clone(),
+                })?;
         if obligation.discharged.is_some() {
             return Err(Refusal::ObligationClosed {
                 obligation: id.clone(),

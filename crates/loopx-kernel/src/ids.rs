@@ -10,7 +10,9 @@ pub const MAX_ID_LEN: usize = 128;
 
 /// An id that is empty, too long, or holds characters outside `[A-Za-z0-9._:/@#+=-]`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid {kind} `{shown}`: ids are 1 to 128 characters of letters, digits and . _ : / @ # + = -")]
+#[error(
+    "invalid {kind} `{shown}`: ids are 1 to 128 characters of letters, digits and . _ : / @ # + = -"
+)]
 pub struct InvalidId {
     /// Which kind of id was being parsed.
     pub kind: &'static str,

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::budget::Amounts;
+use crate::ids::{TodoId, TurnId};
 use crate::state::{GoalState, TurnStatus};
 use crate::time::Timestamp;
 use crate::todo::{ContinuationRecord, TodoStatus};
@@ -20,31 +21,56 @@ pub struct Violation {
 }
 
 /// Checks the structural invariants at `now`: lease and epoch bookkeeping, exactly-once
-/// charging, budget admission, continuations, write-scope exclusion, lineage order.
+/// charging, one continuation per completion, write-scope exclusion and lineage order.
 pub fn check_invariants(state: &GoalState, now: Timestamp) -> Vec<Violation> {
     let mut out = Vec::new();
-    let mut fail = |rule: &'static str, detail: String| out.push(Violation { rule, detail });
+    let in_flight = check_todos(state, &mut out);
+    check_turns(state, &in_flight, &mut out);
+    check_write_scopes(state, now, &mut out);
+    check_lineage(state, &mut out);
+    out
+}
 
-    let mut in_flight: BTreeMap<_, _> = BTreeMap::new();
+fn fail(out: &mut Vec<Violation>, rule: &'static str, detail: String) {
+    out.push(Violation { rule, detail });
+}
+
+/// Lease bookkeeping and continuations; returns the turns that leases hold in flight.
+fn check_todos(state: &GoalState, out: &mut Vec<Violation>) -> BTreeMap<TurnId, TodoId> {
+    let mut in_flight = BTreeMap::new();
     for todo in state.todos.values() {
         if let Some(lease) = &todo.lease {
             if lease.epoch != todo.last_epoch {
-                fail("lease_epoch_current", format!("todo {} lease epoch {} ≠ last {}", todo.id, lease.epoch, todo.last_epoch));
+                let detail = format!(
+                    "todo {} lease epoch {} ≠ last issued {}",
+                    todo.id, lease.epoch, todo.last_epoch
+                );
+                fail(out, "lease_epoch_current", detail);
             }
             if todo.status.is_closed() {
-                fail("closed_todo_unleased", format!("todo {} is {} but leased", todo.id, todo.status.name()));
+                let detail = format!("todo {} is {} but leased", todo.id, todo.status.name());
+                fail(out, "closed_todo_unleased", detail);
             }
             if let Some(turn) = &lease.turn {
-                in_flight.insert(turn.id.clone(), (todo.id.clone(), turn.reserved));
+                in_flight.insert(turn.id.clone(), todo.id.clone());
             }
         }
-        if let TodoStatus::Done { continuation: ContinuationRecord::Successors(next), .. } = &todo.status {
-            if next.is_empty() || next.iter().any(|id| !state.todos.contains_key(id)) {
-                fail("one_continuation", format!("todo {} names missing or no successors", todo.id));
-            }
+        if let TodoStatus::Done {
+            continuation: ContinuationRecord::Successors(next),
+            ..
+        } = &todo.status
+            && (next.is_empty() || next.iter().any(|id| !state.todos.contains_key(id)))
+        {
+            let detail = format!("todo {} names missing or no successors", todo.id);
+            fail(out, "one_continuation", detail);
         }
     }
+    in_flight
+}
 
+/// Every reservation belongs to a turn in flight under a lease, and the ledger's spend is the
+/// sum of settled charges: each turn is charged at most once.
+fn check_turns(state: &GoalState, in_flight: &BTreeMap<TurnId, TodoId>, out: &mut Vec<Violation>) {
     let mut reserved = Amounts::ZERO;
     let mut spent = Amounts::ZERO;
     for (id, record) in &state.turns {
@@ -52,46 +78,68 @@ pub fn check_invariants(state: &GoalState, now: Timestamp) -> Vec<Violation> {
             TurnStatus::InFlight { reserved: r } => {
                 reserved = reserved.plus(r);
                 if !in_flight.contains_key(id) {
-                    fail("turn_in_flight_has_lease", format!("turn {id} is in flight without a lease"));
+                    let detail = format!("turn {id} is in flight without a lease");
+                    fail(out, "turn_in_flight_has_lease", detail);
                 }
             }
             TurnStatus::Settled { charged } => spent = spent.plus(charged),
             TurnStatus::Cancelled => {}
         }
     }
-    for (turn, (todo, _)) in &in_flight {
-        if !matches!(state.turns.get(turn).map(|r| r.status), Some(TurnStatus::InFlight { .. })) {
-            fail("lease_turn_recorded", format!("todo {todo} holds turn {turn} not recorded in flight"));
+    for (turn, todo) in in_flight {
+        let recorded = state.turns.get(turn).map(|r| r.status);
+        if !matches!(recorded, Some(TurnStatus::InFlight { .. })) {
+            let detail = format!("todo {todo} holds turn {turn}, which is not recorded in flight");
+            fail(out, "lease_turn_recorded", detail);
         }
     }
     if reserved != state.ledger.reserved {
-        fail("reservations_balance", format!("ledger reserves {:?}, turns hold {reserved:?}", state.ledger.reserved));
+        let detail = format!(
+            "ledger reserves {:?}, turns in flight hold {reserved:?}",
+            state.ledger.reserved
+        );
+        fail(out, "reservations_balance", detail);
     }
     if spent != state.ledger.spent {
-        fail("charged_once", format!("ledger spent {:?}, settled turns charged {spent:?}", state.ledger.spent));
+        let detail = format!(
+            "ledger spent {:?}, settled turns charged {spent:?}",
+            state.ledger.spent
+        );
+        fail(out, "charged_once", detail);
     }
-
-    let live: Vec<_> = state
-        .leased_todos()
-        .filter_map(|t| Some((t, t.live_lease(now)?)))
-        .collect();
-    for (i, (a, _)) in live.iter().enumerate() {
-        for (b, _) in &live[i + 1..] {
-            if let (Some(wa), Some(wb)) = (&a.writes, &b.writes)
-                && wa.overlaps(wb)
-            {
-                fail("write_scopes_exclusive", format!("todos {} and {} hold live leases on overlapping scopes", a.id, b.id));
-            }
-        }
-    }
-
-    for evidence in state.evidence.values() {
-        for input in &evidence.inputs.evidence {
-            if state.evidence.get(input).is_none_or(|i| i.seq >= evidence.seq) {
-                fail("lineage_ordered", format!("evidence {} cites {input}, which is missing or newer", evidence.id));
-            }
-        }
-    }
-    out
 }
 
+fn check_write_scopes(state: &GoalState, now: Timestamp, out: &mut Vec<Violation>) {
+    let live: Vec<_> = state
+        .leased_todos()
+        .filter(|t| t.live_lease(now).is_some())
+        .filter_map(|t| Some((&t.id, t.writes.as_ref()?)))
+        .collect();
+    for (i, (a, wa)) in live.iter().enumerate() {
+        for (b, wb) in &live[i + 1..] {
+            if wa.overlaps(wb) {
+                let detail = format!("todos {a} and {b} hold live leases on overlapping scopes");
+                fail(out, "write_scopes_exclusive", detail);
+            }
+        }
+    }
+}
+
+/// Inputs are recorded before what cites them, so lineage is acyclic.
+fn check_lineage(state: &GoalState, out: &mut Vec<Violation>) {
+    for evidence in state.evidence.values() {
+        for input in &evidence.inputs.evidence {
+            if state
+                .evidence
+                .get(input)
+                .is_none_or(|i| i.seq >= evidence.seq)
+            {
+                let detail = format!(
+                    "evidence {} cites {input}, which is missing or newer",
+                    evidence.id
+                );
+                fail(out, "lineage_ordered", detail);
+            }
+        }
+    }
+}

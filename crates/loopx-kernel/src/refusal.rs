@@ -6,9 +6,7 @@ use serde::Serialize;
 use crate::actor::Actor;
 use crate::budget::Dimension;
 use crate::gate::GateState;
-use crate::ids::{
-    AgentId, DecisionScope, GateId, GoalId, ObligationId, TodoId, TurnId,
-};
+use crate::ids::{AgentId, DecisionScope, GateId, GoalId, ObligationId, TodoId, TurnId};
 use crate::time::Timestamp;
 
 /// Why a command was refused.
@@ -71,7 +69,9 @@ pub enum Refusal {
         problem: String,
     },
     /// The revision the command was written against is no longer current.
-    #[error("stale revision: the command expected revision {expected} but the goal is at {current}; reload and retry")]
+    #[error(
+        "stale revision: the command expected revision {expected} but the goal is at {current}; reload and retry"
+    )]
     StaleRevision {
         /// What the command expected.
         expected: u64,
@@ -79,7 +79,9 @@ pub enum Refusal {
         current: u64,
     },
     /// The lease epoch presented is not the current one: the lease was taken over or handed off.
-    #[error("stale lease epoch {presented} on todo `{todo}` (current {current}): this executor lost the lease; stop and ask for the next decision")]
+    #[error(
+        "stale lease epoch {presented} on todo `{todo}` (current {current}): this executor lost the lease; stop and ask for the next decision"
+    )]
     StaleLeaseEpoch {
         /// The todo.
         todo: TodoId,
@@ -121,7 +123,9 @@ pub enum Refusal {
         turn: TurnId,
     },
     /// No turn was begun under this lease.
-    #[error("turn `{turn}` was not begun on todo `{todo}` under this lease; begin a turn before settling")]
+    #[error(
+        "turn `{turn}` was not begun on todo `{todo}` under this lease; begin a turn before settling"
+    )]
     TurnNotBegun {
         /// The todo.
         todo: TodoId,
@@ -143,7 +147,9 @@ pub enum Refusal {
         scope: String,
     },
     /// A pending gate covers the todo.
-    #[error("gate `{gate}` blocks todo `{todo}`; wait for its answer or work on something independent")]
+    #[error(
+        "gate `{gate}` blocks todo `{todo}`; wait for its answer or work on something independent"
+    )]
     GateBlocks {
         /// The todo.
         todo: TodoId,
@@ -151,7 +157,9 @@ pub enum Refusal {
         gate: GateId,
     },
     /// The todo needs a decision no resolved gate has settled.
-    #[error("todo `{todo}` needs decision `{scope}` and no gate has resolved it; open a gate for it")]
+    #[error(
+        "todo `{todo}` needs decision `{scope}` and no gate has resolved it; open a gate for it"
+    )]
     DecisionMissing {
         /// The todo.
         todo: TodoId,
@@ -181,7 +189,9 @@ pub enum Refusal {
         owner: Actor,
     },
     /// The agent is not registered with the goal.
-    #[error("agent `{agent}` is not registered with this goal; the owner can register it with an amendment")]
+    #[error(
+        "agent `{agent}` is not registered with this goal; the owner can register it with an amendment"
+    )]
     UnregisteredAgent {
         /// The agent.
         agent: AgentId,
@@ -203,7 +213,9 @@ pub enum Refusal {
         command: &'static str,
     },
     /// Acting on another agent's todo needs a grant.
-    #[error("todo `{todo}` belongs to `{owner}`; acting on it needs a `{action}` grant from the goal owner")]
+    #[error(
+        "todo `{todo}` belongs to `{owner}`; acting on it needs a `{action}` grant from the goal owner"
+    )]
     GrantRequired {
         /// The todo.
         todo: TodoId,
@@ -254,7 +266,9 @@ pub enum Refusal {
         validator: Actor,
     },
     /// Completion needs a passing verdict.
-    #[error("todo `{todo}` cannot complete on a `{verdict}` verdict; keep it open, defer or block it")]
+    #[error(
+        "todo `{todo}` cannot complete on a `{verdict}` verdict; keep it open, defer or block it"
+    )]
     ValidationInsufficient {
         /// The todo.
         todo: TodoId,
@@ -268,7 +282,9 @@ pub enum Refusal {
         problem: String,
     },
     /// The write scope overlaps a live lease.
-    #[error("todo `{todo}` writes where todo `{other}` (leased by `{holder}`) writes; wait for it or narrow the scope")]
+    #[error(
+        "todo `{todo}` writes where todo `{other}` (leased by `{holder}`) writes; wait for it or narrow the scope"
+    )]
     WriteScopeConflict {
         /// The todo.
         todo: TodoId,
@@ -278,7 +294,9 @@ pub enum Refusal {
         holder: AgentId,
     },
     /// Another agent's live lease uses this checkout.
-    #[error("checkout `{top_level}` is in use by `{other}`; create an independent worktree (git worktree add) and claim from there")]
+    #[error(
+        "checkout `{top_level}` is in use by `{other}`; create an independent worktree (git worktree add) and claim from there"
+    )]
     WorkspaceShared {
         /// The checkout.
         top_level: String,
@@ -286,7 +304,9 @@ pub enum Refusal {
         other: AgentId,
     },
     /// A writing todo needs a workspace.
-    #[error("todo `{todo}` writes a repository; claim it with the workspace identity (top level and common dir)")]
+    #[error(
+        "todo `{todo}` writes a repository; claim it with the workspace identity (top level and common dir)"
+    )]
     WorkspaceRequired {
         /// The todo.
         todo: TodoId,
@@ -298,7 +318,9 @@ pub enum Refusal {
         what: String,
     },
     /// The outcome of an expired turn is unknown.
-    #[error("the outcome of turn `{turn}` on todo `{todo}` is unknown (its lease expired mid-turn); read back the effect and resolve it before anyone re-runs it")]
+    #[error(
+        "the outcome of turn `{turn}` on todo `{todo}` is unknown (its lease expired mid-turn); read back the effect and resolve it before anyone re-runs it"
+    )]
     OutcomeUnknown {
         /// The todo.
         todo: TodoId,

@@ -17,7 +17,9 @@ use crate::budget::Amounts;
 use crate::command::{Command, Transition, Verdict};
 use crate::event::RecordedEvent;
 use crate::evidence::{NewEvidence, Observation};
-use crate::ids::{AgentId, Fingerprint, GoalId, ObservationKey, OperationId, SourceId, TodoId, TurnId};
+use crate::ids::{
+    AgentId, Fingerprint, GoalId, ObservationKey, OperationId, SourceId, TodoId, TurnId,
+};
 use crate::state::GoalState;
 use crate::time::{Duration, Timestamp};
 use crate::todo::HandoffNote;
@@ -98,14 +100,18 @@ pub enum StoreError {
         current: u64,
     },
     /// The operation id was already committed with a different payload.
-    #[error("operation `{operation}` was already committed with a different payload; use a new operation id")]
+    #[error(
+        "operation `{operation}` was already committed with a different payload; use a new operation id"
+    )]
     OperationConflict {
         /// The operation.
         operation: OperationId,
     },
     /// The commit may or may not have happened (the connection was lost mid-commit); read the
     /// receipt back before doing anything else for this goal.
-    #[error("the outcome of operation `{operation}` is unknown; read its receipt back before retrying")]
+    #[error(
+        "the outcome of operation `{operation}` is unknown; read its receipt back before retrying"
+    )]
     Ambiguous {
         /// The operation.
         operation: OperationId,
@@ -367,8 +373,11 @@ pub trait Validator: Send + Sync {
     fn actor(&self) -> Actor;
 
     /// Validates the turn.
-    async fn validate(&self, turn: &TurnRequest, report: &TurnReport)
-    -> Result<Validation, TurnError>;
+    async fn validate(
+        &self,
+        turn: &TurnRequest,
+        report: &TurnReport,
+    ) -> Result<Validation, TurnError>;
 }
 
 // ----- clock ----------------------------------------------------------------------------------
@@ -392,18 +401,27 @@ impl ManualClock {
 
     /// Moves the clock forward.
     pub fn advance(&self, span: Duration) {
-        let mut now = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut now = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         *now = now.plus(span);
     }
 
     /// Sets the clock.
     pub fn set(&self, to: Timestamp) {
-        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = to;
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = to;
     }
 }
 
 impl Clock for ManualClock {
     fn now(&self) -> Timestamp {
-        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }

@@ -181,7 +181,9 @@ pub enum ReplayError {
         found: &'static str,
     },
     /// An event was written by a newer kernel.
-    #[error("event at revision {revision} has schema {found}; this build reads up to {SCHEMA_VERSION}: upgrade loopx")]
+    #[error(
+        "event at revision {revision} has schema {found}; this build reads up to {SCHEMA_VERSION}: upgrade loopx"
+    )]
     NewerSchema {
         /// The revision.
         revision: u64,
@@ -189,7 +191,9 @@ pub enum ReplayError {
         found: u32,
     },
     /// Revisions do not follow each other.
-    #[error("event revision {found} follows revision {previous}; the history has a gap or a duplicate")]
+    #[error(
+        "event revision {found} follows revision {previous}; the history has a gap or a duplicate"
+    )]
     RevisionGap {
         /// The previous revision.
         previous: u64,
@@ -339,10 +343,10 @@ impl GoalState {
                 self.goal_revision = *goal_revision;
             }
             Event::GoalAbandoned { reason } => {
-                self.abandoned = Some(self.intent(reason, recorded));
+                self.abandoned = Some(Self::intent(reason, recorded));
             }
             Event::ClosureDeclared { reason } => {
-                self.closure = Some(self.intent(reason, recorded));
+                self.closure = Some(Self::intent(reason, recorded));
             }
             Event::TodoAdded { todo } => self.add_todo(todo, &recorded.actor, at, recorded)?,
             Event::TodoReassigned { todo, to, .. } => {
@@ -427,7 +431,9 @@ impl GoalState {
                 let lease = self.lease_mut(todo, recorded)?;
                 lease.expires_at = *expires_at;
             }
-            Event::LeaseReleased { todo, .. } => self.end_lease(todo, recorded)?,
+            Event::LeaseReleased { todo, .. } | Event::OutcomeAbsent { todo, .. } => {
+                self.end_lease(todo, recorded)?;
+            }
             Event::LeaseHandedOff {
                 todo,
                 to,
@@ -503,7 +509,6 @@ impl GoalState {
                 self.tick_monitor(todo, observations, at, recorded)?;
                 self.apply_transition(todo, turn, transition, recorded)?;
             }
-            Event::OutcomeAbsent { todo, .. } => self.end_lease(todo, recorded)?,
             Event::GateOpened { gate } => self.open_gate(gate, recorded)?,
             Event::GateResolved { gate, answer } => {
                 let status = GateStatus::Resolved {
@@ -541,7 +546,10 @@ impl GoalState {
                 owner,
             } => {
                 if self.obligations.contains_key(id) {
-                    return Err(inconsistent(recorded, format!("obligation `{id}` raised twice")));
+                    return Err(inconsistent(
+                        recorded,
+                        format!("obligation `{id}` raised twice"),
+                    ));
                 }
                 self.obligations.insert(
                     id.clone(),
@@ -558,10 +566,9 @@ impl GoalState {
                 );
             }
             Event::ObligationDischarged { obligation } => {
-                let entry = self
-                    .obligations
-                    .get_mut(obligation)
-                    .ok_or_else(|| inconsistent(recorded, format!("no obligation `{obligation}`")))?;
+                let entry = self.obligations.get_mut(obligation).ok_or_else(|| {
+                    inconsistent(recorded, format!("no obligation `{obligation}`"))
+                })?;
                 entry.discharged = Some(Discharge {
                     by: recorded.actor.clone(),
                     at,
@@ -574,7 +581,7 @@ impl GoalState {
         Ok(())
     }
 
-    fn intent(&self, reason: &str, recorded: &RecordedEvent) -> Intent {
+    fn intent(reason: &str, recorded: &RecordedEvent) -> Intent {
         Intent {
             reason: reason.to_owned(),
             by: recorded.actor.clone(),
@@ -600,7 +607,10 @@ impl GoalState {
             }
             Amendment::SetPolicy { policy } => spec.policy = policy.clone(),
             Amendment::Grant { agent, action } => {
-                spec.grants.entry(agent.clone()).or_default().insert(*action);
+                spec.grants
+                    .entry(agent.clone())
+                    .or_default()
+                    .insert(*action);
             }
             Amendment::Revoke { agent, action } => {
                 if let Some(actions) = spec.grants.get_mut(agent) {
@@ -621,7 +631,10 @@ impl GoalState {
         recorded: &RecordedEvent,
     ) -> Result<(), ReplayError> {
         if self.todos.contains_key(&new.id) {
-            return Err(inconsistent(recorded, format!("todo `{}` added twice", new.id)));
+            return Err(inconsistent(
+                recorded,
+                format!("todo `{}` added twice", new.id),
+            ));
         }
         let seq = self.next_seq;
         self.next_seq += 1;
@@ -657,13 +670,21 @@ impl GoalState {
         Ok(())
     }
 
-    fn todo_mut(&mut self, id: &TodoId, recorded: &RecordedEvent) -> Result<&mut Todo, ReplayError> {
+    fn todo_mut(
+        &mut self,
+        id: &TodoId,
+        recorded: &RecordedEvent,
+    ) -> Result<&mut Todo, ReplayError> {
         self.todos
             .get_mut(id)
             .ok_or_else(|| inconsistent(recorded, format!("no todo `{id}`")))
     }
 
-    fn gate_mut(&mut self, id: &GateId, recorded: &RecordedEvent) -> Result<&mut Gate, ReplayError> {
+    fn gate_mut(
+        &mut self,
+        id: &GateId,
+        recorded: &RecordedEvent,
+    ) -> Result<&mut Gate, ReplayError> {
         self.gates
             .get_mut(id)
             .ok_or_else(|| inconsistent(recorded, format!("no gate `{id}`")))
@@ -797,10 +818,8 @@ impl GoalState {
                     self.add_todo(successor, &recorded.actor, recorded.at, recorded)?;
                 }
                 if matches!(continuation, ContinuationRecord::NoFollowUp) {
-                    self.closure = Some(self.intent(
-                        &format!("completed `{id}` with no follow-up"),
-                        recorded,
-                    ));
+                    self.closure =
+                        Some(Self::intent(&format!("completed `{id}` with no follow-up"), recorded));
                 }
                 TodoStatus::Done {
                     continuation: continuation.clone(),
@@ -815,7 +834,10 @@ impl GoalState {
 
     fn open_gate(&mut self, gate: &NewGate, recorded: &RecordedEvent) -> Result<(), ReplayError> {
         if self.gates.contains_key(&gate.id) {
-            return Err(inconsistent(recorded, format!("gate `{}` opened twice", gate.id)));
+            return Err(inconsistent(
+                recorded,
+                format!("gate `{}` opened twice", gate.id),
+            ));
         }
         self.gates.insert(
             gate.id.clone(),
@@ -835,7 +857,11 @@ impl GoalState {
     }
 
     fn record_observation(&mut self, observation: &Observation) {
-        self.advance_subject(&observation.subject, &observation.revision, observation.observed_at);
+        self.advance_subject(
+            &observation.subject,
+            &observation.revision,
+            observation.observed_at,
+        );
         self.observations
             .insert(observation.key.clone(), observation.clone());
     }
@@ -848,7 +874,10 @@ impl GoalState {
         recorded: &RecordedEvent,
     ) -> Result<(), ReplayError> {
         if self.evidence.contains_key(&new.id) {
-            return Err(inconsistent(recorded, format!("evidence `{}` recorded twice", new.id)));
+            return Err(inconsistent(
+                recorded,
+                format!("evidence `{}` recorded twice", new.id),
+            ));
         }
         self.advance_subject(&new.subject, &new.revision, new.observed_at);
         let seq = self.next_seq;

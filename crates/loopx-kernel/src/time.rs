@@ -159,7 +159,15 @@ mod tests {
     #[test]
     fn spans_saturate_and_clamp() {
         assert_eq!(Duration::from_millis(-5), Duration::ZERO);
-        assert_eq!(Timestamp::from_millis(i64::MAX).plus(Duration::hours(1)).as_millis(), i64::MAX);
-        assert_eq!(Timestamp::from_millis(5).since(Timestamp::from_millis(9)), Duration::ZERO);
+        assert_eq!(
+            Timestamp::from_millis(i64::MAX)
+                .plus(Duration::hours(1))
+                .as_millis(),
+            i64::MAX
+        );
+        assert_eq!(
+            Timestamp::from_millis(5).since(Timestamp::from_millis(9)),
+            Duration::ZERO
+        );
     }
 }

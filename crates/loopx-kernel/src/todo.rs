@@ -12,24 +12,21 @@ use crate::ids::{
 use crate::time::{Duration, Timestamp};
 
 /// Priority; `P0` is the most urgent. The frontier orders by priority, then creation order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 pub enum Priority {
     /// Drop everything.
     P0,
     /// Next.
     P1,
     /// Normal.
+    #[default]
     P2,
     /// Later.
     P3,
     /// Someday.
     P4,
-}
-
-impl Default for Priority {
-    fn default() -> Self {
-        Priority::P2
-    }
 }
 
 /// What kind of work a todo is.
@@ -154,7 +151,10 @@ pub enum TodoStatus {
 impl TodoStatus {
     /// True for done and superseded: the todo will never run again.
     pub fn is_closed(&self) -> bool {
-        matches!(self, TodoStatus::Done { .. } | TodoStatus::Superseded { .. })
+        matches!(
+            self,
+            TodoStatus::Done { .. } | TodoStatus::Superseded { .. }
+        )
     }
 
     /// A stable short name (`open`, `blocked`, `deferred`, `done`, `superseded`).
