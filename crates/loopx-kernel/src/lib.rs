@@ -90,3 +90,8 @@ pub use todo::{
     ContinuationRecord, HandoffNote, Lease, MonitorSpec, MonitorState, NewTodo, Priority,
     ResumeCondition, Todo, TodoClass, TodoStatus, TurnInFlight, Workspace, WriteSet,
 };
+
+/// The workspace README's Rust examples, compiled and run as doctests so they cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeDoctests;
