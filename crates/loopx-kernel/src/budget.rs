@@ -170,6 +170,7 @@ impl fmt::Debug for Limits {
 
 /// Limits, what was charged and what is reserved by turns in flight.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Ledger {
     /// The bounds.
     pub limits: Limits,

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::actor::Actor;
 use crate::budget::{Amounts, Dimension, Ledger, Limits};
-use crate::gate::GateState;
+use crate::gate::{ExpiryPolicy, GateState};
 use crate::goal::{BudgetExhaustion, GrantedAction};
 use crate::ids::{AgentId, CriterionId, DecisionScope, GateId, ObligationId, TodoId, TurnId};
 use crate::obligation::{ObligationCause, ObligationKind};
@@ -170,6 +170,12 @@ pub enum WaitReason {
         /// The former holder.
         holder: AgentId,
     },
+    /// What remains may only be taken by other agents (this agent is excluded from it, or it
+    /// reviews this agent's own work).
+    OthersOnly {
+        /// The first such todo.
+        todo: TodoId,
+    },
     /// The budget cannot admit another turn.
     Budget {
         /// The dimension.
@@ -322,7 +328,10 @@ pub enum TerminalOutcome {
 /// How one pending todo stands for one agent.
 enum Standing {
     Runnable,
+    /// Handled before the scan (the agent's own lease, an unknown outcome).
     Hidden,
+    /// Never this agent's: excluded by name, or a review of its own work.
+    Excluded,
     Wait(WaitReason),
     Ask(GateId),
     Stuck(Stuck),
@@ -335,9 +344,13 @@ enum Standing {
 /// open, and closure was explicitly intended.
 pub fn terminal(state: &GoalState, now: Timestamp) -> Option<TerminalOutcome> {
     if state.abandoned.is_some() {
-        let in_flight = state
-            .leased_todos()
-            .any(|t| t.lease.as_ref().is_some_and(|l| l.turn.is_some()));
+        // An expired turn on idempotent work is safe to drop; any other begun turn must be
+        // settled or resolved first.
+        let in_flight = state.leased_todos().any(|t| {
+            t.lease
+                .as_ref()
+                .is_some_and(|l| l.turn.is_some() && (l.is_live(now) || t.outcome_unknown(now)))
+        });
         return (!in_flight).then_some(TerminalOutcome::Abandoned);
     }
     let accepted = state.pending_todos().next().is_none()
@@ -356,8 +369,12 @@ pub fn terminal(state: &GoalState, now: Timestamp) -> Option<TerminalOutcome> {
 /// them (priority, then age). A todo is in it iff it is open (or deferred with its condition
 /// met), its dependencies are done, no gate holds it, it is not leased by another agent, not
 /// meant for another agent, not excluded, due (for monitors), clear of the workspace guard and
-/// within its own budget.
+/// within its own budget. It is empty for an unregistered agent and on an abandoned goal, where
+/// every claim is refused.
 pub fn frontier(state: &GoalState, agent: &AgentId, now: Timestamp) -> Vec<TodoId> {
+    if !state.is_registered(agent) || state.abandoned.is_some() {
+        return Vec::new();
+    }
     let workspace = state.workspaces.get(agent);
     state
         .pending_todos()
@@ -378,22 +395,23 @@ fn standing(
     workspace: Option<&crate::todo::Workspace>,
     now: Timestamp,
 ) -> Standing {
-    if todo.excluded_agents.contains(agent) {
-        return Standing::Hidden;
+    if state.excludes(todo, agent) {
+        return Standing::Excluded;
     }
     if let Some(lease) = &todo.lease {
         if lease.is_live(now) {
-            return if &lease.holder == agent {
-                Standing::Hidden // handled first, as the agent's own work
-            } else {
-                Standing::Wait(WaitReason::LeaseHeld {
+            if &lease.holder != agent {
+                return Standing::Wait(WaitReason::LeaseHeld {
                     todo: todo.id.clone(),
                     holder: lease.holder.clone(),
                     until: lease.expires_at,
-                })
-            };
-        }
-        if todo.outcome_unknown(now) {
+                });
+            }
+            if lease.turn.is_some() || turn_admissible(state, todo, now) {
+                return Standing::Hidden; // handled first, as the agent's own work
+            }
+            // The agent's own lease, held up by a gate or its budget: the checks below say why.
+        } else if todo.outcome_unknown(now) {
             return Standing::Hidden; // handled first, as a repair
         }
     }
@@ -462,8 +480,11 @@ fn standing(
     if let Some(standing) = guard_standing(state, todo, agent, workspace, now) {
         return standing;
     }
-    let reserve = state.spec.policy.default_reservation;
-    if let Some(dimension) = todo.budget.as_ref().and_then(|l| l.shortfall(reserve)) {
+    if let Some(dimension) = todo
+        .budget
+        .as_ref()
+        .and_then(|l| l.shortfall(reservation(state)))
+    {
         return Standing::Wait(WaitReason::Budget {
             dimension,
             scope: format!("todo {}", todo.id),
@@ -539,11 +560,15 @@ pub fn decide(state: &GoalState, agent: &AgentId, now: Timestamp) -> Decision {
     let mut asks: Vec<GateId> = Vec::new();
     let mut stuck = None;
     let mut repair = None;
+    let mut excluded = None;
     for todo in state.pending_todos() {
         match standing(state, todo, agent, workspace, now) {
             Standing::Runnable => return offer(state, todo, now),
             Standing::Hidden => {}
-            Standing::Wait(reason) => waits.push(reason),
+            Standing::Excluded => {
+                excluded.get_or_insert_with(|| todo.id.clone());
+            }
+            Standing::Wait(reason) => waits.push(state, reason),
             Standing::Ask(gate) => {
                 if !asks.contains(&gate) {
                     asks.push(gate);
@@ -568,7 +593,7 @@ pub fn decide(state: &GoalState, agent: &AgentId, now: Timestamp) -> Decision {
         return Decision::Repair { issue };
     }
     if !asks.is_empty() {
-        return ask(state, &asks, now);
+        return ask(state, &asks, now, waits.until);
     }
     if !waits.is_empty() {
         return waits.into_decision();
@@ -583,7 +608,13 @@ pub fn decide(state: &GoalState, agent: &AgentId, now: Timestamp) -> Decision {
         .map(|g| g.id.clone())
         .collect();
     if !pending.is_empty() {
-        return ask(state, &pending, now);
+        return ask(state, &pending, now, None);
+    }
+    // Work remains that only other agents may take (a review of this agent's own work, a todo
+    // it is excluded from): the plan is not short of anything, so wait for them.
+    if let Some(todo) = excluded {
+        waits.push(state, WaitReason::OthersOnly { todo });
+        return waits.into_decision();
     }
     let unmet: Vec<_> = state
         .criteria_status(now)
@@ -606,9 +637,16 @@ pub fn decide(state: &GoalState, agent: &AgentId, now: Timestamp) -> Decision {
 }
 
 fn own_lease(state: &GoalState, agent: &AgentId, now: Timestamp) -> Option<Decision> {
+    // On an abandoned goal only a turn in flight may still be settled; nothing new begins.
+    let abandoned = state.abandoned.is_some();
     let mut held: Vec<&Todo> = state
         .leased_todos()
-        .filter(|t| t.live_lease(now).is_some_and(|l| &l.holder == agent))
+        .filter(|t| {
+            t.live_lease(now).is_some_and(|l| {
+                &l.holder == agent
+                    && (l.turn.is_some() || (!abandoned && turn_admissible(state, t, now)))
+            })
+        })
         .collect();
     // A turn in flight comes first: it must be settled before anything else.
     held.sort_by_key(|t| {
@@ -620,16 +658,21 @@ fn own_lease(state: &GoalState, agent: &AgentId, now: Timestamp) -> Option<Decis
     });
     let todo = held.first()?;
     let lease = todo.lease.as_ref()?;
-    let step = match &lease.turn {
-        Some(turn) => LeaseStep::Resume {
+    let step = if let Some(turn) = &lease.turn {
+        LeaseStep::Resume {
             epoch: lease.epoch,
             turn: turn.id.clone(),
             expires_at: lease.expires_at,
-        },
-        None => LeaseStep::Held {
+        }
+    } else {
+        // A new turn needs the goal's budget too; without it, ask or wait as for new work.
+        if let Some(dimension) = state.ledger.shortfall(reservation(state)) {
+            return Some(budget_exhausted(state, dimension, &state.ledger));
+        }
+        LeaseStep::Held {
             epoch: lease.epoch,
             expires_at: lease.expires_at,
-        },
+        }
     };
     Some(Decision::Continue(Assignment {
         todo: todo.id.clone(),
@@ -639,6 +682,16 @@ fn own_lease(state: &GoalState, agent: &AgentId, now: Timestamp) -> Option<Decis
         handoff: todo.handoff.clone(),
         pending_gates: pending_gates(state, now),
     }))
+}
+
+/// Whether the holder of a live lease on `todo` may begin a turn now, by the rules `begin_turn`
+/// checks per todo: no gate holds it and its own budget admits the reservation.
+fn turn_admissible(state: &GoalState, todo: &Todo, now: Timestamp) -> bool {
+    state.gate_hold(todo, now) == GateHold::Clear
+        && todo
+            .budget
+            .as_ref()
+            .is_none_or(|l| l.shortfall(reservation(state)).is_none())
 }
 
 fn unknown_outcomes(
@@ -661,11 +714,14 @@ fn unknown_outcomes(
         };
         if lease.is_live(now) {
             if &lease.holder != agent {
-                waits.push(WaitReason::LeaseHeld {
-                    todo: todo.id.clone(),
-                    holder: lease.holder.clone(),
-                    until: lease.expires_at,
-                });
+                waits.push(
+                    state,
+                    WaitReason::LeaseHeld {
+                        todo: todo.id.clone(),
+                        holder: lease.holder.clone(),
+                        until: lease.expires_at,
+                    },
+                );
             }
             continue;
         }
@@ -682,10 +738,13 @@ fn unknown_outcomes(
                 },
             });
         }
-        waits.push(WaitReason::OutcomeUnknown {
-            todo: todo.id.clone(),
-            holder: lease.holder.clone(),
-        });
+        waits.push(
+            state,
+            WaitReason::OutcomeUnknown {
+                todo: todo.id.clone(),
+                holder: lease.holder.clone(),
+            },
+        );
     }
     None
 }
@@ -766,7 +825,9 @@ fn budget_exhausted(state: &GoalState, dimension: Dimension, ledger: &Ledger) ->
     }
 }
 
-fn ask(state: &GoalState, gates: &[GateId], now: Timestamp) -> Decision {
+/// `wake` is the earliest time another of the agent's todos may change on its own (a lease
+/// expiring, a monitor coming due): the decision changes then too.
+fn ask(state: &GoalState, gates: &[GateId], now: Timestamp, wake: Option<Timestamp>) -> Decision {
     let mut questions: Vec<(Option<Timestamp>, Question)> = gates
         .iter()
         .filter_map(|id| state.gates.get(id))
@@ -789,6 +850,7 @@ fn ask(state: &GoalState, gates: &[GateId], now: Timestamp) -> Decision {
         .iter()
         .filter_map(|(d, _)| *d)
         .filter(|d| *d > now)
+        .chain(wake)
         .min();
     Decision::Ask {
         questions: questions.into_iter().map(|(_, q)| q).collect(),
@@ -805,7 +867,7 @@ struct Waits {
 }
 
 impl Waits {
-    fn push(&mut self, reason: WaitReason) {
+    fn push(&mut self, state: &GoalState, reason: WaitReason) {
         let wake = match &reason {
             WaitReason::LeaseHeld { until, .. } | WaitReason::WriteScopeBusy { until, .. } => {
                 Some(*until)
@@ -815,6 +877,15 @@ impl Waits {
                 until: ResumeCondition::At { at },
                 ..
             } => Some(*at),
+            // A gate that expires settles by time alone, at its deadline.
+            WaitReason::Deferred {
+                until: ResumeCondition::GateSettled { gate },
+                ..
+            } => state
+                .gates
+                .get(gate)
+                .filter(|g| g.on_expiry == ExpiryPolicy::Expire)
+                .and_then(|g| g.deadline),
             _ => None,
         };
         if let Some(wake) = wake {
@@ -836,4 +907,37 @@ impl Waits {
             reasons: self.reasons,
         }
     }
+}
+
+/// The earliest instant after `now` at which time alone can change a decision on this goal: a
+/// lease expiring, a monitor coming due, a deferral's time arriving, a gate's deadline passing
+/// or evidence reaching its time-to-live. `None` when only new events can change anything.
+///
+/// Stores index this per goal so a host can sleep until the earliest wake across all goals.
+pub fn next_wake(state: &GoalState, now: Timestamp) -> Option<Timestamp> {
+    let leases = state
+        .leased_todos()
+        .filter_map(|t| t.lease.as_ref().map(|l| l.expires_at));
+    let todos = state.pending_todos().filter_map(|t| match &t.status {
+        TodoStatus::Deferred {
+            until: ResumeCondition::At { at },
+            ..
+        } => Some(*at),
+        _ => t.monitor.as_ref().map(|m| m.next_due),
+    });
+    let gates = state
+        .gates
+        .values()
+        .filter(|g| matches!(g.status, crate::gate::GateStatus::Pending))
+        .filter_map(|g| g.deadline);
+    let evidence = state
+        .evidence
+        .values()
+        .filter_map(|e| e.ttl.map(|ttl| e.observed_at.plus(ttl)));
+    leases
+        .chain(todos)
+        .chain(gates)
+        .chain(evidence)
+        .filter(|t| *t > now)
+        .min()
 }

@@ -101,6 +101,7 @@ pub struct ObservedInput {
 
 /// Evidence as the goal holds it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Evidence {
     /// Its id.
     pub id: EvidenceId,
@@ -165,6 +166,7 @@ impl Freshness {
 
 /// The current revision of a subject and the fact that set it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SubjectHead {
     /// The current revision.
     pub revision: Revision,

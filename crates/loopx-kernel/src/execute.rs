@@ -588,7 +588,7 @@ impl Ctx<'_> {
             self.todo_authority(todo, GrantedAction::Reassign, grant_reason, "reassign")?;
         if let Some(agent) = to {
             self.registered(agent)?;
-            if todo.excluded_agents.contains(agent) {
+            if self.state.excludes(todo, agent) {
                 return Err(Refusal::ExcludedAgent {
                     agent: agent.clone(),
                     todo: id.clone(),
@@ -745,7 +745,7 @@ impl Ctx<'_> {
 
     /// Everything that makes `todo` legal for `agent` to take now, except leases and authority.
     fn runnable_for(&self, todo: &Todo, agent: &AgentId) -> Result<(), Refusal> {
-        if todo.excluded_agents.contains(agent) {
+        if self.state.excludes(todo, agent) {
             return Err(Refusal::ExcludedAgent {
                 agent: agent.clone(),
                 todo: todo.id.clone(),
@@ -959,13 +959,24 @@ impl Ctx<'_> {
                 grant_reason,
             )?
         };
+        // Only the holder knows whether its turn's effect happened; anyone else moving the
+        // lease mid-turn would turn a possible side effect into a silent loss.
+        if let Some(turn) = &lease.turn
+            && self.actor.agent() != Some(&lease.holder)
+            && !todo.idempotent
+        {
+            return Err(Refusal::TurnInFlight {
+                todo: id.clone(),
+                turn: turn.id.clone(),
+            });
+        }
         if to == &lease.holder {
             return Err(Refusal::NoVisibleChange {
                 what: format!("`{to}` already holds the lease"),
             });
         }
         self.registered(to)?;
-        if todo.excluded_agents.contains(to) {
+        if self.state.excludes(todo, to) {
             return Err(Refusal::ExcludedAgent {
                 agent: to.clone(),
                 todo: id.clone(),
@@ -1126,8 +1137,23 @@ impl Ctx<'_> {
         streak: u32,
         holder: &AgentId,
     ) -> Result<Event, Refusal> {
-        let id = ObligationId::new(format!("stalled-r{}", self.state.revision + 1))
-            .map_err(|e| invalid("obligation id", e.to_string()))?;
+        // Named after the revision that raises it; when someone already gave an obligation that
+        // name, a numbered suffix keeps the event applicable (a duplicate id would not fold).
+        let revision = self.state.revision + 1;
+        let name = |n: u64| {
+            let text = if n == 1 {
+                format!("stalled-r{revision}")
+            } else {
+                format!("stalled-r{revision}-{n}")
+            };
+            ObligationId::new(text).map_err(|e| invalid("obligation id", e.to_string()))
+        };
+        let mut n = 1;
+        let mut id = name(n)?;
+        while self.state.obligations.contains_key(&id) {
+            n += 1;
+            id = name(n)?;
+        }
         Ok(Event::ObligationRaised {
             id,
             kind: ObligationKind::Replan,
@@ -1354,9 +1380,7 @@ impl Ctx<'_> {
     fn withdraw_gate(&self, id: &crate::ids::GateId, reason: &str) -> Result<Vec<Event>, Refusal> {
         let gate = self.pending_gate(id)?;
         if self.actor != &gate.opened_by && !self.is_owner() {
-            return Err(Refusal::NotGoalOwner {
-                owner: self.state.owner(),
-            });
+            return Err(self.not_permitted("withdraw_gate"));
         }
         text("reason", reason)?;
         Ok(vec![Event::GateWithdrawn {

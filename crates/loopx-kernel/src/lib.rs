@@ -66,7 +66,7 @@ pub use command::{
 };
 pub use decide::{
     Assignment, Decision, LeaseStep, MAX_REASONS, Question, RepairIssue, ReplanReason, Stuck,
-    TerminalOutcome, WaitReason, decide, frontier, terminal,
+    TerminalOutcome, WaitReason, decide, frontier, next_wake, terminal,
 };
 pub use event::{Event, RecordedEvent, SCHEMA_VERSION, SettledTransition};
 pub use evidence::{
@@ -77,14 +77,16 @@ pub use gate::{ExpiryPolicy, Gate, GateScope, GateState, GateStatus, NewGate};
 pub use goal::{Amendment, BudgetExhaustion, Criterion, GoalSpec, GrantedAction, Policy};
 pub use ids::{
     AgentId, CheckId, CriterionId, DecisionScope, EvidenceId, Fingerprint, GateId, GoalId,
-    InvalidId, MAX_ID_LEN, ObligationId, ObservationKey, OperationId, PersonId, Revision,
-    SourceId, Subject, TodoId, TurnId,
+    InvalidId, MAX_ID_LEN, ObligationId, ObservationKey, OperationId, PersonId, Revision, SourceId,
+    Subject, TodoId, TurnId,
 };
 pub use invariants::{Violation, check_invariants};
 pub use obligation::{Discharge, Obligation, ObligationCause, ObligationKind};
 pub use refusal::Refusal;
 pub use rules::{GateHold, GuardBlock};
-pub use state::{CriterionStatus, GoalState, Intent, ReplayError, TurnRecord, TurnStatus};
+pub use state::{
+    CriterionStatus, GoalState, Intent, ReplayError, Snapshot, TurnRecord, TurnStatus,
+};
 pub use time::{Duration, Timestamp, TimestampError};
 pub use todo::{
     ContinuationRecord, HandoffNote, Lease, MonitorSpec, MonitorState, NewTodo, Priority,

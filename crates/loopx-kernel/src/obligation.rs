@@ -39,6 +39,7 @@ pub enum ObligationCause {
 
 /// An obligation as the goal holds it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Obligation {
     /// Its id.
     pub id: ObligationId,
@@ -60,6 +61,7 @@ pub struct Obligation {
 
 /// Who discharged an obligation, and when.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Discharge {
     /// Who.
     pub by: Actor,

@@ -107,7 +107,9 @@ pub enum Refusal {
         todo: TodoId,
     },
     /// The actor is not the lease holder.
-    #[error("`{actor}` does not hold the lease on todo `{todo}`")]
+    #[error(
+        "`{actor}` does not hold the lease on todo `{todo}`; only the holder renews, settles or releases it: ask for the next decision"
+    )]
     NotLeaseHolder {
         /// The todo.
         todo: TodoId,
@@ -167,7 +169,7 @@ pub enum Refusal {
         scope: DecisionScope,
     },
     /// The gate is not pending.
-    #[error("gate `{gate}` is {state:?}, not pending")]
+    #[error("gate `{gate}` is {}, no longer pending; read its outcome and ask for the next decision", gate_state(*.state))]
     GateNotPending {
         /// The gate.
         gate: GateId,
@@ -197,7 +199,9 @@ pub enum Refusal {
         agent: AgentId,
     },
     /// The agent is excluded from the todo.
-    #[error("agent `{agent}` is excluded from todo `{todo}`")]
+    #[error(
+        "agent `{agent}` may never take todo `{todo}` (excluded by name, or the author of the work it reviews); ask for the next decision"
+    )]
     ExcludedAgent {
         /// The agent.
         agent: AgentId,
@@ -238,7 +242,7 @@ pub enum Refusal {
         needed: &'static str,
     },
     /// Dependencies are not done.
-    #[error("todo `{todo}` waits on unfinished dependencies: {pending:?}")]
+    #[error("todo `{todo}` waits on unfinished dependencies: {}; finish those first", todo_list(.pending))]
     DependenciesUnmet {
         /// The todo.
         todo: TodoId,
@@ -333,6 +337,25 @@ pub enum Refusal {
         /// The obligation.
         obligation: ObligationId,
     },
+}
+
+fn gate_state(state: GateState) -> &'static str {
+    match state {
+        GateState::Pending => "pending",
+        GateState::Overdue => "overdue",
+        GateState::Resolved => "resolved",
+        GateState::Rejected => "rejected",
+        GateState::Expired => "expired",
+        GateState::Withdrawn => "withdrawn",
+    }
+}
+
+fn todo_list(todos: &[TodoId]) -> String {
+    todos
+        .iter()
+        .map(|t| format!("`{t}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 impl Refusal {

@@ -8,7 +8,7 @@ use crate::gate::GateState;
 use crate::ids::{AgentId, DecisionScope, GateId, TodoId};
 use crate::state::GoalState;
 use crate::time::Timestamp;
-use crate::todo::{ResumeCondition, Todo, TodoStatus, Workspace};
+use crate::todo::{ResumeCondition, Todo, TodoClass, TodoStatus, Workspace};
 
 /// How the goal's gates bear on one todo.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -109,6 +109,17 @@ impl GoalState {
         }
     }
 
+    /// True when `agent` may never take `todo`: it is excluded by name, or the todo reviews work
+    /// the agent completed. The author of reviewed work is known only once that work is done, so
+    /// a review planned up front is checked here, not only when it is added.
+    pub fn excludes(&self, todo: &Todo, agent: &AgentId) -> bool {
+        todo.excluded_agents.contains(agent)
+            || matches!(&todo.class, TodoClass::Review { of } if self
+                .todos
+                .get(of)
+                .is_some_and(|r| matches!(&r.status, TodoStatus::Done { by, .. } if by == agent)))
+    }
+
     /// Dependencies of `todo` that are not done.
     pub fn unmet_dependencies(&self, todo: &Todo) -> Vec<TodoId> {
         todo.depends_on
@@ -159,9 +170,6 @@ impl GoalState {
         now: Timestamp,
     ) -> Option<GuardBlock> {
         let writes = todo.writes.as_ref()?;
-        let Some(workspace) = workspace else {
-            return Some(GuardBlock::WorkspaceUnknown);
-        };
         for other in self.leased_todos() {
             if other.id == todo.id {
                 continue;
@@ -169,7 +177,8 @@ impl GoalState {
             let Some(lease) = other.live_lease(now) else {
                 continue;
             };
-            if &lease.holder != agent
+            if let Some(workspace) = workspace
+                && &lease.holder != agent
                 && lease
                     .workspace
                     .as_ref()
@@ -188,7 +197,9 @@ impl GoalState {
                 });
             }
         }
-        None
+        // A scope conflict blocks whatever workspace the agent reports, so it is found even
+        // before the agent has reported one; otherwise the todo would be offered and refused.
+        workspace.is_none().then_some(GuardBlock::WorkspaceUnknown)
     }
 
     /// The todo's owning agent for authority purposes: the live lease holder, else the assignee.

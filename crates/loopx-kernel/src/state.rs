@@ -70,6 +70,7 @@ pub struct GoalState {
 
 /// A recorded intent (closure or abandonment).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Intent {
     /// Why.
     pub reason: String,
@@ -81,6 +82,7 @@ pub struct Intent {
 
 /// What became of a turn.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct TurnRecord {
     /// Its todo.
     pub todo: TodoId,
@@ -121,7 +123,10 @@ struct Index {
     by_check: BTreeMap<(CheckId, Subject), Vec<EvidenceId>>,
 }
 
+/// The stored form of [`GoalState`]; like events, it refuses fields it does not know, so a
+/// snapshot written by a newer kernel fails closed instead of losing data silently.
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Unindexed {
     spec: GoalSpec,
     goal_revision: u64,
@@ -808,18 +813,21 @@ impl GoalState {
                 continuation,
                 successors,
             } => {
-                let by = recorded
-                    .actor
-                    .agent()
-                    .cloned()
-                    .or_else(|| self.turns.get(turn).map(|t| t.agent.clone()))
-                    .ok_or_else(|| inconsistent(recorded, "completion without an agent"))?;
+                // The turn's agent completed the work, even when someone else resolved its
+                // unknown outcome.
+                let by = self
+                    .turns
+                    .get(turn)
+                    .map(|t| t.agent.clone())
+                    .ok_or_else(|| inconsistent(recorded, format!("no turn `{turn}`")))?;
                 for successor in successors {
                     self.add_todo(successor, &recorded.actor, recorded.at, recorded)?;
                 }
                 if matches!(continuation, ContinuationRecord::NoFollowUp) {
-                    self.closure =
-                        Some(Self::intent(&format!("completed `{id}` with no follow-up"), recorded));
+                    self.closure = Some(Self::intent(
+                        &format!("completed `{id}` with no follow-up"),
+                        recorded,
+                    ));
                 }
                 TodoStatus::Done {
                     continuation: continuation.clone(),
@@ -1063,10 +1071,14 @@ impl GoalState {
         let Some(ids) = self.index.by_check.get(&key) else {
             return Some(CriterionStatus::NoEvidence);
         };
-        let newest = ids
-            .iter()
-            .filter_map(|id| self.evidence.get(id))
-            .max_by_key(|e| (e.observed_at, e.seq));
+        // Evidence at the current revision decides even when evidence about an older revision
+        // was observed later; without any, the newest evidence still says why it is not met.
+        let current = self.subjects.get(&criterion.subject).map(|h| &h.revision);
+        let all = || ids.iter().filter_map(|id| self.evidence.get(id));
+        let newest = all()
+            .filter(|e| Some(&e.revision) == current)
+            .max_by_key(|e| (e.observed_at, e.seq))
+            .or_else(|| all().max_by_key(|e| (e.observed_at, e.seq)));
         let Some(evidence) = newest else {
             return Some(CriterionStatus::NoEvidence);
         };
@@ -1091,6 +1103,42 @@ impl GoalState {
             .iter()
             .filter_map(|c| Some((c.id.clone(), self.criterion_status(&c.id, now)?)))
             .collect()
+    }
+}
+
+/// A goal's state as stored by a snapshot, with the schema version it was written with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Snapshot {
+    /// The schema version of the state's JSON form.
+    pub schema: u32,
+    /// The state.
+    pub state: GoalState,
+}
+
+impl GoalState {
+    /// The state wrapped with the current schema version, ready to store.
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            schema: SCHEMA_VERSION,
+            state: self.clone(),
+        }
+    }
+}
+
+impl Snapshot {
+    /// The state, if this build can read the snapshot's schema.
+    ///
+    /// # Errors
+    /// [`ReplayError::NewerSchema`] for a snapshot written by a newer version.
+    pub fn into_state(self) -> Result<GoalState, ReplayError> {
+        if self.schema > SCHEMA_VERSION {
+            return Err(ReplayError::NewerSchema {
+                revision: self.state.revision,
+                found: self.schema,
+            });
+        }
+        Ok(self.state)
     }
 }
 

@@ -56,6 +56,7 @@ pub struct MonitorSpec {
 
 /// A monitor's progress.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct MonitorState {
     /// When the next poll is due.
     pub next_due: Timestamp,
@@ -87,14 +88,12 @@ impl WriteSet {
 }
 
 fn scopes_overlap(a: &str, b: &str) -> bool {
-    let components = |s: &str| {
-        s.split('/')
-            .filter(|c| !c.is_empty() && *c != ".")
-            .map(str::to_owned)
-            .collect::<Vec<_>>()
-    };
-    let (a, b) = (components(a), components(b));
-    a.iter().zip(&b).all(|(x, y)| x == y)
+    // Compared component by component without allocating: the workspace guard runs this for
+    // every live lease against every writing candidate.
+    fn parts(s: &str) -> impl Iterator<Item = &str> {
+        s.split('/').filter(|c| !c.is_empty() && *c != ".")
+    }
+    parts(a).zip(parts(b)).all(|(x, y)| x == y)
 }
 
 /// Where an agent's turn runs, as the git provider reads it.
@@ -211,6 +210,7 @@ pub enum ContinuationRecord {
 /// A fenced claim on a todo. At most one per todo; the epoch strictly increases on every
 /// acquire, takeover and handoff, and every settlement must present the current one.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Lease {
     /// Who holds it.
     pub holder: AgentId,
@@ -237,6 +237,7 @@ impl Lease {
 
 /// A turn that has begun (its budget reserved) and not settled.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct TurnInFlight {
     /// The turn.
     pub id: TurnId,

@@ -1,0 +1,112 @@
+//! In-memory state size per todo at 1k, 10k and 100k todos, measured as real heap bytes with a
+//! counting global allocator (kept out of the timing benchmarks, which use the plain system
+//! allocator).
+//!
+//! The state is rebuilt by replaying the goal's history inside a counting region: what is still
+//! allocated when the replay returns is exactly what the state holds. Its parts are measured by
+//! cloning them. Run with `cargo bench -p loopx-benches --bench memory`.
+
+use std::alloc::System;
+use std::mem::size_of;
+
+use loopx_benches::{Fixture, Goal, SCALES, against, scale_name};
+use loopx_kernel::{Evidence, GoalState, RecordedEvent, Todo, TurnRecord};
+use stats_alloc::{INSTRUMENTED_SYSTEM, Region, Stats, StatsAlloc};
+
+#[global_allocator]
+static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+
+/// The in-memory state must stay within this many bytes per todo.
+const TARGET_PER_TODO: f64 = 1024.0;
+
+/// Heap bytes and allocations still live after a piece of work.
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    bytes: i128,
+    allocations: i128,
+}
+
+fn held(change: &Stats) -> Held {
+    let widen = |n: usize| i128::try_from(n).unwrap_or(i128::MAX);
+    let realloc = i128::try_from(change.bytes_reallocated).unwrap_or(0);
+    Held {
+        bytes: widen(change.bytes_allocated) - widen(change.bytes_deallocated) + realloc,
+        allocations: widen(change.allocations) - widen(change.deallocations),
+    }
+}
+
+/// Runs `make` in a counting region and returns its value with the heap it still holds.
+fn measure<T>(make: impl FnOnce() -> T) -> (T, Held) {
+    let region = Region::new(GLOBAL);
+    let value = make();
+    let change = region.change();
+    (value, held(&change))
+}
+
+#[allow(clippy::cast_precision_loss)] // byte counts stay far below 2^52
+fn per(held: i128, count: usize) -> f64 {
+    held as f64 / count.max(1) as f64
+}
+
+#[allow(clippy::cast_precision_loss)]
+fn mib(bytes: i128) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0)
+}
+
+fn main() {
+    // Accept criterion-style arguments: run unless a filter is given that does not match.
+    let filters: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    if !filters.is_empty() && !filters.iter().any(|f| "memory/state".contains(f.as_str())) {
+        return;
+    }
+    println!(
+        "inline sizes: Todo {} B, TurnRecord {} B, Evidence {} B, RecordedEvent {} B, GoalState {} B",
+        size_of::<Todo>(),
+        size_of::<TurnRecord>(),
+        size_of::<Evidence>(),
+        size_of::<RecordedEvent>(),
+        size_of::<GoalState>(),
+    );
+    for todos in SCALES {
+        let fixture = Fixture::build(todos);
+        let scale = scale_name(todos);
+        let (state, total) = measure(|| GoalState::replay(&fixture.history));
+        let state = match state {
+            Ok(state) => state,
+            Err(error) => panic!("the history replays: {error}"),
+        };
+        let total_bytes = total.bytes + i128::try_from(size_of::<GoalState>()).unwrap_or(0);
+        let per_todo = per(total_bytes, todos);
+        println!("\ngoal @{scale}: {}", fixture.describe());
+        println!(
+            "state @{scale}: {per_todo:.0} B per todo (target {TARGET_PER_TODO:.0} B: {}); {:.1} MiB in {:.1} allocations per todo",
+            against(per_todo, TARGET_PER_TODO, Goal::AtMost),
+            mib(total_bytes),
+            per(total.allocations, todos),
+        );
+        let (_, todo_map) = measure(|| state.todos.clone());
+        let (_, turns) = measure(|| state.turns.clone());
+        let (_, evidence) = measure(|| state.evidence.clone());
+        let rest = total_bytes - todo_map.bytes - turns.bytes - evidence.bytes;
+        println!(
+            "  todos map {:.0} B per todo ({} todos), turn records {:.0} B per todo ({} turns), evidence {:.0} B per todo ({} items), everything else {:.0} B per todo",
+            per(todo_map.bytes, todos),
+            state.todos.len(),
+            per(turns.bytes, todos),
+            state.turns.len(),
+            per(evidence.bytes, todos),
+            state.evidence.len(),
+            per(rest, todos),
+        );
+        let (_, history) = measure(|| fixture.history.clone());
+        println!(
+            "  event history (not held by the state): {:.0} B per event, {:.1} MiB for {} events",
+            per(history.bytes, fixture.history.len()),
+            mib(history.bytes),
+            fixture.history.len(),
+        );
+    }
+}

@@ -1,0 +1,895 @@
+//! Invariant checks that need no model: they read a goal's state, its event log and the
+//! command that was just handled, and probe the kernel's pure functions ([`crate::execute`],
+//! [`crate::decide`], [`crate::frontier`], [`crate::terminal`]) without changing anything.
+//!
+//! Each check names the invariant of the design it covers (1 to 18); an empty list of
+//! [`Finding`]s means every one holds.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::actor::Actor;
+use crate::budget::{Amounts, Ledger, Limits};
+use crate::command::{Command, Settlement, Transition, Verdict, VerdictOutcome};
+use crate::decide::{Decision, LeaseStep, Question, WaitReason, decide, frontier, terminal};
+use crate::event::{Event, RecordedEvent, SettledTransition};
+use crate::evidence::Outcome;
+use crate::execute::execute;
+use crate::ids::{AgentId, TodoId};
+use crate::refusal::Refusal;
+use crate::state::{CriterionStatus, GoalState, TurnStatus};
+use crate::time::Timestamp;
+use crate::todo::{ContinuationRecord, ResumeCondition, Todo, TodoStatus, Workspace, WriteSet};
+
+/// One broken property: which rule, and what breaks it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// The invariant, as `"<number> <name>"` after the design's list, or `model` for a
+    /// disagreement with the reference model.
+    pub rule: &'static str,
+    /// What was seen.
+    pub detail: String,
+}
+
+impl Finding {
+    /// A finding against `rule`.
+    pub fn new(rule: &'static str, detail: impl Into<String>) -> Self {
+        Finding {
+            rule,
+            detail: detail.into(),
+        }
+    }
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "[{}] {}", self.rule, self.detail)
+    }
+}
+
+struct Out(Vec<Finding>);
+
+impl Out {
+    fn check(&mut self, ok: bool, rule: &'static str, detail: impl FnOnce() -> String) {
+        if !ok {
+            self.0.push(Finding::new(rule, detail()));
+        }
+    }
+}
+
+fn live(todo: &Todo, now: Timestamp) -> Option<&crate::todo::Lease> {
+    todo.lease.as_ref().filter(|l| now < l.expires_at)
+}
+
+/// Path prefixes nest component-wise; `.` and empty components are the repository root.
+fn scopes_collide(a: &WriteSet, b: &WriteSet) -> bool {
+    let parts = |s: &str| -> Vec<String> {
+        s.split('/')
+            .filter(|c| !c.is_empty() && *c != ".")
+            .map(str::to_owned)
+            .collect()
+    };
+    a.repository == b.repository
+        && a.scopes.iter().any(|x| {
+            b.scopes.iter().any(|y| {
+                let (x, y) = (parts(x), parts(y));
+                x.iter().zip(&y).all(|(p, q)| p == q)
+            })
+        })
+}
+
+fn within(limits: &Limits, committed: Amounts) -> bool {
+    [
+        (limits.turns, committed.turns),
+        (limits.tokens, committed.tokens),
+        (limits.cost_micros, committed.cost_micros),
+        (limits.wall_ms, committed.wall_ms),
+    ]
+    .iter()
+    .all(|(limit, used)| limit.is_none_or(|l| *used <= l))
+}
+
+fn ledger_within(ledger: &Ledger) -> bool {
+    within(&ledger.limits, ledger.spent.plus(ledger.reserved))
+}
+
+/// A workspace of the agent's own that no other lease uses, for probing claims of writing
+/// todos by agents that have not reported one.
+fn probe_workspace(agent: &AgentId) -> Workspace {
+    Workspace {
+        top_level: format!("/probe/{agent}"),
+        common_dir: "/probe/.git".into(),
+    }
+}
+
+/// Checks everything observable about one goal state and the log it was folded from, at
+/// `now`, for each of `agents`:
+///
+/// - 1: replaying the log reproduces the state exactly; `decide` gives the same answer twice
+///   and on the replayed state;
+/// - 2: the log's revisions are 1, 2, 3… and the state's revision is the last;
+/// - 3: every lease epoch in the log is higher than the todo's previous one;
+/// - 4: each turn begins once, settles at most once, only after it began, and the ledger's
+///   spent amount is exactly the sum charged by settlements;
+/// - 8: every done todo was completed by exactly one settlement, with the continuation it
+///   records;
+/// - 7: a pending gate keeps every todo it covers out of every frontier, and an agent with a
+///   non-empty frontier is never told to wait or ask about a gate;
+/// - 9: `decide` answers terminal exactly when [`terminal`] holds, and an accepted goal has no
+///   open work, leases, pending gates or open obligations, a closure intent and every
+///   criterion met;
+/// - 10: a met criterion rests on passing fresh evidence at its subject's current revision,
+///   and no evidence bound to another revision is fresh;
+/// - 12, 13: every frontier entry is claimable by its agent right now (probed through
+///   [`execute`]), never leased live, never for an excluded or unregistered agent; and no
+///   claim by an unregistered or excluded agent, or on another agent's live lease, is accepted;
+/// - 16: no two live leases write overlapping scopes;
+/// - 18: evidence citing stale evidence or a moved observation is stale;
+/// - and [`crate::check_invariants`] finds nothing.
+pub fn check_state(
+    state: &GoalState,
+    log: &[RecordedEvent],
+    now: Timestamp,
+    agents: &[AgentId],
+) -> Vec<Finding> {
+    let mut out = Out(Vec::new());
+    for violation in crate::check_invariants(state, now) {
+        out.0.push(Finding::new(
+            "structural",
+            format!("{}: {}", violation.rule, violation.detail),
+        ));
+    }
+    replay_and_decide(state, log, now, agents, &mut out);
+    log_history(state, log, &mut out);
+    frontiers(state, now, agents, &mut out);
+    terminal_and_evidence(state, now, agents, &mut out);
+    never_claimable(state, now, agents, &mut out);
+    let live: Vec<&Todo> = state
+        .todos
+        .values()
+        .filter(|t| live(t, now).is_some())
+        .collect();
+    for (i, a) in live.iter().enumerate() {
+        for b in &live[i + 1..] {
+            if let (Some(wa), Some(wb)) = (&a.writes, &b.writes) {
+                out.check(!scopes_collide(wa, wb), "16 write scopes", || {
+                    format!(
+                        "todos {} and {} hold live leases on overlapping scopes",
+                        a.id, b.id
+                    )
+                });
+            }
+        }
+    }
+    out.0
+}
+
+fn replay_and_decide(
+    state: &GoalState,
+    log: &[RecordedEvent],
+    now: Timestamp,
+    agents: &[AgentId],
+    out: &mut Out,
+) {
+    let replayed = match GoalState::replay(log) {
+        Ok(replayed) => replayed,
+        Err(error) => {
+            out.0.push(Finding::new(
+                "1 replay",
+                format!("the log does not replay: {error}"),
+            ));
+            return;
+        }
+    };
+    out.check(&replayed == state, "1 replay", || {
+        "folding the log gives a different state than the one handled".into()
+    });
+    for agent in agents {
+        let first = decide(state, agent, now);
+        out.check(
+            first == decide(state, agent, now),
+            "1 decide is pure",
+            || format!("decide for {agent} changed between two calls"),
+        );
+        out.check(
+            first == decide(&replayed, agent, now),
+            "1 decide is pure",
+            || format!("decide for {agent} differs on the replayed state"),
+        );
+    }
+}
+
+fn log_history(state: &GoalState, log: &[RecordedEvent], out: &mut Out) {
+    let mut epochs: BTreeMap<&TodoId, u64> = BTreeMap::new();
+    let mut begun: BTreeMap<&crate::ids::TurnId, u32> = BTreeMap::new();
+    let mut settled: BTreeMap<&crate::ids::TurnId, u32> = BTreeMap::new();
+    let mut charged = Amounts::ZERO;
+    let mut completions: BTreeMap<&TodoId, &ContinuationRecord> = BTreeMap::new();
+    for (i, recorded) in log.iter().enumerate() {
+        out.check(recorded.revision == i as u64 + 1, "2 revisions", || {
+            format!("event {i} has revision {}", recorded.revision)
+        });
+        match &recorded.event {
+            Event::LeaseAcquired { todo, epoch, .. }
+            | Event::LeaseHandedOff { todo, epoch, .. } => {
+                let previous = epochs.insert(todo, *epoch).unwrap_or(0);
+                out.check(*epoch > previous, "3 epochs increase", || {
+                    format!("todo {todo} got epoch {epoch} after {previous}")
+                });
+            }
+            Event::TurnBegun { turn, .. } => *begun.entry(turn).or_default() += 1,
+            Event::TurnSettled {
+                todo,
+                turn,
+                charged: c,
+                transition,
+                ..
+            } => {
+                out.check(begun.contains_key(turn), "4 charged once", || {
+                    format!("turn {turn} settled before it began")
+                });
+                *settled.entry(turn).or_default() += 1;
+                charged = charged.plus(*c);
+                if let SettledTransition::Complete { continuation, .. } = transition {
+                    let previous = completions.insert(todo, continuation);
+                    out.check(previous.is_none(), "8 one continuation", || {
+                        format!("todo {todo} completed twice")
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    out.check(state.revision == log.len() as u64, "2 revisions", || {
+        format!(
+            "state at revision {} after {} events",
+            state.revision,
+            log.len()
+        )
+    });
+    for (todo, epoch) in &epochs {
+        let last = state.todos.get(*todo).map(|t| t.last_epoch);
+        out.check(last == Some(*epoch), "3 epochs increase", || {
+            format!("todo {todo} last epoch {last:?}, log says {epoch}")
+        });
+    }
+    for (turn, n) in &begun {
+        out.check(*n == 1, "4 charged once", || {
+            format!("turn {turn} began {n} times")
+        });
+    }
+    for (turn, n) in &settled {
+        out.check(*n == 1, "4 charged once", || {
+            format!("turn {turn} settled {n} times")
+        });
+        let record = state.turns.get(*turn).map(|r| r.status);
+        out.check(
+            matches!(record, Some(TurnStatus::Settled { .. })),
+            "4 charged once",
+            || format!("turn {turn} settled in the log but is {record:?}"),
+        );
+    }
+    for (turn, record) in &state.turns {
+        if matches!(record.status, TurnStatus::Settled { .. }) {
+            out.check(settled.contains_key(turn), "4 charged once", || {
+                format!("turn {turn} is settled without a settlement event")
+            });
+        }
+    }
+    for todo in state.todos.values() {
+        if let TodoStatus::Done { continuation, .. } = &todo.status {
+            let recorded = completions.get(&todo.id);
+            out.check(
+                recorded == Some(&continuation),
+                "8 one continuation",
+                || {
+                    format!(
+                        "done todo {} records {continuation:?}, its settlement {recorded:?}",
+                        todo.id
+                    )
+                },
+            );
+        }
+    }
+    out.check(charged == state.ledger.spent, "4 charged once", || {
+        format!(
+            "settlements charged {charged:?}, the ledger spent {:?}",
+            state.ledger.spent
+        )
+    });
+}
+
+fn pending_gates_cover(
+    state: &GoalState,
+    todo: &Todo,
+    now: Timestamp,
+) -> Option<crate::ids::GateId> {
+    state
+        .gates
+        .values()
+        .filter(|g| g.state_at(now).is_pending())
+        .find(|g| {
+            g.scope.whole_goal
+                || g.scope.todos.contains(&todo.id)
+                || todo
+                    .requires_decisions
+                    .iter()
+                    .any(|d| g.scope.decisions.contains(d))
+        })
+        .map(|g| g.id.clone())
+}
+
+fn frontiers(state: &GoalState, now: Timestamp, agents: &[AgentId], out: &mut Out) {
+    for agent in agents {
+        let ready = frontier(state, agent, now);
+        for id in &ready {
+            let Some(todo) = state.todos.get(id) else {
+                out.0.push(Finding::new(
+                    "13 frontier",
+                    format!("frontier names unknown todo {id}"),
+                ));
+                continue;
+            };
+            out.check(state.spec.agents.contains(agent), "12 eligibility", || {
+                format!("todo {id} is in the frontier of unregistered {agent}")
+            });
+            out.check(
+                !todo.excluded_agents.contains(agent),
+                "12 eligibility",
+                || format!("todo {id} is in the frontier of excluded {agent}"),
+            );
+            out.check(live(todo, now).is_none(), "12 eligibility", || {
+                format!("live-leased todo {id} is in the frontier of {agent}")
+            });
+            if let Some(gate) = pending_gates_cover(state, todo, now) {
+                out.0.push(Finding::new(
+                    "7 gates",
+                    format!(
+                        "todo {id} is covered by pending gate {gate} yet in the frontier of {agent}"
+                    ),
+                ));
+            }
+            let workspace = (todo.writes.is_some() && !state.workspaces.contains_key(agent))
+                .then(|| probe_workspace(agent));
+            let claim = Command::Claim {
+                todo: id.clone(),
+                ttl: None,
+                workspace,
+                grant_reason: None,
+            };
+            if let Err(refusal) = execute(Some(state), &Actor::Agent(agent.clone()), now, &claim) {
+                out.0.push(Finding::new(
+                    "13 frontier",
+                    format!("todo {id} is in the frontier of {agent} but its claim is refused: {refusal}"),
+                ));
+            }
+        }
+        let decision = decide(state, agent, now);
+        if let Decision::Continue(assignment) = &decision
+            && assignment.lease == LeaseStep::Claim
+        {
+            out.check(
+                ready.first() == Some(&assignment.todo),
+                "13 frontier",
+                || {
+                    format!(
+                        "decide offers {} to {agent}, frontier is {ready:?}",
+                        assignment.todo
+                    )
+                },
+            );
+        }
+        if ready.is_empty() {
+            continue;
+        }
+        let budget_only = |reasons: &[WaitReason]| {
+            !reasons.is_empty()
+                && reasons
+                    .iter()
+                    .all(|r| matches!(r, WaitReason::Budget { .. }))
+        };
+        let idle = match &decision {
+            Decision::Ask { questions, .. } => {
+                questions.iter().any(|q| matches!(q, Question::Gate { .. }))
+            }
+            Decision::Wait { reasons, .. } => !budget_only(reasons),
+            Decision::Terminal { .. } => true,
+            _ => false,
+        };
+        out.check(!idle, "7 dual channel", || {
+            format!(
+                "{agent} has runnable work {ready:?} but decide says {}",
+                decision.kind()
+            )
+        });
+    }
+}
+
+/// Probes claims that must be refused whatever else holds: by an unregistered or excluded
+/// agent, and on a todo another agent holds a live lease on.
+fn never_claimable(state: &GoalState, now: Timestamp, agents: &[AgentId], out: &mut Out) {
+    for todo in state.pending_todos() {
+        let holder = live(todo, now).map(|l| &l.holder);
+        for agent in agents {
+            let barred = !state.spec.agents.contains(agent)
+                || state.excludes(todo, agent)
+                || holder.is_some_and(|h| h != agent);
+            if !barred {
+                continue;
+            }
+            let claim = Command::Claim {
+                todo: todo.id.clone(),
+                ttl: None,
+                workspace: Some(probe_workspace(agent)),
+                grant_reason: Some("probing".into()),
+            };
+            let outcome = execute(Some(state), &Actor::Agent(agent.clone()), now, &claim);
+            out.check(outcome.is_err(), "12 eligibility", || {
+                format!("{agent} may claim todo {} (holder {holder:?})", todo.id)
+            });
+        }
+    }
+}
+
+fn terminal_and_evidence(state: &GoalState, now: Timestamp, agents: &[AgentId], out: &mut Out) {
+    let end = terminal(state, now);
+    for agent in agents {
+        let decision = decide(state, agent, now);
+        let said = match decision {
+            Decision::Terminal { outcome } => Some(outcome),
+            _ => None,
+        };
+        out.check(said == end, "9 terminal", || {
+            format!("decide for {agent} says {said:?}, terminal says {end:?}")
+        });
+    }
+    if end == Some(crate::decide::TerminalOutcome::Accepted) {
+        let criteria = state.criteria_status(now);
+        let ok = state
+            .todos
+            .values()
+            .all(|t| t.status.is_closed() && t.lease.is_none())
+            && !state.gates.values().any(|g| g.state_at(now).is_pending())
+            && state.obligations.values().all(|o| o.discharged.is_some())
+            && state.closure.is_some()
+            && criteria.iter().all(|(_, s)| s.is_met());
+        out.check(ok, "9 terminal", || {
+            "accepted while its conditions do not hold".into()
+        });
+    }
+    for criterion in &state.spec.criteria {
+        let Some(CriterionStatus::Met { evidence }) = state.criterion_status(&criterion.id, now)
+        else {
+            continue;
+        };
+        let e = state.evidence.get(&evidence);
+        let head = state.subjects.get(&criterion.subject).map(|h| &h.revision);
+        let ok = e.is_some_and(|e| {
+            e.outcome == Outcome::Pass
+                && e.check == criterion.check
+                && e.subject == criterion.subject
+                && Some(&e.revision) == head
+        }) && state.freshness(&evidence, now).is_fresh();
+        out.check(ok, "10 revisions", || {
+            format!(
+                "criterion {} met by {evidence}, which is not fresh passing evidence at {head:?}",
+                criterion.id
+            )
+        });
+    }
+    for (id, e) in &state.evidence {
+        let fresh = state.freshness(id, now).is_fresh();
+        let head = state.subjects.get(&e.subject).map(|h| &h.revision);
+        out.check(!fresh || head == Some(&e.revision), "10 revisions", || {
+            format!(
+                "evidence {id} at {} is fresh while the subject is at {head:?}",
+                e.revision
+            )
+        });
+        for input in &e.inputs.evidence {
+            let input_fresh = state.freshness(input, now).is_fresh();
+            out.check(input_fresh || !fresh, "18 lineage", || {
+                format!("evidence {id} is fresh though its input {input} is stale")
+            });
+        }
+        for input in &e.inputs.observations {
+            let current = state.observations.get(&input.key).map(|o| &o.fingerprint);
+            out.check(
+                current == Some(&input.fingerprint) || !fresh,
+                "18 lineage",
+                || {
+                    format!(
+                        "evidence {id} is fresh though observation {} moved",
+                        input.key
+                    )
+                },
+            );
+        }
+    }
+}
+
+/// With no overrun and no lowered limit, `spent + reserved` stays within every limit of the
+/// goal and of each todo (invariant 6).
+pub fn check_budget(state: &GoalState) -> Vec<Finding> {
+    let mut out = Out(Vec::new());
+    out.check(ledger_within(&state.ledger), "6 budget", || {
+        format!("goal ledger {:?} exceeds its limits", state.ledger)
+    });
+    for todo in state.todos.values() {
+        if let Some(ledger) = &todo.budget {
+            out.check(ledger_within(ledger), "6 budget", || {
+                format!("todo {} ledger {ledger:?} exceeds its limits", todo.id)
+            });
+        }
+    }
+    out.0
+}
+
+/// True when a deferred todo's condition holds on the recorded facts at `now`, evaluated here
+/// from the raw state rather than through the kernel's helper.
+fn condition_holds(state: &GoalState, todo: &Todo, now: Timestamp) -> bool {
+    let TodoStatus::Deferred { until, baseline } = &todo.status else {
+        return true;
+    };
+    match until {
+        ResumeCondition::At { at } => now >= *at,
+        ResumeCondition::TodoDone { todo } => state
+            .todos
+            .get(todo)
+            .is_some_and(|t| matches!(t.status, TodoStatus::Done { .. })),
+        ResumeCondition::GateSettled { gate } => state
+            .gates
+            .get(gate)
+            .is_some_and(|g| !g.state_at(now).is_pending()),
+        ResumeCondition::ObservationChanged { key } => {
+            state.observations.get(key).map(|o| &o.fingerprint) != baseline.as_ref()
+        }
+    }
+}
+
+/// Checks one handled command: `before` and `after` are the states around it, `result` what
+/// handling it returned.
+///
+/// - 2, 5, 15: a refused command and an accepted no-op leave the state exactly as it was;
+///   accepted events carry the next revisions, the actor and `now`; an amendment commits only
+///   against the current goal revision;
+/// - 3, 12, 16: a lease is acquired only by a registered, non-excluded agent, on a todo with no
+///   live lease, under a higher epoch, clear of overlapping write scopes and of checkouts other
+///   agents' live leases use;
+/// - 4: a settlement names the turn in flight under the current epoch and charges it once;
+///   spending changes only with a settlement; an admitted turn stays within the limits;
+/// - 11: a deferred todo reopens only by an explicit unblock or a claim whose condition holds;
+/// - 17: after a handoff the receiver is the one holder, and the old epoch is refused for
+///   renewing, releasing and settling while the new holder may renew.
+pub fn check_step(
+    before: &GoalState,
+    after: &GoalState,
+    actor: &Actor,
+    now: Timestamp,
+    command: &Command,
+    result: &Result<Vec<RecordedEvent>, Refusal>,
+) -> Vec<Finding> {
+    let mut out = Out(Vec::new());
+    let events = match result {
+        Err(refusal) => {
+            out.check(before == after, "5 refusals change nothing", || {
+                format!(
+                    "`{}` was refused ({refusal}) yet the state changed",
+                    command.name()
+                )
+            });
+            return out.0;
+        }
+        Ok(events) => events,
+    };
+    if events.is_empty() {
+        out.check(before == after, "5 no-ops change nothing", || {
+            format!(
+                "`{}` recorded nothing yet the state changed",
+                command.name()
+            )
+        });
+        return out.0;
+    }
+    for (i, e) in events.iter().enumerate() {
+        out.check(
+            e.revision == before.revision + 1 + i as u64 && &e.actor == actor && e.at == now,
+            "2 revisions",
+            || {
+                format!(
+                    "event {i} stamped {} by {:?} at {}",
+                    e.revision, e.actor, e.at
+                )
+            },
+        );
+    }
+    if let Command::AmendGoal {
+        expected_revision, ..
+    } = command
+    {
+        out.check(
+            *expected_revision == before.goal_revision,
+            "2 stale revision",
+            || {
+                format!(
+                    "amendment against {expected_revision} committed at {}",
+                    before.goal_revision
+                )
+            },
+        );
+    }
+    let settles = events
+        .iter()
+        .any(|e| matches!(e.event, Event::TurnSettled { .. }));
+    out.check(
+        settles || before.ledger.spent == after.ledger.spent,
+        "4 charged once",
+        || {
+            format!(
+                "`{}` changed the spent budget without a settlement",
+                command.name()
+            )
+        },
+    );
+    for e in events {
+        step_event(before, after, actor, now, command, &e.event, &mut out);
+    }
+    for (id, was) in &before.todos {
+        let Some(now_todo) = after.todos.get(id) else {
+            continue;
+        };
+        let reopened = matches!(was.status, TodoStatus::Deferred { .. })
+            && matches!(now_todo.status, TodoStatus::Open);
+        if !reopened {
+            continue;
+        }
+        let unblocked = events
+            .iter()
+            .any(|e| matches!(&e.event, Event::TodoUnblocked { todo, .. } if todo == id));
+        out.check(
+            unblocked || condition_holds(before, was, now),
+            "11 deferred",
+            || format!("deferred todo {id} reopened while its condition does not hold"),
+        );
+    }
+    out.0
+}
+
+/// The checks one recorded event of a handled command owes to its invariants.
+fn step_event(
+    before: &GoalState,
+    after: &GoalState,
+    actor: &Actor,
+    now: Timestamp,
+    command: &Command,
+    event: &Event,
+    out: &mut Out,
+) {
+    match event {
+        Event::LeaseAcquired {
+            todo,
+            holder,
+            workspace,
+            ..
+        } => acquired(before, now, todo, holder, workspace.as_ref(), false, out),
+        Event::LeaseHandedOff {
+            todo,
+            from,
+            to,
+            epoch,
+            workspace,
+            ..
+        } => {
+            handed_off(before, after, now, todo, from, *epoch, out);
+            acquired(before, now, todo, to, workspace.as_ref(), true, out);
+        }
+        Event::TurnBegun { todo, .. } => {
+            let todo_ok = after
+                .todos
+                .get(todo)
+                .and_then(|t| t.budget.as_ref())
+                .is_none_or(ledger_within);
+            out.check(ledger_within(&after.ledger) && todo_ok, "6 budget", || {
+                format!(
+                    "turn admitted on {todo} beyond the limits: {:?}",
+                    after.ledger
+                )
+            });
+        }
+        Event::TurnSettled {
+            todo, epoch, turn, ..
+        } => {
+            let lease = before.todos.get(todo).and_then(|t| t.lease.as_ref());
+            let ok = lease.is_some_and(|l| {
+                l.epoch == *epoch && l.turn.as_ref().is_some_and(|t| &t.id == turn)
+            });
+            out.check(ok, "3 stale epochs never settle", || {
+                format!("turn {turn} on {todo} settled under epoch {epoch}, lease was {lease:?}")
+            });
+            let resolving = matches!(command, Command::ResolveOutcome { .. });
+            out.check(
+                resolving || lease.is_some_and(|l| actor.agent() == Some(&l.holder)),
+                "15 authority",
+                || format!("{actor:?} settled a turn it does not hold"),
+            );
+        }
+        _ => {}
+    }
+}
+
+fn acquired(
+    before: &GoalState,
+    now: Timestamp,
+    id: &TodoId,
+    holder: &AgentId,
+    workspace: Option<&Workspace>,
+    handoff: bool,
+    out: &mut Out,
+) {
+    let Some(todo) = before.todos.get(id) else {
+        out.0.push(Finding::new(
+            "12 eligibility",
+            format!("lease on unknown todo {id}"),
+        ));
+        return;
+    };
+    out.check(
+        before.spec.agents.contains(holder) && !todo.excluded_agents.contains(holder),
+        "12 eligibility",
+        || format!("{holder} got todo {id} though unregistered or excluded"),
+    );
+    // A handoff moves a live lease on purpose; any other acquisition needs none to be live.
+    let previous = live(todo, now).map(|l| &l.holder);
+    out.check(handoff || previous.is_none(), "12 one live lease", || {
+        format!("{holder} took todo {id} while {previous:?} held it live")
+    });
+    let Some(writes) = &todo.writes else { return };
+    for other in before.todos.values() {
+        if other.id == *id {
+            continue;
+        }
+        let Some(lease) = live(other, now) else {
+            continue;
+        };
+        if let Some(theirs) = &other.writes {
+            out.check(!scopes_collide(writes, theirs), "16 write scopes", || {
+                format!(
+                    "{holder} took {id} while {} writes an overlapping scope",
+                    other.id
+                )
+            });
+        }
+        if let (Some(mine), Some(theirs)) = (workspace, &lease.workspace) {
+            out.check(
+                &lease.holder == holder || mine.top_level != theirs.top_level,
+                "16 shared checkout",
+                || {
+                    format!(
+                        "{holder} took writing todo {id} in {} used by {}",
+                        mine.top_level, lease.holder
+                    )
+                },
+            );
+        }
+    }
+}
+
+fn handed_off(
+    before: &GoalState,
+    after: &GoalState,
+    now: Timestamp,
+    id: &TodoId,
+    from: &AgentId,
+    epoch: u64,
+    out: &mut Out,
+) {
+    let old = before.todos.get(id).and_then(|t| live(t, now));
+    out.check(old.is_some_and(|l| &l.holder == from), "17 handoff", || {
+        format!("handoff of {id} from {from}, but the live lease was {old:?}")
+    });
+    let Some(old) = old else { return };
+    let new = after.todos.get(id).and_then(|t| t.lease.as_ref());
+    out.check(
+        new.is_some_and(|l| l.epoch == epoch && l.epoch > old.epoch),
+        "17 handoff",
+        || format!("after the handoff of {id} the lease is {new:?}"),
+    );
+    let Some(new) = new else { return };
+    let stale = old.epoch;
+    let from_actor = Actor::Agent(from.clone());
+    let mut probes = vec![
+        Command::Renew {
+            todo: id.clone(),
+            epoch: stale,
+            ttl: None,
+        },
+        Command::Release {
+            todo: id.clone(),
+            epoch: stale,
+        },
+    ];
+    if let Some(turn) = &old.turn {
+        probes.push(Command::SettleTurn(Settlement {
+            todo: id.clone(),
+            epoch: stale,
+            turn: turn.id.clone(),
+            verdict: Verdict {
+                validator: Actor::Validator(crate::testkit::roster::validator()),
+                outcome: VerdictOutcome::Passed,
+                summary: String::new(),
+            },
+            evidence: vec![],
+            observations: vec![],
+            transition: Transition::KeepOpen,
+            usage: Amounts::ONE_TURN,
+        }));
+    }
+    for probe in probes {
+        out.check(
+            execute(Some(after), &from_actor, now, &probe).is_err(),
+            "17 handoff",
+            || {
+                format!(
+                    "old holder {from} may still `{}` {id} under epoch {stale}",
+                    probe.name()
+                )
+            },
+        );
+    }
+    let renew = Command::Renew {
+        todo: id.clone(),
+        epoch: new.epoch,
+        ttl: None,
+    };
+    let to_actor = Actor::Agent(new.holder.clone());
+    out.check(
+        execute(Some(after), &to_actor, now, &renew).is_ok(),
+        "17 handoff",
+        || {
+            format!(
+                "new holder {} may not renew {id} under epoch {}",
+                new.holder, new.epoch
+            )
+        },
+    );
+}
+
+/// Folds the log one event at a time (every prefix, including those that cut a multi-event
+/// commit) and checks the structural invariants of each state at the time of its last event:
+/// a crash anywhere leaves a state the kernel can load and reason about (invariant 14).
+pub fn check_prefixes(log: &[RecordedEvent]) -> Vec<Finding> {
+    let mut out = Out(Vec::new());
+    let Some(first) = log.first() else {
+        out.0.push(Finding::new("14 crash", "empty log"));
+        return out.0;
+    };
+    let mut state = match GoalState::genesis(first) {
+        Ok(state) => state,
+        Err(error) => {
+            out.0.push(Finding::new(
+                "14 crash",
+                format!("genesis does not fold: {error}"),
+            ));
+            return out.0;
+        }
+    };
+    for event in &log[1..] {
+        if let Err(error) = state.apply(event) {
+            out.0.push(Finding::new(
+                "14 crash",
+                format!("prefix does not fold: {error}"),
+            ));
+            return out.0;
+        }
+        for violation in crate::check_invariants(&state, event.at) {
+            out.0.push(Finding::new(
+                "14 crash",
+                format!(
+                    "after revision {}: {}: {}",
+                    event.revision, violation.rule, violation.detail
+                ),
+            ));
+        }
+    }
+    out.0
+}

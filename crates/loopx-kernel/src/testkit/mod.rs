@@ -1,0 +1,137 @@
+//! Property-testing kit for the lifecycle: a naive reference model, operation generators and
+//! invariant checks, public so hosts, stores and capabilities can run the kernel's properties
+//! against their own code.
+//!
+//! The pieces:
+//!
+//! - [`LifecycleModel`]: a deliberately simple model of one goal (maps of todo status, lease
+//!   holder, epoch and expiry, turn reservations and charges, gates, evidence revisions). It
+//!   interprets the same [`Command`](crate::Command)s as the kernel and predicts, for each one,
+//!   whether it is accepted and which events it records ([`Expect`]). It shares no code with the
+//!   kernel's validation, so a disagreement is a bug in one of them.
+//! - [`step_strategy`] and [`spec_strategy`]: proptest strategies for [`Step`]s (commands from
+//!   every kind of actor, and the passing of time), mostly legal for the model's current state
+//!   with a share of deliberately illegal ones.
+//! - [`LifecycleSut`]: the small trait a system under test implements (a goal that handles
+//!   commands and reports its state). [`GoalState`](crate::GoalState) implements it in memory;
+//!   a store implements it over its backend.
+//! - [`LifecycleMachine`] and [`LifecycleTest`]: the `proptest-state-machine` reference machine
+//!   and test, which after every step compare the system with the model and run every check in
+//!   [`checks`].
+//!
+//! A host or store runs the same machine against its own system by implementing
+//! [`LifecycleSut`] and naming it in the test (compiled here, run by the kernel's own tests):
+//!
+//! ```no_run
+//! use loopx_kernel::GoalState;
+//! use loopx_kernel::testkit::{LifecycleTest, config};
+//! use proptest_state_machine::prop_state_machine;
+//!
+//! prop_state_machine! {
+//!     #![proptest_config(config(256))]
+//!     #[test]
+//!     fn lifecycle_holds(sequential 1..40 => LifecycleTest<GoalState>);
+//! }
+//! # fn main() {}
+//! ```
+
+pub mod checks;
+mod machine;
+mod model;
+mod strategy;
+
+pub use checks::Finding;
+pub use machine::{Harness, LifecycleMachine, LifecycleSut, LifecycleTest, config};
+pub use model::{Expect, LifecycleModel};
+pub use strategy::{Step, spec_strategy, step_strategy};
+
+use crate::ids::{AgentId, PersonId, SourceId};
+use crate::time::Timestamp;
+use crate::todo::Workspace;
+
+/// Builds an id from a literal the kit controls; every literal below is a valid id.
+fn id<T: TryFrom<String>>(text: &str) -> T {
+    match T::try_from(text.to_owned()) {
+        Ok(id) => id,
+        Err(_) => unreachable!("testkit literal `{text}` is a valid id"),
+    }
+}
+
+/// The fixed cast of actors the generators draw from. Names are stable so that failing cases
+/// read the same on every run.
+pub mod roster {
+    use super::{AgentId, PersonId, SourceId, Timestamp, Workspace, id};
+
+    /// Agents registered when the goal is created. `carol` may be unregistered and registered
+    /// again by amendments; the others stay registered.
+    pub const AGENTS: [&str; 3] = ["alice", "bob", "carol"];
+
+    /// An agent that is never registered: every claim it makes must be refused.
+    pub const OUTSIDER: &str = "mallory";
+
+    /// The instant every generated goal is created at.
+    pub const START_MILLIS: i64 = 1_795_946_400_000; // 2026-11-29T10:00:00Z
+
+    /// The registered agents, in [`AGENTS`] order.
+    pub fn agents() -> Vec<AgentId> {
+        AGENTS.iter().map(|a| id(a)).collect()
+    }
+
+    /// Every agent the generators use, the outsider last.
+    pub fn all_agents() -> Vec<AgentId> {
+        let mut all = agents();
+        all.push(outsider());
+        all
+    }
+
+    /// The never-registered agent.
+    pub fn outsider() -> AgentId {
+        id(OUTSIDER)
+    }
+
+    /// The goal owner.
+    pub fn owner() -> PersonId {
+        id("olivia")
+    }
+
+    /// A person who owns nothing.
+    pub fn stranger() -> PersonId {
+        id("sam")
+    }
+
+    /// The independent validator.
+    pub fn validator() -> SourceId {
+        id("ci-bot")
+    }
+
+    /// The provider that records observations.
+    pub fn provider() -> SourceId {
+        id("git")
+    }
+
+    /// A capability proposing plan changes.
+    pub fn capability() -> SourceId {
+        id("planner")
+    }
+
+    /// When generated goals are created.
+    pub fn start() -> Timestamp {
+        Timestamp::from_millis(START_MILLIS)
+    }
+
+    /// The one checkout every agent may share (and must not write from concurrently).
+    pub fn shared_checkout() -> Workspace {
+        Workspace {
+            top_level: "/src/acme".into(),
+            common_dir: "/src/acme/.git".into(),
+        }
+    }
+
+    /// An agent's own worktree of the same clone.
+    pub fn worktree(agent: &AgentId) -> Workspace {
+        Workspace {
+            top_level: format!("/src/wt-{agent}"),
+            common_dir: "/src/acme/.git".into(),
+        }
+    }
+}

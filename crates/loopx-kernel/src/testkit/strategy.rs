@@ -1,0 +1,1533 @@
+//! Generators: steps drawn from the model's current state, mostly legal, with a share of
+//! deliberately illegal ones (wrong actor, stale epoch, unknown id, empty text, overspend…).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use proptest::collection::vec;
+use proptest::prelude::*;
+use proptest::strategy::Union;
+
+use crate::actor::Actor;
+use crate::budget::{Amounts, Limits};
+use crate::command::{
+    Command, Continuation, GateAnswer, OutcomeResolution, PlanChange, Settlement, Transition,
+    Verdict, VerdictOutcome,
+};
+use crate::evidence::{Lineage, NewEvidence, Observation, ObservedInput, Outcome};
+use crate::gate::{ExpiryPolicy, GateScope, NewGate};
+use crate::goal::{Amendment, BudgetExhaustion, Criterion, GoalSpec, GrantedAction, Policy};
+use crate::ids::{AgentId, EvidenceId, ObligationId, ObservationKey, Subject, TodoId};
+use crate::obligation::ObligationKind;
+use crate::time::{Duration, Timestamp};
+use crate::todo::{
+    HandoffNote, MonitorSpec, NewTodo, Priority, ResumeCondition, TodoClass, WriteSet,
+};
+
+use super::model::{LifecycleModel, MStatus, MTodo};
+use super::{id, roster};
+
+/// One step of a generated run.
+#[derive(Debug, Clone)]
+pub enum Step {
+    /// Time passes; nothing is issued. Leases expire, monitors come due, deadlines pass.
+    Advance(Duration),
+    /// An actor issues a command at the model's current time.
+    Issue {
+        /// Who issues it.
+        actor: Actor,
+        /// What.
+        command: Box<Command>,
+    },
+}
+
+/// A cursor over random draws. Every draw shrinks towards zero, and zero always means the
+/// plain, legal choice, so shrunk cases stay readable.
+struct Picker {
+    draws: Vec<u32>,
+    next: usize,
+}
+
+impl Picker {
+    fn draw(&mut self) -> u32 {
+        let value = self.draws[self.next % self.draws.len()];
+        self.next += 1;
+        value
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        if n == 0 { 0 } else { self.draw() as usize % n }
+    }
+
+    fn pick<'a, T>(&mut self, items: &'a [T]) -> Option<&'a T> {
+        if items.is_empty() {
+            None
+        } else {
+            Some(&items[self.below(items.len())])
+        }
+    }
+
+    /// True with roughly `percent` % probability; a zero draw is always false.
+    fn chance(&mut self, percent: u32) -> bool {
+        self.draw() % 100 >= 100 - percent.min(100)
+    }
+}
+
+const SUBJECT_REPO: &str = "repo:acme/cli";
+const SUBJECT_PR: &str = "pr:acme/cli#7";
+const KEY_CI: &str = "ci:acme/cli";
+const KEY_PR: &str = "review:acme/cli#7";
+const DECISION: &str = "api:error-codes";
+
+fn agent(name: &AgentId) -> Actor {
+    Actor::Agent(name.clone())
+}
+
+fn owner() -> Actor {
+    Actor::Person(roster::owner())
+}
+
+fn issue(actor: Actor, command: Command) -> Step {
+    Step::Issue {
+        actor,
+        command: Box::new(command),
+    }
+}
+
+/// A fresh id: the model's step count makes it unique within a run.
+fn fresh<T: TryFrom<String>>(m: &LifecycleModel, prefix: &str) -> T {
+    id(&format!("{prefix}{}", m.steps))
+}
+
+fn text(p: &mut Picker, valid: &str) -> String {
+    if p.chance(4) {
+        String::new()
+    } else {
+        valid.to_owned()
+    }
+}
+
+/// Any actor at all, weighted towards the ones that usually have a say.
+fn any_actor(p: &mut Picker) -> Actor {
+    match p.below(10) {
+        0..=3 => agent(&roster::agents()[p.below(3)]),
+        4 => Actor::Agent(roster::outsider()),
+        5 | 6 => owner(),
+        7 => Actor::Person(roster::stranger()),
+        8 => Actor::Validator(roster::validator()),
+        _ => Actor::Capability(roster::capability()),
+    }
+}
+
+/// Someone who may shape the plan, or (rarely) someone who may not.
+fn planner(p: &mut Picker) -> Actor {
+    if p.chance(10) {
+        return any_actor(p);
+    }
+    match p.below(5) {
+        0 | 1 => owner(),
+        2 | 3 => agent(&roster::agents()[p.below(2)]),
+        _ => Actor::Capability(roster::capability()),
+    }
+}
+
+fn todo_ids(m: &LifecycleModel, keep: impl Fn(&MTodo) -> bool) -> Vec<TodoId> {
+    m.todos
+        .iter()
+        .filter(|(_, t)| keep(t))
+        .map(|(id, _)| id.clone())
+        .collect()
+}
+
+/// A todo matching `keep` when there is one (mostly), else any todo, else an unknown id.
+fn some_todo(m: &LifecycleModel, p: &mut Picker, keep: impl Fn(&MTodo) -> bool) -> TodoId {
+    let preferred = todo_ids(m, keep);
+    let all = todo_ids(m, |_| true);
+    if !p.chance(12)
+        && let Some(id) = p.pick(&preferred)
+    {
+        return id.clone();
+    }
+    if !p.chance(8)
+        && let Some(id) = p.pick(&all)
+    {
+        return id.clone();
+    }
+    id("t-unknown")
+}
+
+fn write_set(p: &mut Picker) -> WriteSet {
+    let (repository, scopes): (&str, &[&str]) = match p.below(7) {
+        0 => ("acme/cli", &["src"]),
+        1 => ("acme/cli", &["src/core"]),
+        2 => ("acme/cli", &["docs"]),
+        3 => ("acme/cli", &["."]),
+        4 => ("acme/web", &["src"]),
+        5 => ("acme/cli", &["src/ui", "docs/api"]),
+        _ if p.chance(50) => ("acme/cli", &[]),
+        _ => ("acme/cli", &["../etc"]),
+    };
+    WriteSet {
+        repository: repository.into(),
+        scopes: scopes.iter().map(|s| (*s).to_owned()).collect(),
+    }
+}
+
+fn new_todo(m: &LifecycleModel, p: &mut Picker, id: TodoId) -> NewTodo {
+    let existing = todo_ids(m, |_| true);
+    let mut todo = NewTodo::advance(id, text(p, "do a bounded piece of work"));
+    match p.below(10) {
+        0 | 1 => {
+            todo.class = TodoClass::Monitor(MonitorSpec {
+                watches: super::id(KEY_CI),
+                cadence: if p.chance(3) {
+                    Duration::ZERO
+                } else {
+                    Duration::minutes(5)
+                },
+            });
+        }
+        2 => {
+            if let Some(of) = p.pick(&existing) {
+                todo.class = TodoClass::Review { of: of.clone() };
+            }
+        }
+        _ => {
+            if p.chance(55) {
+                todo.writes = Some(write_set(p));
+            }
+        }
+    }
+    todo.priority = [Priority::P2, Priority::P1, Priority::P3][p.below(3)];
+    if p.chance(30)
+        && let Some(dep) = p.pick(&existing)
+    {
+        todo.depends_on.insert(dep.clone());
+    }
+    if p.chance(3) {
+        todo.depends_on.insert(super::id("t-unknown"));
+    }
+    if p.chance(20) {
+        todo.requires_decisions.insert(super::id(DECISION));
+    }
+    let agents = roster::all_agents();
+    if p.chance(20) {
+        todo.excluded_agents
+            .insert(roster::agents()[1 + p.below(2)].clone());
+    }
+    if p.chance(15) {
+        todo.assignee = p.pick(&agents).cloned();
+    }
+    todo.idempotent = p.chance(30);
+    if p.chance(12) {
+        todo.budget = Some(Limits {
+            turns: Some(1),
+            ..Limits::UNLIMITED
+        });
+    }
+    todo
+}
+
+/// A fact observed an hour ago, possibly older than what is already known.
+fn an_hour_before(now: Timestamp) -> Timestamp {
+    Timestamp::from_millis(now.as_millis() - Duration::hours(1).as_millis())
+}
+
+fn current_revision(m: &LifecycleModel, subject: &Subject) -> crate::ids::Revision {
+    m.heads
+        .get(subject)
+        .map_or_else(|| id("r0"), |(r, _)| r.clone())
+}
+
+fn new_evidence(
+    m: &LifecycleModel,
+    p: &mut Picker,
+    id: EvidenceId,
+    earlier: &[EvidenceId],
+) -> NewEvidence {
+    let subject: Subject = super::id(if p.chance(12) {
+        SUBJECT_PR
+    } else {
+        SUBJECT_REPO
+    });
+    let seen: Vec<_> = m.revisions_seen.iter().cloned().collect();
+    let revision = match p.below(10) {
+        0..=6 => current_revision(m, &subject),
+        7 => p.pick(&seen).cloned().unwrap_or_else(|| super::id("r0")),
+        _ => fresh(m, "rev-e"),
+    };
+    let mut inputs = Lineage::default();
+    let known: Vec<EvidenceId> = m.evidence.keys().chain(earlier).cloned().collect();
+    if p.chance(30)
+        && let Some(input) = p.pick(&known)
+    {
+        inputs.evidence.push(input.clone());
+        if p.chance(30)
+            && let Some(other) = p.pick(&known)
+            && other != input
+        {
+            inputs.evidence.push(other.clone());
+        }
+    }
+    if p.chance(3) {
+        inputs.evidence.push(super::id("e-unknown"));
+    }
+    if p.chance(20) {
+        let key: ObservationKey = super::id(KEY_CI);
+        let fingerprint = match m.fingerprints.get(&key) {
+            Some(current) if !p.chance(30) => current.clone(),
+            _ => super::id("f-stale"),
+        };
+        inputs.observations.push(ObservedInput { key, fingerprint });
+    }
+    NewEvidence {
+        id,
+        check: super::id(if p.chance(25) { "lint" } else { "tests" }),
+        subject,
+        revision,
+        outcome: if p.chance(20) {
+            Outcome::Fail
+        } else {
+            Outcome::Pass
+        },
+        summary: String::new(),
+        observed_at: if p.chance(12) {
+            an_hour_before(m.now)
+        } else {
+            m.now
+        },
+        ttl: if p.chance(20) {
+            Some(Duration::minutes(30))
+        } else {
+            None
+        },
+        inputs,
+    }
+}
+
+fn observation(m: &LifecycleModel, p: &mut Picker, key: &str, changed: bool) -> Observation {
+    let key: ObservationKey = id(key);
+    let subject: Subject = id(if key.as_str() == KEY_CI {
+        SUBJECT_REPO
+    } else {
+        SUBJECT_PR
+    });
+    let fingerprint = match m.fingerprints.get(&key) {
+        Some(current) if !changed => current.clone(),
+        _ => fresh(m, "fp"),
+    };
+    let revision = if p.chance(50) {
+        fresh(m, "rev")
+    } else {
+        current_revision(m, &subject)
+    };
+    Observation {
+        key,
+        subject,
+        revision,
+        fingerprint,
+        observed_at: if p.chance(10) {
+            an_hour_before(m.now)
+        } else {
+            m.now
+        },
+        summary: String::new(),
+        facts: BTreeMap::new(),
+    }
+}
+
+fn resume_condition(m: &LifecycleModel, p: &mut Picker, todo: &TodoId) -> ResumeCondition {
+    let others = todo_ids(m, |_| true);
+    let gates: Vec<_> = m.gates.keys().cloned().collect();
+    match p.below(5) {
+        0 => ResumeCondition::At {
+            at: m.now.plus(Duration::minutes(5)),
+        },
+        1 => ResumeCondition::At {
+            at: m.now.plus(Duration::hours(1)),
+        },
+        2 => ResumeCondition::TodoDone {
+            todo: p
+                .pick(&others)
+                .filter(|o| *o != todo || p.chance(50))
+                .cloned()
+                .unwrap_or_else(|| id("t-unknown")),
+        },
+        3 => ResumeCondition::GateSettled {
+            gate: p.pick(&gates).cloned().unwrap_or_else(|| id("g-unknown")),
+        },
+        _ => ResumeCondition::ObservationChanged {
+            key: id(if p.chance(50) { KEY_PR } else { KEY_CI }),
+        },
+    }
+}
+
+fn grant_reason(p: &mut Picker) -> Option<String> {
+    match p.below(10) {
+        0..=6 => Some("covering while the holder is away".into()),
+        7 => Some("  ".into()),
+        _ => None,
+    }
+}
+
+/// The actor for an action on a todo: usually whoever it belongs to or the owner.
+fn todo_actor(m: &LifecycleModel, p: &mut Picker, todo: &TodoId) -> Actor {
+    let belongs = m.todos.get(todo).and_then(|t| {
+        t.live_lease(m.now)
+            .map(|l| l.holder.clone())
+            .or_else(|| t.assignee.clone())
+    });
+    match (p.below(10), belongs) {
+        (0..=5, Some(a)) => agent(&a),
+        (0..=3, None) => agent(&roster::agents()[p.below(3)]),
+        (6 | 7, _) | (4 | 5, None) => owner(),
+        _ => any_actor(p),
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Progress,
+    Advance,
+    AddTodo,
+    Claim,
+    Begin,
+    Settle,
+    Renew,
+    Release,
+    Handoff,
+    Resolve,
+    Defer,
+    Block,
+    Unblock,
+    Supersede,
+    Reassign,
+    OpenGate,
+    AnswerGate,
+    WithdrawGate,
+    Observe,
+    Evidence,
+    Raise,
+    Discharge,
+    Amend,
+    Closure,
+    Abandon,
+    Report,
+}
+
+fn weights(m: &LifecycleModel) -> Vec<(u32, Kind)> {
+    let now = m.now;
+    let leases = || m.todos.values().filter_map(|t| t.lease.as_ref());
+    let live_idle = leases().any(|l| l.expires > now && l.turn.is_none());
+    let live_turn = leases().any(|l| l.expires > now && l.turn.is_some());
+    let live = live_idle || live_turn;
+    let expired_turn = leases().any(|l| l.expires <= now && l.turn.is_some());
+    let waiting_gate = m.gates.values().any(|g| m.gate_waiting(g));
+    let open_obligation = m.obligations.values().any(|o| o.open);
+    let claimable = roster::agents().iter().any(|a| !m.frontier(a).is_empty());
+    let has_todos = !m.todos.is_empty();
+    let when = |cond: bool, yes: u32, no: u32| if cond { yes } else { no };
+    vec![
+        (m.drive, Kind::Progress),
+        (8, Kind::Advance),
+        (
+            match m.todos.len() {
+                0..=2 => 14,
+                3..=6 => 6,
+                _ => 1,
+            },
+            Kind::AddTodo,
+        ),
+        (when(claimable, 12, 3), Kind::Claim),
+        (when(live_idle, 10, 1), Kind::Begin),
+        (when(live_turn, 12, 1), Kind::Settle),
+        (when(live, 3, 1), Kind::Renew),
+        (when(live, 3, 1), Kind::Release),
+        (when(live, 4, 1), Kind::Handoff),
+        (when(expired_turn, 6, 1), Kind::Resolve),
+        (when(has_todos, 4, 1), Kind::Defer),
+        (when(has_todos, 2, 1), Kind::Block),
+        (
+            when(
+                m.todos
+                    .values()
+                    .any(|t| matches!(t.status, MStatus::Blocked | MStatus::Deferred { .. })),
+                5,
+                1,
+            ),
+            Kind::Unblock,
+        ),
+        (when(has_todos, 3, 1), Kind::Supersede),
+        (when(has_todos, 2, 1), Kind::Reassign),
+        (4, Kind::OpenGate),
+        (when(waiting_gate, 5, 1), Kind::AnswerGate),
+        (when(waiting_gate, 2, 1), Kind::WithdrawGate),
+        (4, Kind::Observe),
+        (5, Kind::Evidence),
+        (when(stalling_poll(m).is_some(), 25, 2), Kind::Raise),
+        (when(open_obligation, 6, 1), Kind::Discharge),
+        (4, Kind::Amend),
+        (2, Kind::Closure),
+        (when(m.steps > 20, 1, 0), Kind::Abandon),
+        (3, Kind::Report),
+    ]
+    .into_iter()
+    .filter(|(w, _)| *w > 0)
+    .collect()
+}
+
+/// The next useful step towards acceptance, picked among those that apply now: settle a turn,
+/// begin one, resolve an expired one, claim ready work, answer a question, discharge an
+/// obligation, add work, prove a criterion, declare closure; legal by construction.
+#[allow(clippy::too_many_lines)] // one option per kind of progress, each a literal command
+fn progress(m: &LifecycleModel, p: &mut Picker) -> Step {
+    let now = m.now;
+    let mut options: Vec<Step> = Vec::new();
+    for (id, todo) in &m.todos {
+        let Some(lease) = &todo.lease else { continue };
+        let holder = agent(&lease.holder);
+        match &lease.turn {
+            Some((turn, reserved)) => {
+                let settlement = Settlement {
+                    todo: id.clone(),
+                    epoch: lease.epoch,
+                    turn: turn.clone(),
+                    verdict: Verdict {
+                        validator: Actor::Validator(roster::validator()),
+                        outcome: VerdictOutcome::Passed,
+                        summary: "checks pass".into(),
+                    },
+                    evidence: if p.chance(40) {
+                        let mut e = new_evidence(m, p, fresh(m, "e-done"), &[]);
+                        e.outcome = Outcome::Pass;
+                        e.subject = super::id(SUBJECT_REPO);
+                        e.revision = current_revision(m, &e.subject);
+                        vec![e]
+                    } else {
+                        vec![]
+                    },
+                    observations: vec![],
+                    transition: if todo.monitor.is_some() && !p.chance(25) {
+                        Transition::KeepOpen
+                    } else {
+                        Transition::Complete {
+                            continuation: if p.chance(25) {
+                                Continuation::NoFollowUp
+                            } else {
+                                Continuation::GoalStillActive
+                            },
+                        }
+                    },
+                    usage: Amounts {
+                        turns: 1,
+                        tokens: reserved.tokens / 2,
+                        ..Amounts::ZERO
+                    },
+                };
+                if lease.expires > now {
+                    options.push(issue(holder, Command::SettleTurn(settlement)));
+                } else {
+                    options.push(issue(
+                        holder,
+                        Command::ResolveOutcome {
+                            todo: id.clone(),
+                            turn: turn.clone(),
+                            resolution: if p.chance(50) {
+                                OutcomeResolution::Committed {
+                                    settlement: Box::new(settlement),
+                                }
+                            } else {
+                                OutcomeResolution::Absent {
+                                    note: "nothing was pushed".into(),
+                                }
+                            },
+                            grant_reason: None,
+                        },
+                    ));
+                }
+            }
+            None if lease.expires > now && p.chance(25) => {
+                let to = roster::agents()
+                    .into_iter()
+                    .find(|a| a != &lease.holder && !m.excludes(todo, a) && m.agents.contains(a));
+                if let Some(to) = to {
+                    options.push(issue(
+                        holder,
+                        Command::Handoff {
+                            todo: id.clone(),
+                            epoch: lease.epoch,
+                            note: HandoffNote {
+                                next_action: "finish the change and run the tests".into(),
+                                stop_condition: "tests pass".into(),
+                                evidence: vec![],
+                            },
+                            grant_reason: None,
+                            to,
+                        },
+                    ));
+                }
+            }
+            None if lease.expires > now => options.push(issue(
+                holder,
+                Command::BeginTurn {
+                    todo: id.clone(),
+                    epoch: lease.epoch,
+                    turn: fresh(m, "u"),
+                    reserve: None,
+                },
+            )),
+            None => {}
+        }
+    }
+    for who in roster::agents() {
+        if let Some(todo) = m.frontier(&who).first() {
+            options.push(issue(
+                agent(&who),
+                Command::Claim {
+                    todo: todo.clone(),
+                    ttl: None,
+                    workspace: Some(roster::worktree(&who)),
+                    grant_reason: None,
+                },
+            ));
+        }
+    }
+    if let Some((id, gate)) = m.gates.iter().find(|(_, g)| m.gate_waiting(g)) {
+        options.push(issue(
+            gate.owner.clone(),
+            Command::AnswerGate {
+                gate: id.clone(),
+                answer: GateAnswer::Resolve {
+                    answer: "yes".into(),
+                },
+            },
+        ));
+    }
+    if let Some((id, _)) = m.obligations.iter().find(|(_, o)| o.open) {
+        options.push(issue(
+            owner(),
+            Command::Discharge {
+                obligation: id.clone(),
+                changes: vec![PlanChange::DeclareClosure {
+                    reason: "the plan is complete".into(),
+                }],
+            },
+        ));
+    }
+    if options.is_empty() {
+        let unmet = m
+            .criteria
+            .iter()
+            .find(|(c, _)| m.criterion_met(c) != Some(true));
+        if let Some((_, (check, subject))) = unmet {
+            options.push(issue(
+                Actor::Validator(roster::validator()),
+                Command::RecordEvidence {
+                    evidence: NewEvidence {
+                        id: fresh(m, "e-proof"),
+                        check: check.clone(),
+                        subject: subject.clone(),
+                        revision: current_revision(m, subject),
+                        outcome: Outcome::Pass,
+                        summary: String::new(),
+                        observed_at: now,
+                        ttl: None,
+                        inputs: Lineage::default(),
+                    },
+                },
+            ));
+        } else if !m.closure {
+            options.push(issue(
+                owner(),
+                Command::DeclareClosure {
+                    reason: "every criterion is met".into(),
+                },
+            ));
+        }
+        if m.todos.values().filter(|t| !t.closed()).count() < 2 {
+            options.push(issue(
+                planner(p),
+                Command::AddTodo {
+                    todo: new_todo(m, p, fresh(m, "t")),
+                },
+            ));
+        }
+    }
+    // Let a monitor come due when nothing else is ready.
+    let next_due = m
+        .todos
+        .values()
+        .filter(|t| !t.closed())
+        .filter_map(|t| t.monitor.as_ref().map(|mon| mon.due))
+        .filter(|due| *due > now)
+        .min();
+    if let Some(due) = next_due
+        && (options.is_empty() || p.chance(15))
+    {
+        options.push(Step::Advance(due.since(now)));
+    }
+    // When someone just took the name the stall would get, settle that poll quietly now.
+    let taken: ObligationId = id(&format!("stalled-r{}", m.revision + 1));
+    if let Some(poll) = stalling_poll(m)
+        && m.obligations.contains_key(&taken)
+    {
+        let quiet = options.iter().position(|o| {
+            matches!(o, Step::Issue { command, .. } if matches!(command.as_ref(), Command::SettleTurn(s) if s.todo == poll && s.transition == Transition::KeepOpen))
+        });
+        if let Some(i) = quiet {
+            return options.swap_remove(i);
+        }
+    }
+    let chosen = p.below(options.len());
+    options
+        .into_iter()
+        .nth(chosen)
+        .unwrap_or(Step::Advance(Duration::minutes(16)))
+}
+
+/// Steps from the model's current state: every kind of command, from every kind of actor,
+/// and the passing of time. Most steps are legal for the model's state; a share is
+/// deliberately illegal so refusals are exercised too.
+pub fn step_strategy(model: &LifecycleModel) -> BoxedStrategy<Step> {
+    let model = Arc::new(model.clone());
+    let kinds = Union::new_weighted(
+        weights(&model)
+            .into_iter()
+            .map(|(w, k)| (w, Just(k)))
+            .collect(),
+    );
+    (kinds, vec(any::<u32>(), 32))
+        .prop_map(move |(kind, draws)| {
+            let mut p = Picker { draws, next: 0 };
+            build(&model, kind, &mut p)
+        })
+        .boxed()
+}
+
+#[allow(clippy::too_many_lines)] // one arm per kind of step
+fn build(m: &LifecycleModel, kind: Kind, p: &mut Picker) -> Step {
+    match kind {
+        Kind::Progress => progress(m, p),
+        Kind::Advance => Step::Advance(
+            [
+                Duration::seconds(30),
+                Duration::minutes(2),
+                Duration::minutes(6),
+                Duration::minutes(16),
+                Duration::minutes(70),
+            ][p.below(5)],
+        ),
+        Kind::AddTodo => {
+            let id = if p.chance(4) {
+                some_todo(m, p, |_| true)
+            } else {
+                fresh(m, "t")
+            };
+            issue(
+                planner(p),
+                Command::AddTodo {
+                    todo: new_todo(m, p, id),
+                },
+            )
+        }
+        Kind::Claim => claim(m, p),
+        Kind::Begin => begin(m, p),
+        Kind::Settle => {
+            let (actor, settlement) = settlement(m, p, true);
+            issue(actor, Command::SettleTurn(settlement))
+        }
+        Kind::Renew | Kind::Release => {
+            let todo = some_todo(m, p, |t| t.live_lease(m.now).is_some());
+            let (actor, epoch) = holder_and_epoch(m, p, &todo);
+            issue(
+                actor,
+                if matches!(kind, Kind::Renew) {
+                    Command::Renew {
+                        todo,
+                        epoch,
+                        ttl: match p.below(10) {
+                            0..=6 => None,
+                            7 | 8 => Some(Duration::minutes(20)),
+                            _ => Some(Duration::ZERO),
+                        },
+                    }
+                } else {
+                    Command::Release { todo, epoch }
+                },
+            )
+        }
+        Kind::Handoff => handoff(m, p),
+        Kind::Resolve => resolve(m, p),
+        Kind::Defer | Kind::Block | Kind::Unblock | Kind::Supersede | Kind::Reassign => {
+            todo_change(m, p, kind)
+        }
+        Kind::OpenGate => issue(
+            planner(p),
+            Command::OpenGate {
+                gate: new_gate(m, p),
+            },
+        ),
+        Kind::AnswerGate | Kind::WithdrawGate => gate_answer(m, p, kind),
+        Kind::Observe => {
+            let key = if p.chance(35) { KEY_PR } else { KEY_CI };
+            let changed = !p.chance(25);
+            let actor = match p.below(10) {
+                0..=6 => Actor::Provider(roster::provider()),
+                7 => agent(&roster::agents()[0]),
+                8 => Actor::Agent(roster::outsider()),
+                _ => owner(),
+            };
+            issue(
+                actor,
+                Command::RecordObservation {
+                    observation: observation(m, p, key, changed),
+                },
+            )
+        }
+        Kind::Evidence => {
+            let actor = match p.below(10) {
+                0..=5 => Actor::Validator(roster::validator()),
+                6 => Actor::Provider(roster::provider()),
+                7 => owner(),
+                _ => any_actor(p),
+            };
+            let id = if p.chance(4) {
+                m.evidence
+                    .keys()
+                    .next()
+                    .cloned()
+                    .unwrap_or_else(|| fresh(m, "e"))
+            } else {
+                fresh(m, "e")
+            };
+            issue(
+                actor,
+                Command::RecordEvidence {
+                    evidence: new_evidence(m, p, id, &[]),
+                },
+            )
+        }
+        Kind::Raise => raise(m, p),
+        Kind::Discharge => discharge(m, p),
+        Kind::Amend => amend(m, p),
+        Kind::Closure => {
+            let actor = if p.chance(70) { owner() } else { any_actor(p) };
+            issue(
+                actor,
+                Command::DeclareClosure {
+                    reason: text(p, "all criteria are met"),
+                },
+            )
+        }
+        Kind::Abandon => {
+            let actor = if p.chance(60) { owner() } else { any_actor(p) };
+            issue(
+                actor,
+                Command::AbandonGoal {
+                    reason: text(p, "no longer needed"),
+                },
+            )
+        }
+        Kind::Report => {
+            let who = roster::all_agents()[if p.chance(10) { 3 } else { p.below(3) }].clone();
+            let workspace = match p.below(8) {
+                0..=4 => roster::worktree(&who),
+                5 | 6 => roster::shared_checkout(),
+                _ => crate::todo::Workspace {
+                    top_level: String::new(),
+                    common_dir: "/src/acme/.git".into(),
+                },
+            };
+            issue(agent(&who), Command::ReportWorkspace { workspace })
+        }
+    }
+}
+
+fn claim(m: &LifecycleModel, p: &mut Picker) -> Step {
+    let agents = roster::all_agents();
+    let legal: Vec<(AgentId, TodoId)> = agents
+        .iter()
+        .flat_map(|a| m.frontier(a).into_iter().map(move |t| (a.clone(), t)))
+        .collect();
+    let (who, todo) = match p.pick(&legal) {
+        Some((a, t)) if !p.chance(30) => (a.clone(), t.clone()),
+        _ => (
+            agents[p.below(agents.len())].clone(),
+            some_todo(m, p, |t| !t.closed()),
+        ),
+    };
+    let others: Vec<AgentId> = roster::agents().into_iter().filter(|a| a != &who).collect();
+    let workspace = match p.below(10) {
+        0..=2 => None,
+        3 | 4 => Some(roster::shared_checkout()),
+        5..=7 => Some(roster::worktree(&who)),
+        8 => p.pick(&others).map(roster::worktree),
+        _ => Some(crate::todo::Workspace {
+            top_level: String::new(),
+            common_dir: String::new(),
+        }),
+    };
+    let assigned_elsewhere = m
+        .todos
+        .get(&todo)
+        .and_then(|t| t.assignee.as_ref())
+        .is_some_and(|a| a != &who);
+    let grant_reason = if assigned_elsewhere {
+        grant_reason(p)
+    } else {
+        None
+    };
+    let ttl = match p.below(12) {
+        0..=6 => None,
+        7 | 8 => Some(Duration::minutes(2)),
+        9 | 10 => Some(Duration::minutes(45)),
+        _ => Some(Duration::ZERO),
+    };
+    let actor = if p.chance(4) { owner() } else { agent(&who) };
+    issue(
+        actor,
+        Command::Claim {
+            todo,
+            ttl,
+            workspace,
+            grant_reason,
+        },
+    )
+}
+
+/// The holder of a todo's lease (usually) and its epoch (usually current, sometimes stale).
+fn holder_and_epoch(m: &LifecycleModel, p: &mut Picker, todo: &TodoId) -> (Actor, u64) {
+    let entry = m.todos.get(todo);
+    let holder = entry.and_then(|t| t.lease.as_ref().map(|l| l.holder.clone()));
+    let last = entry.map_or(1, |t| t.last_epoch);
+    let actor = match holder {
+        Some(h) if !p.chance(12) => agent(&h),
+        _ => any_actor(p),
+    };
+    let epoch = match p.below(20) {
+        0 => last + 1,
+        1 | 2 => last.saturating_sub(1),
+        _ => last,
+    };
+    (actor, epoch)
+}
+
+fn begin(m: &LifecycleModel, p: &mut Picker) -> Step {
+    let todo = some_todo(m, p, |t| {
+        t.live_lease(m.now).is_some_and(|l| l.turn.is_none())
+    });
+    let (actor, epoch) = holder_and_epoch(m, p, &todo);
+    let turn = if p.chance(4) {
+        m.turns
+            .keys()
+            .next()
+            .cloned()
+            .unwrap_or_else(|| fresh(m, "u"))
+    } else {
+        fresh(m, "u")
+    };
+    let reserve = match p.below(4) {
+        0 => None,
+        n => Some(Amounts {
+            turns: 1,
+            tokens: [100, 300, 1000][n - 1],
+            ..Amounts::ZERO
+        }),
+    };
+    issue(
+        actor,
+        Command::BeginTurn {
+            todo,
+            epoch,
+            turn,
+            reserve,
+        },
+    )
+}
+
+/// A settlement of a turn in flight (usually legal), with its actor. `current` prefers leases
+/// that are still live; resolutions pass `false` to prefer expired ones.
+fn settlement(m: &LifecycleModel, p: &mut Picker, current: bool) -> (Actor, Settlement) {
+    let todo = some_todo(m, p, |t| {
+        t.lease
+            .as_ref()
+            .is_some_and(|l| l.turn.is_some() && (l.expires > m.now) == current)
+    });
+    let (actor, epoch) = holder_and_epoch(m, p, &todo);
+    let entry = m.todos.get(&todo);
+    let lease = entry.and_then(|t| t.lease.as_ref());
+    let (turn, reserved) = match lease.and_then(|l| l.turn.clone()) {
+        Some(turn) if !p.chance(6) => turn,
+        _ => (fresh(m, "u-other"), Amounts::ONE_TURN),
+    };
+    let holder = lease.map(|l| l.holder.clone());
+    let validator = match p.below(20) {
+        0 => holder.as_ref().map_or_else(owner, agent),
+        1 | 2 => owner(),
+        _ => Actor::Validator(roster::validator()),
+    };
+    let outcome = match p.below(10) {
+        0..=6 => VerdictOutcome::Passed,
+        7 | 8 => VerdictOutcome::Progress,
+        _ => VerdictOutcome::Failed,
+    };
+    let mut evidence = Vec::new();
+    if p.chance(40) {
+        let first: EvidenceId = fresh(m, "e-turn-a");
+        evidence.push(new_evidence(m, p, first.clone(), &[]));
+        if p.chance(25) {
+            let second = new_evidence(m, p, fresh(m, "e-turn-b"), &[first]);
+            evidence.push(second);
+        }
+    }
+    let monitor = entry.and_then(|t| t.monitor.as_ref());
+    let mut observations = Vec::new();
+    match (monitor, p.below(10)) {
+        (Some(_), 0..=3) => observations.push(observation(m, p, KEY_CI, true)),
+        (Some(_), 4..=6) => observations.push(observation(m, p, KEY_CI, false)),
+        (None, 0) => observations.push(observation(m, p, KEY_PR, true)),
+        _ => {}
+    }
+    let transition = match p.below(20) {
+        0..=8 => Transition::Complete {
+            continuation: match p.below(10) {
+                0 | 1 => Continuation::NoFollowUp,
+                2..=6 => Continuation::GoalStillActive,
+                7 if p.chance(20) => Continuation::Successors(vec![]),
+                _ => {
+                    let mut next = new_todo(m, p, fresh(m, "t-next"));
+                    next.class = TodoClass::Advance;
+                    Continuation::Successors(vec![next])
+                }
+            },
+        },
+        9..=14 => Transition::KeepOpen,
+        15..=17 => Transition::Defer {
+            until: resume_condition(m, p, &todo),
+        },
+        _ => Transition::Block {
+            reason: text(p, "waiting on an upstream fix"),
+        },
+    };
+    let tokens = if p.chance(8) {
+        reserved.tokens + 50
+    } else {
+        reserved.tokens / 2
+    };
+    let settlement = Settlement {
+        todo,
+        epoch,
+        turn,
+        verdict: Verdict {
+            validator,
+            outcome,
+            summary: String::new(),
+        },
+        evidence,
+        observations,
+        transition,
+        usage: Amounts {
+            turns: 1,
+            tokens,
+            ..Amounts::ZERO
+        },
+    };
+    (actor, settlement)
+}
+
+fn handoff(m: &LifecycleModel, p: &mut Picker) -> Step {
+    let todo = some_todo(m, p, |t| t.live_lease(m.now).is_some());
+    let (mut actor, epoch) = holder_and_epoch(m, p, &todo);
+    let holder = m
+        .todos
+        .get(&todo)
+        .and_then(|t| t.lease.as_ref().map(|l| l.holder.clone()));
+    if p.chance(15) {
+        actor = if p.chance(50) {
+            owner()
+        } else {
+            agent(&roster::agents()[1])
+        };
+    }
+    let receivers: Vec<AgentId> = roster::all_agents()
+        .into_iter()
+        .filter(|a| Some(a) != holder.as_ref() || p.chance(5))
+        .collect();
+    let to = p.pick(&receivers).cloned().unwrap_or_else(roster::outsider);
+    let evidence: Vec<EvidenceId> = m
+        .evidence
+        .keys()
+        .take(usize::from(p.chance(30)))
+        .cloned()
+        .collect();
+    let grant = if actor.agent() == holder.as_ref() {
+        None
+    } else {
+        grant_reason(p)
+    };
+    issue(
+        actor,
+        Command::Handoff {
+            todo,
+            epoch,
+            to,
+            note: HandoffNote {
+                next_action: text(p, "run the integration tests"),
+                stop_condition: "tests pass on the current revision".into(),
+                evidence,
+            },
+            grant_reason: grant,
+        },
+    )
+}
+
+fn resolve(m: &LifecycleModel, p: &mut Picker) -> Step {
+    let (mut actor, settlement) = settlement(m, p, false);
+    if p.chance(20) {
+        actor = if p.chance(50) {
+            owner()
+        } else {
+            agent(&roster::agents()[1])
+        };
+    }
+    let holder = m
+        .todos
+        .get(&settlement.todo)
+        .and_then(|t| t.lease.as_ref().map(|l| l.holder.clone()));
+    let grant = if actor.agent() == holder.as_ref() {
+        None
+    } else {
+        grant_reason(p)
+    };
+    let todo = settlement.todo.clone();
+    let turn = settlement.turn.clone();
+    let resolution = if p.chance(50) {
+        OutcomeResolution::Committed {
+            settlement: Box::new(settlement),
+        }
+    } else {
+        OutcomeResolution::Absent {
+            note: text(p, "the push never reached the remote"),
+        }
+    };
+    issue(
+        actor,
+        Command::ResolveOutcome {
+            todo,
+            turn,
+            resolution,
+            grant_reason: grant,
+        },
+    )
+}
+
+fn todo_change(m: &LifecycleModel, p: &mut Picker, kind: Kind) -> Step {
+    let todo = match kind {
+        Kind::Unblock => some_todo(m, p, |t| {
+            matches!(t.status, MStatus::Blocked | MStatus::Deferred { .. })
+        }),
+        _ => some_todo(m, p, |t| !t.closed()),
+    };
+    let actor = todo_actor(m, p, &todo);
+    let grant = if p.chance(40) { grant_reason(p) } else { None };
+    let command = match kind {
+        Kind::Defer => Command::Defer {
+            until: resume_condition(m, p, &todo),
+            todo,
+            grant_reason: grant,
+        },
+        Kind::Block => Command::Block {
+            todo,
+            reason: text(p, "upstream API is broken"),
+            grant_reason: grant,
+        },
+        Kind::Unblock => Command::Unblock {
+            todo,
+            grant_reason: grant,
+        },
+        Kind::Supersede => Command::Supersede {
+            todo,
+            reason: text(p, "a narrower approach replaces it"),
+            replacement: p.chance(35).then(|| new_todo(m, p, fresh(m, "t-alt"))),
+            grant_reason: grant,
+        },
+        _ => Command::Reassign {
+            todo,
+            to: if p.chance(25) {
+                None
+            } else {
+                roster::all_agents().get(p.below(4)).cloned()
+            },
+            grant_reason: grant,
+        },
+    };
+    issue(actor, command)
+}
+
+fn new_gate(m: &LifecycleModel, p: &mut Picker) -> NewGate {
+    let id = if p.chance(4) {
+        m.gates
+            .keys()
+            .next()
+            .cloned()
+            .unwrap_or_else(|| fresh(m, "g"))
+    } else {
+        fresh(m, "g")
+    };
+    let todos = todo_ids(m, |t| !t.closed());
+    let mut scope = GateScope::default();
+    match p.below(20) {
+        0..=8 => {
+            if let Some(t) = p.pick(&todos) {
+                scope.todos.insert(t.clone());
+            } else {
+                scope.decisions.insert(super::id(DECISION));
+            }
+        }
+        9..=15 => {
+            scope.decisions.insert(super::id(DECISION));
+        }
+        16 | 17 => scope.whole_goal = true,
+        18 => {
+            scope.todos.insert(super::id("t-unknown"));
+        }
+        _ => {}
+    }
+    let owner = match p.below(10) {
+        0..=5 => owner(),
+        6 | 7 => Actor::Validator(roster::validator()),
+        8 => Actor::Person(roster::stranger()),
+        _ => Actor::Capability(roster::capability()),
+    };
+    let deadline = match p.below(10) {
+        0..=5 => None,
+        6 | 7 => Some(m.now.plus(Duration::minutes(10))),
+        8 => Some(m.now.plus(Duration::hours(2))),
+        _ => Some(m.now),
+    };
+    NewGate {
+        id,
+        question: text(p, "may the error codes change?"),
+        owner,
+        scope,
+        deadline,
+        on_expiry: if p.chance(40) {
+            ExpiryPolicy::KeepAsking
+        } else {
+            ExpiryPolicy::Expire
+        },
+    }
+}
+
+fn gate_answer(m: &LifecycleModel, p: &mut Picker, kind: Kind) -> Step {
+    let waiting: Vec<_> = m
+        .gates
+        .iter()
+        .filter(|(_, g)| m.gate_waiting(g))
+        .map(|(id, _)| id.clone())
+        .collect();
+    let all: Vec<_> = m.gates.keys().cloned().collect();
+    let gate = match (p.pick(&waiting), p.pick(&all)) {
+        (Some(g), _) if !p.chance(12) => g.clone(),
+        (_, Some(g)) if !p.chance(20) => g.clone(),
+        _ => id("g-unknown"),
+    };
+    let entry = m.gates.get(&gate);
+    let actor = match (kind, entry) {
+        (Kind::AnswerGate, Some(g)) if !p.chance(15) => g.owner.clone(),
+        (Kind::WithdrawGate, Some(g)) if !p.chance(25) => g.opened_by.clone(),
+        (Kind::WithdrawGate, _) if p.chance(50) => owner(),
+        _ => any_actor(p),
+    };
+    let command = if matches!(kind, Kind::AnswerGate) {
+        Command::AnswerGate {
+            gate,
+            answer: if p.chance(30) {
+                GateAnswer::Reject {
+                    reason: text(p, "keep the codes stable"),
+                }
+            } else {
+                GateAnswer::Resolve {
+                    answer: text(p, "yes, renumber them"),
+                }
+            },
+        }
+    } else {
+        Command::WithdrawGate {
+            gate,
+            reason: text(p, "no longer relevant"),
+        }
+    };
+    issue(actor, command)
+}
+
+/// A live monitor poll in flight whose quiet settlement would raise a stalled-monitor
+/// obligation, if there is one.
+fn stalling_poll(m: &LifecycleModel) -> Option<TodoId> {
+    let limit = m.policy.monitor_no_change_limit;
+    let raised = |id: &TodoId| {
+        m.obligations
+            .values()
+            .any(|o| o.open && o.stalled.as_ref() == Some(id))
+    };
+    m.todos
+        .iter()
+        .filter(|(id, t)| {
+            t.live_lease(m.now).is_some_and(|l| l.turn.is_some())
+                && t.monitor
+                    .as_ref()
+                    .is_some_and(|mon| limit > 0 && mon.streak + 1 >= limit)
+                && !raised(id)
+        })
+        .map(|(id, _)| id.clone())
+        .next()
+}
+
+fn raise(m: &LifecycleModel, p: &mut Picker) -> Step {
+    let stall_next = stalling_poll(m).is_some();
+    let id = match p.below(20) {
+        0 => m
+            .obligations
+            .keys()
+            .next()
+            .cloned()
+            .unwrap_or_else(|| fresh(m, "o")),
+        // A person may pick the very name the kernel would give that obligation next.
+        1..=9 if stall_next => super::id(&format!("stalled-r{}", m.revision + 2)),
+        1..=3 => super::id(&format!("stalled-r{}", m.revision + 1 + p.below(4) as u64)),
+        _ => fresh(m, "o"),
+    };
+    let actor = match p.below(10) {
+        0..=5 => planner(p),
+        6 => Actor::Validator(roster::validator()),
+        _ => any_actor(p),
+    };
+    let owner = match p.below(10) {
+        0..=4 => None,
+        5..=8 => Some(roster::agents()[p.below(3)].clone()),
+        _ => Some(roster::outsider()),
+    };
+    issue(
+        actor,
+        Command::RaiseObligation {
+            id,
+            kind: if p.chance(35) {
+                ObligationKind::Repair
+            } else {
+                ObligationKind::Replan
+            },
+            detail: text(p, "the route through the old API is dead"),
+            owner,
+        },
+    )
+}
+
+fn discharge(m: &LifecycleModel, p: &mut Picker) -> Step {
+    let open: Vec<_> = m
+        .obligations
+        .iter()
+        .filter(|(_, o)| o.open)
+        .map(|(id, o)| (id.clone(), o.owner.clone()))
+        .collect();
+    let (obligation, owner_agent) = match p.pick(&open) {
+        Some(o) if !p.chance(10) => o.clone(),
+        _ => (
+            m.obligations
+                .keys()
+                .next()
+                .cloned()
+                .unwrap_or_else(|| id("o-unknown")),
+            None,
+        ),
+    };
+    let actor = match (p.below(10), owner_agent) {
+        (0..=5, Some(a)) => agent(&a),
+        (0..=3, None) => agent(&roster::agents()[p.below(3)]),
+        (4..=7, _) => owner(),
+        _ => any_actor(p),
+    };
+    let target = some_todo(m, p, |t| !t.closed());
+    let change = match p.below(8) {
+        0 | 1 => PlanChange::AddTodo {
+            todo: new_todo(m, p, fresh(m, "t-plan")),
+        },
+        2 => PlanChange::Block {
+            todo: target,
+            reason: "replanned".into(),
+        },
+        3 => PlanChange::Unblock { todo: target },
+        4 => PlanChange::Supersede {
+            todo: target,
+            reason: "replanned".into(),
+            replacement: None,
+        },
+        5 => PlanChange::Defer {
+            until: resume_condition(m, p, &target),
+            todo: target,
+        },
+        6 => PlanChange::OpenGate {
+            gate: new_gate(m, p),
+        },
+        _ => PlanChange::DeclareClosure {
+            reason: "nothing left to do".into(),
+        },
+    };
+    let changes = if p.chance(5) { vec![] } else { vec![change] };
+    issue(
+        actor,
+        Command::Discharge {
+            obligation,
+            changes,
+        },
+    )
+}
+
+fn limits(p: &mut Picker) -> Limits {
+    Limits {
+        turns: [None, Some(2), Some(5), Some(20)][p.below(4)],
+        tokens: [None, Some(500), Some(3000)][p.below(3)],
+        ..Limits::UNLIMITED
+    }
+}
+
+fn policy(p: &mut Picker) -> Policy {
+    Policy {
+        lease_ttl: [
+            Duration::minutes(15),
+            Duration::minutes(5),
+            Duration::hours(1),
+        ][p.below(3)],
+        default_reservation: Amounts::ONE_TURN,
+        on_budget_exhausted: if p.chance(50) {
+            BudgetExhaustion::Wait
+        } else {
+            BudgetExhaustion::Ask
+        },
+        monitor_no_change_limit: [3, 2, 0][p.below(3)],
+    }
+}
+
+fn criterion(name: &str, check: &str, subject: &str) -> Criterion {
+    Criterion {
+        id: id(name),
+        text: format!("{check} pass on the current revision"),
+        check: id(check),
+        subject: id(subject),
+    }
+}
+
+fn amend(m: &LifecycleModel, p: &mut Picker) -> Step {
+    let expected = match p.below(12) {
+        0 => m.goal_revision + 1,
+        1 => m.goal_revision.saturating_sub(1),
+        _ => m.goal_revision,
+    };
+    let actor = if p.chance(10) { any_actor(p) } else { owner() };
+    let carol = roster::agents()[2].clone();
+    let someone = roster::agents()[p.below(3)].clone();
+    let action = [
+        GrantedAction::TakeOver,
+        GrantedAction::Supersede,
+        GrantedAction::Reassign,
+    ][p.below(3)];
+    let criteria: Vec<_> = m.criteria.keys().cloned().collect();
+    let amendment = match p.below(11) {
+        0 => Amendment::RegisterAgent { agent: carol },
+        1 => Amendment::UnregisterAgent { agent: carol },
+        2 | 3 => Amendment::SetBudget { limits: limits(p) },
+        4 => Amendment::Grant {
+            agent: someone,
+            action,
+        },
+        5 => Amendment::Revoke {
+            agent: someone,
+            action,
+        },
+        6 => Amendment::AddCriterion {
+            criterion: if p.chance(50) {
+                criterion("c-lint", "lint", SUBJECT_REPO)
+            } else {
+                criterion("c-tests", "tests", SUBJECT_REPO)
+            },
+        },
+        7 => Amendment::RemoveCriterion {
+            id: p
+                .pick(&criteria)
+                .cloned()
+                .unwrap_or_else(|| id("c-unknown")),
+        },
+        8 => Amendment::SetPolicy {
+            policy: if p.chance(5) {
+                Policy {
+                    lease_ttl: Duration::ZERO,
+                    ..Policy::default()
+                }
+            } else {
+                policy(p)
+            },
+        },
+        9 => Amendment::SetObjective {
+            objective: text(p, "ship json output"),
+        },
+        _ => Amendment::Grant {
+            agent: roster::outsider(),
+            action: GrantedAction::TakeOver,
+        },
+    };
+    let mut amendments = vec![amendment];
+    if p.chance(10) {
+        amendments.clear();
+    }
+    issue(
+        actor,
+        Command::AmendGoal {
+            expected_revision: expected,
+            amendments,
+        },
+    )
+}
+
+/// Goal specs for generated runs: the roster's agents, zero or one acceptance criterion, a
+/// budget (sometimes tight), a policy and a few grants, owned by [`roster::owner`].
+pub fn spec_strategy() -> BoxedStrategy<GoalSpec> {
+    vec(any::<u32>(), 12)
+        .prop_map(|draws| {
+            let mut p = Picker { draws, next: 0 };
+            let mut grants: BTreeMap<AgentId, BTreeSet<GrantedAction>> = BTreeMap::new();
+            if p.chance(50) {
+                grants
+                    .entry(roster::agents()[1].clone())
+                    .or_default()
+                    .insert(GrantedAction::TakeOver);
+            }
+            if p.chance(30) {
+                grants
+                    .entry(roster::agents()[2].clone())
+                    .or_default()
+                    .extend([GrantedAction::Supersede, GrantedAction::Reassign]);
+            }
+            GoalSpec {
+                id: id("json-output"),
+                objective: "add --format json to the CLI".into(),
+                owner: roster::owner(),
+                criteria: if p.chance(60) {
+                    vec![criterion("c-tests", "tests", SUBJECT_REPO)]
+                } else {
+                    vec![]
+                },
+                agents: roster::agents().into_iter().collect(),
+                budget: if p.chance(60) {
+                    limits(&mut p)
+                } else {
+                    Limits::UNLIMITED
+                },
+                policy: if p.chance(50) {
+                    policy(&mut p)
+                } else {
+                    Policy::default()
+                },
+                grants,
+            }
+        })
+        .boxed()
+}

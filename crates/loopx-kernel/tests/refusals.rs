@@ -1,0 +1,763 @@
+//! Refusals as data: each case drives a goal through commands into a position where one more
+//! command must be refused, and checks the refusal's code. Every refusal is also checked to
+//! change nothing: validation yields no event and the whole state compares equal before and
+//! after (see `World::refuse`).
+//!
+//! The cases form one table, so a test can require that every code in `Refusal::CODES` is
+//! produced by at least one real command: a new code without a case fails the suite.
+
+mod world;
+
+use std::collections::BTreeSet;
+
+use loopx_kernel::{
+    Amendment, Amounts, Command, Continuation, Duration, Event, GateAnswer, GrantedAction,
+    HandoffNote, NewTodo, ObligationId, ObligationKind, OutcomeResolution, Refusal,
+    ResumeCondition, Transition, VerdictOutcome, execute,
+};
+use world::{
+    EvidenceExt, GateExt, TodoExt, World, ag, agent, capability, ev, gate, gid, obs, owner,
+    provider, settlement, tid, todo, ts, turn, ws,
+};
+
+macro_rules! refusals {
+    ($($(#[$meta:meta])* $name:ident => $code:literal $body:block)*) => {
+        mod case {
+            use super::*;
+            $($(#[$meta])* pub fn $name() -> Refusal $body)*
+        }
+        $(
+            #[test]
+            fn $name() {
+                let refusal = case::$name();
+                assert_eq!(refusal.code(), $code, "{refusal}");
+            }
+        )*
+        /// Every case: its name, the code it must produce, and how to produce it.
+        const CASES: &[(&str, &str, fn() -> Refusal)] =
+            &[$((stringify!($name), $code, case::$name as fn() -> Refusal)),*];
+    };
+}
+
+fn edit() -> NewTodo {
+    todo("edit", "change the output layer")
+}
+
+fn claim(todo: &str) -> Command {
+    Command::Claim {
+        todo: tid(todo),
+        ttl: None,
+        workspace: None,
+        grant_reason: None,
+    }
+}
+
+fn begin(todo: &str, epoch: u64, turn_id: &str) -> Command {
+    Command::BeginTurn {
+        todo: tid(todo),
+        epoch,
+        turn: turn(turn_id),
+        reserve: None,
+    }
+}
+
+fn settle(edit: impl FnOnce(&mut loopx_kernel::Settlement)) -> Command {
+    let mut s = settlement("edit", 1, "t1");
+    edit(&mut s);
+    Command::SettleTurn(s)
+}
+
+fn reassign(todo: &str, to: &str, grant_reason: Option<&str>) -> Command {
+    Command::Reassign {
+        todo: tid(todo),
+        to: Some(agent(to)),
+        grant_reason: grant_reason.map(Into::into),
+    }
+}
+
+fn supersede(todo: &str, grant_reason: Option<&str>) -> Command {
+    Command::Supersede {
+        todo: tid(todo),
+        reason: "covered by the new writer".into(),
+        replacement: None,
+        grant_reason: grant_reason.map(Into::into),
+    }
+}
+
+fn answer(gate: &str) -> Command {
+    Command::AnswerGate {
+        gate: gid(gate),
+        answer: GateAnswer::Resolve {
+            answer: "yes".into(),
+        },
+    }
+}
+
+fn discharge(changes: Vec<loopx_kernel::PlanChange>) -> Command {
+    Command::Discharge {
+        obligation: ObligationId::new("rethink").unwrap(),
+        changes,
+    }
+}
+
+fn raise(w: &mut World) {
+    w.run(
+        &capability(),
+        Command::RaiseObligation {
+            id: ObligationId::new("rethink").unwrap(),
+            kind: ObligationKind::Replan,
+            detail: "the writer needs a different shape".into(),
+            owner: None,
+        },
+    );
+}
+
+/// `edit` with agent `a` holding the lease and turn `t1` in flight.
+fn turn_in_flight(new: NewTodo) -> World {
+    let mut w = World::new();
+    w.add(new);
+    w.claim("a", "edit");
+    w.begin("a", "edit", "t1");
+    w
+}
+
+/// `edit` assigned to agent `a`; `b` holds `grants`.
+fn assigned_to_a(grants: &[GrantedAction]) -> World {
+    let mut w = World::with(|s| {
+        if !grants.is_empty() {
+            s.grants
+                .insert(agent("b"), grants.iter().copied().collect());
+        }
+    });
+    w.add(edit().assigned("a"));
+    w
+}
+
+fn with_turn_budget(turns: u64) -> World {
+    World::with(|s| s.budget.turns = Some(turns))
+}
+
+refusals! {
+    // ----- the goal ------------------------------------------------------------------------------
+
+    goal_created_twice => "goal_exists" {
+        let mut w = World::new();
+        w.refuse(&owner(), Command::CreateGoal { spec: world::spec() })
+    }
+
+    /// Nothing exists before `create_goal`, so there is no state to change.
+    command_before_the_goal_exists => "unknown_goal" {
+        let command = Command::AddTodo { todo: edit() };
+        execute(None, &ag("a"), ts("10:00"), &command).unwrap_err()
+    }
+
+    todo_added_to_an_abandoned_goal => "goal_abandoned" {
+        let mut w = World::new();
+        w.run(&owner(), Command::AbandonGoal { reason: "upstream shipped it".into() });
+        w.refuse(&owner(), Command::AddTodo { todo: edit() })
+    }
+
+    amendment_against_an_old_goal_revision => "stale_revision" {
+        let mut w = World::new();
+        w.amend(vec![Amendment::SetObjective { objective: "JSON and YAML output".into() }]);
+        w.refuse(
+            &owner(),
+            Command::AmendGoal {
+                expected_revision: 0,
+                amendments: vec![Amendment::RegisterAgent { agent: agent("d") }],
+            },
+        )
+    }
+
+    goal_amended_by_an_agent => "not_goal_owner" {
+        let mut w = World::new();
+        w.refuse(
+            &ag("a"),
+            Command::AmendGoal {
+                expected_revision: 0,
+                amendments: vec![Amendment::RegisterAgent { agent: agent("d") }],
+            },
+        )
+    }
+
+    goal_amended_by_another_person => "not_goal_owner" {
+        let mut w = World::new();
+        let stranger = loopx_kernel::Actor::Person(loopx_kernel::PersonId::new("stranger").unwrap());
+        w.refuse(
+            &stranger,
+            Command::AmendGoal {
+                expected_revision: 0,
+                amendments: vec![Amendment::Grant { agent: agent("a"), action: GrantedAction::TakeOver }],
+            },
+        )
+    }
+
+    empty_amendment => "no_visible_change" {
+        let mut w = World::new();
+        w.refuse(&owner(), Command::AmendGoal { expected_revision: 0, amendments: vec![] })
+    }
+
+    // ----- plan ----------------------------------------------------------------------------------
+
+    claim_of_an_unknown_todo => "unknown_todo" {
+        let mut w = World::new();
+        w.refuse(&ag("a"), claim("ghost"))
+    }
+
+    dependency_on_an_unknown_todo => "unknown_reference" {
+        let mut w = World::new();
+        w.refuse(&ag("a"), Command::AddTodo { todo: edit().after(&["ghost"]) })
+    }
+
+    todo_id_reused => "duplicate_id" {
+        let mut w = World::new();
+        w.add(edit());
+        w.refuse(&ag("a"), Command::AddTodo { todo: edit() })
+    }
+
+    blank_todo_title => "invalid_input" {
+        let mut w = World::new();
+        w.refuse(&ag("a"), Command::AddTodo { todo: todo("edit", "   ") })
+    }
+
+    todo_added_by_a_provider => "actor_not_permitted" {
+        let mut w = World::new();
+        w.refuse(&provider(), Command::AddTodo { todo: edit() })
+    }
+
+    todo_added_by_an_unregistered_agent => "unregistered_agent" {
+        let mut w = World::new();
+        w.refuse(&ag("z"), Command::AddTodo { todo: edit() })
+    }
+
+    review_assigned_to_its_author => "excluded_agent" {
+        let mut w = World::new();
+        w.add(edit());
+        w.finish("a", "edit");
+        w.refuse(
+            &owner(),
+            Command::AddTodo {
+                todo: todo("review", "review the change").review_of("edit").assigned("a"),
+            },
+        )
+    }
+
+    // ----- authority over other agents' todos ----------------------------------------------------
+
+    reassigned_without_a_grant => "grant_required" {
+        let mut w = assigned_to_a(&[]);
+        w.refuse(&ag("b"), reassign("edit", "b", Some("a is on leave")))
+    }
+
+    superseded_without_a_grant => "grant_required" {
+        let mut w = assigned_to_a(&[]);
+        w.refuse(&ag("b"), supersede("edit", Some("a is on leave")))
+    }
+
+    /// A capability proposes; it never acts on a todo that belongs to an agent.
+    leased_todo_blocked_by_a_capability => "grant_required" {
+        let mut w = World::new();
+        w.add(edit());
+        w.claim("a", "edit");
+        w.refuse(
+            &capability(),
+            Command::Block { todo: tid("edit"), reason: "CI is red".into(), grant_reason: None },
+        )
+    }
+
+    reassigned_under_a_grant_without_a_reason => "grant_reason_required" {
+        let mut w = assigned_to_a(&[GrantedAction::Reassign]);
+        w.refuse(&ag("b"), reassign("edit", "b", None))
+    }
+
+    superseded_under_a_grant_with_a_blank_reason => "grant_reason_required" {
+        let mut w = assigned_to_a(&[GrantedAction::Supersede]);
+        w.refuse(&ag("b"), supersede("edit", Some("  ")))
+    }
+
+    /// A grant for one action does not cover another.
+    superseded_under_a_reassign_grant => "grant_required" {
+        let mut w = assigned_to_a(&[GrantedAction::Reassign]);
+        w.refuse(&ag("b"), supersede("edit", Some("a is on leave")))
+    }
+
+    // ----- claims --------------------------------------------------------------------------------
+
+    claim_by_an_unregistered_agent => "unregistered_agent" {
+        let mut w = World::new();
+        w.add(edit());
+        w.refuse(&ag("z"), claim("edit"))
+    }
+
+    claim_by_an_excluded_agent => "excluded_agent" {
+        let mut w = World::new();
+        w.add(edit().excluding("b"));
+        w.refuse(&ag("b"), claim("edit"))
+    }
+
+    /// The review was planned before the work, so the author was unknown when it was added.
+    claim_of_a_review_by_its_author => "excluded_agent" {
+        let mut w = World::new();
+        w.add(edit());
+        w.add(todo("review", "review the change").review_of("edit").after(&["edit"]));
+        w.finish("a", "edit");
+        w.refuse(&ag("a"), claim("review"))
+    }
+
+    claim_by_a_person => "actor_not_permitted" {
+        let mut w = World::new();
+        w.add(edit());
+        w.refuse(&owner(), claim("edit"))
+    }
+
+    claim_of_a_leased_todo => "lease_held" {
+        let mut w = World::new();
+        w.add(edit());
+        w.claim("a", "edit");
+        w.refuse(&ag("b"), claim("edit"))
+    }
+
+    claim_of_a_done_todo => "todo_not_open" {
+        let mut w = World::new();
+        w.add(edit());
+        w.finish("a", "edit");
+        w.refuse(&ag("b"), claim("edit"))
+    }
+
+    claim_before_dependencies_are_done => "dependencies_unmet" {
+        let mut w = World::new();
+        w.add(edit());
+        w.add(todo("docs", "document --format json").after(&["edit"]));
+        w.refuse(&ag("a"), claim("docs"))
+    }
+
+    claim_of_a_deferred_todo => "resume_condition_unmet" {
+        let mut w = World::new();
+        w.add(edit());
+        w.run(
+            &ag("a"),
+            Command::Defer {
+                todo: tid("edit"),
+                until: ResumeCondition::At { at: ts("12:00") },
+                grant_reason: None,
+            },
+        );
+        w.refuse(&ag("a"), claim("edit"))
+    }
+
+    claim_of_a_monitor_before_it_is_due => "monitor_not_due" {
+        let mut w = World::new();
+        w.add(todo("watch-ci", "watch CI").monitor("ci:acme/cli#12", Duration::minutes(30)));
+        w.turn("a", "watch-ci", |s| s.transition = Transition::KeepOpen);
+        w.at("10:10");
+        w.refuse(&ag("a"), claim("watch-ci"))
+    }
+
+    claim_under_a_pending_gate => "gate_blocks" {
+        let mut w = World::new();
+        w.add(edit());
+        w.gate(gate("naming", "is error_code acceptable as a stable field?").on_todos(&["edit"]));
+        w.refuse(&ag("a"), claim("edit"))
+    }
+
+    claim_without_the_decision_it_needs => "decision_missing" {
+        let mut w = World::new();
+        w.add(edit().needs("api:error_code"));
+        w.refuse(&ag("a"), claim("edit"))
+    }
+
+    claim_of_writing_work_without_a_workspace => "workspace_required" {
+        let mut w = World::new();
+        w.add(edit().writes(&["src"]));
+        w.refuse(&ag("a"), claim("edit"))
+    }
+
+    claim_from_a_checkout_another_agent_uses => "workspace_shared" {
+        let mut w = World::new();
+        w.report("a", ws("/src/cli", "/src/cli/.git"));
+        w.report("b", ws("/src/cli", "/src/cli/.git"));
+        w.add(edit().writes(&["src/format"]));
+        w.add(todo("docs", "document --format json").writes(&["docs"]));
+        w.claim("a", "edit");
+        w.refuse(&ag("b"), claim("docs"))
+    }
+
+    claim_of_an_overlapping_write_scope => "write_scope_conflict" {
+        let mut w = World::new();
+        w.report("a", ws("/src/cli", "/src/cli/.git"));
+        w.report("b", ws("/src/cli-b", "/src/cli/.git"));
+        w.add(edit().writes(&["src"]));
+        w.add(todo("render", "render JSON").writes(&["src/render"]));
+        w.claim("a", "edit");
+        w.refuse(&ag("b"), claim("render"))
+    }
+
+    claim_after_a_turn_expired_with_its_outcome_unknown => "outcome_unknown" {
+        let mut w = turn_in_flight(edit());
+        w.at("10:20");
+        w.refuse(&ag("b"), claim("edit"))
+    }
+
+    claim_of_a_lease_already_held => "no_visible_change" {
+        let mut w = World::new();
+        w.add(edit());
+        w.claim("a", "edit");
+        w.refuse(&ag("a"), claim("edit"))
+    }
+
+    // ----- leases and turns ----------------------------------------------------------------------
+
+    renewal_after_expiry => "no_live_lease" {
+        let mut w = World::new();
+        w.add(edit());
+        w.claim("a", "edit");
+        w.at("10:20");
+        w.refuse(&ag("a"), Command::Renew { todo: tid("edit"), epoch: 1, ttl: None })
+    }
+
+    turn_begun_on_a_lost_lease => "stale_lease_epoch" {
+        let mut w = World::new();
+        w.add(edit());
+        w.claim("a", "edit");
+        w.at("10:20");
+        w.claim("b", "edit");
+        w.refuse(&ag("a"), begin("edit", 1, "t1"))
+    }
+
+    settlement_by_a_non_holder => "not_lease_holder" {
+        let mut w = turn_in_flight(edit());
+        w.refuse(&ag("b"), settle(|_| {}))
+    }
+
+    /// The lease expired and another agent took the idempotent work over: the first holder's
+    /// late settlement carries a dead epoch.
+    settlement_with_an_old_epoch => "stale_lease_epoch" {
+        let mut w = turn_in_flight(edit().idempotent());
+        w.at("10:20");
+        w.claim("b", "edit");
+        w.refuse(&ag("a"), settle(|_| {}))
+    }
+
+    settlement_after_a_handoff => "stale_lease_epoch" {
+        let mut w = turn_in_flight(edit());
+        w.run(
+            &ag("a"),
+            Command::Handoff {
+                todo: tid("edit"),
+                epoch: 1,
+                to: agent("b"),
+                note: HandoffNote {
+                    next_action: "finish the schema tests".into(),
+                    stop_condition: "tests.json_schema passes".into(),
+                    evidence: vec![],
+                },
+                grant_reason: None,
+            },
+        );
+        w.refuse(&ag("a"), settle(|_| {}))
+    }
+
+    second_turn_under_one_lease => "turn_in_flight" {
+        let mut w = turn_in_flight(edit());
+        w.refuse(&ag("a"), begin("edit", 1, "t2"))
+    }
+
+    settlement_of_a_turn_never_begun => "turn_not_begun" {
+        let mut w = World::new();
+        w.add(edit());
+        w.claim("a", "edit");
+        w.refuse(&ag("a"), settle(|_| {}))
+    }
+
+    turn_id_reused => "turn_already_used" {
+        let mut w = World::new();
+        w.add(edit());
+        w.turn("a", "edit", |s| s.transition = Transition::KeepOpen);
+        let epoch = w.claim("a", "edit");
+        w.refuse(&ag("a"), begin("edit", epoch, "edit.t1"))
+    }
+
+    settlement_repeated => "turn_already_used" {
+        let mut w = turn_in_flight(edit());
+        w.settle("a", "edit", "t1", |s| s.transition = Transition::KeepOpen);
+        w.refuse(&ag("a"), settle(|s| s.transition = Transition::KeepOpen))
+    }
+
+    turn_beyond_the_budget => "budget_exhausted" {
+        let mut w = with_turn_budget(1);
+        w.add(edit());
+        w.add(todo("docs", "document --format json"));
+        w.finish("a", "edit");
+        w.claim("a", "docs");
+        w.refuse(&ag("a"), begin("docs", 1, "t9"))
+    }
+
+    turn_beyond_the_todo_budget => "budget_exhausted" {
+        let mut w = World::new();
+        w.add(edit().turn_budget(1));
+        w.turn("a", "edit", |s| s.transition = Transition::KeepOpen);
+        let epoch = w.claim("a", "edit");
+        w.refuse(&ag("a"), begin("edit", epoch, "t9"))
+    }
+
+    turn_under_a_gate_opened_after_the_claim => "gate_blocks" {
+        let mut w = World::new();
+        w.add(edit());
+        w.claim("a", "edit");
+        w.gate(gate("naming", "is error_code acceptable as a stable field?").on_todos(&["edit"]));
+        w.refuse(&ag("a"), begin("edit", 1, "t1"))
+    }
+
+    self_validated_settlement => "validation_not_independent" {
+        let mut w = turn_in_flight(edit());
+        w.refuse(&ag("a"), settle(|s| s.verdict.validator = ag("a")))
+    }
+
+    completion_on_a_failed_verdict => "validation_insufficient" {
+        let mut w = turn_in_flight(edit());
+        w.refuse(&ag("a"), settle(|s| s.verdict.outcome = VerdictOutcome::Failed))
+    }
+
+    completion_with_no_successors => "invalid_continuation" {
+        let mut w = turn_in_flight(edit());
+        w.refuse(
+            &ag("a"),
+            settle(|s| {
+                s.transition = Transition::Complete {
+                    continuation: Continuation::Successors(vec![]),
+                };
+            }),
+        )
+    }
+
+    settlement_with_evidence_citing_nothing_known => "unknown_reference" {
+        let mut w = turn_in_flight(edit());
+        w.refuse(
+            &ag("a"),
+            settle(|s| {
+                s.evidence = vec![ev("json", "tests.json_schema", "git:abc123").derived_from(&["ghost"])];
+            }),
+        )
+    }
+
+    outcome_resolved_while_the_lease_is_live => "turn_in_flight" {
+        let mut w = turn_in_flight(edit());
+        w.refuse(
+            &ag("a"),
+            Command::ResolveOutcome {
+                todo: tid("edit"),
+                turn: turn("t1"),
+                resolution: OutcomeResolution::Absent { note: "nothing pushed".into() },
+                grant_reason: None,
+            },
+        )
+    }
+
+    // ----- gates ---------------------------------------------------------------------------------
+
+    answer_to_an_unknown_gate => "unknown_gate" {
+        let mut w = World::new();
+        w.refuse(&owner(), answer("ghost"))
+    }
+
+    gate_answered_by_an_agent => "not_gate_owner" {
+        let mut w = World::new();
+        w.gate(gate("naming", "is error_code acceptable as a stable field?").whole_goal());
+        w.refuse(&ag("a"), answer("naming"))
+    }
+
+    gate_answered_by_another_person => "not_gate_owner" {
+        let mut w = World::new();
+        w.gate(gate("naming", "is error_code acceptable as a stable field?").whole_goal());
+        let stranger = loopx_kernel::Actor::Person(loopx_kernel::PersonId::new("stranger").unwrap());
+        w.refuse(&stranger, answer("naming"))
+    }
+
+    gate_answered_twice => "gate_not_pending" {
+        let mut w = World::new();
+        w.gate(gate("naming", "is error_code acceptable as a stable field?").whole_goal());
+        w.answer("naming", "yes");
+        w.refuse(&owner(), answer("naming"))
+    }
+
+    gate_answered_after_it_expired => "gate_not_pending" {
+        let mut w = World::new();
+        w.gate(gate("naming", "is error_code acceptable as a stable field?").whole_goal().due("12:00"));
+        w.at("12:00");
+        w.refuse(&owner(), answer("naming"))
+    }
+
+    gate_withdrawn_by_someone_else => "actor_not_permitted" {
+        let mut w = World::new();
+        w.gate(gate("naming", "is error_code acceptable as a stable field?").whole_goal());
+        w.refuse(&ag("b"), Command::WithdrawGate { gate: gid("naming"), reason: "moot".into() })
+    }
+
+    gate_without_a_scope => "invalid_input" {
+        let mut w = World::new();
+        w.refuse(&ag("a"), Command::OpenGate { gate: gate("naming", "is error_code acceptable?") })
+    }
+
+    // ----- facts ---------------------------------------------------------------------------------
+
+    evidence_recorded_by_an_agent => "actor_not_permitted" {
+        let mut w = World::new();
+        let mut evidence = ev("json", "tests.json_schema", "git:abc123");
+        evidence.observed_at = ts("10:00");
+        w.refuse(&ag("a"), Command::RecordEvidence { evidence })
+    }
+
+    observation_recorded_by_a_person => "actor_not_permitted" {
+        let mut w = World::new();
+        let mut observation = obs("ci:acme/cli#12", "git:abc123", "green");
+        observation.observed_at = ts("10:00");
+        w.refuse(&owner(), Command::RecordObservation { observation })
+    }
+
+    // ----- obligations ---------------------------------------------------------------------------
+
+    discharge_of_an_unknown_obligation => "unknown_obligation" {
+        let mut w = World::new();
+        w.refuse(&ag("a"), discharge(vec![loopx_kernel::PlanChange::AddTodo { todo: edit() }]))
+    }
+
+    discharge_without_a_change => "no_visible_change" {
+        let mut w = World::new();
+        raise(&mut w);
+        w.refuse(&ag("a"), discharge(vec![]))
+    }
+
+    discharge_repeated => "obligation_closed" {
+        let mut w = World::new();
+        raise(&mut w);
+        w.run(&ag("a"), discharge(vec![loopx_kernel::PlanChange::AddTodo { todo: edit() }]));
+        w.refuse(
+            &ag("a"),
+            discharge(vec![loopx_kernel::PlanChange::AddTodo {
+                todo: todo("docs", "document --format json"),
+            }]),
+        )
+    }
+
+    /// The changes are validated one after another; a bad one refuses the whole discharge.
+    discharge_with_an_invalid_change => "duplicate_id" {
+        let mut w = World::new();
+        raise(&mut w);
+        w.refuse(
+            &ag("a"),
+            discharge(vec![
+                loopx_kernel::PlanChange::AddTodo { todo: edit() },
+                loopx_kernel::PlanChange::AddTodo { todo: edit() },
+            ]),
+        )
+    }
+}
+
+#[test]
+fn every_refusal_code_is_exercised() {
+    let declared: BTreeSet<&str> = Refusal::CODES.iter().copied().collect();
+    assert_eq!(
+        declared.len(),
+        Refusal::CODES.len(),
+        "Refusal::CODES lists a code twice"
+    );
+    let mut exercised = BTreeSet::new();
+    for (name, code, case) in CASES {
+        let refusal = case();
+        assert_eq!(refusal.code(), *code, "case `{name}`: {refusal}");
+        exercised.insert(refusal.code());
+    }
+    let missing: Vec<_> = declared.difference(&exercised).collect();
+    let unknown: Vec<_> = exercised.difference(&declared).collect();
+    assert!(missing.is_empty(), "codes no case produces: {missing:?}");
+    assert!(
+        unknown.is_empty(),
+        "codes missing from Refusal::CODES: {unknown:?}"
+    );
+}
+
+/// The messages are what an agent reads when a command fails: each must say what to do next.
+#[test]
+fn refusal_messages() {
+    let lines: Vec<String> = CASES
+        .iter()
+        .map(|(name, _, case)| {
+            let refusal = case();
+            format!("{} ({name}): {refusal}", refusal.code())
+        })
+        .collect();
+    insta::assert_snapshot!(lines.join("\n"));
+}
+
+#[test]
+fn refusals_serialize_with_their_code() {
+    let refusal = case::claim_of_a_leased_todo();
+    insta::assert_json_snapshot!(refusal);
+}
+
+// ----- grants used with a reason ---------------------------------------------------------------
+
+#[test]
+fn reassignment_under_a_grant_records_the_reason() {
+    let mut w = assigned_to_a(&[GrantedAction::Reassign]);
+    let events = w.run(
+        &ag("b"),
+        reassign("edit", "b", Some("a is on leave until Monday")),
+    );
+    assert_eq!(events.len(), 1);
+    assert_eq!(
+        events[0].event,
+        Event::TodoReassigned {
+            todo: tid("edit"),
+            to: Some(agent("b")),
+            grant_reason: Some("a is on leave until Monday".into()),
+        }
+    );
+    assert_eq!(w.goal.todos[&tid("edit")].assignee, Some(agent("b")));
+}
+
+#[test]
+fn supersession_under_a_grant_records_the_reason() {
+    let mut w = assigned_to_a(&[GrantedAction::Supersede]);
+    let events = w.run(
+        &ag("b"),
+        supersede("edit", Some("the writer was replaced upstream")),
+    );
+    let [recorded] = events.as_slice() else {
+        panic!("one event expected: {events:?}");
+    };
+    let Event::TodoSuperseded { grant_reason, .. } = &recorded.event else {
+        panic!("not a supersession: {recorded:?}");
+    };
+    assert_eq!(
+        grant_reason.as_deref(),
+        Some("the writer was replaced upstream")
+    );
+    assert_eq!(w.goal.todos[&tid("edit")].status.name(), "superseded");
+}
+
+#[test]
+fn the_owner_needs_no_grant() {
+    let mut w = assigned_to_a(&[]);
+    let events = w.run(&owner(), reassign("edit", "b", None));
+    assert!(matches!(
+        &events[0].event,
+        Event::TodoReassigned {
+            grant_reason: None,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn a_refused_turn_charges_nothing() {
+    let mut w = with_turn_budget(1);
+    w.add(edit());
+    w.add(todo("docs", "document --format json"));
+    w.finish("a", "edit");
+    let spent = w.goal.ledger.spent;
+    w.claim("a", "docs");
+    w.refuse(&ag("a"), begin("docs", 1, "t9"));
+    assert_eq!(w.goal.ledger.spent, spent);
+    assert_eq!(w.goal.ledger.reserved, Amounts::ZERO);
+}

@@ -1,0 +1,609 @@
+//! The durable wire format: events and state snapshots as JSON.
+//!
+//! One representative history, built through commands only, produces every `Event` variant. Its
+//! JSON is snapshotted exactly as `serde_json` writes it, so any change to the stored shape shows
+//! up as a snapshot diff. Around it: round trips, replay equals the live state, newer schemas and
+//! revision gaps fail closed, malformed input is a serde error rather than a panic, and a state
+//! read back from JSON decides exactly like the original.
+
+mod world;
+
+use loopx_kernel::{
+    Amendment, Amounts, Command, Continuation, Decision, Duration, Event, GateAnswer, GoalState,
+    GrantedAction, HandoffNote, Limits, ObligationId, ObligationKind, OutcomeResolution,
+    PlanChange, RecordedEvent, ReplayError, ResumeCondition, SCHEMA_VERSION, Transition,
+    VerdictOutcome, check_invariants, decide, frontier,
+};
+use world::{
+    EvidenceExt, GateExt, TodoExt, World, ag, agent, capability, criterion, ev, gate, gid, key,
+    obs, owner, tid, todo, ts, turn, ws,
+};
+
+/// Every stored variant, by an exhaustive match: a new variant does not compile until the
+/// history below produces it and this list names it.
+fn variant(event: &Event) -> usize {
+    match event {
+        Event::GoalCreated { .. } => 0,
+        Event::GoalAmended { .. } => 1,
+        Event::GoalAbandoned { .. } => 2,
+        Event::ClosureDeclared { .. } => 3,
+        Event::TodoAdded { .. } => 4,
+        Event::TodoReassigned { .. } => 5,
+        Event::TodoDeferred { .. } => 6,
+        Event::TodoBlocked { .. } => 7,
+        Event::TodoUnblocked { .. } => 8,
+        Event::TodoSuperseded { .. } => 9,
+        Event::LeaseAcquired { .. } => 10,
+        Event::LeaseRenewed { .. } => 11,
+        Event::LeaseReleased { .. } => 12,
+        Event::LeaseHandedOff { .. } => 13,
+        Event::TurnBegun { .. } => 14,
+        Event::TurnSettled { .. } => 15,
+        Event::OutcomeAbsent { .. } => 16,
+        Event::GateOpened { .. } => 17,
+        Event::GateResolved { .. } => 18,
+        Event::GateRejected { .. } => 19,
+        Event::GateWithdrawn { .. } => 20,
+        Event::ObservationRecorded { .. } => 21,
+        Event::EvidenceRecorded { .. } => 22,
+        Event::ObligationRaised { .. } => 23,
+        Event::ObligationDischarged { .. } => 24,
+        Event::WorkspaceReported { .. } => 25,
+    }
+}
+const VARIANTS: usize = 26;
+
+fn run_turn(
+    w: &mut World,
+    who: &str,
+    todo: &str,
+    turn_id: &str,
+    edit: impl FnOnce(&mut loopx_kernel::Settlement),
+) {
+    w.claim(who, todo);
+    w.begin(who, todo, turn_id);
+    w.settle(who, todo, turn_id, edit);
+}
+
+/// The seed's goal two hours in, with every kind of fact recorded once or more; the goal is
+/// still live, so decisions on it differ by agent and time.
+#[allow(clippy::too_many_lines)]
+fn history() -> World {
+    let mut w = World::with(|s| {
+        s.criteria = vec![
+            criterion(
+                "text-unchanged",
+                "default text output unchanged",
+                "tests.text_output",
+            ),
+            criterion(
+                "json-schema-tested",
+                "JSON schema has tests",
+                "tests.json_schema",
+            ),
+        ];
+        s.budget = Limits {
+            turns: Some(40),
+            tokens: Some(500_000),
+            ..Limits::UNLIMITED
+        };
+        s.grants
+            .insert(agent("b"), [GrantedAction::Reassign].into());
+    });
+    w.amend(vec![
+        Amendment::SetObjective {
+            objective: "add --format json to the CLI without changing the default output".into(),
+        },
+        Amendment::Grant {
+            agent: agent("b"),
+            action: GrantedAction::TakeOver,
+        },
+    ]);
+    w.report("a", ws("/src/cli", "/src/cli/.git"));
+    w.report("b", ws("/src/cli-b", "/src/cli/.git"));
+    w.add(todo("edit", "change the output layer and add tests").writes(&["src/format"]));
+    w.add(
+        todo("contract", "publish the JSON contract")
+            .needs("api:error_code")
+            .after(&["edit"]),
+    );
+    w.add(
+        todo("watch-ci", "watch CI on the pull request")
+            .monitor("ci:acme/cli#12", Duration::minutes(30)),
+    );
+    w.add(todo("bench", "benchmark the JSON writer").assigned("a"));
+    w.add(todo("regen", "regenerate the schema fixtures").idempotent());
+    w.add(todo("publish", "publish the release notes"));
+    w.add(todo("old-docs", "update the old docs page"));
+    w.add(todo("rerun", "rerun the flaky job"));
+    w.observe(obs("ci:acme/cli#12", "git:abc123", "pending"));
+    w.run(
+        &ag("b"),
+        Command::Reassign {
+            todo: tid("bench"),
+            to: Some(agent("b")),
+            grant_reason: Some("a is busy with the output layer".into()),
+        },
+    );
+    w.run(
+        &ag("a"),
+        Command::Defer {
+            todo: tid("rerun"),
+            until: ResumeCondition::ObservationChanged {
+                key: key("ci:acme/cli#12"),
+            },
+            grant_reason: None,
+        },
+    );
+    w.run(
+        &ag("a"),
+        Command::Block {
+            todo: tid("regen"),
+            reason: "the fixture generator is broken".into(),
+            grant_reason: None,
+        },
+    );
+    w.run(
+        &ag("a"),
+        Command::Unblock {
+            todo: tid("regen"),
+            grant_reason: None,
+        },
+    );
+    w.run(
+        &owner(),
+        Command::Supersede {
+            todo: tid("old-docs"),
+            reason: "the docs moved to the book".into(),
+            replacement: Some(todo("book", "document --format json in the book")),
+            grant_reason: None,
+        },
+    );
+    w.gate(
+        gate("error-code", "is error_code acceptable as a stable field?")
+            .on_decision("api:error_code")
+            .due("30 17:00")
+            .keep_asking(),
+    );
+    w.gate(gate("yaml", "should --format yaml ship too?").on_decision("scope:yaml"));
+    w.gate(gate("rename", "may the flag become --output?").on_decision("api:flag-name"));
+
+    w.at("10:05");
+    w.claim("a", "edit");
+    w.run(
+        &ag("a"),
+        Command::Renew {
+            todo: tid("edit"),
+            epoch: 1,
+            ttl: Some(Duration::minutes(30)),
+        },
+    );
+    w.begin("a", "edit", "t1");
+    w.at("10:11");
+    w.settle("a", "edit", "t1", |s| {
+        s.verdict.summary = "42 tests passed".into();
+        s.evidence = vec![
+            ev("ev-text", "tests.text_output", "git:abc123"),
+            ev("ev-json", "tests.json_schema", "git:abc123"),
+        ];
+        s.transition = Transition::Complete {
+            continuation: Continuation::Successors(vec![
+                todo("review-edit", "review the output layer change").review_of("edit"),
+            ]),
+        };
+        s.usage = Amounts {
+            turns: 1,
+            tokens: 18_000,
+            cost_micros: 240_000,
+            wall_ms: 480_000,
+        };
+    });
+    run_turn(&mut w, "c", "watch-ci", "poll-1", |s| {
+        s.transition = Transition::KeepOpen;
+        s.observations = vec![obs("ci:acme/cli#12", "git:abc123", "running")];
+        s.usage = Amounts::ZERO;
+    });
+    run_turn(&mut w, "b", "bench", "bench-1", |s| {
+        s.verdict.outcome = VerdictOutcome::Progress;
+        s.transition = Transition::Block {
+            reason: "no quiet benchmark runner".into(),
+        };
+    });
+    w.claim("a", "regen");
+    w.run(
+        &ag("a"),
+        Command::Release {
+            todo: tid("regen"),
+            epoch: 1,
+        },
+    );
+    run_turn(&mut w, "a", "regen", "regen-1", |s| {
+        s.verdict.outcome = VerdictOutcome::Progress;
+        s.transition = Transition::Defer {
+            until: ResumeCondition::At { at: ts("12:00") },
+        };
+    });
+    w.claim("a", "book");
+    w.begin("a", "book", "book-1");
+    w.run(
+        &ag("a"),
+        Command::Handoff {
+            todo: tid("book"),
+            epoch: 1,
+            to: agent("b"),
+            note: HandoffNote {
+                next_action: "write the JSON chapter".into(),
+                stop_condition: "the book builds with the new chapter".into(),
+                evidence: vec![world::eid("ev-json")],
+            },
+            grant_reason: None,
+        },
+    );
+
+    w.at("10:12");
+    w.claim_for("c", "publish", Some(Duration::minutes(5)));
+    w.begin("c", "publish", "publish-1");
+    w.at("10:20");
+    w.run(
+        &ag("c"),
+        Command::ResolveOutcome {
+            todo: tid("publish"),
+            turn: turn("publish-1"),
+            resolution: OutcomeResolution::Absent {
+                note: "no release notes on the release page".into(),
+            },
+            grant_reason: None,
+        },
+    );
+    w.answer("error-code", "yes, keep error_code");
+    w.run(
+        &owner(),
+        Command::AnswerGate {
+            gate: gid("yaml"),
+            answer: GateAnswer::Reject {
+                reason: "not in this release".into(),
+            },
+        },
+    );
+    w.run(
+        &ag("a"),
+        Command::WithdrawGate {
+            gate: gid("rename"),
+            reason: "the flag keeps its name".into(),
+        },
+    );
+    w.at("10:25");
+    w.evidence(ev("ev-unit", "tests.unit", "git:abc123").ttl(Duration::hours(24)));
+    w.run(
+        &capability(),
+        Command::RaiseObligation {
+            id: ObligationId::new("split-writer").unwrap(),
+            kind: ObligationKind::Replan,
+            detail: "the writer and the formatter change together too often".into(),
+            owner: Some(agent("a")),
+        },
+    );
+    w.run(
+        &ag("a"),
+        Command::Discharge {
+            obligation: ObligationId::new("split-writer").unwrap(),
+            changes: vec![PlanChange::AddTodo {
+                todo: todo("split", "split the writer from the formatter"),
+            }],
+        },
+    );
+    w.run(
+        &ag("a"),
+        Command::DeclareClosure {
+            reason: "the contract is the last open item".into(),
+        },
+    );
+    w
+}
+
+/// The history, then abandoned by the owner: the only variant a live goal cannot show.
+fn abandoned_history() -> World {
+    let mut w = history();
+    w.at("10:30");
+    w.run(
+        &owner(),
+        Command::AbandonGoal {
+            reason: "upstream shipped JSON output".into(),
+        },
+    );
+    w
+}
+
+fn pretty(value: &impl serde::Serialize) -> String {
+    serde_json::to_string_pretty(value).unwrap()
+}
+
+#[test]
+fn history_produces_every_event_variant() {
+    let w = abandoned_history();
+    let mut seen = [false; VARIANTS];
+    for recorded in &w.log {
+        seen[variant(&recorded.event)] = true;
+    }
+    let missing: Vec<usize> = (0..VARIANTS).filter(|i| !seen[*i]).collect();
+    assert!(
+        missing.is_empty(),
+        "variants the history never produces: {missing:?}"
+    );
+    assert!(check_invariants(&w.goal, w.now).is_empty());
+}
+
+#[test]
+fn events_json() {
+    let w = abandoned_history();
+    insta::assert_snapshot!(pretty(&w.log));
+}
+
+#[test]
+fn state_json() {
+    let w = history();
+    insta::assert_snapshot!(pretty(&w.goal));
+}
+
+#[test]
+fn every_event_round_trips() {
+    for recorded in &abandoned_history().log {
+        let json = serde_json::to_string(recorded).unwrap();
+        let back: RecordedEvent = serde_json::from_str(&json).unwrap();
+        assert_eq!(&back, recorded, "{json}");
+    }
+}
+
+#[test]
+fn state_round_trips_with_its_index() {
+    for w in [history(), abandoned_history()] {
+        let back: GoalState = serde_json::from_str(&pretty(&w.goal)).unwrap();
+        // Equality covers the derived index, which is rebuilt on load, never stored.
+        assert_eq!(back, w.goal);
+    }
+}
+
+#[test]
+fn replay_equals_the_live_state() {
+    for w in [history(), abandoned_history()] {
+        assert_eq!(GoalState::replay(&w.log).unwrap(), w.goal);
+        let stored: Vec<RecordedEvent> = serde_json::from_str(&pretty(&w.log)).unwrap();
+        assert_eq!(GoalState::replay(&stored).unwrap(), w.goal);
+    }
+}
+
+#[test]
+fn decisions_round_trip() {
+    let w = history();
+    for who in ["a", "b", "c", "z"] {
+        let decision = w.decide(who);
+        let back: Decision = serde_json::from_str(&pretty(&decision)).unwrap();
+        assert_eq!(back, decision);
+    }
+}
+
+/// A goal where a question and other agents' leases hold everything up.
+fn held_up() -> World {
+    let mut w = World::new();
+    w.add(todo("edit", "change the output layer"));
+    w.add(todo("docs", "document the error_code field").excluding("c"));
+    w.add(todo("bench", "benchmark the JSON writer").assigned("b"));
+    w.gate(
+        gate("naming", "is error_code acceptable as a stable field?")
+            .on_todos(&["docs"])
+            .due("12:00"),
+    );
+    w.claim_for("b", "edit", Some(Duration::hours(3)));
+    w
+}
+
+/// A store loads the snapshot, not the history: at every point of a history, the loaded state
+/// must decide like the live one for every agent and at times where leases expire, deferrals
+/// resume, evidence outlives its time-to-live and gates pass their deadlines.
+#[test]
+fn snapshot_decides_like_the_original() {
+    let times = [
+        "10:20", "10:41", "11:00", "12:00", "30 10:25", "30 17:00", "30 18:00",
+    ];
+    let mut kinds = std::collections::BTreeSet::new();
+    for log in [abandoned_history().log, held_up().log] {
+        for end in 1..=log.len() {
+            let live = GoalState::replay(&log[..end]).unwrap();
+            let loaded: GoalState = serde_json::from_str(&pretty(&live)).unwrap();
+            assert_eq!(loaded, live, "state after revision {end}");
+            for clock in times {
+                let now = ts(clock);
+                for who in ["a", "b", "c", "z"] {
+                    let id = agent(who);
+                    let decision = decide(&live, &id, now);
+                    assert_eq!(
+                        decide(&loaded, &id, now),
+                        decision,
+                        "{who} at {clock}, revision {end}"
+                    );
+                    assert_eq!(frontier(&loaded, &id, now), frontier(&live, &id, now));
+                    kinds.insert(decision.kind());
+                }
+            }
+        }
+    }
+    // The comparison is only as strong as the variety of decisions it covers.
+    assert_eq!(kinds.len(), 6, "kinds of decision compared: {kinds:?}");
+}
+
+#[test]
+fn newer_schema_fails_closed() {
+    let mut log = history().log;
+    log[3].schema = SCHEMA_VERSION + 1;
+    assert_eq!(
+        GoalState::replay(&log),
+        Err(ReplayError::NewerSchema {
+            revision: 4,
+            found: SCHEMA_VERSION + 1,
+        })
+    );
+    log[0].schema = SCHEMA_VERSION + 1;
+    assert!(matches!(
+        GoalState::replay(&log),
+        Err(ReplayError::NewerSchema { revision: 1, .. })
+    ));
+}
+
+#[test]
+fn newer_schema_in_stored_json_fails_closed() {
+    let log = history().log;
+    let json = serde_json::to_string(&log[5]).unwrap();
+    let newer = json.replacen(
+        &format!("\"schema\":{SCHEMA_VERSION}"),
+        &format!("\"schema\":{}", SCHEMA_VERSION + 1),
+        1,
+    );
+    assert_ne!(newer, json);
+    let event: RecordedEvent = serde_json::from_str(&newer).unwrap();
+    let mut state = GoalState::replay(&log[..5]).unwrap();
+    let before = state.clone();
+    assert!(matches!(
+        state.apply(&event),
+        Err(ReplayError::NewerSchema { revision: 6, .. })
+    ));
+    assert_eq!(state, before);
+}
+
+#[test]
+fn revision_gap_fails_closed() {
+    let mut log = history().log;
+    log.remove(4);
+    assert_eq!(
+        GoalState::replay(&log),
+        Err(ReplayError::RevisionGap {
+            previous: 4,
+            found: 6,
+        })
+    );
+}
+
+#[test]
+fn duplicated_event_fails_closed() {
+    let mut log = history().log;
+    log.insert(4, log[3].clone());
+    assert_eq!(
+        GoalState::replay(&log),
+        Err(ReplayError::RevisionGap {
+            previous: 4,
+            found: 4,
+        })
+    );
+}
+
+#[test]
+fn history_must_start_with_the_goal() {
+    let log = history().log;
+    assert_eq!(GoalState::replay(&[]), Err(ReplayError::Empty));
+    assert!(matches!(
+        GoalState::replay(&log[1..]),
+        Err(ReplayError::NotGenesis { .. })
+    ));
+}
+
+/// A hand-edited log that is well-formed JSON but contradicts itself is an error, not a panic.
+#[test]
+fn contradictory_history_is_inconsistent() {
+    let mut log = history().log;
+    let added = log
+        .iter()
+        .position(|r| matches!(&r.event, Event::TodoAdded { .. }))
+        .unwrap();
+    let mut twice = log[added].clone();
+    twice.revision = log.last().unwrap().revision + 1;
+    log.push(twice);
+    assert!(matches!(
+        GoalState::replay(&log),
+        Err(ReplayError::Inconsistent {
+            event: "todo_added",
+            ..
+        })
+    ));
+}
+
+fn event_json(index: usize) -> serde_json::Value {
+    serde_json::to_value(&history().log[index]).unwrap()
+}
+
+fn parse_error(json: &str) -> String {
+    serde_json::from_str::<RecordedEvent>(json)
+        .unwrap_err()
+        .to_string()
+}
+
+#[test]
+fn malformed_json_is_an_error() {
+    assert!(parse_error("{").contains("EOF"));
+    assert!(parse_error("[]").contains("expected struct RecordedEvent"));
+    assert!(serde_json::from_str::<GoalState>("{\"spec\": 3}").is_err());
+    assert!(serde_json::from_str::<Vec<RecordedEvent>>("[{\"schema\": \"one\"}]").is_err());
+}
+
+#[test]
+fn unknown_fields_are_errors() {
+    let mut outer = event_json(1);
+    outer["stored_by"] = "a newer kernel".into();
+    assert!(parse_error(&outer.to_string()).contains("unknown field `stored_by`"));
+
+    let mut inner = event_json(1);
+    inner["event"]["priority"] = "P0".into();
+    assert!(parse_error(&inner.to_string()).contains("unknown field `priority`"));
+
+    let mut kind = event_json(1);
+    kind["event"]["type"] = "goal_renamed".into();
+    assert!(parse_error(&kind.to_string()).contains("unknown variant `goal_renamed`"));
+}
+
+#[test]
+fn unknown_fields_in_a_state_snapshot_are_errors() {
+    let w = history();
+    let mut top = serde_json::to_value(&w.goal).unwrap();
+    top["written_by"] = "a newer kernel".into();
+    assert!(serde_json::from_value::<GoalState>(top).is_err());
+
+    let mut todo = serde_json::to_value(&w.goal).unwrap();
+    todo["todos"]["edit"]["urgency"] = 3.into();
+    assert!(serde_json::from_value::<GoalState>(todo).is_err());
+}
+
+#[test]
+fn invalid_ids_and_times_are_errors() {
+    let mut id = serde_json::to_value(&history().log[5]).unwrap();
+    assert_eq!(id["event"]["type"], "todo_added");
+    id["event"]["todo"]["id"] = "has space".into();
+    assert!(parse_error(&id.to_string()).contains("invalid todo id `has space`"));
+
+    let mut long = serde_json::to_value(&history().log[5]).unwrap();
+    long["event"]["todo"]["id"] = "x".repeat(loopx_kernel::MAX_ID_LEN + 1).into();
+    assert!(parse_error(&long.to_string()).contains("invalid todo id"));
+
+    let mut time = serde_json::to_value(&history().log[5]).unwrap();
+    time["at"] = "2026-11-29T10:00:00".into();
+    assert!(parse_error(&time.to_string()).contains("RFC 3339"));
+
+    let mut actor = serde_json::to_value(&history().log[5]).unwrap();
+    actor["actor"] = serde_json::json!({ "kind": "robot", "id": "r2" });
+    assert!(parse_error(&actor.to_string()).contains("unknown variant `robot`"));
+}
+
+#[test]
+fn stored_snapshot_round_trips_and_refuses_newer_schemas() {
+    let w = history();
+    let stored = pretty(&w.goal.snapshot());
+    let loaded: loopx_kernel::Snapshot = serde_json::from_str(&stored).unwrap();
+    assert_eq!(loaded.clone().into_state().unwrap(), w.goal);
+
+    let mut newer = loaded;
+    newer.schema = SCHEMA_VERSION + 1;
+    assert_eq!(
+        newer.into_state(),
+        Err(ReplayError::NewerSchema {
+            revision: w.goal.revision,
+            found: SCHEMA_VERSION + 1,
+        })
+    );
+}
