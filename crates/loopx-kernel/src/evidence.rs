@@ -1,9 +1,9 @@
 //! Observations and evidence, both bound to revisions.
 //!
-//! The current revision of a subject is the revision of the most recent fact about it (an
-//! observation or a piece of evidence, ordered by observation time, then by record order).
-//! Evidence bound to any other revision is stale by rule; so is evidence past its time-to-live
-//! and evidence derived from stale inputs.
+//! The current revision of a subject is the revision of its most recent observation (ordered by
+//! observation time, then by record order). Evidence bound to any other revision is stale by
+//! rule; so is evidence past its time-to-live and evidence derived from stale inputs. Evidence
+//! about a subject nobody has observed is judged by its time-to-live and inputs alone.
 
 use std::collections::BTreeMap;
 

@@ -914,7 +914,9 @@ impl Ctx<'_> {
     }
 
     fn renew(&self, id: &TodoId, epoch: u64, ttl: Option<Duration>) -> Result<Vec<Event>, Refusal> {
-        self.holder_lease(id, epoch)?;
+        let lease = self.holder_lease(id, epoch)?;
+        // An unregistered holder is fenced: it may settle or release what it began, nothing more.
+        self.registered(&lease.holder)?;
         let ttl = ttl.unwrap_or(self.state.spec.policy.lease_ttl);
         positive("ttl", ttl)?;
         Ok(vec![Event::LeaseRenewed {
@@ -1016,6 +1018,7 @@ impl Ctx<'_> {
         reserve: Option<Amounts>,
     ) -> Result<Vec<Event>, Refusal> {
         let lease = self.holder_lease(id, epoch)?;
+        self.registered(&lease.holder)?;
         if let Some(current) = &lease.turn {
             return Err(Refusal::TurnInFlight {
                 todo: id.clone(),

@@ -28,11 +28,6 @@ pub enum ObligationCause {
         /// Its streak.
         streak: u32,
     },
-    /// A validator's verdict failed a turn.
-    ValidationFailed {
-        /// The todo.
-        todo: TodoId,
-    },
     /// Proposed by an agent, a capability or a person.
     Proposed,
 }

@@ -497,6 +497,7 @@ impl GoalState {
             Event::TurnSettled {
                 todo,
                 turn,
+                verdict,
                 evidence,
                 observations,
                 transition,
@@ -507,8 +508,9 @@ impl GoalState {
                 for obs in observations {
                     self.record_observation(obs);
                 }
+                // A turn's evidence is what its validator established, not the executor's claim.
                 for item in evidence {
-                    let producer = recorded.actor.clone();
+                    let producer = verdict.validator.clone();
                     self.record_evidence(item, producer, Some(turn.clone()), recorded)?;
                 }
                 self.tick_monitor(todo, observations, at, recorded)?;
@@ -887,7 +889,6 @@ impl GoalState {
                 format!("evidence `{}` recorded twice", new.id),
             ));
         }
-        self.advance_subject(&new.subject, &new.revision, new.observed_at);
         let seq = self.next_seq;
         self.next_seq += 1;
         self.index
@@ -915,7 +916,9 @@ impl GoalState {
         Ok(())
     }
 
-    /// The newest fact about a subject sets its current revision (ties go to the later record).
+    /// The newest observation of a subject sets its current revision (ties go to the later
+    /// record). Evidence never moves it: a late report about an old commit must not make the
+    /// newest commit's evidence stale.
     fn advance_subject(&mut self, subject: &Subject, revision: &Revision, observed_at: Timestamp) {
         let newer = self
             .subjects

@@ -468,7 +468,7 @@ fn terminal_and_evidence(state: &GoalState, now: Timestamp, agents: &[AgentId], 
             e.outcome == Outcome::Pass
                 && e.check == criterion.check
                 && e.subject == criterion.subject
-                && Some(&e.revision) == head
+                && head.is_none_or(|h| h == &e.revision)
         }) && state.freshness(&evidence, now).is_fresh();
         out.check(ok, "10 revisions", || {
             format!(
@@ -480,12 +480,16 @@ fn terminal_and_evidence(state: &GoalState, now: Timestamp, agents: &[AgentId], 
     for (id, e) in &state.evidence {
         let fresh = state.freshness(id, now).is_fresh();
         let head = state.subjects.get(&e.subject).map(|h| &h.revision);
-        out.check(!fresh || head == Some(&e.revision), "10 revisions", || {
-            format!(
-                "evidence {id} at {} is fresh while the subject is at {head:?}",
-                e.revision
-            )
-        });
+        out.check(
+            !fresh || head.is_none_or(|h| h == &e.revision),
+            "10 revisions",
+            || {
+                format!(
+                    "evidence {id} at {} is fresh while the subject is at {head:?}",
+                    e.revision
+                )
+            },
+        );
         for input in &e.inputs.evidence {
             let input_fresh = state.freshness(input, now).is_fresh();
             out.check(input_fresh || !fresh, "18 lineage", || {

@@ -604,13 +604,14 @@ impl LifecycleModel {
         ready.into_iter().map(|(_, _, id)| id).collect()
     }
 
-    /// Evidence is fresh when bound to its subject's current revision, within its time to
-    /// live, citing only fresh evidence and observations that have not moved since.
+    /// Evidence is fresh when bound to its subject's current revision (or its subject was never
+    /// observed), within its time to live, citing only fresh evidence and observations that
+    /// have not moved since.
     /// `None` for unknown evidence.
     pub fn is_fresh(&self, id: &EvidenceId) -> Option<bool> {
         let e = self.evidence.get(id)?;
         let current = self.heads.get(&e.subject).map(|(r, _)| r);
-        let fresh = current == Some(&e.revision)
+        let fresh = current.is_none_or(|c| c == &e.revision)
             && e.ttl.is_none_or(|ttl| self.now < e.observed_at.plus(ttl))
             && e.inputs.iter().all(|i| self.is_fresh(i).unwrap_or(true))
             && e.observed
@@ -620,7 +621,8 @@ impl LifecycleModel {
     }
 
     /// A criterion is met when the newest evidence for its check at its subject's current
-    /// revision passes and is fresh. `None` for unknown criteria.
+    /// revision (any revision while the subject is unobserved) passes and is fresh. `None` for
+    /// unknown criteria.
     pub fn criterion_met(&self, id: &CriterionId) -> Option<bool> {
         let (check, subject) = self.criteria.get(id)?;
         let current = self.heads.get(subject).map(|(r, _)| r);
@@ -628,7 +630,7 @@ impl LifecycleModel {
             .evidence
             .iter()
             .filter(|(_, e)| &e.check == check && &e.subject == subject)
-            .filter(|(_, e)| Some(&e.revision) == current)
+            .filter(|(_, e)| current.is_none_or(|c| c == &e.revision))
             .max_by_key(|(_, e)| (e.observed_at, e.seq));
         Some(newest.is_some_and(|(id, e)| e.pass && self.is_fresh(id) == Some(true)))
     }
@@ -752,6 +754,7 @@ impl LifecycleModel {
             ),
             Command::Renew { todo, epoch, ttl } => {
                 self.holder_lease(actor, todo, *epoch)?;
+                self.registered_agent(actor)?;
                 let ttl = ttl.unwrap_or(self.policy.lease_ttl);
                 if ttl <= Duration::ZERO {
                     return Err("ttl must be positive");
@@ -1312,10 +1315,12 @@ impl LifecycleModel {
         reserve: Option<Amounts>,
     ) -> Verdict {
         let lease = self.holder_lease(actor, id, epoch)?;
-        if lease.turn.is_some() {
+        let in_flight = lease.turn.is_some();
+        let holder = lease.holder.clone();
+        self.registered_agent(actor)?;
+        if in_flight {
             return Err("a turn is in flight");
         }
-        let holder = lease.holder.clone();
         if self.turns.contains_key(turn) {
             return Err("turn id used");
         }
@@ -1377,7 +1382,7 @@ impl LifecycleModel {
         true
     }
 
-    /// The newest fact about a subject sets its current revision; a tie goes to the later one.
+    /// The newest observation of a subject sets its current revision; a tie goes to the later one.
     fn advance_head(&mut self, subject: &Subject, revision: &Revision, at: Timestamp) {
         self.revisions_seen.insert(revision.clone());
         let older = self.heads.get(subject).is_some_and(|(_, seen)| at < *seen);
@@ -1405,7 +1410,6 @@ impl LifecycleModel {
     }
 
     fn record_evidence(&mut self, e: &NewEvidence) {
-        self.advance_head(&e.subject, &e.revision, e.observed_at);
         let seq = self.seq;
         self.seq += 1;
         self.evidence.insert(
