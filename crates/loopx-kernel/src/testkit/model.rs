@@ -2027,7 +2027,7 @@ impl LifecycleModel {
             };
             let stalled = match &o.cause {
                 ObligationCause::MonitorStalled { todo, .. } => Some(todo),
-                _ => None,
+                ObligationCause::Proposed => None,
             };
             if o.discharged.is_none() != m.open
                 || o.kind != m.kind
