@@ -54,6 +54,7 @@ pub mod seams;
 mod state;
 mod time;
 mod todo;
+mod todos;
 
 #[cfg(feature = "testkit")]
 pub mod testkit;
@@ -92,6 +93,7 @@ pub use todo::{
     ContinuationRecord, HandoffNote, Lease, MonitorSpec, MonitorState, NewTodo, Priority,
     ResumeCondition, Todo, TodoClass, TodoStatus, TurnInFlight, Workspace, WriteSet,
 };
+pub use todos::Todos;
 
 /// The workspace README's Rust examples, compiled and run as doctests so they cannot rot.
 #[cfg(doctest)]

@@ -24,6 +24,7 @@ use crate::todo::{
     ContinuationRecord, Lease, MonitorState, NewTodo, Priority, Todo, TodoClass, TodoStatus,
     TurnInFlight, Workspace,
 };
+use crate::todos::Todos;
 
 /// A goal's complete state, rebuilt by folding its events.
 ///
@@ -40,8 +41,8 @@ pub struct GoalState {
     pub revision: u64,
     /// When the goal was created.
     pub created_at: Timestamp,
-    /// Todos by id.
-    pub todos: BTreeMap<TodoId, Todo>,
+    /// Todos by id (an arena in creation order; see [`Todos`]).
+    pub todos: Todos,
     /// Gates by id.
     pub gates: BTreeMap<GateId, Gate>,
     /// Evidence by id.
@@ -116,9 +117,9 @@ pub enum TurnStatus {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 struct Index {
     /// Todos that are not closed, in frontier order.
-    pending: BTreeSet<(Priority, u64, TodoId)>,
+    pending: BTreeSet<(Priority, u32)>,
     /// Todos with a lease record (live or expired).
-    leased: BTreeSet<TodoId>,
+    leased: BTreeSet<u32>,
     /// Evidence per (check, subject), in record order.
     by_check: BTreeMap<(CheckId, Subject), Vec<EvidenceId>>,
 }
@@ -132,7 +133,7 @@ struct Unindexed {
     goal_revision: u64,
     revision: u64,
     created_at: Timestamp,
-    todos: BTreeMap<TodoId, Todo>,
+    todos: Todos,
     gates: BTreeMap<GateId, Gate>,
     evidence: BTreeMap<EvidenceId, Evidence>,
     observations: BTreeMap<ObservationKey, Observation>,
@@ -298,7 +299,7 @@ impl GoalState {
             goal_revision: 0,
             revision: 1,
             created_at: event.at,
-            todos: BTreeMap::new(),
+            todos: Todos::default(),
             gates: BTreeMap::new(),
             evidence: BTreeMap::new(),
             observations: BTreeMap::new(),
@@ -428,7 +429,7 @@ impl GoalState {
                     workspace: workspace.clone(),
                     turn: None,
                 });
-                self.index.leased.insert(todo.clone());
+                self.index_lease(todo, true);
             }
             Event::LeaseRenewed {
                 todo, expires_at, ..
@@ -460,7 +461,7 @@ impl GoalState {
                     workspace: workspace.clone(),
                     turn: None,
                 });
-                self.index.leased.insert(todo.clone());
+                self.index_lease(todo, true);
             }
             Event::TurnBegun {
                 todo,
@@ -670,10 +671,9 @@ impl GoalState {
             monitor,
             handoff: None,
         };
-        self.index
-            .pending
-            .insert((todo.priority, todo.seq, todo.id.clone()));
-        self.todos.insert(todo.id.clone(), todo);
+        let priority = todo.priority;
+        let slot = self.todos.push(todo);
+        self.index.pending.insert((priority, slot));
         Ok(())
     }
 
@@ -717,8 +717,10 @@ impl GoalState {
         let todo = self.todo_mut(id, recorded)?;
         todo.status = status;
         if todo.status.is_closed() {
-            let key = (todo.priority, todo.seq, todo.id.clone());
-            self.index.pending.remove(&key);
+            let priority = todo.priority;
+            if let Some(slot) = self.todos.slot(id) {
+                self.index.pending.remove(&(priority, slot));
+            }
         }
         Ok(())
     }
@@ -738,7 +740,7 @@ impl GoalState {
                 record.status = TurnStatus::Cancelled;
             }
         }
-        self.index.leased.remove(id);
+        self.index_lease(id, false);
         Ok(())
     }
 
@@ -762,7 +764,7 @@ impl GoalState {
             ledger.charge(reserved, charged);
         }
         self.ledger.charge(reserved, charged);
-        self.index.leased.remove(id);
+        self.index_lease(id, false);
         let record = self
             .turns
             .get_mut(turn)
@@ -935,16 +937,24 @@ impl GoalState {
         }
     }
 
+    fn index_lease(&mut self, id: &TodoId, leased: bool) {
+        if let Some(slot) = self.todos.slot(id) {
+            if leased {
+                self.index.leased.insert(slot);
+            } else {
+                self.index.leased.remove(&slot);
+            }
+        }
+    }
+
     fn rebuild_index(&mut self) {
         let mut index = Index::default();
-        for todo in self.todos.values() {
+        for (slot, todo) in (0..).zip(self.todos.values()) {
             if !todo.status.is_closed() {
-                index
-                    .pending
-                    .insert((todo.priority, todo.seq, todo.id.clone()));
+                index.pending.insert((todo.priority, slot));
             }
             if todo.lease.is_some() {
-                index.leased.insert(todo.id.clone());
+                index.leased.insert(slot);
             }
         }
         let mut evidence: Vec<&Evidence> = self.evidence.values().collect();
@@ -966,12 +976,12 @@ impl GoalState {
         self.index
             .pending
             .iter()
-            .filter_map(|(_, _, id)| self.todos.get(id))
+            .map(|&(_, slot)| self.todos.at(slot))
     }
 
     /// Todos with a lease record (live or expired).
     pub fn leased_todos(&self) -> impl Iterator<Item = &Todo> + '_ {
-        self.index.leased.iter().filter_map(|id| self.todos.get(id))
+        self.index.leased.iter().map(|&slot| self.todos.at(slot))
     }
 
     /// True when the agent is registered with the goal.

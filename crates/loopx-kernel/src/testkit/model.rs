@@ -1799,14 +1799,14 @@ fn answer_matches(model: MAnswer, real: &GateStatus) -> bool {
     )
 }
 
-fn same_keys<K: Ord + Clone + std::fmt::Debug, A, B>(
+fn same_keys<'a, K: Ord + Clone + std::fmt::Debug + 'a, A>(
     what: &str,
     model: &BTreeMap<K, A>,
-    real: &BTreeMap<K, B>,
+    real: impl IntoIterator<Item = &'a K>,
     out: &mut Vec<Finding>,
 ) {
     let m: BTreeSet<&K> = model.keys().collect();
-    let r: BTreeSet<&K> = real.keys().collect();
+    let r: BTreeSet<&K> = real.into_iter().collect();
     if m != r {
         out.push(Finding::new(
             "model",
@@ -1894,7 +1894,12 @@ impl LifecycleModel {
     }
 
     fn diff_todos(&self, state: &GoalState, out: &mut Vec<Finding>) {
-        same_keys("todos", &self.todos, &state.todos, out);
+        same_keys(
+            "todos",
+            &self.todos,
+            state.todos.iter().map(|(id, _)| id),
+            out,
+        );
         for (id, m) in &self.todos {
             let Some(t) = state.todos.get(id) else {
                 continue;
@@ -1957,7 +1962,7 @@ impl LifecycleModel {
                 ));
             }
         }
-        same_keys("turns", &self.turns, &state.turns, out);
+        same_keys("turns", &self.turns, state.turns.keys(), out);
         for (id, (todo, agent, status)) in &self.turns {
             let Some(record) = state.turns.get(id) else {
                 continue;
@@ -1975,7 +1980,7 @@ impl LifecycleModel {
     }
 
     fn diff_facts(&self, state: &GoalState, out: &mut Vec<Finding>) {
-        same_keys("gates", &self.gates, &state.gates, out);
+        same_keys("gates", &self.gates, state.gates.keys(), out);
         for (id, m) in &self.gates {
             let Some(g) = state.gates.get(id) else {
                 continue;
@@ -1993,7 +1998,7 @@ impl LifecycleModel {
                 ));
             }
         }
-        same_keys("evidence", &self.evidence, &state.evidence, out);
+        same_keys("evidence", &self.evidence, state.evidence.keys(), out);
         let heads: BTreeMap<&Subject, (&Revision, Timestamp)> = state
             .subjects
             .iter()
@@ -2020,7 +2025,12 @@ impl LifecycleModel {
                 format!("observations {prints:?} but model {model_prints:?}"),
             ));
         }
-        same_keys("obligations", &self.obligations, &state.obligations, out);
+        same_keys(
+            "obligations",
+            &self.obligations,
+            state.obligations.keys(),
+            out,
+        );
         for (id, m) in &self.obligations {
             let Some(o) = state.obligations.get(id) else {
                 continue;
