@@ -793,7 +793,7 @@ impl Fixture {
             leased,
             self.state.gates.len(),
             self.state.evidence.len(),
-            self.state.turns.len(),
+            self.state.used_turns.len(),
             self.history.len()
         )
     }

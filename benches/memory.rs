@@ -10,7 +10,7 @@ use std::alloc::System;
 use std::mem::size_of;
 
 use loopx_benches::{Fixture, Goal, SCALES, against, scale_name};
-use loopx_kernel::{Evidence, GoalState, RecordedEvent, Todo, TurnRecord};
+use loopx_kernel::{Evidence, GoalState, RecordedEvent, Todo};
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, Stats, StatsAlloc};
 
 #[global_allocator]
@@ -26,11 +26,12 @@ struct Held {
     allocations: i128,
 }
 
+/// The counting allocator already books a reallocation's growth as allocated bytes (and its
+/// shrinking as deallocated), so live bytes are simply allocated minus deallocated.
 fn held(change: &Stats) -> Held {
     let widen = |n: usize| i128::try_from(n).unwrap_or(i128::MAX);
-    let realloc = i128::try_from(change.bytes_reallocated).unwrap_or(0);
     Held {
-        bytes: widen(change.bytes_allocated) - widen(change.bytes_deallocated) + realloc,
+        bytes: widen(change.bytes_allocated) - widen(change.bytes_deallocated),
         allocations: widen(change.allocations) - widen(change.deallocations),
     }
 }
@@ -63,9 +64,8 @@ fn main() {
         return;
     }
     println!(
-        "inline sizes: Todo {} B, TurnRecord {} B, Evidence {} B, RecordedEvent {} B, GoalState {} B",
+        "inline sizes: Todo {} B, Evidence {} B, RecordedEvent {} B, GoalState {} B",
         size_of::<Todo>(),
-        size_of::<TurnRecord>(),
         size_of::<Evidence>(),
         size_of::<RecordedEvent>(),
         size_of::<GoalState>(),
@@ -88,15 +88,15 @@ fn main() {
             per(total.allocations, todos),
         );
         let (_, todo_map) = measure(|| state.todos.clone());
-        let (_, turns) = measure(|| state.turns.clone());
+        let (_, turns) = measure(|| state.used_turns.clone());
         let (_, evidence) = measure(|| state.evidence.clone());
         let rest = total_bytes - todo_map.bytes - turns.bytes - evidence.bytes;
         println!(
-            "  todos map {:.0} B per todo ({} todos), turn records {:.0} B per todo ({} turns), evidence {:.0} B per todo ({} items), everything else {:.0} B per todo",
+            "  todos map {:.0} B per todo ({} todos), used turn ids {:.0} B per todo ({} turns), evidence {:.0} B per todo ({} items), everything else {:.0} B per todo",
             per(todo_map.bytes, todos),
             state.todos.len(),
             per(turns.bytes, todos),
-            state.turns.len(),
+            state.used_turns.len(),
             per(evidence.bytes, todos),
             state.evidence.len(),
             per(rest, todos),

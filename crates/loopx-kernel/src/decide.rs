@@ -679,7 +679,7 @@ fn own_lease(state: &GoalState, agent: &AgentId, now: Timestamp) -> Option<Decis
         title: todo.title.clone(),
         lease: step,
         reserve: reservation(state),
-        handoff: todo.handoff.clone(),
+        handoff: todo.handoff.as_deref().cloned(),
         pending_gates: pending_gates(state, now),
     }))
 }

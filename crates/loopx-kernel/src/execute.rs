@@ -1025,7 +1025,7 @@ impl Ctx<'_> {
                 turn: current.id.clone(),
             });
         }
-        if self.state.turns.contains_key(turn) {
+        if self.state.used_turns.contains(turn) {
             return Err(Refusal::TurnAlreadyUsed { turn: turn.clone() });
         }
         let todo = self.todo(id)?;
@@ -1123,14 +1123,13 @@ impl Ctx<'_> {
     }
 
     fn turn_gone(&self, todo: &TodoId, turn: &TurnId) -> Refusal {
-        match self.state.turns.get(turn) {
-            Some(record) if !matches!(record.status, crate::state::TurnStatus::InFlight { .. }) => {
-                Refusal::TurnAlreadyUsed { turn: turn.clone() }
-            }
-            _ => Refusal::TurnNotBegun {
+        if self.state.used_turns.contains(turn) {
+            Refusal::TurnAlreadyUsed { turn: turn.clone() }
+        } else {
+            Refusal::TurnNotBegun {
                 todo: todo.clone(),
                 turn: turn.clone(),
-            },
+            }
         }
     }
 

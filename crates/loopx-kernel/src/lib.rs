@@ -85,9 +85,7 @@ pub use invariants::{Violation, check_invariants};
 pub use obligation::{Discharge, Obligation, ObligationCause, ObligationKind};
 pub use refusal::Refusal;
 pub use rules::{GateHold, GuardBlock};
-pub use state::{
-    CriterionStatus, GoalState, Intent, ReplayError, Snapshot, TurnRecord, TurnStatus,
-};
+pub use state::{CriterionStatus, GoalState, Intent, ReplayError, Snapshot};
 pub use time::{Duration, Timestamp, TimestampError};
 pub use todo::{
     ContinuationRecord, HandoffNote, Lease, MonitorSpec, MonitorState, NewTodo, Priority,

@@ -55,8 +55,9 @@ pub struct GoalState {
     pub obligations: BTreeMap<ObligationId, Obligation>,
     /// The goal-wide budget.
     pub ledger: Ledger,
-    /// Every turn ever begun, and what became of it.
-    pub turns: BTreeMap<TurnId, TurnRecord>,
+    /// Every turn id ever begun. A turn id begins once, so it is settled and charged at most
+    /// once; what each turn was charged is in its `turn_settled` event.
+    pub used_turns: BTreeSet<TurnId>,
     /// The last workspace each agent reported.
     pub workspaces: BTreeMap<AgentId, Workspace>,
     /// The explicit intent to close, if declared.
@@ -79,38 +80,6 @@ pub struct Intent {
     pub by: Actor,
     /// When.
     pub at: Timestamp,
-}
-
-/// What became of a turn.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TurnRecord {
-    /// Its todo.
-    pub todo: TodoId,
-    /// The agent that ran it.
-    pub agent: AgentId,
-    /// The lease epoch it ran under.
-    pub epoch: u64,
-    /// Its status.
-    pub status: TurnStatus,
-}
-
-/// A turn's status: in flight, settled (charged once) or cancelled (never charged).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "status", rename_all = "snake_case")]
-pub enum TurnStatus {
-    /// Begun, reservation held.
-    InFlight {
-        /// The reservation.
-        reserved: Amounts,
-    },
-    /// Settled and charged.
-    Settled {
-        /// The charge.
-        charged: Amounts,
-    },
-    /// Released, handed off, taken over or resolved absent: reservation returned.
-    Cancelled,
 }
 
 /// Derived lookups, rebuilt on load; never serialized.
@@ -140,7 +109,7 @@ struct Unindexed {
     subjects: BTreeMap<Subject, SubjectHead>,
     obligations: BTreeMap<ObligationId, Obligation>,
     ledger: Ledger,
-    turns: BTreeMap<TurnId, TurnRecord>,
+    used_turns: BTreeSet<TurnId>,
     workspaces: BTreeMap<AgentId, Workspace>,
     closure: Option<Intent>,
     abandoned: Option<Intent>,
@@ -161,7 +130,7 @@ impl From<Unindexed> for GoalState {
             subjects: raw.subjects,
             obligations: raw.obligations,
             ledger: raw.ledger,
-            turns: raw.turns,
+            used_turns: raw.used_turns,
             workspaces: raw.workspaces,
             closure: raw.closure,
             abandoned: raw.abandoned,
@@ -305,7 +274,7 @@ impl GoalState {
             observations: BTreeMap::new(),
             subjects: BTreeMap::new(),
             obligations: BTreeMap::new(),
-            turns: BTreeMap::new(),
+            used_turns: BTreeSet::new(),
             workspaces: BTreeMap::new(),
             closure: None,
             abandoned: None,
@@ -421,14 +390,14 @@ impl GoalState {
                 }
                 entry.handoff = None;
                 entry.last_epoch = *epoch;
-                entry.lease = Some(Lease {
+                entry.lease = Some(Box::new(Lease {
                     holder: holder.clone(),
                     epoch: *epoch,
                     acquired_at: at,
                     expires_at: *expires_at,
                     workspace: workspace.clone(),
                     turn: None,
-                });
+                }));
                 self.index_lease(todo, true);
             }
             Event::LeaseRenewed {
@@ -452,24 +421,24 @@ impl GoalState {
                 self.end_lease(todo, recorded)?;
                 let entry = self.todo_mut(todo, recorded)?;
                 entry.last_epoch = *epoch;
-                entry.handoff = Some(note.clone());
-                entry.lease = Some(Lease {
+                entry.handoff = Some(Box::new(note.clone()));
+                entry.lease = Some(Box::new(Lease {
                     holder: to.clone(),
                     epoch: *epoch,
                     acquired_at: at,
                     expires_at: *expires_at,
                     workspace: workspace.clone(),
                     turn: None,
-                });
+                }));
                 self.index_lease(todo, true);
             }
             Event::TurnBegun {
                 todo,
-                epoch,
                 turn,
                 reserved,
+                ..
             } => {
-                if self.turns.contains_key(turn) {
+                if !self.used_turns.insert(turn.clone()) {
                     return Err(inconsistent(recorded, format!("turn `{turn}` began twice")));
                 }
                 let lease = self.lease_mut(todo, recorded)?;
@@ -478,22 +447,10 @@ impl GoalState {
                     begun_at: at,
                     reserved: *reserved,
                 });
-                let agent = lease.holder.clone();
                 if let Some(ledger) = self.todo_mut(todo, recorded)?.budget.as_mut() {
                     ledger.reserve(*reserved);
                 }
                 self.ledger.reserve(*reserved);
-                self.turns.insert(
-                    turn.clone(),
-                    TurnRecord {
-                        todo: todo.clone(),
-                        agent,
-                        epoch: *epoch,
-                        status: TurnStatus::InFlight {
-                            reserved: *reserved,
-                        },
-                    },
-                );
             }
             Event::TurnSettled {
                 todo,
@@ -505,7 +462,7 @@ impl GoalState {
                 charged,
                 ..
             } => {
-                self.settle(todo, turn, *charged, recorded)?;
+                let agent = self.settle(todo, turn, *charged, recorded)?;
                 for obs in observations {
                     self.record_observation(obs);
                 }
@@ -515,7 +472,7 @@ impl GoalState {
                     self.record_evidence(item, producer, Some(turn.clone()), recorded)?;
                 }
                 self.tick_monitor(todo, observations, at, recorded)?;
-                self.apply_transition(todo, turn, transition, recorded)?;
+                self.apply_transition(todo, turn, &agent, transition, recorded)?;
             }
             Event::GateOpened { gate } => self.open_gate(gate, recorded)?,
             Event::GateResolved { gate, answer } => {
@@ -655,13 +612,13 @@ impl GoalState {
             title: new.title.clone(),
             class: new.class.clone(),
             priority: new.priority,
-            depends_on: new.depends_on.clone(),
-            requires_decisions: new.requires_decisions.clone(),
-            excluded_agents: new.excluded_agents.clone(),
+            depends_on: new.depends_on.iter().cloned().collect(),
+            requires_decisions: new.requires_decisions.iter().cloned().collect(),
+            excluded_agents: new.excluded_agents.iter().cloned().collect(),
             assignee: new.assignee.clone(),
-            writes: new.writes.clone(),
+            writes: new.writes.clone().map(Box::new),
             idempotent: new.idempotent,
-            budget: new.budget.map(Ledger::new),
+            budget: new.budget.map(|limits| Box::new(Ledger::new(limits))),
             created_by: actor.clone(),
             created_at: at,
             seq,
@@ -704,7 +661,7 @@ impl GoalState {
     ) -> Result<&mut Lease, ReplayError> {
         self.todo_mut(id, recorded)?
             .lease
-            .as_mut()
+            .as_deref_mut()
             .ok_or_else(|| inconsistent(recorded, format!("todo `{id}` has no lease")))
     }
 
@@ -736,41 +693,33 @@ impl GoalState {
                 ledger.cancel(turn.reserved);
             }
             self.ledger.cancel(turn.reserved);
-            if let Some(record) = self.turns.get_mut(&turn.id) {
-                record.status = TurnStatus::Cancelled;
-            }
         }
         self.index_lease(id, false);
         Ok(())
     }
 
+    /// Charges a settled turn once and drops its lease; returns the agent that ran it.
     fn settle(
         &mut self,
         id: &TodoId,
         turn: &TurnId,
         charged: Amounts,
         recorded: &RecordedEvent,
-    ) -> Result<(), ReplayError> {
+    ) -> Result<AgentId, ReplayError> {
         let todo = self.todo_mut(id, recorded)?;
-        let reserved = todo
+        let lease = todo
             .lease
             .take()
-            .and_then(|l| l.turn)
-            .filter(|t| &t.id == turn)
-            .ok_or_else(|| inconsistent(recorded, format!("turn `{turn}` is not in flight")))?
-            .reserved;
+            .filter(|l| l.turn.as_ref().is_some_and(|t| &t.id == turn))
+            .ok_or_else(|| inconsistent(recorded, format!("turn `{turn}` is not in flight")))?;
+        let reserved = lease.turn.map_or(Amounts::ZERO, |t| t.reserved);
         todo.handoff = None;
         if let Some(ledger) = todo.budget.as_mut() {
             ledger.charge(reserved, charged);
         }
         self.ledger.charge(reserved, charged);
         self.index_lease(id, false);
-        let record = self
-            .turns
-            .get_mut(turn)
-            .ok_or_else(|| inconsistent(recorded, format!("no turn `{turn}`")))?;
-        record.status = TurnStatus::Settled { charged };
-        Ok(())
+        Ok(lease.holder)
     }
 
     fn tick_monitor(
@@ -801,6 +750,7 @@ impl GoalState {
         &mut self,
         id: &TodoId,
         turn: &TurnId,
+        agent: &AgentId,
         transition: &SettledTransition,
         recorded: &RecordedEvent,
     ) -> Result<(), ReplayError> {
@@ -819,11 +769,7 @@ impl GoalState {
             } => {
                 // The turn's agent completed the work, even when someone else resolved its
                 // unknown outcome.
-                let by = self
-                    .turns
-                    .get(turn)
-                    .map(|t| t.agent.clone())
-                    .ok_or_else(|| inconsistent(recorded, format!("no turn `{turn}`")))?;
+                let by = agent.clone();
                 for successor in successors {
                     self.add_todo(successor, &recorded.actor, recorded.at, recorded)?;
                 }

@@ -315,7 +315,8 @@ impl NewTodo {
     }
 }
 
-/// A todo as the goal holds it.
+/// A todo as the goal holds it. Sets are sorted vectors and rarely present parts are boxed:
+/// a goal may hold hundreds of thousands of todos, most of them long done.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Todo {
     /// Its id.
@@ -327,19 +328,19 @@ pub struct Todo {
     /// Urgency.
     pub priority: Priority,
     /// Todos that must be done first.
-    pub depends_on: BTreeSet<TodoId>,
+    pub depends_on: Vec<TodoId>,
     /// Decisions a resolved gate must settle first.
-    pub requires_decisions: BTreeSet<DecisionScope>,
+    pub requires_decisions: Vec<DecisionScope>,
     /// Agents that may never take it.
-    pub excluded_agents: BTreeSet<AgentId>,
+    pub excluded_agents: Vec<AgentId>,
     /// The agent it is meant for, if any.
     pub assignee: Option<AgentId>,
     /// What it writes.
-    pub writes: Option<WriteSet>,
+    pub writes: Option<Box<WriteSet>>,
     /// Safe to re-run after an unknown outcome.
     pub idempotent: bool,
     /// Its own budget, if it has one.
-    pub budget: Option<Ledger>,
+    pub budget: Option<Box<Ledger>>,
     /// Who created it.
     pub created_by: Actor,
     /// When.
@@ -350,19 +351,19 @@ pub struct Todo {
     #[serde(flatten)]
     pub status: TodoStatus,
     /// The current or last lease (an expired one is kept until released or taken over).
-    pub lease: Option<Lease>,
+    pub lease: Option<Box<Lease>>,
     /// The highest epoch ever issued for this todo.
     pub last_epoch: u64,
     /// Monitor progress, for monitor todos.
     pub monitor: Option<MonitorState>,
     /// The note from the last handoff, for the current holder.
-    pub handoff: Option<HandoffNote>,
+    pub handoff: Option<Box<HandoffNote>>,
 }
 
 impl Todo {
     /// The live lease, if any.
     pub fn live_lease(&self, now: Timestamp) -> Option<&Lease> {
-        self.lease.as_ref().filter(|l| l.is_live(now))
+        self.lease.as_deref().filter(|l| l.is_live(now))
     }
 
     /// True when a live lease has a turn in flight: the derived "running" state.

@@ -17,7 +17,7 @@ use crate::evidence::Outcome;
 use crate::execute::execute;
 use crate::ids::{AgentId, TodoId};
 use crate::refusal::Refusal;
-use crate::state::{CriterionStatus, GoalState, TurnStatus};
+use crate::state::{CriterionStatus, GoalState};
 use crate::time::Timestamp;
 use crate::todo::{ContinuationRecord, ResumeCondition, Todo, TodoStatus, Workspace, WriteSet};
 
@@ -58,7 +58,7 @@ impl Out {
 }
 
 fn live(todo: &Todo, now: Timestamp) -> Option<&crate::todo::Lease> {
-    todo.lease.as_ref().filter(|l| now < l.expires_at)
+    todo.lease.as_deref().filter(|l| now < l.expires_at)
 }
 
 /// Path prefixes nest component-wise; `.` and empty components are the repository root.
@@ -262,19 +262,22 @@ fn log_history(state: &GoalState, log: &[RecordedEvent], out: &mut Out) {
         out.check(*n == 1, "4 charged once", || {
             format!("turn {turn} settled {n} times")
         });
-        let record = state.turns.get(*turn).map(|r| r.status);
+        let still_in_flight = state.leased_todos().any(|t| {
+            t.lease
+                .as_ref()
+                .and_then(|l| l.turn.as_ref())
+                .is_some_and(|x| &&x.id == turn)
+        });
         out.check(
-            matches!(record, Some(TurnStatus::Settled { .. })),
+            state.used_turns.contains(*turn) && !still_in_flight,
             "4 charged once",
-            || format!("turn {turn} settled in the log but is {record:?}"),
+            || format!("turn {turn} settled in the log but is not closed in the state"),
         );
     }
-    for (turn, record) in &state.turns {
-        if matches!(record.status, TurnStatus::Settled { .. }) {
-            out.check(settled.contains_key(turn), "4 charged once", || {
-                format!("turn {turn} is settled without a settlement event")
-            });
-        }
+    for turn in &state.used_turns {
+        out.check(begun.contains_key(turn), "4 charged once", || {
+            format!("turn {turn} is recorded as used without a turn_begun event")
+        });
     }
     for todo in state.todos.values() {
         if let TodoStatus::Done { continuation, .. } = &todo.status {
@@ -691,7 +694,7 @@ fn step_event(
             let todo_ok = after
                 .todos
                 .get(todo)
-                .and_then(|t| t.budget.as_ref())
+                .and_then(|t| t.budget.as_deref())
                 .is_none_or(ledger_within);
             out.check(ledger_within(&after.ledger) && todo_ok, "6 budget", || {
                 format!(
