@@ -332,6 +332,8 @@ enum Standing {
     Hidden,
     /// Never this agent's: excluded by name, or a review of its own work.
     Excluded,
+    /// Waits for dependencies to be done.
+    WaitOnDependencies,
     Wait(WaitReason),
     Ask(GateId),
     Stuck(Stuck),
@@ -377,19 +379,20 @@ pub fn frontier(state: &GoalState, agent: &AgentId, now: Timestamp) -> Vec<TodoI
     }
     let workspace = state.workspaces.get(agent);
     state
-        .pending_todos()
-        .filter(|todo| {
+        .pending_slots()
+        .filter(|&(slot, todo)| {
             matches!(
-                standing(state, todo, agent, workspace, now),
+                standing(state, slot, todo, agent, workspace, now),
                 Standing::Runnable
             )
         })
-        .map(|todo| todo.id.clone())
+        .map(|(_, todo)| todo.id.clone())
         .collect()
 }
 
 fn standing(
     state: &GoalState,
+    slot: u32,
     todo: &Todo,
     agent: &AgentId,
     workspace: Option<&crate::todo::Workspace>,
@@ -437,23 +440,22 @@ fn standing(
         }
         _ => {}
     }
-    let unmet = state.unmet_dependencies(todo);
-    if !unmet.is_empty() {
-        let closed = unmet.iter().find(|dep| {
-            state
-                .todos
-                .get(*dep)
-                .is_some_and(|d| matches!(d.status, TodoStatus::Superseded { .. }))
-        });
-        return match closed {
-            Some(dependency) => Standing::Stuck(Stuck::DependencyClosed {
-                dependency: dependency.clone(),
-            }),
-            None => Standing::Wait(WaitReason::Dependencies {
-                todo: todo.id.clone(),
-                on: unmet,
-            }),
-        };
+    if state.waits_on_dependencies(slot) {
+        if state.has_dead_dependency(slot) {
+            let closed = todo.depends_on.iter().find(|dep| {
+                state
+                    .todos
+                    .get(*dep)
+                    .is_some_and(|d| matches!(d.status, TodoStatus::Superseded { .. }))
+            });
+            if let Some(dependency) = closed {
+                return Standing::Stuck(Stuck::DependencyClosed {
+                    dependency: dependency.clone(),
+                });
+            }
+        }
+        // The reason (which dependencies) is spelled out only if the decision lists it.
+        return Standing::WaitOnDependencies;
     }
     match state.gate_hold(todo, now) {
         GateHold::Clear => {}
@@ -561,10 +563,16 @@ pub fn decide(state: &GoalState, agent: &AgentId, now: Timestamp) -> Decision {
     let mut stuck = None;
     let mut repair = None;
     let mut excluded = None;
-    for todo in state.pending_todos() {
-        match standing(state, todo, agent, workspace, now) {
+    for (slot, todo) in state.pending_slots() {
+        match standing(state, slot, todo, agent, workspace, now) {
             Standing::Runnable => return offer(state, todo, now),
             Standing::Hidden => {}
+            Standing::WaitOnDependencies => {
+                waits.push_unless_full(state, || WaitReason::Dependencies {
+                    todo: todo.id.clone(),
+                    on: state.unmet_dependencies(todo),
+                })
+            }
             Standing::Excluded => {
                 excluded.get_or_insert_with(|| todo.id.clone());
             }
@@ -894,6 +902,16 @@ impl Waits {
         self.any = true;
         if self.reasons.len() < MAX_REASONS {
             self.reasons.push(reason);
+        }
+    }
+
+    /// Records a wait whose reason is built only if the list has room; for reasons that carry
+    /// no wake time, so skipping them changes nothing but the listing.
+    fn push_unless_full(&mut self, state: &GoalState, reason: impl FnOnce() -> WaitReason) {
+        if self.reasons.len() < MAX_REASONS {
+            self.push(state, reason());
+        } else {
+            self.any = true;
         }
     }
 

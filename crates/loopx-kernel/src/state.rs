@@ -91,6 +91,13 @@ struct Index {
     leased: BTreeSet<u32>,
     /// Evidence per (check, subject), in record order.
     by_check: BTreeMap<(CheckId, Subject), Vec<EvidenceId>>,
+    /// Per slot: how many of the todo's dependencies are not done. Kept so that `decide` can
+    /// pass over work that waits on others without looking each dependency up.
+    unmet: Vec<u32>,
+    /// Per dependency slot: the dependents still counting it as not done.
+    dependents: BTreeMap<u32, Vec<u32>>,
+    /// Todos with a superseded dependency: they can never start as planned.
+    dead_deps: BTreeSet<u32>,
 }
 
 /// The stored form of [`GoalState`]; like events, it refuses fields it does not know, so a
@@ -631,6 +638,7 @@ impl GoalState {
         let priority = todo.priority;
         let slot = self.todos.push(todo);
         self.index.pending.insert((priority, slot));
+        self.index_dependencies(slot);
         Ok(())
     }
 
@@ -675,8 +683,10 @@ impl GoalState {
         todo.status = status;
         if todo.status.is_closed() {
             let priority = todo.priority;
+            let done = matches!(todo.status, TodoStatus::Done { .. });
             if let Some(slot) = self.todos.slot(id) {
                 self.index.pending.remove(&(priority, slot));
+                self.release_dependents(slot, done);
             }
         }
         Ok(())
@@ -893,6 +903,66 @@ impl GoalState {
         }
     }
 
+    /// Counts the not-done dependencies of the todo at `slot` and registers it with them.
+    /// Dependencies always sit at lower slots: they must exist when a todo is added.
+    fn index_dependencies(&mut self, slot: u32) {
+        let index = &mut self.index;
+        let todo = self.todos.at(slot);
+        let mut unmet = 0;
+        for dep in &todo.depends_on {
+            let Some(dep_slot) = self.todos.slot(dep) else {
+                continue;
+            };
+            match self.todos.at(dep_slot).status {
+                TodoStatus::Done { .. } => continue,
+                TodoStatus::Superseded { .. } => {
+                    index.dead_deps.insert(slot);
+                }
+                _ => index.dependents.entry(dep_slot).or_default().push(slot),
+            }
+            unmet += 1;
+        }
+        let at = slot as usize;
+        if index.unmet.len() <= at {
+            index.unmet.resize(at + 1, 0);
+        }
+        index.unmet[at] = unmet;
+    }
+
+    /// The todo at `slot` closed: its dependents count it as done, or can never start.
+    fn release_dependents(&mut self, slot: u32, done: bool) {
+        let Some(dependents) = self.index.dependents.remove(&slot) else {
+            return;
+        };
+        for dependent in dependents {
+            if done {
+                if let Some(count) = self.index.unmet.get_mut(dependent as usize) {
+                    *count = count.saturating_sub(1);
+                }
+            } else {
+                self.index.dead_deps.insert(dependent);
+            }
+        }
+    }
+
+    /// Pending todos with their slots, in frontier order.
+    pub(crate) fn pending_slots(&self) -> impl Iterator<Item = (u32, &Todo)> + '_ {
+        self.index
+            .pending
+            .iter()
+            .map(|&(_, slot)| (slot, self.todos.at(slot)))
+    }
+
+    /// True when the todo at `slot` has dependencies that are not done.
+    pub(crate) fn waits_on_dependencies(&self, slot: u32) -> bool {
+        self.index.unmet.get(slot as usize).is_some_and(|&n| n > 0)
+    }
+
+    /// True when a dependency of the todo at `slot` was superseded.
+    pub(crate) fn has_dead_dependency(&self, slot: u32) -> bool {
+        self.index.dead_deps.contains(&slot)
+    }
+
     fn rebuild_index(&mut self) {
         let mut index = Index::default();
         for (slot, todo) in (0..).zip(self.todos.values()) {
@@ -913,6 +983,9 @@ impl GoalState {
                 .push(e.id.clone());
         }
         self.index = index;
+        for slot in 0..u32::try_from(self.todos.len()).unwrap_or(u32::MAX) {
+            self.index_dependencies(slot);
+        }
     }
 
     // ----- reading -------------------------------------------------------------------------
