@@ -445,7 +445,7 @@ fn standing(
             let closed = todo.depends_on.iter().find(|dep| {
                 state
                     .todos
-                    .get(*dep)
+                    .get(dep)
                     .is_some_and(|d| matches!(d.status, TodoStatus::Superseded { .. }))
             });
             if let Some(dependency) = closed {
@@ -558,45 +558,86 @@ pub fn decide(state: &GoalState, agent: &AgentId, now: Timestamp) -> Decision {
     if let Some(decision) = obligations(state, agent) {
         return decision;
     }
+    match scan(state, agent, now, waits) {
+        Pass::Decided(decision) => decision,
+        Pass::Found(found) => conclude(state, found, now),
+    }
+}
+
+/// What a pass over the pending todos found when none is runnable for the agent.
+struct Scan {
+    waits: Waits,
+    asks: Vec<GateId>,
+    stuck: Option<ReplanReason>,
+    repair: Option<RepairIssue>,
+    excluded: Option<TodoId>,
+}
+
+/// The outcome of a pass: decided early, or everything found along the way.
+enum Pass {
+    Decided(Decision),
+    Found(Scan),
+}
+
+/// Walks the pending todos in frontier order. Decides early with the first todo the agent may
+/// take, or the workspace-guard repair it would need; otherwise returns what it found.
+fn scan(state: &GoalState, agent: &AgentId, now: Timestamp, waits: Waits) -> Pass {
     let workspace = state.workspaces.get(agent);
-    let mut asks: Vec<GateId> = Vec::new();
-    let mut stuck = None;
-    let mut repair = None;
-    let mut excluded = None;
+    let mut found = Scan {
+        waits,
+        asks: Vec::new(),
+        stuck: None,
+        repair: None,
+        excluded: None,
+    };
     for (slot, todo) in state.pending_slots() {
         match standing(state, slot, todo, agent, workspace, now) {
-            Standing::Runnable => return offer(state, todo, now),
+            Standing::Runnable => return Pass::Decided(offer(state, todo, now)),
             Standing::Hidden => {}
             Standing::WaitOnDependencies => {
-                waits.push_unless_full(state, || WaitReason::Dependencies {
-                    todo: todo.id.clone(),
-                    on: state.unmet_dependencies(todo),
-                })
+                found
+                    .waits
+                    .push_unless_full(state, || WaitReason::Dependencies {
+                        todo: todo.id.clone(),
+                        on: state.unmet_dependencies(todo),
+                    });
             }
             Standing::Excluded => {
-                excluded.get_or_insert_with(|| todo.id.clone());
+                found.excluded.get_or_insert_with(|| todo.id.clone());
             }
-            Standing::Wait(reason) => waits.push(state, reason),
+            Standing::Wait(reason) => found.waits.push(state, reason),
             Standing::Ask(gate) => {
-                if !asks.contains(&gate) {
-                    asks.push(gate);
+                if !found.asks.contains(&gate) {
+                    found.asks.push(gate);
                 }
             }
             Standing::Stuck(because) => {
-                stuck.get_or_insert_with(|| ReplanReason::Stuck {
+                found.stuck.get_or_insert_with(|| ReplanReason::Stuck {
                     todo: todo.id.clone(),
                     because,
                 });
             }
             Standing::Repair(issue) => {
                 // The workspace guard stops the first candidate the agent would be offered.
-                if matches!(issue, RepairIssue::SharedCheckout { .. }) && repair.is_none() {
-                    return Decision::Repair { issue };
+                if matches!(issue, RepairIssue::SharedCheckout { .. }) && found.repair.is_none() {
+                    return Pass::Decided(Decision::Repair { issue });
                 }
-                repair.get_or_insert(issue);
+                found.repair.get_or_insert(issue);
             }
         }
     }
+    Pass::Found(found)
+}
+
+/// The decision when nothing is runnable for the agent, in precedence order.
+fn conclude(state: &GoalState, scan: Scan, now: Timestamp) -> Decision {
+    let Scan {
+        mut waits,
+        asks,
+        stuck,
+        repair,
+        excluded,
+    } = scan;
     if let Some(issue) = repair {
         return Decision::Repair { issue };
     }
@@ -609,12 +650,7 @@ pub fn decide(state: &GoalState, agent: &AgentId, now: Timestamp) -> Decision {
     if let Some(reason) = stuck {
         return Decision::Replan { reason };
     }
-    let pending: Vec<GateId> = state
-        .gates
-        .values()
-        .filter(|g| g.state_at(now).is_pending())
-        .map(|g| g.id.clone())
-        .collect();
+    let pending = pending_gates(state, now);
     if !pending.is_empty() {
         return ask(state, &pending, now, None);
     }

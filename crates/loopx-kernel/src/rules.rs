@@ -127,7 +127,7 @@ impl GoalState {
             .filter(|dep| {
                 !self
                     .todos
-                    .get(*dep)
+                    .get(dep)
                     .is_some_and(|d| matches!(d.status, TodoStatus::Done { .. }))
             })
             .cloned()

@@ -248,7 +248,7 @@ fn log_history(state: &GoalState, log: &[RecordedEvent], out: &mut Out) {
         )
     });
     for (todo, epoch) in &epochs {
-        let last = state.todos.get(*todo).map(|t| t.last_epoch);
+        let last = state.todos.get(todo).map(|t| t.last_epoch);
         out.check(last == Some(*epoch), "3 epochs increase", || {
             format!("todo {todo} last epoch {last:?}, log says {epoch}")
         });
