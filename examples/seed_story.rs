@@ -1,41 +1,121 @@
-//! The seed's story, decided step by step on the kernel alone: a goal "add `--format json` to a
-//! CLI" with two acceptance criteria, a turn that edits and commits, an independent validator
-//! whose pass becomes evidence at that commit, a question for the maintainer while independent
-//! work continues, CI evidence going stale when a new commit lands, and the goal ending
-//! `terminal (accepted)` once the maintainer answers.
+//! The seed's story, decided step by step on the kernel: a goal "add `--format json` to a CLI"
+//! with two acceptance criteria, turns that commit, an independent validator whose passes become
+//! evidence at those commits, a question for the maintainer while independent work continues,
+//! evidence going stale when a newer commit is observed, a fresh executor that re-derives the
+//! next step from the recorded events alone, and the goal ending `terminal (accepted)` once the
+//! maintainer answers.
 //!
 //! Run it with `cargo run -p loopx-examples --bin seed-story` (add `-- --json` for the decisions
 //! as JSON lines).
 
+use std::collections::BTreeMap;
 use std::error::Error;
 
 use loopx_kernel::{
-    Actor, AgentId, Amounts, CheckId, Command, Continuation, Criterion, CriterionId, Decision,
-    DecisionScope, Duration, EvidenceId, GateAnswer, GateId, GateScope, GoalId, GoalSpec,
-    GoalState, Limits, NewEvidence, NewGate, NewTodo, Outcome, PersonId, Policy, Revision,
-    Settlement, SourceId, Subject, Timestamp, TodoId, Transition, TurnId, Verdict, VerdictOutcome,
-    decide,
+    Actor, AgentId, Amounts, CheckId, Command, Continuation, Criterion, CriterionId,
+    CriterionStatus, Decision, DecisionScope, Duration, EvidenceId, ExpiryPolicy, Fingerprint,
+    GateAnswer, GateId, GateScope, GoalId, GoalSpec, GoalState, Limits, NewEvidence, NewGate,
+    NewTodo, Observation, ObservationKey, Outcome, PersonId, Policy, Question, RecordedEvent,
+    Revision, Settlement, SourceId, Subject, Timestamp, TodoId, Transition, TurnId, Verdict,
+    VerdictOutcome, decide, execute, stamp,
 };
 
 type Result<T> = std::result::Result<T, Box<dyn Error>>;
 
+const REPO: &str = "repo:acme/cli";
+const TEXT_CHECK: &str = "tests.text_output";
+const JSON_CHECK: &str = "tests.json_schema";
+
+/// The story's world: the goal, its recorded history, the clock and who is who.
 struct Story {
     goal: GoalState,
-    agent: AgentId,
+    log: Vec<RecordedEvent>,
     now: Timestamp,
     json: bool,
+    maintainer: Actor,
+    agent: AgentId,
+    tests: Actor,
+}
+
+/// One bounded turn: what the executor changed and which checks the validator then ran.
+struct Turn<'a> {
+    todo: &'a str,
+    id: &'a str,
+    commit: &'a str,
+    checks: &'a [&'a str],
+    continuation: Continuation,
 }
 
 impl Story {
-    fn at(&mut self, clock: &str) -> Result<()> {
-        self.now = Timestamp::parse(&format!("2026-11-29T{clock}:00Z"))?;
+    fn new(json: bool) -> Result<Self> {
+        let maintainer = PersonId::new("maintainer")?;
+        let agent = AgentId::new("agent-a")?;
+        let spec = GoalSpec {
+            id: GoalId::new("cli-json-output")?,
+            objective: "add --format json to the CLI without changing the default output".into(),
+            owner: maintainer.clone(),
+            criteria: vec![
+                criterion(
+                    "text-unchanged",
+                    "default text output unchanged",
+                    TEXT_CHECK,
+                )?,
+                criterion(
+                    "json-schema-tested",
+                    "the JSON schema has tests",
+                    JSON_CHECK,
+                )?,
+            ],
+            agents: [agent.clone()].into(),
+            budget: Limits {
+                turns: Some(20),
+                tokens: Some(500_000),
+                ..Limits::UNLIMITED
+            },
+            policy: Policy::default(),
+            grants: BTreeMap::new(),
+        };
+        let now = clock("2026-11-29T10:02")?;
+        let maintainer = Actor::Person(maintainer);
+        // The same path a store takes: validate, stamp, fold.
+        let created = execute(None, &maintainer, now, &Command::CreateGoal { spec })?;
+        let log = stamp(0, &maintainer, now, created);
+        let goal = GoalState::replay(&log)?;
+        Ok(Story {
+            goal,
+            log,
+            now,
+            json,
+            maintainer,
+            agent,
+            tests: Actor::Validator(SourceId::new("cargo-test")?),
+        })
+    }
+
+    fn at(&mut self, when: &str) -> Result<()> {
+        self.now = clock(when)?;
         Ok(())
+    }
+
+    fn me(&self) -> Actor {
+        Actor::Agent(self.agent.clone())
     }
 
     fn say(&self, what: &str) {
         if !self.json {
-            println!("{}  {what}", &self.now.to_string()[11..16]);
+            println!("{}  {what}", self.hhmm());
         }
+    }
+
+    fn hhmm(&self) -> String {
+        self.now.to_string()[11..16].to_owned()
+    }
+
+    /// Runs a command as `actor`; the events it produced join the durable log.
+    fn run(&mut self, actor: &Actor, command: &Command) -> Result<()> {
+        let recorded = self.goal.handle(actor, self.now, command)?;
+        self.log.extend(recorded);
+        Ok(())
     }
 
     fn decide(&self) -> Decision {
@@ -46,244 +126,266 @@ impl Story {
                 serde_json::json!({ "at": self.now, "decision": decision })
             );
         } else {
-            println!(
-                "{}  -> {}",
-                &self.now.to_string()[11..16],
-                summary(&decision)
-            );
+            println!("{}  -> {}", self.hhmm(), describe(&decision));
         }
         decision
     }
 
-    fn run(&mut self, actor: &Actor, command: Command) -> Result<()> {
-        self.goal.handle(actor, self.now, &command)?;
-        Ok(())
+    fn criteria(&self) {
+        if self.json {
+            return;
+        }
+        for (id, status) in self.goal.criteria_status(self.now) {
+            let shown = match status {
+                CriterionStatus::Met { evidence } => format!("met by {evidence}"),
+                CriterionStatus::Stale { evidence, .. } => format!("stale ({evidence})"),
+                CriterionStatus::Failing { evidence } => format!("failing ({evidence})"),
+                CriterionStatus::NoEvidence => "no evidence".into(),
+            };
+            println!("       criterion {id}: {shown}");
+        }
+    }
+
+    /// Claim, begin, (the executor commits), observe the commit, validate, settle.
+    fn turn(&mut self, turn: Turn<'_>) -> Result<()> {
+        let todo = TodoId::new(turn.todo)?;
+        let me = self.me();
+        let claim = Command::Claim {
+            todo: todo.clone(),
+            ttl: Some(Duration::minutes(30)),
+            workspace: None,
+            grant_reason: None,
+        };
+        self.run(&me, &claim)?;
+        let epoch = self.goal.todos[&todo].last_epoch;
+        let id = TurnId::new(turn.id)?;
+        let begin = Command::BeginTurn {
+            todo: todo.clone(),
+            epoch,
+            turn: id.clone(),
+            reserve: Some(Amounts {
+                tokens: 30_000,
+                ..Amounts::ONE_TURN
+            }),
+        };
+        self.run(&me, &begin)?;
+        let revision = Revision::new(format!("git:{}", turn.commit))?;
+        let evidence = turn
+            .checks
+            .iter()
+            .map(|check| self.passing(check, &revision))
+            .collect::<Result<Vec<_>>>()?;
+        let settlement = Settlement {
+            todo,
+            epoch,
+            turn: id,
+            verdict: Verdict {
+                validator: self.tests.clone(),
+                outcome: VerdictOutcome::Passed,
+                summary: format!("cargo test passed at {}", turn.commit),
+            },
+            evidence,
+            observations: vec![head_observation(&revision, self.now)?],
+            transition: Transition::Complete {
+                continuation: turn.continuation,
+            },
+            usage: Amounts {
+                tokens: 18_000,
+                wall_ms: 420_000,
+                ..Amounts::ONE_TURN
+            },
+        };
+        self.run(&me, &Command::SettleTurn(settlement))
+    }
+
+    fn passing(&self, check: &str, revision: &Revision) -> Result<NewEvidence> {
+        Ok(NewEvidence {
+            id: EvidenceId::new(format!("{check}@{revision}"))?,
+            check: CheckId::new(check)?,
+            subject: Subject::new(REPO)?,
+            revision: revision.clone(),
+            outcome: Outcome::Pass,
+            summary: "cargo test passed".into(),
+            observed_at: self.now,
+            ttl: None,
+            inputs: loopx_kernel::Lineage::default(),
+        })
     }
 }
 
-fn summary(decision: &Decision) -> String {
+fn clock(when: &str) -> Result<Timestamp> {
+    Ok(Timestamp::parse(&format!("{when}:00Z"))?)
+}
+
+fn criterion(id: &str, text: &str, check: &str) -> Result<Criterion> {
+    Ok(Criterion {
+        id: CriterionId::new(id)?,
+        text: text.into(),
+        check: CheckId::new(check)?,
+        subject: Subject::new(REPO)?,
+    })
+}
+
+/// What the git provider would report: the repository's head moved to `revision`.
+fn head_observation(revision: &Revision, now: Timestamp) -> Result<Observation> {
+    Ok(Observation {
+        key: ObservationKey::new("git-head:acme/cli")?,
+        subject: Subject::new(REPO)?,
+        revision: revision.clone(),
+        fingerprint: Fingerprint::new(revision.as_str().replace(':', "-"))?,
+        observed_at: now,
+        summary: format!("head at {revision}"),
+        facts: BTreeMap::new(),
+    })
+}
+
+fn describe(decision: &Decision) -> String {
     match decision {
-        Decision::Continue(a) => format!("continue with `{}` ({})", a.todo, a.title),
-        Decision::Wait { until, reasons } => format!(
-            "wait until {} ({} reason(s))",
-            until.map_or_else(|| "an event".to_owned(), |t| t.to_string()),
-            reasons.len()
-        ),
-        Decision::Ask { questions, .. } => format!(
-            "ask: {}",
-            serde_json::to_string(&questions[0]).unwrap_or_default()
-        ),
-        Decision::Replan { reason } => format!(
-            "replan: {}",
-            serde_json::to_string(reason).unwrap_or_default()
-        ),
-        Decision::Repair { issue } => format!(
-            "repair: {}",
-            serde_json::to_string(issue).unwrap_or_default()
-        ),
+        Decision::Continue(a) if a.pending_gates.is_empty() => {
+            format!("continue with `{}`", a.todo)
+        }
+        Decision::Continue(a) => {
+            let gates: Vec<&str> = a.pending_gates.iter().map(GateId::as_str).collect();
+            format!(
+                "continue with `{}` while `{}` waits",
+                a.todo,
+                gates.join("`, `")
+            )
+        }
+        Decision::Wait { until: Some(t), .. } => format!("wait until {t}"),
+        Decision::Wait { until: None, .. } => "wait for an event".into(),
+        Decision::Ask { questions, until } => {
+            let asked: Vec<String> = questions.iter().map(question).collect();
+            let wake = until.map_or_else(String::new, |t| format!(", wake at {t}"));
+            format!("ask {}{wake}", asked.join("; "))
+        }
+        Decision::Replan { reason } => format!("replan: {}", json(reason)),
+        Decision::Repair { issue } => format!("repair: {}", json(issue)),
         Decision::Terminal { outcome } => format!("terminal ({outcome:?})").to_lowercase(),
+    }
+}
+
+fn question(question: &Question) -> String {
+    match question {
+        Question::Gate {
+            question, owner, ..
+        } => format!("{owner}: \"{question}\""),
+        Question::Budget { dimension, .. } => format!("the owner for more {dimension}"),
+    }
+}
+
+fn json(value: &impl serde::Serialize) -> String {
+    serde_json::to_string(value).unwrap_or_default()
+}
+
+fn plan(story: &mut Story) -> Result<()> {
+    story.say("goal: add --format json; acceptance: text output unchanged, JSON schema tested");
+    let me = story.me();
+    let edit = NewTodo::advance(
+        TodoId::new("change-output-layer")?,
+        "change the output layer and add tests",
+    );
+    let mut help = NewTodo::advance(TodoId::new("update-help")?, "document --format in --help");
+    help.depends_on = [edit.id.clone()].into();
+    let mut readme = NewTodo::advance(TodoId::new("document-json")?, "document the JSON fields");
+    readme.requires_decisions = [DecisionScope::new("api:error_code")?].into();
+    for todo in [edit, help, readme] {
+        story.run(&me, &Command::AddTodo { todo })?;
+    }
+    story.decide();
+    Ok(())
+}
+
+fn first_day(story: &mut Story) -> Result<()> {
+    story.at("2026-11-29T10:11")?;
+    story.say("turn t1 edits, commits abc123; the validator runs the tests there");
+    story.turn(Turn {
+        todo: "change-output-layer",
+        id: "t1",
+        commit: "abc123",
+        checks: &[TEXT_CHECK, JSON_CHECK],
+        continuation: Continuation::GoalStillActive,
+    })?;
+    story.criteria();
+    story.at("2026-11-29T10:14")?;
+    story.say("ask the maintainer: is `error_code` acceptable as a stable field?");
+    let gate = NewGate {
+        id: GateId::new("error-code-name")?,
+        question: "Is `error_code` acceptable as a stable field of the JSON output?".into(),
+        owner: story.maintainer.clone(),
+        scope: GateScope {
+            decisions: [DecisionScope::new("api:error_code")?].into(),
+            ..GateScope::default()
+        },
+        deadline: Some(clock("2026-11-30T17:00")?),
+        on_expiry: ExpiryPolicy::KeepAsking,
+    };
+    let me = story.me();
+    story.run(&me, &Command::OpenGate { gate })?;
+    story.decide();
+    story.at("2026-11-29T10:16")?;
+    story.say("independent work goes on: turn t2 commits def456, tests re-run there");
+    story.turn(Turn {
+        todo: "update-help",
+        id: "t2",
+        commit: "def456",
+        checks: &[TEXT_CHECK],
+        continuation: Continuation::GoalStillActive,
+    })?;
+    story.criteria();
+    story.say("the JSON-schema evidence was bound to abc123: stale now that def456 is the head");
+    story.decide();
+    Ok(())
+}
+
+fn next_day(story: &mut Story) -> Result<()> {
+    story.at("2026-11-30T09:30")?;
+    story.say("the window closed yesterday; a fresh executor reads only the recorded events");
+    let replayed = GoalState::replay(&story.log)?;
+    let fresh = decide(&replayed, &story.agent, story.now);
+    if fresh != decide(&story.goal, &story.agent, story.now) {
+        return Err("the replayed state must decide exactly like the live one".into());
+    }
+    story.goal = replayed;
+    story.decide();
+    story.say("the maintainer answers: keep error_code");
+    let answer = Command::AnswerGate {
+        gate: GateId::new("error-code-name")?,
+        answer: GateAnswer::Resolve {
+            answer: "yes, keep error_code".into(),
+        },
+    };
+    let maintainer = story.maintainer.clone();
+    story.run(&maintainer, &answer)?;
+    story.decide();
+    story.at("2026-11-30T09:48")?;
+    story.say("turn t3 documents the fields at 0a1b2c, both checks pass there; nothing follows");
+    story.turn(Turn {
+        todo: "document-json",
+        id: "t3",
+        commit: "0a1b2c",
+        checks: &[TEXT_CHECK, JSON_CHECK],
+        continuation: Continuation::NoFollowUp,
+    })?;
+    story.criteria();
+    match story.decide() {
+        Decision::Terminal { .. } => Ok(()),
+        other => Err(format!("the story should end terminal, not {}", other.kind()).into()),
     }
 }
 
 fn main() -> Result<()> {
     let json = std::env::args().any(|a| a == "--json");
-    let maintainer = PersonId::new("maintainer")?;
-    let owner = Actor::Person(maintainer.clone());
-    let agent = AgentId::new("agent-a")?;
-    let me = Actor::Agent(agent.clone());
-    let tests = Actor::Validator(SourceId::new("cargo-test")?);
-    let repo = Subject::new("repo:acme/cli")?;
-    let spec = GoalSpec {
-        id: GoalId::new("cli-json-output")?,
-        objective: "add --format json to the CLI without changing the default output".into(),
-        owner: maintainer.clone(),
-        criteria: vec![
-            Criterion {
-                id: CriterionId::new("text-unchanged")?,
-                text: "default text output unchanged".into(),
-                check: CheckId::new("tests.text_output")?,
-                subject: repo.clone(),
-            },
-            Criterion {
-                id: CriterionId::new("json-schema-tested")?,
-                text: "the JSON schema has tests".into(),
-                check: CheckId::new("tests.json_schema")?,
-                subject: repo.clone(),
-            },
-        ],
-        agents: [agent.clone()].into(),
-        budget: Limits {
-            turns: Some(20),
-            ..Limits::UNLIMITED
-        },
-        policy: Policy::default(),
-        grants: Default::default(),
-    };
-    let start = Timestamp::parse("2026-11-29T10:02:00Z")?;
-    let mut story = Story {
-        goal: GoalState::create(&owner, start, &spec)?,
-        agent: agent.clone(),
-        now: start,
-        json,
-    };
-
-    story.say("goal created: add --format json; two acceptance criteria");
-    let edit = TodoId::new("change-output-layer")?;
-    let docs = TodoId::new("document-json")?;
-    let mut document = NewTodo::advance(docs.clone(), "document the JSON output in the README");
-    document.requires_decisions = [DecisionScope::new("api:error_code")?].into();
-    story.run(
-        &me,
-        Command::AddTodo {
-            todo: NewTodo::advance(edit.clone(), "change the output layer and add tests"),
-        },
-    )?;
-    story.run(&me, Command::AddTodo { todo: document })?;
-    story.decide();
-
-    story.at("10:03")?;
-    story.say("claim, begin turn t1 (budget reserved)");
-    story.run(
-        &me,
-        Command::Claim {
-            todo: edit.clone(),
-            ttl: Some(Duration::minutes(30)),
-            workspace: None,
-            grant_reason: None,
-        },
-    )?;
-    story.run(
-        &me,
-        Command::BeginTurn {
-            todo: edit.clone(),
-            epoch: 1,
-            turn: TurnId::new("t1")?,
-            reserve: None,
-        },
-    )?;
-    story.decide();
-
-    story.at("10:11")?;
-    story.say("turn t1 committed abc123; the validator ran the tests there");
-    let at_abc = |id: &str, check: &str| -> Result<NewEvidence> {
-        Ok(NewEvidence {
-            id: EvidenceId::new(id)?,
-            check: CheckId::new(check)?,
-            subject: repo.clone(),
-            revision: Revision::new("git:abc123")?,
-            outcome: Outcome::Pass,
-            summary: "cargo test passed".into(),
-            observed_at: Timestamp::parse("2026-11-29T10:11:00Z")?,
-            ttl: None,
-            inputs: Default::default(),
-        })
-    };
-    story.run(
-        &me,
-        Command::SettleTurn(Settlement {
-            todo: edit.clone(),
-            epoch: 1,
-            turn: TurnId::new("t1")?,
-            verdict: Verdict {
-                validator: tests.clone(),
-                outcome: VerdictOutcome::Passed,
-                summary: "42 tests passed".into(),
-            },
-            evidence: vec![
-                at_abc("ev-text", "tests.text_output")?,
-                at_abc("ev-json", "tests.json_schema")?,
-            ],
-            observations: vec![],
-            transition: Transition::Complete {
-                continuation: Continuation::GoalStillActive,
-            },
-            usage: Amounts {
-                turns: 1,
-                tokens: 18_000,
-                ..Amounts::ZERO
-            },
-        }),
-    )?;
-    story.say("ask the maintainer: is `error_code` a stable field?");
-    story.run(
-        &me,
-        Command::OpenGate {
-            gate: NewGate {
-                id: GateId::new("error-code-name")?,
-                question: "Is `error_code` acceptable as a stable field of the JSON output?".into(),
-                owner: owner.clone(),
-                scope: GateScope {
-                    decisions: [DecisionScope::new("api:error_code")?].into(),
-                    ..GateScope::default()
-                },
-                deadline: Some(Timestamp::parse("2026-11-30T17:00:00Z")?),
-                on_expiry: loopx_kernel::ExpiryPolicy::KeepAsking,
-            },
-        },
-    )?;
-    story.decide();
-
-    story.at("10:17")?;
-    story.say("the window closes; the next executor starts from nothing but the store");
-    story.decide();
-
-    story.now = Timestamp::parse("2026-11-30T09:30:00Z")?;
-    story.say("next day: the maintainer answers");
-    story.run(
-        &owner,
-        Command::AnswerGate {
-            gate: GateId::new("error-code-name")?,
-            answer: GateAnswer::Resolve {
-                answer: "yes, keep error_code".into(),
-            },
-        },
-    )?;
-    story.decide();
-    story.run(
-        &me,
-        Command::Claim {
-            todo: docs.clone(),
-            ttl: None,
-            workspace: None,
-            grant_reason: None,
-        },
-    )?;
-    story.run(
-        &me,
-        Command::BeginTurn {
-            todo: docs.clone(),
-            epoch: 1,
-            turn: TurnId::new("t2")?,
-            reserve: None,
-        },
-    )?;
-    story.run(
-        &me,
-        Command::SettleTurn(Settlement {
-            todo: docs,
-            epoch: 1,
-            turn: TurnId::new("t2")?,
-            verdict: Verdict {
-                validator: tests,
-                outcome: VerdictOutcome::Passed,
-                summary: "docs build".into(),
-            },
-            evidence: vec![],
-            observations: vec![],
-            transition: Transition::Complete {
-                continuation: Continuation::NoFollowUp,
-            },
-            usage: Amounts {
-                turns: 1,
-                tokens: 4_000,
-                ..Amounts::ZERO
-            },
-        }),
-    )?;
-    story.say("docs done with no follow-up");
-    let last = story.decide();
-    if !matches!(last, Decision::Terminal { .. }) {
-        return Err("the story should end terminal".into());
-    }
+    let mut story = Story::new(json)?;
+    plan(&mut story)?;
+    first_day(&mut story)?;
+    next_day(&mut story)?;
+    let spent = story.goal.ledger.spent;
+    story.say(&format!(
+        "spent {} turns and {} tokens of the budget; {} events recorded",
+        spent.turns,
+        spent.tokens,
+        story.log.len()
+    ));
     Ok(())
 }
