@@ -830,6 +830,71 @@ fn handoff_mid_turn_fences_the_old_holder() {
     insta::assert_json_snapshot!(seen);
 }
 
+/// Handoffs are a fixed point: passing the lease back and forth without new evidence changes
+/// who holds it (under a new epoch each time) and nothing else — objective, criteria, gates,
+/// budget, evidence, the other todos and every other agent's decision stay exactly as they were.
+#[test]
+fn repeated_handoffs_without_new_evidence_change_nothing_else() {
+    let mut w = World::new();
+    w.add(todo("edit", "change the output layer"));
+    w.add(todo("docs", "document the JSON output").needs("api:error_code"));
+    w.gate(
+        gate("naming", "is error_code acceptable as a stable field?").on_decision("api:error_code"),
+    );
+    w.evidence(ev("unit", "tests.unit", "git:abc123"));
+    w.claim("a", "edit");
+    let note = HandoffNote {
+        next_action: "add the JSON schema tests".into(),
+        stop_condition: "tests.json_schema passes at the head".into(),
+        evidence: vec![eid("unit")],
+    };
+    let hand = |w: &mut World, from: &str, to: &str| {
+        let epoch = w.epoch("edit");
+        w.run(
+            &ag(from),
+            Command::Handoff {
+                todo: tid("edit"),
+                epoch,
+                to: agent(to),
+                note: note.clone(),
+                grant_reason: None,
+            },
+        );
+    };
+    hand(&mut w, "a", "b");
+    let once = w.goal.clone();
+    let seen_once = ["a", "b", "c"].map(|who| w.decide(who));
+    for (from, to) in [("b", "a"), ("a", "b"), ("b", "a"), ("a", "b")] {
+        hand(&mut w, from, to);
+    }
+    let again = &w.goal;
+    // Only the lease moved: same holder as after the first handoff, four epochs later.
+    let (first, last) = (&once.todos[&tid("edit")], &again.todos[&tid("edit")]);
+    assert_eq!(last.last_epoch, first.last_epoch + 4);
+    assert_eq!(
+        last.lease.as_ref().map(|l| &l.holder),
+        first.lease.as_ref().map(|l| &l.holder)
+    );
+    assert_eq!(last.handoff, first.handoff);
+    assert_eq!(again.spec, once.spec);
+    assert_eq!(again.gates, once.gates);
+    assert_eq!(again.evidence, once.evidence);
+    assert_eq!(again.ledger, once.ledger);
+    assert_eq!(again.todos[&tid("docs")], once.todos[&tid("docs")]);
+    let seen_again = ["a", "b", "c"].map(|who| w.decide(who));
+    for (before, after) in seen_once.iter().zip(&seen_again) {
+        let strip = |d: &Decision| match d {
+            Decision::Continue(a) => {
+                let mut a = a.clone();
+                a.lease = LeaseStep::Claim; // the epoch is the one thing a handoff changes
+                Decision::Continue(a)
+            }
+            other => other.clone(),
+        };
+        assert_eq!(strip(before), strip(after));
+    }
+}
+
 #[test]
 fn review_is_never_offered_to_its_author() {
     let mut w = World::new();
