@@ -1,0 +1,282 @@
+//! Leases: what makes a todo claimable, the workspace guard, claim, renew and handoff.
+
+use crate::event::Event;
+use crate::goal::GrantedAction;
+use crate::ids::{AgentId, TodoId};
+use crate::refusal::Refusal;
+use crate::rules::{GateHold, GuardBlock};
+use crate::time::Duration;
+use crate::todo::{HandoffNote, Todo, TodoStatus, Workspace};
+
+use super::{Ctx, check_workspace, positive, text};
+
+impl Ctx<'_> {
+    /// Everything that makes `todo` legal for `agent` to take now, except leases and authority.
+    pub(super) fn runnable_for(&self, todo: &Todo, agent: &AgentId) -> Result<(), Refusal> {
+        if self.state.excludes(todo, agent) {
+            return Err(Refusal::ExcludedAgent {
+                agent: agent.clone(),
+                todo: todo.id.clone(),
+            });
+        }
+        match &todo.status {
+            TodoStatus::Open => {}
+            TodoStatus::Deferred { .. } if self.state.resume_condition_met(todo, self.now) => {}
+            TodoStatus::Deferred { .. } => {
+                return Err(Refusal::ResumeConditionUnmet {
+                    todo: todo.id.clone(),
+                });
+            }
+            status => {
+                return Err(Refusal::TodoNotOpen {
+                    todo: todo.id.clone(),
+                    status: status.name(),
+                    needed: "open",
+                });
+            }
+        }
+        let pending = self.state.unmet_dependencies(todo);
+        if !pending.is_empty() {
+            return Err(Refusal::DependenciesUnmet {
+                todo: todo.id.clone(),
+                pending,
+            });
+        }
+        self.gate_clear(todo)?;
+        if let Some(due) = self.state.monitor_due(todo)
+            && due > self.now
+        {
+            return Err(Refusal::MonitorNotDue {
+                todo: todo.id.clone(),
+                due,
+            });
+        }
+        Ok(())
+    }
+
+    pub(super) fn gate_clear(&self, todo: &Todo) -> Result<(), Refusal> {
+        match self.state.gate_hold(todo, self.now) {
+            GateHold::Clear => Ok(()),
+            GateHold::Pending { gate } | GateHold::Refused { gate } => Err(Refusal::GateBlocks {
+                todo: todo.id.clone(),
+                gate,
+            }),
+            GateHold::Missing { scope } => Err(Refusal::DecisionMissing {
+                todo: todo.id.clone(),
+                scope,
+            }),
+        }
+    }
+
+    pub(super) fn guard(
+        &self,
+        todo: &Todo,
+        agent: &AgentId,
+        workspace: Option<&Workspace>,
+    ) -> Result<(), Refusal> {
+        match self.state.guard_block(todo, agent, workspace, self.now) {
+            None => Ok(()),
+            Some(GuardBlock::WorkspaceUnknown) => Err(Refusal::WorkspaceRequired {
+                todo: todo.id.clone(),
+            }),
+            Some(GuardBlock::SharedCheckout { other, top_level }) => {
+                Err(Refusal::WorkspaceShared { top_level, other })
+            }
+            Some(GuardBlock::ScopeConflict { other, holder, .. }) => {
+                Err(Refusal::WriteScopeConflict {
+                    todo: todo.id.clone(),
+                    other,
+                    holder,
+                })
+            }
+        }
+    }
+
+    pub(super) fn claim(
+        &self,
+        id: &TodoId,
+        ttl: Option<Duration>,
+        workspace: Option<&Workspace>,
+        grant_reason: Option<&str>,
+    ) -> Result<Vec<Event>, Refusal> {
+        let agent = self.require_registered_agent("claim")?;
+        let todo = self.todo(id)?;
+        if let Some(lease) = todo.live_lease(self.now) {
+            if &lease.holder == agent {
+                return Err(Refusal::NoVisibleChange {
+                    what: format!(
+                        "you already hold the lease (epoch {}); renew it",
+                        lease.epoch
+                    ),
+                });
+            }
+            return Err(Refusal::LeaseHeld {
+                todo: id.clone(),
+                holder: lease.holder.clone(),
+                until: lease.expires_at,
+            });
+        }
+        if todo.outcome_unknown(self.now)
+            && let Some(turn) = todo.lease.as_ref().and_then(|l| l.turn.as_ref())
+        {
+            return Err(Refusal::OutcomeUnknown {
+                todo: id.clone(),
+                turn: turn.id.clone(),
+            });
+        }
+        self.runnable_for(todo, agent)?;
+        let grant_reason = match &todo.assignee {
+            Some(assignee) if assignee != agent && !self.is_owner() => self.use_grant(
+                agent,
+                todo,
+                assignee.clone(),
+                GrantedAction::TakeOver,
+                grant_reason,
+            )?,
+            _ => None,
+        };
+        if let Some(ws) = workspace {
+            check_workspace(ws)?;
+        }
+        let workspace = workspace.or_else(|| self.state.workspaces.get(agent));
+        self.guard(todo, agent, workspace)?;
+        let ttl = ttl.unwrap_or(self.state.spec.policy.lease_ttl);
+        positive("ttl", ttl)?;
+        Ok(vec![Event::LeaseAcquired {
+            todo: id.clone(),
+            holder: agent.clone(),
+            epoch: todo.last_epoch + 1,
+            expires_at: self.now.plus(ttl),
+            workspace: workspace.cloned(),
+            grant_reason,
+        }])
+    }
+
+    /// The actor's lease on `todo` at `epoch`, which must be current and live.
+    pub(super) fn holder_lease(
+        &self,
+        id: &TodoId,
+        epoch: u64,
+    ) -> Result<&crate::todo::Lease, Refusal> {
+        let todo = self.todo(id)?;
+        if epoch != todo.last_epoch {
+            return Err(Refusal::StaleLeaseEpoch {
+                todo: id.clone(),
+                presented: epoch,
+                current: todo.last_epoch,
+            });
+        }
+        let lease = todo
+            .lease
+            .as_ref()
+            .filter(|l| l.is_live(self.now))
+            .ok_or_else(|| Refusal::NoLiveLease { todo: id.clone() })?;
+        if self.actor.agent() != Some(&lease.holder) {
+            return Err(Refusal::NotLeaseHolder {
+                todo: id.clone(),
+                actor: self.actor.clone(),
+            });
+        }
+        Ok(lease)
+    }
+
+    pub(super) fn renew(
+        &self,
+        id: &TodoId,
+        epoch: u64,
+        ttl: Option<Duration>,
+    ) -> Result<Vec<Event>, Refusal> {
+        let lease = self.holder_lease(id, epoch)?;
+        // An unregistered holder is fenced: it may settle or release what it began, nothing more.
+        self.registered(&lease.holder)?;
+        let ttl = ttl.unwrap_or(self.state.spec.policy.lease_ttl);
+        positive("ttl", ttl)?;
+        Ok(vec![Event::LeaseRenewed {
+            todo: id.clone(),
+            epoch,
+            expires_at: self.now.plus(ttl),
+        }])
+    }
+
+    pub(super) fn handoff(
+        &self,
+        id: &TodoId,
+        epoch: u64,
+        to: &AgentId,
+        note: &HandoffNote,
+        grant_reason: Option<&str>,
+    ) -> Result<Vec<Event>, Refusal> {
+        let todo = self.todo(id)?;
+        if epoch != todo.last_epoch {
+            return Err(Refusal::StaleLeaseEpoch {
+                todo: id.clone(),
+                presented: epoch,
+                current: todo.last_epoch,
+            });
+        }
+        let lease = todo
+            .live_lease(self.now)
+            .ok_or_else(|| Refusal::NoLiveLease { todo: id.clone() })?;
+        let grant_reason = if self.actor.agent() == Some(&lease.holder) || self.is_owner() {
+            None
+        } else {
+            let agent = self
+                .actor
+                .agent()
+                .ok_or_else(|| self.not_permitted("handoff"))?;
+            self.registered(agent)?;
+            self.use_grant(
+                agent,
+                todo,
+                lease.holder.clone(),
+                GrantedAction::TakeOver,
+                grant_reason,
+            )?
+        };
+        // Only the holder knows whether its turn's effect happened; anyone else moving the
+        // lease mid-turn would turn a possible side effect into a silent loss.
+        if let Some(turn) = &lease.turn
+            && self.actor.agent() != Some(&lease.holder)
+            && !todo.idempotent
+        {
+            return Err(Refusal::TurnInFlight {
+                todo: id.clone(),
+                turn: turn.id.clone(),
+            });
+        }
+        if to == &lease.holder {
+            return Err(Refusal::NoVisibleChange {
+                what: format!("`{to}` already holds the lease"),
+            });
+        }
+        self.registered(to)?;
+        if self.state.excludes(todo, to) {
+            return Err(Refusal::ExcludedAgent {
+                agent: to.clone(),
+                todo: id.clone(),
+            });
+        }
+        text("note.next_action", &note.next_action)?;
+        text("note.stop_condition", &note.stop_condition)?;
+        for evidence in &note.evidence {
+            if !self.state.evidence.contains_key(evidence) {
+                return Err(Refusal::UnknownReference {
+                    kind: "evidence",
+                    id: evidence.to_string(),
+                });
+            }
+        }
+        let workspace = self.state.workspaces.get(to);
+        self.guard(todo, to, workspace)?;
+        Ok(vec![Event::LeaseHandedOff {
+            todo: id.clone(),
+            from: lease.holder.clone(),
+            to: to.clone(),
+            epoch: todo.last_epoch + 1,
+            expires_at: self.now.plus(self.state.spec.policy.lease_ttl),
+            workspace: workspace.cloned(),
+            note: note.clone(),
+            grant_reason,
+        }])
+    }
+}
