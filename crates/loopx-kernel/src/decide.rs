@@ -390,6 +390,8 @@ pub fn frontier(state: &GoalState, agent: &AgentId, now: Timestamp) -> Vec<TodoI
         .collect()
 }
 
+/// How one pending todo stands for `agent` at `now`. The checks run in the order their reasons
+/// take precedence, and each returns as soon as it decides.
 fn standing(
     state: &GoalState,
     slot: u32,

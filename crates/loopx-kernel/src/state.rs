@@ -1139,6 +1139,9 @@ impl GoalState {
 }
 
 /// A goal's state as stored by a snapshot, with the schema version it was written with.
+///
+/// A reader should look at `schema` before decoding `state` (e.g. decode `{"schema": n}` alone
+/// first): a state written by a newer kernel may not decode at all, and the schema says why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Snapshot {
