@@ -8,7 +8,7 @@ use crate::rules::{GateHold, GuardBlock};
 use crate::time::Duration;
 use crate::todo::{HandoffNote, Todo, TodoStatus, Workspace};
 
-use super::{Ctx, check_workspace, positive, text};
+use super::{Ctx, check_workspace, current_epoch, positive, text};
 
 impl Ctx<'_> {
     /// Everything that makes `todo` legal for `agent` to take now, except leases and authority.
@@ -159,13 +159,7 @@ impl Ctx<'_> {
         epoch: u64,
     ) -> Result<&crate::todo::Lease, Refusal> {
         let todo = self.todo(id)?;
-        if epoch != todo.last_epoch {
-            return Err(Refusal::StaleLeaseEpoch {
-                todo: id.clone(),
-                presented: epoch,
-                current: todo.last_epoch,
-            });
-        }
+        current_epoch(todo, epoch)?;
         let lease = todo
             .lease
             .as_ref()
@@ -207,32 +201,12 @@ impl Ctx<'_> {
         grant_reason: Option<&str>,
     ) -> Result<Vec<Event>, Refusal> {
         let todo = self.todo(id)?;
-        if epoch != todo.last_epoch {
-            return Err(Refusal::StaleLeaseEpoch {
-                todo: id.clone(),
-                presented: epoch,
-                current: todo.last_epoch,
-            });
-        }
+        current_epoch(todo, epoch)?;
         let lease = todo
             .live_lease(self.now)
             .ok_or_else(|| Refusal::NoLiveLease { todo: id.clone() })?;
-        let grant_reason = if self.actor.agent() == Some(&lease.holder) || self.is_owner() {
-            None
-        } else {
-            let agent = self
-                .actor
-                .agent()
-                .ok_or_else(|| self.not_permitted("handoff"))?;
-            self.registered(agent)?;
-            self.use_grant(
-                agent,
-                todo,
-                lease.holder.clone(),
-                GrantedAction::TakeOver,
-                grant_reason,
-            )?
-        };
+        let grant_reason =
+            self.holder_or_take_over(todo, &lease.holder, grant_reason, "handoff")?;
         // Only the holder knows whether its turn's effect happened; anyone else moving the
         // lease mid-turn would turn a possible side effect into a silent loss.
         if let Some(turn) = &lease.turn

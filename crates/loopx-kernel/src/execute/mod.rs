@@ -378,6 +378,32 @@ impl Ctx<'_> {
         }
     }
 
+    /// Acting on a lease someone holds: the holder and the goal owner may; another registered
+    /// agent only with a `take_over` grant and a reason, which is returned for the event.
+    fn holder_or_take_over(
+        &self,
+        todo: &Todo,
+        holder: &AgentId,
+        grant_reason: Option<&str>,
+        command: &'static str,
+    ) -> Result<Option<String>, Refusal> {
+        if self.actor.agent() == Some(holder) || self.is_owner() {
+            return Ok(None);
+        }
+        let agent = self
+            .actor
+            .agent()
+            .ok_or_else(|| self.not_permitted(command))?;
+        self.registered(agent)?;
+        self.use_grant(
+            agent,
+            todo,
+            holder.clone(),
+            GrantedAction::TakeOver,
+            grant_reason,
+        )
+    }
+
     fn use_grant(
         &self,
         agent: &AgentId,
@@ -407,6 +433,18 @@ impl Ctx<'_> {
             _ => Err(Refusal::GrantReasonRequired),
         }
     }
+}
+
+/// Refuses an epoch that is not the todo's latest: the lease was taken over or handed off.
+fn current_epoch(todo: &Todo, epoch: u64) -> Result<(), Refusal> {
+    if epoch == todo.last_epoch {
+        return Ok(());
+    }
+    Err(Refusal::StaleLeaseEpoch {
+        todo: todo.id.clone(),
+        presented: epoch,
+        current: todo.last_epoch,
+    })
 }
 
 fn check_workspace(workspace: &Workspace) -> Result<(), Refusal> {

@@ -7,13 +7,12 @@ use crate::budget::Amounts;
 use crate::command::{Continuation, OutcomeResolution, Settlement, Transition, VerdictOutcome};
 use crate::event::{Event, SettledTransition};
 use crate::evidence::Observation;
-use crate::goal::GrantedAction;
 use crate::ids::{AgentId, ObligationId, TodoId, TurnId};
 use crate::obligation::{ObligationCause, ObligationKind};
 use crate::refusal::Refusal;
 use crate::todo::{ContinuationRecord, ResumeCondition, Todo, TodoClass};
 
-use super::{Ctx, invalid, optional_text, text};
+use super::{Ctx, current_epoch, invalid, optional_text, text};
 
 impl Ctx<'_> {
     pub(super) fn begin_turn(
@@ -62,13 +61,7 @@ impl Ctx<'_> {
     /// lease may then be expired and the actor need not be its holder.
     pub(super) fn settle(&self, s: &Settlement, resolving: bool) -> Result<Vec<Event>, Refusal> {
         let todo = self.todo(&s.todo)?;
-        if s.epoch != todo.last_epoch {
-            return Err(Refusal::StaleLeaseEpoch {
-                todo: s.todo.clone(),
-                presented: s.epoch,
-                current: todo.last_epoch,
-            });
-        }
+        current_epoch(todo, s.epoch)?;
         let Some(lease) = &todo.lease else {
             return Err(self.turn_gone(&s.todo, &s.turn));
         };
@@ -265,22 +258,8 @@ impl Ctx<'_> {
                 turn: turn.clone(),
             });
         }
-        let grant_reason = if self.actor.agent() == Some(&lease.holder) || self.is_owner() {
-            None
-        } else {
-            let agent = self
-                .actor
-                .agent()
-                .ok_or_else(|| self.not_permitted("resolve_outcome"))?;
-            self.registered(agent)?;
-            self.use_grant(
-                agent,
-                todo,
-                lease.holder.clone(),
-                GrantedAction::TakeOver,
-                grant_reason,
-            )?
-        };
+        let grant_reason =
+            self.holder_or_take_over(todo, &lease.holder, grant_reason, "resolve_outcome")?;
         match resolution {
             OutcomeResolution::Absent { note } => {
                 text("note", note)?;
