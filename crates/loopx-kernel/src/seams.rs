@@ -38,6 +38,9 @@ pub struct AppendRequest {
     /// A digest of the request's payload (e.g. of the command), to tell a retry of the same
     /// operation from a different operation reusing its id.
     pub digest: String,
+    /// When the command was accepted: the receipt's commit time, also for an empty batch (a
+    /// recorded no-op, which commits only its receipt).
+    pub at: Timestamp,
     /// The events, already stamped with revisions following `expected_revision`.
     pub events: Vec<RecordedEvent>,
 }
@@ -122,7 +125,15 @@ pub enum StoreError {
         /// The goal.
         goal: GoalId,
     },
-    /// Stored data was written by a newer version.
+    /// The batch does not apply to the goal's state (a gap in revisions, an event that
+    /// contradicts the history, a batch for another goal): nothing was written. Build batches
+    /// with the kernel's `execute` and `stamp` against the loaded state.
+    #[error("the batch was refused, nothing was written: {detail}")]
+    InvalidBatch {
+        /// What is wrong.
+        detail: String,
+    },
+    /// Stored data (the store's own schema or an event's) was written by a newer version.
     #[error("the store holds schema {found}; this build reads up to {supported}: upgrade loopx")]
     NewerSchema {
         /// The schema found.
@@ -163,7 +174,8 @@ pub trait Store: Send + Sync {
         operation: &OperationId,
     ) -> Result<Option<Receipt>, StoreError>;
 
-    /// Up to `limit` events of a goal with a revision greater than `after`, in order.
+    /// Up to `limit` events of a goal with a revision greater than `after`, in order. Empty for
+    /// an unknown goal; after a compaction, the first event returned is the first one kept.
     async fn events(
         &self,
         goal: &GoalId,

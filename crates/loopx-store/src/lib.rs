@@ -1,7 +1,86 @@
 //! # loopx-store
 //!
-//! Durable stores of the kernel's `Store` trait: SQLite (embedded default), PostgreSQL (fleets) and memory.
+//! Durable implementations of the kernel's [`Store`](loopx_kernel::seams::Store) trait, and the
+//! one path every writer takes through them.
 //!
-//! This crate is reserved in the workspace so the layout matches the architecture; its
-//! implementation lands with its own issue. See the crate README for what belongs here.
+//! - [`MemoryStore`]: everything in process memory, with the same semantics as the durable
+//!   backends; for tests and embedding experiments.
+//! - `SqliteStore` (feature `sqlite`, on by default): one file, several processes, WAL with
+//!   `synchronous=FULL` by default, an append-only event log per goal, periodic snapshots,
+//!   receipts keyed by operation id and forward migrations.
+//! - [`submit`]: load → [`execute`](loopx_kernel::execute) → [`stamp`](loopx_kernel::stamp) →
+//!   append, with a payload digest and bounded retries on a moved goal. Hosts, the engine and
+//!   the CLI write through it.
+//! - [`Retention`]: bounded history — [`Retention::compact`] folds old events into a base
+//!   snapshot and drops them, keeping every receipt.
+//! - `conformance` (feature `conformance`): the suite every backend passes, public so that
+//!   other backends run it too.
+//!
+//! Every commit is atomic: the events, the receipt, the goal's index rows and (when due) a
+//! snapshot are written together or not at all. Before anything is written, the batch is
+//! folded into the goal's state with the kernel's [`GoalState::apply`](loopx_kernel::GoalState::apply);
+//! a batch that does not apply is refused and nothing changes.
+//!
+//! The cross-goal queries (`goals`, `frontier`, `next_wake`) read index rows that each commit
+//! writes, computed with the kernel's [`terminal`](loopx_kernel::terminal),
+//! [`frontier`](loopx_kernel::frontier) and [`next_wake`](loopx_kernel::next_wake). Rows
+//! computed at `t` are exact for every `now` in `[t, next_wake(state, t))`; a query recomputes
+//! (and rewrites) only the goals whose window does not cover its `now`.
+//!
+//! ```
+//! use loopx_kernel::*;
+//! use loopx_store::{MemoryStore, submit};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let runtime = tokio::runtime::Builder::new_current_thread().build()?;
+//! # runtime.block_on(async {
+//! let store = MemoryStore::new();
+//! let now = Timestamp::parse("2026-11-29T10:00:00Z")?;
+//! let owner = PersonId::new("maintainer")?;
+//! let spec = GoalSpec {
+//!     id: GoalId::new("json-output")?,
+//!     objective: "add --format json to the CLI".into(),
+//!     owner: owner.clone(),
+//!     criteria: vec![],
+//!     agents: [AgentId::new("agent-a")?].into(),
+//!     budget: Limits::UNLIMITED,
+//!     policy: Policy::default(),
+//!     grants: Default::default(),
+//! };
+//! let goal = spec.id.clone();
+//! let created = submit(
+//!     &store,
+//!     &goal,
+//!     &Actor::Person(owner),
+//!     now,
+//!     &Command::CreateGoal { spec },
+//!     &OperationId::new("create-json-output")?,
+//! )
+//! .await?;
+//! assert_eq!(created.receipt.revision, 1);
+//! assert_eq!(store.load(&goal).await?, Some(created.state));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # })?;
+//! # Ok(())
+//! # }
+//! # use loopx_kernel::seams::Store;
+//! ```
 #![forbid(unsafe_code)]
+
+mod fold;
+mod index;
+mod memory;
+mod retention;
+mod submit;
+
+#[cfg(feature = "sqlite")]
+mod sqlite;
+
+#[cfg(feature = "conformance")]
+pub mod conformance;
+
+pub use memory::MemoryStore;
+pub use retention::{Compaction, OperationRecord, Retention};
+#[cfg(feature = "sqlite")]
+pub use sqlite::{Durability, SCHEMA_VERSION as SQLITE_SCHEMA_VERSION, SqliteOptions, SqliteStore};
+pub use submit::{MAX_ATTEMPTS, SubmitError, Submitted, digest, submit};

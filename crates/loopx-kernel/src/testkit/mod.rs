@@ -34,6 +34,11 @@
 //! }
 //! # fn main() {}
 //! ```
+//!
+//! `prop_state_machine!` takes a plain type path: for a generic system such as
+//! `LifecycleTest<OverStore<S>>`, name it with a type alias first. [`LifecycleSut::create`] is
+//! an associated function, so a system that needs a backend or settings builds them itself (a
+//! fresh temporary store per case is the usual shape).
 
 pub mod checks;
 mod machine;

@@ -1,0 +1,1354 @@
+//! The conformance suite: one set of checks, written once over the [`Store`] and
+//! [`Retention`] traits, that every backend must pass.
+//!
+//! A backend implements [`Backend`] (how to get a fresh store, and how to reopen one) and names
+//! it in [`conformance_suite!`](crate::conformance_suite), which expands to one `#[test]` per
+//! case:
+//!
+//! ```
+//! use async_trait::async_trait;
+//! use loopx_store::MemoryStore;
+//! use loopx_store::conformance::{self, Backend};
+//!
+//! struct Mine;
+//!
+//! #[async_trait]
+//! impl Backend for Mine {
+//!     type Store = MemoryStore; // your store type
+//!     async fn fresh(&self) -> MemoryStore {
+//!         MemoryStore::new() // a new, empty store (e.g. a new database)
+//!     }
+//!     async fn reopen(&self, store: MemoryStore) -> MemoryStore {
+//!         store // close it and open the same data again
+//!     }
+//! }
+//!
+//! // In a test file: one `#[test]` per case.
+//! loopx_store::conformance_suite!(Mine);
+//!
+//! // Or one case at a time, on a runtime of your own.
+//! # fn main() {
+//! conformance::block_on(conformance::create_load_and_read_back(&Mine));
+//! # }
+//! ```
+//!
+//! Each case is also a public `async fn` taking the backend, for backends that drive their own
+//! runtime. A failing case panics with what the backend did and what the suite expected.
+#![allow(
+    clippy::missing_panics_doc,
+    reason = "every case is a test: it panics exactly when the backend fails it"
+)]
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use async_trait::async_trait;
+use loopx_kernel::seams::{AppendRequest, GoalStatus, GoalSummary, Receipt, Store, StoreError};
+use loopx_kernel::{
+    Actor, AgentId, Amounts, Command, Continuation, Duration, Event, Fingerprint, GoalId, GoalSpec,
+    GoalState, Limits, NewTodo, Observation, ObservationKey, OperationId, PersonId, Policy,
+    Priority, RecordedEvent, Refusal, ResumeCondition, Revision, SettledTransition, Settlement,
+    SourceId, Subject, Timestamp, TodoId, Transition, Verdict, VerdictOutcome, frontier, next_wake,
+    stamp, terminal,
+};
+
+use crate::retention::Retention;
+use crate::submit::{MAX_ATTEMPTS, SubmitError, Submitted, digest, submit};
+
+/// How the suite gets stores from a backend.
+#[async_trait]
+pub trait Backend: Send + Sync {
+    /// The store under test.
+    type Store: Retention + 'static;
+
+    /// A new, empty store, independent of every other one this backend returned.
+    async fn fresh(&self) -> Self::Store;
+
+    /// The same data through a new handle: close `store` and open its data again (a durable
+    /// backend must show everything it acknowledged). A backend without persistence returns
+    /// `store` itself.
+    async fn reopen(&self, store: Self::Store) -> Self::Store;
+}
+
+/// Runs a future to completion on a new single-threaded tokio runtime (blocking work may still
+/// use tokio's blocking pool). Used by [`conformance_suite!`](crate::conformance_suite).
+///
+/// # Panics
+/// When the runtime cannot be built, and with the case's own panic when a case fails.
+pub fn block_on<F: Future>(future: F) -> F::Output {
+    match tokio::runtime::Builder::new_current_thread().build() {
+        Ok(runtime) => runtime.block_on(future),
+        Err(error) => panic!("cannot build a tokio runtime for the conformance suite: {error}"),
+    }
+}
+
+/// Expands to one `#[test]` per conformance case, each run against a new value of `$backend`
+/// (an expression whose type implements [`Backend`]).
+#[macro_export]
+macro_rules! conformance_suite {
+    ($backend:expr) => {
+        $crate::conformance_suite!(@cases $backend;
+            create_load_and_read_back,
+            stale_revision_is_a_conflict,
+            operation_ids_are_idempotent,
+            concurrent_appends_have_one_winner,
+            batches_that_do_not_apply_are_refused,
+            empty_batch_records_a_no_op,
+            submit_revalidates_after_a_moved_goal,
+            stale_epochs_never_settle,
+            charge_is_exactly_once,
+            stored_events_replay_to_the_loaded_state,
+            cross_goal_queries_match_the_kernel,
+            compaction_keeps_load_and_audit,
+            reopen_keeps_everything,
+        );
+    };
+    (@cases $backend:expr; $($case:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $case() {
+                let backend = $backend;
+                $crate::conformance::block_on($crate::conformance::$case(&backend));
+            }
+        )*
+    };
+}
+
+// ----- the scenario vocabulary --------------------------------------------------------------
+
+fn id<T: TryFrom<String>>(text: &str) -> T {
+    T::try_from(text.to_owned())
+        .ok()
+        .unwrap_or_else(|| panic!("`{text}` is a valid id in the suite"))
+}
+
+/// 2026-11-29 10:00 UTC plus `minutes`.
+fn at(minutes: i64) -> Timestamp {
+    Timestamp::from_millis(1_795_946_400_000 + minutes * 60_000)
+}
+
+fn agent(name: &str) -> AgentId {
+    id(name)
+}
+
+fn ag(name: &str) -> Actor {
+    Actor::Agent(agent(name))
+}
+
+fn owner() -> Actor {
+    Actor::Person(id("olivia"))
+}
+
+fn validator() -> Actor {
+    Actor::Validator(id("ci"))
+}
+
+fn spec(goal: &str, agents: &[&str]) -> GoalSpec {
+    GoalSpec {
+        id: id(goal),
+        objective: format!("objective of {goal}"),
+        owner: id::<PersonId>("olivia"),
+        criteria: vec![],
+        agents: agents.iter().map(|a| agent(a)).collect(),
+        budget: Limits::UNLIMITED,
+        policy: Policy::default(),
+        grants: BTreeMap::default(),
+    }
+}
+
+fn todo(name: &str) -> NewTodo {
+    NewTodo::advance(id(name), format!("do {name}"))
+}
+
+fn add(name: &str) -> Command {
+    Command::AddTodo { todo: todo(name) }
+}
+
+fn claim(name: &str, ttl_minutes: i64) -> Command {
+    Command::Claim {
+        todo: id(name),
+        ttl: Some(Duration::minutes(ttl_minutes)),
+        workspace: None,
+        grant_reason: None,
+    }
+}
+
+fn begin(name: &str, epoch: u64, turn: &str) -> Command {
+    Command::BeginTurn {
+        todo: id(name),
+        epoch,
+        turn: id(turn),
+        reserve: None,
+    }
+}
+
+fn settle(name: &str, epoch: u64, turn: &str, transition: Transition) -> Command {
+    Command::SettleTurn(Settlement {
+        todo: id(name),
+        epoch,
+        turn: id(turn),
+        verdict: Verdict {
+            validator: validator(),
+            outcome: VerdictOutcome::Passed,
+            summary: "checked".into(),
+        },
+        evidence: vec![],
+        observations: vec![],
+        transition,
+        usage: Amounts {
+            tokens: 100,
+            ..Amounts::ZERO
+        },
+    })
+}
+
+fn done() -> Transition {
+    Transition::Complete {
+        continuation: Continuation::GoalStillActive,
+    }
+}
+
+fn observation(key: &str, fingerprint: &str, minutes: i64) -> Command {
+    Command::RecordObservation {
+        observation: Observation {
+            key: id::<ObservationKey>(key),
+            subject: id::<Subject>("repo:acme/cli"),
+            revision: id::<Revision>("git:abc"),
+            fingerprint: id::<Fingerprint>(fingerprint),
+            observed_at: at(minutes),
+            summary: String::new(),
+            facts: BTreeMap::new(),
+        },
+    }
+}
+
+/// A goal in a store, driven through [`submit`] with fresh operation ids.
+struct Goal<'a, S: ?Sized> {
+    store: &'a S,
+    id: GoalId,
+    ops: u64,
+}
+
+impl<'a, S: Store + ?Sized> Goal<'a, S> {
+    async fn create(store: &'a S, spec: GoalSpec, now: Timestamp) -> Goal<'a, S> {
+        let mut goal = Goal {
+            store,
+            id: spec.id.clone(),
+            ops: 0,
+        };
+        goal.run(&owner(), now, Command::CreateGoal { spec }).await;
+        goal
+    }
+
+    fn next_op(&mut self) -> OperationId {
+        self.ops += 1;
+        id(&format!("{}-op-{}", self.id, self.ops))
+    }
+
+    async fn submit(
+        &mut self,
+        actor: &Actor,
+        now: Timestamp,
+        command: Command,
+    ) -> Result<Submitted, SubmitError> {
+        let op = self.next_op();
+        submit(self.store, &self.id, actor, now, &command, &op).await
+    }
+
+    async fn run(&mut self, actor: &Actor, now: Timestamp, command: Command) -> Submitted {
+        let name = command.name();
+        match self.submit(actor, now, command).await {
+            Ok(done) => done,
+            Err(error) => panic!(
+                "`{name}` on goal `{}` by {actor:?} failed: {error}",
+                self.id
+            ),
+        }
+    }
+
+    async fn refused(&mut self, actor: &Actor, now: Timestamp, command: Command) -> Refusal {
+        let name = command.name();
+        let before = self.state().await;
+        match self.submit(actor, now, command).await {
+            Err(SubmitError::Refused(refusal)) => {
+                assert_eq!(
+                    self.state().await,
+                    before,
+                    "a refused `{name}` changed goal `{}`",
+                    self.id
+                );
+                refusal
+            }
+            other => panic!(
+                "`{name}` on goal `{}` should be refused, got {other:?}",
+                self.id
+            ),
+        }
+    }
+
+    async fn state(&self) -> GoalState {
+        load(self.store, &self.id).await
+    }
+
+    /// Claims, begins and settles `name` as `who`, returning the epoch it ran under.
+    async fn work(&mut self, who: &str, name: &str, now: Timestamp, transition: Transition) -> u64 {
+        let claimed = self.run(&ag(who), now, claim(name, 30)).await;
+        let epoch = lease_epoch(&claimed.state, name);
+        let turn = format!("{name}-turn-{epoch}");
+        self.run(&ag(who), now, begin(name, epoch, &turn)).await;
+        self.run(&ag(who), now, settle(name, epoch, &turn, transition))
+            .await;
+        epoch
+    }
+}
+
+fn lease_epoch(state: &GoalState, name: &str) -> u64 {
+    state
+        .todos
+        .get(&id::<TodoId>(name))
+        .and_then(|t| t.lease.as_ref())
+        .map_or_else(|| panic!("todo `{name}` has no lease"), |l| l.epoch)
+}
+
+async fn load<S: Store + ?Sized>(store: &S, goal: &GoalId) -> GoalState {
+    match store.load(goal).await {
+        Ok(Some(state)) => state,
+        Ok(None) => panic!("goal `{goal}` is missing from the store"),
+        Err(error) => panic!("loading goal `{goal}` failed: {error}"),
+    }
+}
+
+async fn all_events<S: Store + ?Sized>(store: &S, goal: &GoalId) -> Vec<RecordedEvent> {
+    match store.events(goal, 0, usize::MAX).await {
+        Ok(events) => events,
+        Err(error) => panic!("reading the events of goal `{goal}` failed: {error}"),
+    }
+}
+
+fn ok<T>(result: Result<T, StoreError>, what: &str) -> T {
+    match result {
+        Ok(value) => value,
+        Err(error) => panic!("{what} failed: {error}"),
+    }
+}
+
+/// A request for `events` after `expected`, built as a writer would.
+fn request(
+    goal: &GoalId,
+    expected: u64,
+    op: &str,
+    actor: &Actor,
+    now: Timestamp,
+    command: &Command,
+    events: Vec<Event>,
+) -> AppendRequest {
+    AppendRequest {
+        goal: goal.clone(),
+        expected_revision: expected,
+        operation: id(op),
+        digest: digest(actor, command),
+        at: now,
+        events: stamp(expected, actor, now, events),
+    }
+}
+
+fn events_of(state: &GoalState, actor: &Actor, now: Timestamp, command: &Command) -> Vec<Event> {
+    match loopx_kernel::execute(Some(state), actor, now, command) {
+        Ok(events) => events,
+        Err(refusal) => panic!(
+            "the suite's own `{}` was refused: {refusal}",
+            command.name()
+        ),
+    }
+}
+
+fn fold(events: &[RecordedEvent]) -> GoalState {
+    match GoalState::replay(events) {
+        Ok(state) => state,
+        Err(error) => panic!("the stored events do not fold: {error}"),
+    }
+}
+
+fn json<T: serde::Serialize>(value: &T) -> String {
+    match serde_json::to_string(value) {
+        Ok(text) => text,
+        Err(error) => panic!("cannot encode: {error}"),
+    }
+}
+
+// ----- the cases ----------------------------------------------------------------------------
+
+/// A created goal loads back equal to the kernel's state; its receipt and events read back; an
+/// unknown goal loads as `None` with no events and no receipts.
+pub async fn create_load_and_read_back<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let unknown: GoalId = id("nowhere");
+    assert_eq!(ok(store.load(&unknown).await, "load"), None);
+    assert!(ok(store.events(&unknown, 0, 10).await, "events").is_empty());
+    assert_eq!(
+        ok(store.receipt(&unknown, &id("op")).await, "receipt"),
+        None
+    );
+    assert!(ok(store.goals(at(0)).await, "goals").is_empty());
+    assert_eq!(ok(store.next_wake(at(0)).await, "next_wake"), None);
+
+    let spec = spec("g", &["a"]);
+    let expected = match GoalState::create(&owner(), at(0), &spec) {
+        Ok(state) => state,
+        Err(refusal) => panic!("the suite's goal was refused: {refusal}"),
+    };
+    let op: OperationId = id("create-g");
+    let created = match submit(
+        &store,
+        &spec.id,
+        &owner(),
+        at(0),
+        &Command::CreateGoal { spec: spec.clone() },
+        &op,
+    )
+    .await
+    {
+        Ok(created) => created,
+        Err(error) => panic!("creating a goal failed: {error}"),
+    };
+    assert!(!created.replayed);
+    assert_eq!(created.state, expected);
+    assert_eq!(created.receipt.revision, 1);
+    assert_eq!(created.receipt.events, 1);
+    assert_eq!(created.receipt.committed_at, at(0));
+    assert_eq!(load(&store, &spec.id).await, expected);
+    assert_eq!(
+        ok(store.receipt(&spec.id, &op).await, "receipt"),
+        Some(created.receipt.clone())
+    );
+    assert_eq!(all_events(&store, &spec.id).await, created.events);
+    assert_eq!(
+        ok(store.goals(at(1)).await, "goals"),
+        vec![GoalSummary {
+            goal: spec.id.clone(),
+            objective: spec.objective.clone(),
+            status: GoalStatus::Active,
+            revision: 1,
+            next_wake: None,
+        }]
+    );
+    assert_eq!(
+        ok(store.receipt(&spec.id, &id("other")).await, "receipt"),
+        None
+    );
+}
+
+/// A batch validated against an old (or future) revision never commits and changes nothing.
+pub async fn stale_revision_is_a_conflict<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let mut goal = Goal::create(&store, spec("g", &["a"]), at(0)).await;
+    let genesis = goal.state().await;
+    goal.run(&ag("a"), at(1), add("t1")).await;
+    let before = goal.state().await;
+    let events_before = all_events(&store, &goal.id).await;
+
+    let command = add("t2");
+    let stale = request(
+        &goal.id,
+        1,
+        "stale",
+        &ag("a"),
+        at(2),
+        &command,
+        events_of(&genesis, &ag("a"), at(2), &command),
+    );
+    assert_eq!(
+        store.append(stale).await,
+        Err(StoreError::Conflict {
+            expected: 1,
+            current: 2
+        })
+    );
+    let ahead = request(
+        &goal.id,
+        5,
+        "ahead",
+        &ag("a"),
+        at(2),
+        &command,
+        events_of(&before, &ag("a"), at(2), &command),
+    );
+    assert_eq!(
+        store.append(ahead).await,
+        Err(StoreError::Conflict {
+            expected: 5,
+            current: 2
+        })
+    );
+    let create = Command::CreateGoal {
+        spec: spec("g", &["a"]),
+    };
+    let recreate = request(
+        &goal.id,
+        0,
+        "again",
+        &owner(),
+        at(2),
+        &create,
+        vec![Event::GoalCreated {
+            spec: spec("g", &["a"]),
+        }],
+    );
+    assert_eq!(
+        store.append(recreate).await,
+        Err(StoreError::Conflict {
+            expected: 0,
+            current: 2
+        })
+    );
+
+    assert_eq!(goal.state().await, before);
+    assert_eq!(all_events(&store, &goal.id).await, events_before);
+    for op in ["stale", "ahead", "again"] {
+        assert_eq!(
+            ok(store.receipt(&goal.id, &id(op)).await, "receipt"),
+            None,
+            "`{op}` left a receipt"
+        );
+    }
+}
+
+/// The same operation id with the same digest returns the first receipt and changes nothing,
+/// even after the goal moved; with another digest it is an operation conflict. Operation ids
+/// are per goal.
+pub async fn operation_ids_are_idempotent<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let mut goal = Goal::create(&store, spec("g", &["a"]), at(0)).await;
+    let state = goal.state().await;
+    let command = add("t1");
+    let first = request(
+        &goal.id,
+        1,
+        "x",
+        &ag("a"),
+        at(1),
+        &command,
+        events_of(&state, &ag("a"), at(1), &command),
+    );
+    let receipt = ok(store.append(first.clone()).await, "append");
+    assert_eq!((receipt.revision, receipt.events), (2, 1));
+    assert_eq!(
+        ok(store.append(first.clone()).await, "retried append"),
+        receipt
+    );
+    goal.run(&ag("a"), at(2), add("t2")).await;
+    let after = goal.state().await;
+    assert_eq!(
+        ok(
+            store.append(first.clone()).await,
+            "append after the goal moved"
+        ),
+        receipt
+    );
+    assert_eq!(goal.state().await, after);
+    assert_eq!(all_events(&store, &goal.id).await.len(), 3);
+
+    let mut other = first.clone();
+    other.digest = "another payload".into();
+    assert_eq!(
+        store.append(other).await,
+        Err(StoreError::OperationConflict { operation: id("x") })
+    );
+
+    // Through submit: a retry replays, another command under the same id conflicts.
+    let op: OperationId = id("y");
+    let done = match submit(&store, &goal.id, &ag("a"), at(3), &add("t3"), &op).await {
+        Ok(done) => done,
+        Err(error) => panic!("submit failed: {error}"),
+    };
+    let again = match submit(&store, &goal.id, &ag("a"), at(4), &add("t3"), &op).await {
+        Ok(again) => again,
+        Err(error) => panic!("a retried submit failed: {error}"),
+    };
+    assert!(again.replayed && again.events.is_empty());
+    assert_eq!(again.receipt, done.receipt);
+    assert_eq!(again.state, done.state);
+    match submit(&store, &goal.id, &ag("a"), at(4), &add("t4"), &op).await {
+        Err(SubmitError::Store(StoreError::OperationConflict { operation })) => {
+            assert_eq!(operation, op);
+        }
+        other => panic!("another payload under a used operation id must conflict, got {other:?}"),
+    }
+    assert_eq!(goal.state().await, done.state);
+
+    // The same operation id on another goal is another operation.
+    let spec2 = spec("h", &["a"]);
+    let created = submit(
+        &store,
+        &spec2.id,
+        &owner(),
+        at(5),
+        &Command::CreateGoal {
+            spec: spec2.clone(),
+        },
+        &id("x"),
+    )
+    .await;
+    assert!(
+        matches!(created, Ok(ref c) if !c.replayed),
+        "operation ids are per goal: {created:?}"
+    );
+}
+
+/// Several writers appending at the same revision at once: exactly one commits, the others see
+/// a conflict, and the log holds exactly the winner's events.
+pub async fn concurrent_appends_have_one_winner<B: Backend>(backend: &B) {
+    let store = Arc::new(backend.fresh().await);
+    let mut goal = Goal::create(&*store, spec("g", &["a"]), at(0)).await;
+    goal.run(&ag("a"), at(1), add("t0")).await;
+    let state = goal.state().await;
+    let goal_id = goal.id.clone();
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..8 {
+        let command = add(&format!("t{}", i + 1));
+        let req = request(
+            &goal_id,
+            2,
+            &format!("op-{i}"),
+            &ag("a"),
+            at(2),
+            &command,
+            events_of(&state, &ag("a"), at(2), &command),
+        );
+        let store = Arc::clone(&store);
+        tasks.spawn(async move { store.append(req).await });
+    }
+    let mut wins = 0;
+    let mut conflicts = 0;
+    while let Some(joined) = tasks.join_next().await {
+        match joined {
+            Ok(Ok(receipt)) => {
+                wins += 1;
+                assert_eq!(receipt.revision, 3);
+            }
+            Ok(Err(StoreError::Conflict {
+                expected: 2,
+                current: 3,
+            })) => conflicts += 1,
+            Ok(Err(error)) => panic!("a concurrent append failed otherwise: {error}"),
+            Err(error) => panic!("a concurrent append panicked: {error}"),
+        }
+    }
+    assert_eq!((wins, conflicts), (1, 7));
+    let events = all_events(&*store, &goal_id).await;
+    assert_eq!(events.len(), 3);
+    assert_eq!(fold(&events), load(&*store, &goal_id).await);
+}
+
+/// Three batches after revision 2 of a goal with todo `t1` that do not fold: a revision gap,
+/// a settlement of a turn never begun, a second `goal_created`.
+fn bad_batches(goal: &GoalId, state: &GoalState, command: &Command) -> [AppendRequest; 3] {
+    let mut gap = request(
+        goal,
+        2,
+        "gap",
+        &ag("a"),
+        at(2),
+        command,
+        events_of(state, &ag("a"), at(2), command),
+    );
+    gap.events[0].revision = 4;
+    let settled = Event::TurnSettled {
+        todo: id("t1"),
+        epoch: 1,
+        turn: id("never-begun"),
+        verdict: Verdict {
+            validator: validator(),
+            outcome: VerdictOutcome::Passed,
+            summary: String::new(),
+        },
+        evidence: vec![],
+        observations: vec![],
+        transition: SettledTransition::KeepOpen,
+        charged: Amounts::ONE_TURN,
+    };
+    let contradicts = request(
+        goal,
+        2,
+        "contradicts",
+        &ag("a"),
+        at(2),
+        command,
+        vec![settled],
+    );
+    let created = Event::GoalCreated {
+        spec: spec(goal.as_str(), &["a"]),
+    };
+    let twice = request(goal, 2, "twice", &owner(), at(2), command, vec![created]);
+    [gap, contradicts, twice]
+}
+
+/// A batch that does not fold into the goal's state is refused as corrupt input and nothing is
+/// written: a revision gap, an event that contradicts the state, a genesis for another goal,
+/// an empty batch for a goal that does not exist.
+pub async fn batches_that_do_not_apply_are_refused<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let mut goal = Goal::create(&store, spec("g", &["a"]), at(0)).await;
+    goal.run(&ag("a"), at(1), add("t1")).await;
+    let before = goal.state().await;
+    let events_before = all_events(&store, &goal.id).await;
+    let command = add("t2");
+
+    let [gap, contradicts, twice] = bad_batches(&goal.id, &before, &command);
+    for bad in [gap, contradicts, twice] {
+        let op = bad.operation.clone();
+        match store.append(bad).await {
+            Err(StoreError::InvalidBatch { .. }) => {}
+            other => panic!("`{op}` must be refused as an invalid batch, got {other:?}"),
+        }
+        assert_eq!(ok(store.receipt(&goal.id, &op).await, "receipt"), None);
+    }
+    assert_eq!(goal.state().await, before);
+    assert_eq!(all_events(&store, &goal.id).await, events_before);
+
+    let elsewhere: GoalId = id("elsewhere");
+    let create = Command::CreateGoal {
+        spec: spec("g2", &["a"]),
+    };
+    let wrong_goal = request(
+        &elsewhere,
+        0,
+        "wrong",
+        &owner(),
+        at(3),
+        &create,
+        vec![Event::GoalCreated {
+            spec: spec("g2", &["a"]),
+        }],
+    );
+    assert!(matches!(
+        store.append(wrong_goal).await,
+        Err(StoreError::InvalidBatch { .. })
+    ));
+    let empty = request(&elsewhere, 0, "empty", &owner(), at(3), &create, vec![]);
+    assert_eq!(
+        store.append(empty).await,
+        Err(StoreError::UnknownGoal {
+            goal: elsewhere.clone()
+        })
+    );
+    assert_eq!(ok(store.load(&elsewhere).await, "load"), None);
+    assert_eq!(ok(store.load(&id("g2")).await, "load"), None);
+    match submit(
+        &store,
+        &elsewhere,
+        &owner(),
+        at(3),
+        &create,
+        &id("mismatch"),
+    )
+    .await
+    {
+        Err(SubmitError::GoalMismatch { goal, created }) => {
+            assert_eq!((goal, created), (elsewhere.clone(), id("g2")));
+        }
+        other => panic!("a create_goal of another goal must be refused, got {other:?}"),
+    }
+    assert_eq!(ok(store.goals(at(3)).await, "goals").len(), 1);
+}
+
+/// A batch without events records a no-op receipt at the current revision and changes nothing
+/// else; an unchanged observation submitted twice is such a no-op.
+pub async fn empty_batch_records_a_no_op<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let mut goal = Goal::create(&store, spec("g", &["a"]), at(0)).await;
+    let provider = Actor::Provider(id::<SourceId>("github"));
+    let first = goal
+        .run(&provider, at(1), observation("ci:acme", "f1", 1))
+        .await;
+    assert_eq!(first.events.len(), 1);
+    let before = goal.state().await;
+    let unchanged = goal
+        .run(&provider, at(2), observation("ci:acme", "f1", 2))
+        .await;
+    assert!(unchanged.events.is_empty() && !unchanged.replayed);
+    assert_eq!(unchanged.receipt.events, 0);
+    assert_eq!(unchanged.receipt.revision, 2);
+    assert_eq!(unchanged.state, before);
+    assert_eq!(goal.state().await, before);
+    assert_eq!(all_events(&store, &goal.id).await.len(), 2);
+    let op = unchanged.receipt.operation.clone();
+    assert_eq!(
+        ok(store.receipt(&goal.id, &op).await, "receipt"),
+        Some(unchanged.receipt.clone())
+    );
+
+    let raw = request(
+        &goal.id,
+        2,
+        "noop",
+        &provider,
+        at(3),
+        &observation("ci:acme", "f1", 3),
+        vec![],
+    );
+    let receipt = ok(store.append(raw.clone()).await, "empty append");
+    assert_eq!((receipt.revision, receipt.events), (2, 0));
+    assert_eq!(ok(store.append(raw).await, "retried empty append"), receipt);
+    let stale = request(
+        &goal.id,
+        1,
+        "stale-noop",
+        &provider,
+        at(3),
+        &observation("ci:acme", "f1", 3),
+        vec![],
+    );
+    assert_eq!(
+        store.append(stale).await,
+        Err(StoreError::Conflict {
+            expected: 1,
+            current: 2
+        })
+    );
+    assert_eq!(goal.state().await, before);
+}
+
+/// A store that commits a competing command just before forwarding an append, `remaining`
+/// times: the submit under test must see the goal move and validate again.
+struct Interleaved<'a, S> {
+    inner: &'a S,
+    goal: GoalId,
+    remaining: Mutex<u32>,
+    injected: Mutex<u32>,
+}
+
+#[async_trait]
+impl<S: Store> Store for Interleaved<'_, S> {
+    async fn load(&self, goal: &GoalId) -> Result<Option<GoalState>, StoreError> {
+        self.inner.load(goal).await
+    }
+
+    async fn append(&self, request: AppendRequest) -> Result<Receipt, StoreError> {
+        let inject = {
+            let mut remaining = self
+                .remaining
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let inject = *remaining > 0;
+            *remaining = remaining.saturating_sub(1);
+            inject
+        };
+        if inject {
+            let n = {
+                let mut injected = self.injected.lock().unwrap_or_else(PoisonError::into_inner);
+                *injected += 1;
+                *injected
+            };
+            let op: OperationId = id(&format!("competitor-{n}"));
+            let command = add(&format!("competing-{n}"));
+            if let Err(error) = submit(self.inner, &self.goal, &ag("b"), at(5), &command, &op).await
+            {
+                panic!("the competing commit failed: {error}");
+            }
+        }
+        self.inner.append(request).await
+    }
+
+    async fn receipt(
+        &self,
+        goal: &GoalId,
+        operation: &OperationId,
+    ) -> Result<Option<Receipt>, StoreError> {
+        self.inner.receipt(goal, operation).await
+    }
+
+    async fn events(
+        &self,
+        goal: &GoalId,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<RecordedEvent>, StoreError> {
+        self.inner.events(goal, after, limit).await
+    }
+
+    async fn goals(&self, now: Timestamp) -> Result<Vec<GoalSummary>, StoreError> {
+        self.inner.goals(now).await
+    }
+
+    async fn frontier(
+        &self,
+        agent: &AgentId,
+        now: Timestamp,
+    ) -> Result<Vec<(GoalId, TodoId)>, StoreError> {
+        self.inner.frontier(agent, now).await
+    }
+
+    async fn next_wake(&self, now: Timestamp) -> Result<Option<Timestamp>, StoreError> {
+        self.inner.next_wake(now).await
+    }
+}
+
+/// [`submit`] validates again when the goal moved between its load and its append, and gives
+/// up with [`SubmitError::Contended`] after [`MAX_ATTEMPTS`] moves, having written nothing.
+pub async fn submit_revalidates_after_a_moved_goal<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let goal = Goal::create(&store, spec("g", &["a", "b"]), at(0)).await;
+    let racing = Interleaved {
+        inner: &store,
+        goal: goal.id.clone(),
+        remaining: Mutex::new(2),
+        injected: Mutex::new(0),
+    };
+    let done = match submit(
+        &racing,
+        &goal.id,
+        &ag("a"),
+        at(6),
+        &add("mine"),
+        &id("mine"),
+    )
+    .await
+    {
+        Ok(done) => done,
+        Err(error) => panic!("submit under contention failed: {error}"),
+    };
+    assert!(!done.replayed);
+    assert_eq!(done.receipt.revision, 4, "two competing commits, then ours");
+    assert_eq!(done.state, load(&store, &goal.id).await);
+    assert_eq!(fold(&all_events(&store, &goal.id).await), done.state);
+
+    let hopeless = Interleaved {
+        inner: &store,
+        goal: goal.id.clone(),
+        remaining: Mutex::new(u32::MAX),
+        injected: Mutex::new(2),
+    };
+    match submit(
+        &hopeless,
+        &goal.id,
+        &ag("a"),
+        at(7),
+        &add("never"),
+        &id("never"),
+    )
+    .await
+    {
+        Err(SubmitError::Contended { attempts, .. }) => assert_eq!(attempts, MAX_ATTEMPTS),
+        other => panic!("a goal that always moves must end in contention, got {other:?}"),
+    }
+    assert_eq!(
+        ok(store.receipt(&goal.id, &id("never")).await, "receipt"),
+        None
+    );
+    let state = load(&store, &goal.id).await;
+    assert!(state.todos.get(&id::<TodoId>("never")).is_none());
+}
+
+/// Epochs fence settlement: after an idempotent todo's lease expired and another agent took it
+/// over, the first holder's settlement (and any begin) under the old epoch is refused through
+/// [`submit`] and changes nothing; the new holder settles under the new epoch.
+pub async fn stale_epochs_never_settle<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let mut goal = Goal::create(&store, spec("g", &["a", "b"]), at(0)).await;
+    let mut work = todo("t1");
+    work.idempotent = true;
+    goal.run(&ag("a"), at(0), Command::AddTodo { todo: work })
+        .await;
+    goal.run(&ag("a"), at(0), claim("t1", 10)).await;
+    goal.run(&ag("a"), at(1), begin("t1", 1, "turn-a")).await;
+    let taken = goal.run(&ag("b"), at(11), claim("t1", 10)).await;
+    assert_eq!(lease_epoch(&taken.state, "t1"), 2);
+    for command in [settle("t1", 1, "turn-a", done()), begin("t1", 1, "turn-a2")] {
+        match goal.refused(&ag("a"), at(12), command).await {
+            Refusal::StaleLeaseEpoch {
+                presented, current, ..
+            } => assert_eq!((presented, current), (1, 2)),
+            other => panic!("a stale epoch must be refused as such, got {other}"),
+        }
+    }
+    let spent = goal.state().await.ledger.spent;
+    assert_eq!(
+        spent,
+        Amounts::ZERO,
+        "a refused settlement charged something"
+    );
+    goal.run(&ag("b"), at(12), begin("t1", 2, "turn-b")).await;
+    let settled = goal
+        .run(&ag("b"), at(13), settle("t1", 2, "turn-b", done()))
+        .await;
+    assert_eq!(settled.state.ledger.spent.turns, 1);
+    let settlements: Vec<u64> = all_events(&store, &goal.id)
+        .await
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::TurnSettled { epoch, .. } => Some(*epoch),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(settlements, vec![2]);
+}
+
+/// A turn is charged once: a retried settlement replays its receipt, a second settlement of the
+/// same turn is refused, and the log holds exactly one `turn_settled` for it.
+pub async fn charge_is_exactly_once<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let mut limited = spec("g", &["a"]);
+    limited.budget = Limits {
+        turns: Some(5),
+        ..Limits::UNLIMITED
+    };
+    let mut goal = Goal::create(&store, limited, at(0)).await;
+    goal.run(&ag("a"), at(0), add("t1")).await;
+    goal.run(&ag("a"), at(0), claim("t1", 30)).await;
+    goal.run(&ag("a"), at(1), begin("t1", 1, "turn-1")).await;
+    let command = settle("t1", 1, "turn-1", Transition::KeepOpen);
+    let op: OperationId = id("settle-turn-1");
+    let first = match submit(&store, &goal.id, &ag("a"), at(2), &command, &op).await {
+        Ok(first) => first,
+        Err(error) => panic!("settling failed: {error}"),
+    };
+    assert_eq!(first.state.ledger.spent.turns, 1);
+    assert_eq!(first.state.ledger.spent.tokens, 100);
+    assert_eq!(first.state.ledger.reserved, Amounts::ZERO);
+    for minutes in [3, 4] {
+        match submit(&store, &goal.id, &ag("a"), at(minutes), &command, &op).await {
+            Ok(again) => {
+                assert!(again.replayed);
+                assert_eq!(again.receipt, first.receipt);
+                assert_eq!(again.state.ledger.spent.turns, 1);
+            }
+            Err(error) => panic!("a retried settlement failed: {error}"),
+        }
+    }
+    goal.refused(&ag("a"), at(5), command.clone()).await;
+    let settled = all_events(&store, &goal.id)
+        .await
+        .iter()
+        .filter(
+            |e| matches!(&e.event, Event::TurnSettled { turn, .. } if turn.as_str() == "turn-1"),
+        )
+        .count();
+    assert_eq!(settled, 1);
+    assert_eq!(goal.state().await.ledger.spent.turns, 1);
+}
+
+/// Folding a goal's stored events reproduces the loaded state exactly (past several snapshot
+/// intervals), and reading the events in pages gives the same history.
+pub async fn stored_events_replay_to_the_loaded_state<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let mut goal = Goal::create(&store, spec("g", &["a", "b"]), at(0)).await;
+    for i in 0..60 {
+        let name = format!("t{i}");
+        goal.run(&ag("a"), at(i), add(&name)).await;
+        let who = if i % 2 == 0 { "a" } else { "b" };
+        let transition = if i % 3 == 0 {
+            Transition::KeepOpen
+        } else {
+            done()
+        };
+        goal.work(who, &name, at(i), transition).await;
+    }
+    let loaded = goal.state().await;
+    assert_eq!(loaded.revision, 241);
+    let events = all_events(&store, &goal.id).await;
+    assert_eq!(events.len(), 241);
+    let folded = fold(&events);
+    assert_eq!(folded, loaded);
+    assert_eq!(
+        json(&folded),
+        json(&loaded),
+        "replay must reproduce the state bit for bit"
+    );
+    let mut paged = Vec::new();
+    loop {
+        let after = paged.last().map_or(0, |e: &RecordedEvent| e.revision);
+        let page = ok(store.events(&goal.id, after, 7).await, "events");
+        if page.is_empty() {
+            break;
+        }
+        assert!(page.len() <= 7);
+        paged.extend(page);
+    }
+    assert_eq!(paged, events);
+    assert!(ok(store.events(&goal.id, 241, 10).await, "events").is_empty());
+    assert!(ok(store.events(&goal.id, 0, 0).await, "events").is_empty());
+    assert_eq!(
+        ok(store.events(&goal.id, 100, 1).await, "events")[0].revision,
+        101
+    );
+}
+
+/// What the kernel says about every goal at `now`, as the cross-goal queries must answer it.
+async fn expected_queries<S: Store + ?Sized>(
+    store: &S,
+    goals: &[GoalId],
+    agents: &[&str],
+    now: Timestamp,
+) -> (
+    Vec<GoalSummary>,
+    BTreeMap<String, Vec<(GoalId, TodoId)>>,
+    Option<Timestamp>,
+) {
+    let mut summaries = Vec::new();
+    let mut states = Vec::new();
+    for goal in goals {
+        let state = load(store, goal).await;
+        summaries.push(GoalSummary {
+            goal: goal.clone(),
+            objective: state.spec.objective.clone(),
+            status: match terminal(&state, now) {
+                None => GoalStatus::Active,
+                Some(loopx_kernel::TerminalOutcome::Accepted) => GoalStatus::Accepted,
+                Some(loopx_kernel::TerminalOutcome::Abandoned) => GoalStatus::Abandoned,
+            },
+            revision: state.revision,
+            next_wake: next_wake(&state, now),
+        });
+        states.push(state);
+    }
+    summaries.sort_by(|a, b| a.goal.cmp(&b.goal));
+    let mut frontiers = BTreeMap::new();
+    for name in agents {
+        let who = agent(name);
+        let mut rows = Vec::new();
+        for state in &states {
+            for (rank, todo) in frontier(state, &who, now).into_iter().enumerate() {
+                let priority = state.todos.get(&todo).map(|t| t.priority);
+                rows.push((priority, state.spec.id.clone(), rank, todo));
+            }
+        }
+        rows.sort();
+        frontiers.insert(
+            (*name).to_owned(),
+            rows.into_iter().map(|(_, g, _, t)| (g, t)).collect(),
+        );
+    }
+    let wake = summaries.iter().filter_map(|s| s.next_wake).min();
+    (summaries, frontiers, wake)
+}
+
+async fn check_queries<S: Store + ?Sized>(
+    store: &S,
+    goals: &[GoalId],
+    agents: &[&str],
+    now: Timestamp,
+) {
+    let (summaries, frontiers, wake) = expected_queries(store, goals, agents, now).await;
+    assert_eq!(
+        ok(store.goals(now).await, "goals"),
+        summaries,
+        "goals at {now}"
+    );
+    for name in agents {
+        let got = ok(store.frontier(&agent(name), now).await, "frontier");
+        assert_eq!(&got, &frontiers[*name], "frontier of `{name}` at {now}");
+    }
+    assert_eq!(
+        ok(store.next_wake(now).await, "next_wake"),
+        wake,
+        "next wake at {now}"
+    );
+}
+
+/// The cross-goal queries — goals by standing, an agent's frontier across goals, the earliest
+/// wake — answer exactly what the kernel computes from each loaded goal, at times before,
+/// between and after the instants where time alone changes a goal, asked in any order.
+pub async fn cross_goal_queries_match_the_kernel<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let mut g1 = Goal::create(&store, spec("g1", &["a", "b"]), at(0)).await;
+    g1.run(&ag("a"), at(0), add("t1")).await;
+    let mut urgent = todo("t2");
+    urgent.priority = Priority::P0;
+    g1.run(&ag("a"), at(0), Command::AddTodo { todo: urgent })
+        .await;
+    g1.run(&ag("a"), at(1), claim("t1", 10)).await;
+
+    let mut g2 = Goal::create(&store, spec("g2", &["b", "c"]), at(0)).await;
+    g2.run(&ag("b"), at(0), add("u1")).await;
+    g2.run(
+        &ag("b"),
+        at(0),
+        Command::Defer {
+            todo: id("u1"),
+            until: ResumeCondition::At { at: at(30) },
+            grant_reason: None,
+        },
+    )
+    .await;
+    let mut soon = todo("u2");
+    soon.priority = Priority::P1;
+    g2.run(&ag("c"), at(0), Command::AddTodo { todo: soon })
+        .await;
+
+    let mut g3 = Goal::create(&store, spec("g3", &["a"]), at(0)).await;
+    g3.run(
+        &owner(),
+        at(2),
+        Command::DeclareClosure {
+            reason: "nothing to do".into(),
+        },
+    )
+    .await;
+    let mut g4 = Goal::create(&store, spec("g4", &["a", "c"]), at(0)).await;
+    g4.run(&ag("a"), at(0), add("v1")).await;
+    g4.run(
+        &owner(),
+        at(3),
+        Command::AbandonGoal {
+            reason: "not needed".into(),
+        },
+    )
+    .await;
+
+    let goals: Vec<GoalId> = ["g1", "g2", "g3", "g4"].iter().map(|g| id(g)).collect();
+    let agents = ["a", "b", "c", "d"];
+    let statuses: Vec<GoalStatus> = ok(store.goals(at(5)).await, "goals")
+        .iter()
+        .map(|s| s.status)
+        .collect();
+    assert_eq!(
+        statuses,
+        vec![
+            GoalStatus::Active,
+            GoalStatus::Active,
+            GoalStatus::Accepted,
+            GoalStatus::Abandoned
+        ]
+    );
+    assert_eq!(
+        ok(store.next_wake(at(5)).await, "next_wake"),
+        Some(at(11)),
+        "the lease on t1 expires first"
+    );
+    for minutes in [5, 11, 12, 29, 30, 45, 11, -60, 3, 100, 30] {
+        check_queries(&store, &goals, &agents, at(minutes)).await;
+    }
+    // A commit moves the rows; queries before and after it agree with the kernel.
+    g2.run(&ag("b"), at(31), claim("u1", 5)).await;
+    for minutes in [31, 35, 36, 20, 40] {
+        check_queries(&store, &goals, &agents, at(minutes)).await;
+    }
+}
+
+/// Compaction keeps `load` equal, keeps the events after the compaction point and a base
+/// snapshot they fold onto, keeps every receipt (idempotency and the audit trail survive), and
+/// the goal keeps working afterwards.
+pub async fn compaction_keeps_load_and_audit<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    assert!(matches!(
+        store.compact(&id("nowhere"), 5).await,
+        Err(StoreError::UnknownGoal { .. })
+    ));
+    let mut goal = Goal::create(&store, spec("g", &["a", "b"]), at(0)).await;
+    let first_op: OperationId = id("first-add");
+    let first = match submit(&store, &goal.id, &ag("a"), at(0), &add("t0"), &first_op).await {
+        Ok(first) => first,
+        Err(error) => panic!("submit failed: {error}"),
+    };
+    for i in 1..12 {
+        let name = format!("t{i}");
+        goal.run(&ag("a"), at(i), add(&name)).await;
+        goal.work("b", &name, at(i), done()).await;
+    }
+    let loaded = goal.state().await;
+    let operations = ok(
+        store.operations(&goal.id, 0, usize::MAX).await,
+        "operations",
+    );
+    assert_eq!(operations.len(), 2 + 11 * 4);
+    assert_eq!(operations[1].receipt, first.receipt);
+    assert_eq!(operations[1].actor, Some(ag("a")));
+    assert_eq!(operations[1].events, vec!["todo_added".to_owned()]);
+    assert_eq!(ok(store.base(&goal.id).await, "base"), None);
+
+    let compaction = ok(store.compact(&goal.id, 20).await, "compact");
+    assert_eq!(
+        (compaction.base_revision, compaction.events_removed),
+        (20, 20)
+    );
+    assert_eq!(goal.state().await, loaded);
+    let kept = all_events(&store, &goal.id).await;
+    assert_eq!(kept.first().map(|e| e.revision), Some(21));
+    assert_eq!(kept.last().map(|e| e.revision), Some(loaded.revision));
+    let base = ok(store.base(&goal.id).await, "base")
+        .map_or_else(|| panic!("no base snapshot"), |b| b.state);
+    assert_eq!(base.revision, 20);
+    let mut refolded = base;
+    for event in &kept {
+        if let Err(error) = refolded.apply(event) {
+            panic!("the kept events do not fold onto the base: {error}");
+        }
+    }
+    assert_eq!(refolded, loaded);
+    assert_eq!(
+        ok(
+            store.operations(&goal.id, 0, usize::MAX).await,
+            "operations"
+        ),
+        operations
+    );
+    match submit(&store, &goal.id, &ag("a"), at(30), &add("t0"), &first_op).await {
+        Ok(again) => assert!(again.replayed && again.receipt == first.receipt),
+        Err(error) => panic!("an operation compacted away must still replay: {error}"),
+    }
+
+    let none = ok(store.compact(&goal.id, 10).await, "compact");
+    assert_eq!((none.base_revision, none.events_removed), (20, 0));
+    let all = ok(store.compact(&goal.id, u64::MAX).await, "compact");
+    assert_eq!(all.base_revision, loaded.revision);
+    assert_eq!(all.events_removed, loaded.revision - 20);
+    assert_eq!(goal.state().await, loaded);
+    assert!(all_events(&store, &goal.id).await.is_empty());
+
+    let later = goal.run(&ag("a"), at(40), add("after")).await;
+    assert_eq!(later.receipt.revision, loaded.revision + 1);
+    assert_eq!(goal.state().await, later.state);
+    check_queries(&store, std::slice::from_ref(&goal.id), &["a", "b"], at(41)).await;
+    let goal = goal.id.clone();
+    let store = backend.reopen(store).await;
+    assert_eq!(load(&store, &goal).await, later.state);
+    assert_eq!(
+        ok(store.operations(&goal, 0, usize::MAX).await, "operations").len(),
+        operations.len() + 1
+    );
+}
+
+/// Reopening the store shows everything it acknowledged: states, events, receipts and the
+/// answers of the cross-goal queries.
+pub async fn reopen_keeps_everything<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let mut goals = Vec::new();
+    let mut receipts = Vec::new();
+    for g in 0..3 {
+        let mut goal = Goal::create(&store, spec(&format!("g{g}"), &["a", "b"]), at(0)).await;
+        for i in 0..(5 + g * 20) {
+            let name = format!("t{i}");
+            receipts.push(goal.run(&ag("a"), at(i), add(&name)).await.receipt);
+            if i % 2 == 0 {
+                goal.work("b", &name, at(i), done()).await;
+            }
+        }
+        goals.push(goal.id.clone());
+    }
+    let mut before = Vec::new();
+    for goal in &goals {
+        before.push((load(&store, goal).await, all_events(&store, goal).await));
+    }
+    let queries = expected_queries(&store, &goals, &["a", "b"], at(50)).await;
+    let store = backend.reopen(store).await;
+    for (goal, (state, events)) in goals.iter().zip(&before) {
+        assert_eq!(&load(&store, goal).await, state);
+        assert_eq!(&all_events(&store, goal).await, events);
+    }
+    for receipt in &receipts {
+        assert_eq!(
+            ok(
+                store.receipt(&receipt.goal, &receipt.operation).await,
+                "receipt"
+            )
+            .as_ref(),
+            Some(receipt)
+        );
+    }
+    assert_eq!(
+        expected_queries(&store, &goals, &["a", "b"], at(50)).await,
+        queries
+    );
+    check_queries(&store, &goals, &["a", "b"], at(50)).await;
+}

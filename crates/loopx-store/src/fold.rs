@@ -1,0 +1,174 @@
+//! What every backend does with a batch before writing it: fold it into the goal's state with
+//! the kernel, so a batch that does not apply is refused before anything is written.
+
+use loopx_kernel::seams::{AppendRequest, Receipt, StoreError};
+use loopx_kernel::{
+    Event, GoalId, GoalState, RecordedEvent, ReplayError, SCHEMA_VERSION,
+};
+
+/// A batch folded into the goal's state, ready to write.
+#[derive(Debug)]
+pub(crate) struct Folded {
+    /// The goal's state after the batch.
+    pub state: GoalState,
+    /// The receipt the commit will return.
+    pub receipt: Receipt,
+}
+
+/// Folds `request` into `current` (the goal's state at `request.expected_revision`, `None` when
+/// the goal does not exist yet).
+///
+/// The caller has already checked the operation id and the expected revision.
+pub(crate) fn fold_batch(
+    current: Option<&GoalState>,
+    request: &AppendRequest,
+) -> Result<Folded, StoreError> {
+    let goal = &request.goal;
+    let state = match current {
+        None if request.events.is_empty() => {
+            return Err(StoreError::UnknownGoal { goal: goal.clone() });
+        }
+        None => {
+            let state =
+                GoalState::replay(&request.events).map_err(|error| refused(goal, &error))?;
+            if &state.spec.id != goal {
+                return Err(StoreError::InvalidBatch {
+                    detail: format!(
+                        "the batch creates goal `{}` but was sent for goal `{goal}`",
+                        state.spec.id
+                    ),
+                });
+            }
+            state
+        }
+        Some(current) => {
+            let mut state = current.clone();
+            for event in &request.events {
+                state.apply(event).map_err(|error| refused(goal, &error))?;
+            }
+            state
+        }
+    };
+    let committed_at = request.at;
+    let receipt = Receipt {
+        goal: goal.clone(),
+        operation: request.operation.clone(),
+        digest: request.digest.clone(),
+        revision: state.revision,
+        events: request.events.len() as u64,
+        committed_at,
+    };
+    Ok(Folded { state, receipt })
+}
+
+fn refused(goal: &GoalId, error: &ReplayError) -> StoreError {
+    StoreError::InvalidBatch {
+        detail: format!("the batch for goal `{goal}` does not apply to its state ({error})"),
+    }
+}
+
+/// A stored history that does not fold, as a store error naming the goal.
+pub(crate) fn unfoldable(goal: &GoalId, error: &ReplayError) -> StoreError {
+    match error {
+        ReplayError::NewerSchema { found, .. } => StoreError::NewerSchema {
+            found: *found,
+            supported: SCHEMA_VERSION,
+        },
+        _ => StoreError::Corrupt {
+            detail: format!(
+                "the stored history of goal `{goal}` does not fold ({error}); restore the store from a backup"
+            ),
+        },
+    }
+}
+
+/// The schema version a stored JSON document declares, read before decoding it, so that a
+/// document written by a newer version is reported as such rather than as damage.
+#[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+fn declared_schema(value: &serde_json::Value) -> Option<u64> {
+    value.get("schema").and_then(serde_json::Value::as_u64)
+}
+
+/// Decodes one stored event row of `goal` at `revision`.
+#[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+pub(crate) fn decode_event(
+    goal: &GoalId,
+    revision: u64,
+    json: &str,
+) -> Result<RecordedEvent, StoreError> {
+    let damaged = |problem: String| StoreError::Corrupt {
+        detail: format!(
+            "event {revision} of goal `{goal}` cannot be read ({problem}); the row was changed \
+             outside loopx: restore the store from a backup"
+        ),
+    };
+    let value: serde_json::Value =
+        serde_json::from_str(json).map_err(|error| damaged(error.to_string()))?;
+    newer(declared_schema(&value))?;
+    let event: RecordedEvent =
+        serde_json::from_value(value).map_err(|error| damaged(error.to_string()))?;
+    if event.revision != revision {
+        return Err(damaged(format!(
+            "it says revision {} but is stored at revision {revision}",
+            event.revision
+        )));
+    }
+    Ok(event)
+}
+
+/// Decodes one stored snapshot of `goal` at `revision`.
+#[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+pub(crate) fn decode_snapshot(
+    goal: &GoalId,
+    revision: u64,
+    json: &str,
+) -> Result<GoalState, StoreError> {
+    let damaged = |problem: String| StoreError::Corrupt {
+        detail: format!(
+            "the snapshot of goal `{goal}` at revision {revision} cannot be read ({problem}); \
+             the row was changed outside loopx: restore the store from a backup"
+        ),
+    };
+    let value: serde_json::Value =
+        serde_json::from_str(json).map_err(|error| damaged(error.to_string()))?;
+    newer(declared_schema(&value))?;
+    let snapshot: loopx_kernel::Snapshot =
+        serde_json::from_value(value).map_err(|error| damaged(error.to_string()))?;
+    let state = snapshot
+        .into_state()
+        .map_err(|error| unfoldable(goal, &error))?;
+    if state.revision != revision || &state.spec.id != goal {
+        return Err(damaged(format!(
+            "it holds goal `{}` at revision {}",
+            state.spec.id, state.revision
+        )));
+    }
+    Ok(state)
+}
+
+#[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+fn newer(schema: Option<u64>) -> Result<(), StoreError> {
+    match schema {
+        Some(found) if found > u64::from(SCHEMA_VERSION) => Err(StoreError::NewerSchema {
+            found: u32::try_from(found).unwrap_or(u32::MAX),
+            supported: SCHEMA_VERSION,
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// The stored JSON form of an event.
+#[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+pub(crate) fn encode<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
+    serde_json::to_string(value).map_err(|error| StoreError::Corrupt {
+        detail: format!("a value cannot be encoded as JSON ({error}); nothing was written"),
+    })
+}
+
+/// The names of a batch's events, for the audit trail kept with receipts.
+pub(crate) fn kinds(events: &[RecordedEvent]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| Event::name(&e.event).to_owned())
+        .collect()
+}

@@ -1,0 +1,311 @@
+//! The in-memory backend: the same semantics as the durable ones, nothing survives the process.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use async_trait::async_trait;
+use loopx_kernel::seams::{AppendRequest, GoalSummary, Receipt, Store, StoreError};
+use loopx_kernel::{
+    AgentId, GoalId, GoalState, OperationId, RecordedEvent, Snapshot, Timestamp, TodoId,
+};
+
+use crate::fold::{fold_batch, kinds, unfoldable};
+use crate::index::{Projection, merge_frontiers};
+use crate::retention::{Compaction, OperationRecord, Retention};
+
+/// A [`Store`] in process memory, for tests and embedding experiments.
+///
+/// It keeps the same promises as the durable backends — atomic compare-and-set commits,
+/// idempotent operation ids, batches folded with the kernel before they are accepted, the same
+/// cross-goal queries and the same retention — and passes the same conformance suite. It keeps
+/// each goal's current state folded, so `load` is a clone. Nothing survives the process.
+///
+/// A `MemoryStore` is `Send + Sync`; share it behind an `Arc`.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    goals: BTreeMap<GoalId, Goal>,
+    /// Goals by registered agent.
+    by_agent: BTreeMap<AgentId, BTreeSet<GoalId>>,
+    /// Goals by the start of their index window.
+    from: BTreeSet<(Timestamp, GoalId)>,
+    /// Goals by the end of their index window (goals without one are absent).
+    until: BTreeSet<(Timestamp, GoalId)>,
+}
+
+#[derive(Debug)]
+struct Goal {
+    state: GoalState,
+    /// The kept events: revisions `base + 1 ..= state.revision`.
+    events: Vec<RecordedEvent>,
+    /// The compaction base, if the goal was compacted.
+    base: Option<Snapshot>,
+    /// Operations by id, as positions in `operations`.
+    receipts: HashMap<OperationId, usize>,
+    /// Every operation ever committed, in commit order.
+    operations: Vec<OperationRecord>,
+    projection: Projection,
+    /// The time of the latest event.
+    updated_at: Timestamp,
+}
+
+impl Goal {
+    fn base_revision(&self) -> u64 {
+        self.base.as_ref().map_or(0, |b| b.state.revision)
+    }
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        MemoryStore::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // Every update below is computed first and installed without a fallible step, so a
+        // poisoned lock still guards consistent data.
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Inner {
+    fn install(&mut self, id: &GoalId, projection: &Projection) {
+        let old = self
+            .goals
+            .get_mut(id)
+            .map(|goal| std::mem::replace(&mut goal.projection, projection.clone()));
+        if let Some(old) = &old {
+            self.from.remove(&(old.valid_from, id.clone()));
+            if let Some(until) = old.summary.next_wake {
+                self.until.remove(&(until, id.clone()));
+            }
+            for agent in old.agents.difference(&projection.agents) {
+                if let Some(goals) = self.by_agent.get_mut(agent) {
+                    goals.remove(id);
+                }
+            }
+        }
+        self.from.insert((projection.valid_from, id.clone()));
+        if let Some(until) = projection.summary.next_wake {
+            self.until.insert((until, id.clone()));
+        }
+        for agent in &projection.agents {
+            self.by_agent
+                .entry(agent.clone())
+                .or_default()
+                .insert(id.clone());
+        }
+    }
+
+    /// Recomputes the rows of every goal whose window does not cover `now`.
+    fn refresh(&mut self, now: Timestamp) {
+        let stale: BTreeSet<GoalId> = self
+            .until
+            .iter()
+            .take_while(|(until, _)| *until <= now)
+            .chain(self.from.iter().rev().take_while(|(from, _)| *from > now))
+            .map(|(_, id)| id.clone())
+            .collect();
+        for id in stale {
+            if let Some(goal) = self.goals.get(&id) {
+                let projection = Projection::compute(&goal.state, now);
+                self.install(&id, &projection);
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    async fn load(&self, goal: &GoalId) -> Result<Option<GoalState>, StoreError> {
+        Ok(self.lock().goals.get(goal).map(|g| g.state.clone()))
+    }
+
+    async fn append(&self, request: AppendRequest) -> Result<Receipt, StoreError> {
+        let mut inner = self.lock();
+        let existing = inner.goals.get(&request.goal);
+        if let Some(position) = existing.and_then(|g| g.receipts.get(&request.operation)) {
+            let first = existing.and_then(|g| g.operations.get(*position));
+            if let Some(first) = first {
+                if first.receipt.digest == request.digest {
+                    return Ok(first.receipt.clone());
+                }
+                return Err(StoreError::OperationConflict {
+                    operation: request.operation,
+                });
+            }
+        }
+        let current = existing.map_or(0, |g| g.state.revision);
+        if current != request.expected_revision {
+            return Err(StoreError::Conflict {
+                expected: request.expected_revision,
+                current,
+            });
+        }
+        let folded = fold_batch(existing.map(|g| &g.state), &request)?;
+        let changed = !request.events.is_empty();
+        let projection = Projection::compute(&folded.state, folded.receipt.committed_at);
+        let record = OperationRecord {
+            receipt: folded.receipt.clone(),
+            actor: request.events.first().map(|e| e.actor.clone()),
+            events: kinds(&request.events),
+        };
+        let id = request.goal.clone();
+        let updated_at = folded.receipt.committed_at;
+        if let Some(goal) = inner.goals.get_mut(&id) {
+            goal.state = folded.state;
+            goal.events.extend(request.events);
+            goal.receipts
+                .insert(request.operation, goal.operations.len());
+            goal.operations.push(record);
+            goal.updated_at = updated_at;
+        } else {
+            let goal = Goal {
+                state: folded.state,
+                events: request.events,
+                base: None,
+                receipts: HashMap::from([(request.operation, 0)]),
+                operations: vec![record],
+                projection: projection.clone(),
+                updated_at,
+            };
+            inner.goals.insert(id.clone(), goal);
+        }
+        if changed {
+            inner.install(&id, &projection);
+        }
+        Ok(folded.receipt)
+    }
+
+    async fn receipt(
+        &self,
+        goal: &GoalId,
+        operation: &OperationId,
+    ) -> Result<Option<Receipt>, StoreError> {
+        let inner = self.lock();
+        Ok(inner.goals.get(goal).and_then(|g| {
+            g.receipts
+                .get(operation)
+                .and_then(|p| g.operations.get(*p))
+                .map(|r| r.receipt.clone())
+        }))
+    }
+
+    async fn events(
+        &self,
+        goal: &GoalId,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<RecordedEvent>, StoreError> {
+        let inner = self.lock();
+        let Some(goal) = inner.goals.get(goal) else {
+            return Ok(Vec::new());
+        };
+        let skip =
+            usize::try_from(after.saturating_sub(goal.base_revision())).unwrap_or(usize::MAX);
+        Ok(goal.events.iter().skip(skip).take(limit).cloned().collect())
+    }
+
+    async fn goals(&self, now: Timestamp) -> Result<Vec<GoalSummary>, StoreError> {
+        let mut inner = self.lock();
+        inner.refresh(now);
+        Ok(inner
+            .goals
+            .values()
+            .map(|g| g.projection.summary.clone())
+            .collect())
+    }
+
+    async fn frontier(
+        &self,
+        agent: &AgentId,
+        now: Timestamp,
+    ) -> Result<Vec<(GoalId, TodoId)>, StoreError> {
+        let mut inner = self.lock();
+        inner.refresh(now);
+        let per_goal = inner
+            .by_agent
+            .get(agent)
+            .into_iter()
+            .flatten()
+            .filter_map(|id| {
+                let todos = inner.goals.get(id)?.projection.frontier.get(agent)?;
+                Some((id, todos.as_slice()))
+            });
+        Ok(merge_frontiers(per_goal))
+    }
+
+    async fn next_wake(&self, now: Timestamp) -> Result<Option<Timestamp>, StoreError> {
+        let mut inner = self.lock();
+        inner.refresh(now);
+        Ok(inner.until.first().map(|(until, _)| *until))
+    }
+}
+
+#[async_trait]
+impl Retention for MemoryStore {
+    async fn compact(&self, goal: &GoalId, keep_after: u64) -> Result<Compaction, StoreError> {
+        let mut inner = self.lock();
+        let entry = inner
+            .goals
+            .get_mut(goal)
+            .ok_or_else(|| StoreError::UnknownGoal { goal: goal.clone() })?;
+        let base = entry.base_revision();
+        let target = keep_after.min(entry.state.revision);
+        if target <= base {
+            return Ok(Compaction {
+                goal: goal.clone(),
+                base_revision: base,
+                events_removed: 0,
+            });
+        }
+        let cut = usize::try_from(target - base).unwrap_or(usize::MAX);
+        let folded = match &entry.base {
+            Some(snapshot) => {
+                let mut state = snapshot.state.clone();
+                for event in entry.events.iter().take(cut) {
+                    state.apply(event).map_err(|e| unfoldable(goal, &e))?;
+                }
+                state
+            }
+            None => GoalState::replay(entry.events.iter().take(cut))
+                .map_err(|e| unfoldable(goal, &e))?,
+        };
+        entry.base = Some(folded.snapshot());
+        let removed = entry.events.drain(..cut).count() as u64;
+        Ok(Compaction {
+            goal: goal.clone(),
+            base_revision: target,
+            events_removed: removed,
+        })
+    }
+
+    async fn base(&self, goal: &GoalId) -> Result<Option<Snapshot>, StoreError> {
+        Ok(self.lock().goals.get(goal).and_then(|g| g.base.clone()))
+    }
+
+    async fn operations(
+        &self,
+        goal: &GoalId,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<OperationRecord>, StoreError> {
+        let inner = self.lock();
+        Ok(inner
+            .goals
+            .get(goal)
+            .map(|g| {
+                g.operations
+                    .iter()
+                    .filter(|r| r.receipt.revision > after)
+                    .take(limit)
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+}

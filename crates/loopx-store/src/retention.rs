@@ -1,0 +1,76 @@
+//! Bounded history: compaction folds a goal's old events into a base snapshot and drops them,
+//! keeping what recovery and audit need.
+
+use async_trait::async_trait;
+use loopx_kernel::seams::{Receipt, Store, StoreError};
+use loopx_kernel::{Actor, GoalId, Snapshot};
+use serde::{Deserialize, Serialize};
+
+/// What a compaction did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Compaction {
+    /// The goal.
+    pub goal: GoalId,
+    /// The goal's base revision afterwards: its state at this revision is kept as the base
+    /// snapshot, and only events after it are kept.
+    pub base_revision: u64,
+    /// How many events this call removed (zero when the goal was already compacted that far).
+    pub events_removed: u64,
+}
+
+/// One committed operation, as the audit trail keeps it after its events are compacted away.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OperationRecord {
+    /// The receipt: operation id, payload digest, the revision it produced, how many events,
+    /// and when.
+    pub receipt: Receipt,
+    /// Who issued it (`None` for a recorded no-op, which has no events).
+    pub actor: Option<Actor>,
+    /// The names of its events, in order (e.g. `lease_acquired`, `turn_settled`).
+    pub events: Vec<String>,
+}
+
+/// Bounded history for a [`Store`].
+///
+/// [`compact`](Retention::compact) keeps, for the goal:
+///
+/// - the current state, unchanged: `load` returns exactly what it returned before;
+/// - a **base snapshot**: the state at the compaction point, with everything the state holds
+///   (every todo, lease epoch, turn and its charge, gate, piece of evidence and observation);
+/// - every event after the compaction point, so base + events = current state can be checked;
+/// - **every receipt**, forever: operation ids stay idempotent after compaction, and the
+///   [`operations`](Retention::operations) trail still says who committed what, when, at which
+///   revision and which kinds of events.
+///
+/// It drops the events up to the compaction point and any periodic snapshot older than it.
+/// `events(goal, after, ..)` then starts at the first kept event.
+#[async_trait]
+pub trait Retention: Store {
+    /// Compacts `goal` so that only events after revision `keep_after` are kept (a value past
+    /// the current revision compacts everything). Compacting to a revision at or before the
+    /// current base does nothing. The compaction is atomic: it happens entirely or not at all.
+    ///
+    /// # Errors
+    /// [`StoreError::UnknownGoal`] for a goal the store does not hold; the backend's errors
+    /// otherwise, with nothing changed.
+    async fn compact(&self, goal: &GoalId, keep_after: u64) -> Result<Compaction, StoreError>;
+
+    /// The base snapshot of a compacted goal (`None` when it was never compacted, or does not
+    /// exist). Folding the kept events onto it gives the goal's current state.
+    ///
+    /// # Errors
+    /// The backend's errors; a damaged snapshot is [`StoreError::Corrupt`].
+    async fn base(&self, goal: &GoalId) -> Result<Option<Snapshot>, StoreError>;
+
+    /// Up to `limit` committed operations of `goal` whose receipt revision is greater than
+    /// `after`, in commit order. Kept across compaction.
+    ///
+    /// # Errors
+    /// The backend's errors; a damaged row is [`StoreError::Corrupt`].
+    async fn operations(
+        &self,
+        goal: &GoalId,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<OperationRecord>, StoreError>;
+}

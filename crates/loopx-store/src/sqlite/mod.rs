@@ -1,0 +1,350 @@
+//! The SQLite backend: one file, several processes, the embedded default.
+
+mod cache;
+mod ops;
+mod schema;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::Duration as StdDuration;
+
+use async_trait::async_trait;
+use loopx_kernel::seams::{AppendRequest, GoalSummary, Receipt, Store, StoreError};
+use loopx_kernel::{
+    AgentId, GoalId, GoalState, OperationId, RecordedEvent, Snapshot, Timestamp, TodoId,
+};
+use rusqlite::Connection;
+
+use crate::retention::{Compaction, OperationRecord, Retention};
+
+pub use schema::SCHEMA_VERSION;
+
+/// How many goals' folded states a handle keeps to skip decoding on the next load or append.
+const STATE_CACHE_GOALS: usize = 64;
+
+/// How hard a commit waits for the disk before it returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// `synchronous=FULL`: the write-ahead log is synced to disk at every commit. A commit
+    /// that returned survives a process crash and a power loss or kernel panic.
+    #[default]
+    Full,
+    /// `synchronous=NORMAL`: the log is synced only at checkpoints. A commit that returned
+    /// survives a process crash, but the last commits before a power loss or operating-system
+    /// crash may be lost (never half applied: the database stays consistent).
+    Normal,
+}
+
+/// Settings of a [`SqliteStore`]. Every setting has a documented default.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SqliteOptions {
+    durability: Durability,
+    busy_timeout: StdDuration,
+    snapshot_every: u64,
+    max_connections: usize,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        SqliteOptions {
+            durability: Durability::Full,
+            busy_timeout: StdDuration::from_secs(5),
+            snapshot_every: 100,
+            max_connections: 8,
+        }
+    }
+}
+
+impl SqliteOptions {
+    /// How hard commits wait for the disk (default [`Durability::Full`]).
+    #[must_use]
+    pub fn durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+
+    /// How long a write waits for another writer (in this or another process) before it
+    /// fails with [`StoreError::Unavailable`] (default 5 s).
+    #[must_use]
+    pub fn busy_timeout(mut self, timeout: StdDuration) -> Self {
+        self.busy_timeout = timeout;
+        self
+    }
+
+    /// After how many events since the last snapshot a commit writes a new one (default 100,
+    /// at least 1). Loading a goal reads one snapshot and at most this many events.
+    #[must_use]
+    pub fn snapshot_every(mut self, events: u64) -> Self {
+        self.snapshot_every = events.max(1);
+        self
+    }
+
+    /// How many connections this handle opens at most; callers beyond it wait for one
+    /// (default 8, at least 1).
+    #[must_use]
+    pub fn max_connections(mut self, connections: usize) -> Self {
+        self.max_connections = connections.max(1);
+        self
+    }
+}
+
+/// A [`Store`] in one SQLite file, shared safely by several processes.
+///
+/// - **Durable commits**: WAL journal, `synchronous=FULL` by default (see [`Durability`]); every
+///   append is one `BEGIN IMMEDIATE` transaction holding the events, the receipt, the goal's
+///   index rows and, every [`SqliteOptions::snapshot_every`] events, a snapshot.
+/// - **Several processes**: writers serialize on SQLite's lock and wait up to the busy
+///   timeout; the compare-and-set on the goal revision keeps concurrent writers honest.
+/// - **Fails closed**: a file that is not SQLite, is truncated, belongs to another program or
+///   was written by a newer schema is refused at [`open`](SqliteStore::open) with nothing
+///   written; a damaged row is [`StoreError::Corrupt`] when read.
+/// - **Owner-only**: a new database file is created with mode `0600` (its `-wal` and `-shm`
+///   companions inherit it).
+///
+/// Store methods run their blocking SQLite work on tokio's blocking pool when called inside a
+/// tokio runtime, and inline otherwise; [`open`](SqliteStore::open) always runs inline (file
+/// checks and migrations), so call it at start-up. The handle is cheap to clone and
+/// `Send + Sync`; its clones share a pool of connections and a small cache of folded goal
+/// states (used only when the database shows the goal at exactly the cached revision).
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    path: PathBuf,
+    options: SqliteOptions,
+    pool: Mutex<Pool>,
+    returned: Condvar,
+    cache: cache::StateCache,
+}
+
+#[derive(Debug, Default)]
+struct Pool {
+    idle: Vec<Connection>,
+    open: usize,
+}
+
+/// A connection checked out of the pool, returned on drop.
+struct Checkout<'a> {
+    shared: &'a Shared,
+    conn: Option<Connection>,
+}
+
+impl Drop for Checkout<'_> {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            let mut pool = self.shared.lock();
+            pool.idle.push(conn);
+            drop(pool);
+            self.shared.returned.notify_one();
+        }
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Pool> {
+        self.pool.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn checkout(&self) -> Result<Checkout<'_>, StoreError> {
+        let mut pool = self.lock();
+        loop {
+            if let Some(conn) = pool.idle.pop() {
+                return Ok(Checkout {
+                    shared: self,
+                    conn: Some(conn),
+                });
+            }
+            if pool.open < self.options.max_connections {
+                pool.open += 1;
+                drop(pool);
+                return match schema::connect(&self.path, &self.options) {
+                    Ok(conn) => Ok(Checkout {
+                        shared: self,
+                        conn: Some(conn),
+                    }),
+                    Err(error) => {
+                        self.lock().open -= 1;
+                        self.returned.notify_one();
+                        Err(error)
+                    }
+                };
+            }
+            pool = self
+                .returned
+                .wait(pool)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+}
+
+impl SqliteStore {
+    /// Opens (or creates) the store at `path` with the default [`SqliteOptions`].
+    ///
+    /// # Errors
+    /// See [`SqliteStore::open_with`].
+    pub fn open(path: impl AsRef<Path>) -> Result<SqliteStore, StoreError> {
+        SqliteStore::open_with(path, SqliteOptions::default())
+    }
+
+    /// Opens (or creates) the store at `path`.
+    ///
+    /// A missing file is created with owner-only permissions, switched to WAL and given the
+    /// current schema. An existing file is checked before SQLite writes to it: when it is not
+    /// a SQLite database, is truncated, is another program's database or holds a newer schema,
+    /// the open fails and the file is left exactly as it was. An older schema is migrated
+    /// forward in one transaction.
+    ///
+    /// # Errors
+    /// [`StoreError::Corrupt`] for a file that is not a (complete) loopx database,
+    /// [`StoreError::NewerSchema`] for one written by a newer loopx, and
+    /// [`StoreError::Unavailable`] when the file cannot be created, opened or locked.
+    pub fn open_with(
+        path: impl AsRef<Path>,
+        options: SqliteOptions,
+    ) -> Result<SqliteStore, StoreError> {
+        let path = path.as_ref().to_path_buf();
+        schema::prepare_file(&path)?;
+        let mut conn = schema::connect(&path, &options)?;
+        schema::migrate(&mut conn)?;
+        Ok(SqliteStore {
+            shared: Arc::new(Shared {
+                path,
+                options,
+                pool: Mutex::new(Pool {
+                    idle: vec![conn],
+                    open: 1,
+                }),
+                returned: Condvar::new(),
+                cache: cache::StateCache::new(STATE_CACHE_GOALS),
+            }),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.shared.path
+    }
+
+    /// The settings this handle was opened with.
+    pub fn options(&self) -> &SqliteOptions {
+        &self.shared.options
+    }
+
+    /// Runs SQLite's `PRAGMA integrity_check` over the whole file.
+    ///
+    /// # Errors
+    /// [`StoreError::Corrupt`] listing the first problems SQLite found.
+    pub async fn integrity_check(&self) -> Result<(), StoreError> {
+        self.run(ops::integrity_check).await
+    }
+
+    async fn run<T, F>(&self, job: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection, &Shared) -> Result<T, StoreError> + Send + 'static,
+    {
+        let shared = Arc::clone(&self.shared);
+        let work = move || {
+            let mut checkout = shared.checkout()?;
+            match checkout.conn.as_mut() {
+                Some(conn) => job(conn, &shared),
+                None => Err(StoreError::Unavailable {
+                    detail: "no database connection".into(),
+                }),
+            }
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => {
+                handle
+                    .spawn_blocking(work)
+                    .await
+                    .map_err(|error| StoreError::Unavailable {
+                        detail: format!("the store's worker did not finish: {error}"),
+                    })?
+            }
+            Err(_) => work(),
+        }
+    }
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn load(&self, goal: &GoalId) -> Result<Option<GoalState>, StoreError> {
+        let goal = goal.clone();
+        self.run(move |conn, cx| ops::load(conn, cx, &goal)).await
+    }
+
+    async fn append(&self, request: AppendRequest) -> Result<Receipt, StoreError> {
+        self.run(move |conn, cx| ops::append(conn, cx, &request))
+            .await
+    }
+
+    async fn receipt(
+        &self,
+        goal: &GoalId,
+        operation: &OperationId,
+    ) -> Result<Option<Receipt>, StoreError> {
+        let goal = goal.clone();
+        let operation = operation.clone();
+        self.run(move |conn, _| ops::receipt(conn, &goal, &operation))
+            .await
+    }
+
+    async fn events(
+        &self,
+        goal: &GoalId,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<RecordedEvent>, StoreError> {
+        let goal = goal.clone();
+        self.run(move |conn, _| ops::events(conn, &goal, after, limit))
+            .await
+    }
+
+    async fn goals(&self, now: Timestamp) -> Result<Vec<GoalSummary>, StoreError> {
+        self.run(move |conn, cx| ops::goals(conn, cx, now)).await
+    }
+
+    async fn frontier(
+        &self,
+        agent: &AgentId,
+        now: Timestamp,
+    ) -> Result<Vec<(GoalId, TodoId)>, StoreError> {
+        let agent = agent.clone();
+        self.run(move |conn, cx| ops::frontier(conn, cx, &agent, now))
+            .await
+    }
+
+    async fn next_wake(&self, now: Timestamp) -> Result<Option<Timestamp>, StoreError> {
+        self.run(move |conn, cx| ops::next_wake(conn, cx, now))
+            .await
+    }
+}
+
+#[async_trait]
+impl Retention for SqliteStore {
+    async fn compact(&self, goal: &GoalId, keep_after: u64) -> Result<Compaction, StoreError> {
+        let goal = goal.clone();
+        self.run(move |conn, _| ops::compact(conn, &goal, keep_after))
+            .await
+    }
+
+    async fn base(&self, goal: &GoalId) -> Result<Option<Snapshot>, StoreError> {
+        let goal = goal.clone();
+        self.run(move |conn, _| ops::base(conn, &goal)).await
+    }
+
+    async fn operations(
+        &self,
+        goal: &GoalId,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<OperationRecord>, StoreError> {
+        let goal = goal.clone();
+        self.run(move |conn, _| ops::operations(conn, &goal, after, limit))
+            .await
+    }
+}

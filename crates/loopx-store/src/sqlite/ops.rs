@@ -1,0 +1,822 @@
+//! The SQL behind each store operation. Every statement is parameterised; every write runs in
+//! one `BEGIN IMMEDIATE` transaction.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use loopx_kernel::seams::{AppendRequest, GoalSummary, Receipt, StoreError};
+use loopx_kernel::{
+    Actor, AgentId, GoalId, GoalState, OperationId, RecordedEvent, Snapshot, Timestamp, TodoId,
+};
+use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
+
+use super::Shared;
+use super::cache::StateCache;
+use super::schema::sql;
+use crate::fold::{Folded, decode_event, decode_snapshot, encode, fold_batch, kinds, unfoldable};
+use crate::index::{Projection, covers, merge_frontiers, parse_status, status_name};
+use crate::retention::{Compaction, OperationRecord};
+
+// ----- conversions --------------------------------------------------------------------------
+
+fn int(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+fn count(value: i64, what: &str) -> Result<u64, StoreError> {
+    u64::try_from(value).map_err(|_| StoreError::Corrupt {
+        detail: format!("a stored {what} is negative ({value}); restore the store from a backup"),
+    })
+}
+
+fn stored_id<T: TryFrom<String>>(text: String, what: &str) -> Result<T, StoreError> {
+    let shown: String = text.chars().take(64).collect();
+    T::try_from(text).map_err(|_| StoreError::Corrupt {
+        detail: format!(
+            "a stored {what} `{shown}` is not a valid id; restore the store from a backup"
+        ),
+    })
+}
+
+// ----- the goal row -------------------------------------------------------------------------
+
+/// The columns of a goal row that the write path needs.
+#[derive(Debug, Clone, Copy)]
+struct GoalRow {
+    revision: u64,
+    base_revision: u64,
+    snapshot_revision: u64,
+}
+
+fn goal_row(conn: &Connection, goal: &GoalId) -> Result<Option<GoalRow>, StoreError> {
+    let raw = conn
+        .prepare_cached(
+            "SELECT revision, base_revision, snapshot_revision FROM goals WHERE goal = ?1",
+        )
+        .and_then(|mut stmt| {
+            stmt.query_row([goal.as_str()], |row| {
+                Ok((
+                    row.get::<_, i64>(0)?,
+                    row.get::<_, i64>(1)?,
+                    row.get::<_, i64>(2)?,
+                ))
+            })
+            .optional()
+        })
+        .map_err(sql)?;
+    raw.map(|(revision, base, snapshot)| {
+        Ok(GoalRow {
+            revision: count(revision, "revision")?,
+            base_revision: count(base, "revision")?,
+            snapshot_revision: count(snapshot, "revision")?,
+        })
+    })
+    .transpose()
+}
+
+// ----- load ---------------------------------------------------------------------------------
+
+/// The goal's state (latest snapshot plus the events after it, folded with the kernel) and
+/// its row, read inside the caller's transaction.
+fn load_state(
+    conn: &Connection,
+    goal: &GoalId,
+    cache: &StateCache,
+) -> Result<Option<(GoalState, GoalRow)>, StoreError> {
+    let Some(row) = goal_row(conn, goal)? else {
+        return Ok(None);
+    };
+    if let Some(state) = cache.get(goal, row.revision) {
+        return Ok(Some((state, row)));
+    }
+    let snapshot: Option<(i64, String)> = conn
+        .prepare_cached(
+            "SELECT revision, json FROM snapshots WHERE goal = ?1 ORDER BY revision DESC LIMIT 1",
+        )
+        .and_then(|mut stmt| {
+            stmt.query_row([goal.as_str()], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()
+        })
+        .map_err(sql)?;
+    let mut state = match snapshot {
+        Some((revision, json)) => Some(decode_snapshot(goal, count(revision, "revision")?, &json)?),
+        None if row.base_revision > 0 => {
+            return Err(StoreError::Corrupt {
+                detail: format!(
+                    "goal `{goal}` was compacted to revision {} but its base snapshot is missing; restore the store from a backup",
+                    row.base_revision
+                ),
+            });
+        }
+        None => None,
+    };
+    let from = state.as_ref().map_or(0, |s| s.revision);
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT revision, json FROM events WHERE goal = ?1 AND revision > ?2 ORDER BY revision",
+        )
+        .map_err(sql)?;
+    let mut rows = stmt.query(params![goal.as_str(), int(from)]).map_err(sql)?;
+    while let Some(r) = rows.next().map_err(sql)? {
+        let revision = count(r.get(0).map_err(sql)?, "revision")?;
+        let json: String = r.get(1).map_err(sql)?;
+        let event = decode_event(goal, revision, &json)?;
+        state = Some(match state {
+            None => GoalState::genesis(&event).map_err(|e| unfoldable(goal, &e))?,
+            Some(mut s) => {
+                s.apply(&event).map_err(|e| unfoldable(goal, &e))?;
+                s
+            }
+        });
+    }
+    let Some(state) = state else {
+        return Err(StoreError::Corrupt {
+            detail: format!(
+                "goal `{goal}` has a row but no events; restore the store from a backup"
+            ),
+        });
+    };
+    if state.revision != row.revision || &state.spec.id != goal {
+        return Err(StoreError::Corrupt {
+            detail: format!(
+                "goal `{goal}` is recorded at revision {} but its history folds to goal `{}` at revision {}; restore the store from a backup",
+                row.revision, state.spec.id, state.revision
+            ),
+        });
+    }
+    cache.put(&state);
+    Ok(Some((state, row)))
+}
+
+pub(super) fn load(
+    conn: &mut Connection,
+    cx: &Shared,
+    goal: &GoalId,
+) -> Result<Option<GoalState>, StoreError> {
+    let tx = conn.transaction().map_err(sql)?;
+    let loaded = load_state(&tx, goal, &cx.cache)?;
+    tx.finish().map_err(sql)?;
+    Ok(loaded.map(|(state, _)| state))
+}
+
+// ----- append -------------------------------------------------------------------------------
+
+/// A commit ready to write: the folded batch, its index rows and the encoded rows.
+struct Prepared {
+    folded: Folded,
+    projection: Projection,
+    events: Vec<String>,
+    /// The snapshot to write, when one is due.
+    snapshot: Option<String>,
+    /// Whether the registered agents differ from before the batch.
+    agents_changed: bool,
+}
+
+/// Folds and encodes a commit. `row` is the goal row the state was loaded with.
+fn prepare(
+    state: Option<&GoalState>,
+    row: Option<GoalRow>,
+    request: &AppendRequest,
+    cx: &Shared,
+) -> Result<Prepared, StoreError> {
+    let folded = fold_batch(state, request)?;
+    let agents_changed = state.is_none_or(|before| before.spec.agents != folded.state.spec.agents);
+    let projection = Projection::compute(&folded.state, folded.receipt.committed_at);
+    let events = request
+        .events
+        .iter()
+        .map(encode)
+        .collect::<Result<_, _>>()?;
+    let last = row.map_or(0, |r| r.snapshot_revision);
+    let due = !request.events.is_empty()
+        && folded.state.revision.saturating_sub(last) >= cx.options.snapshot_every;
+    let snapshot = if due {
+        Some(encode(&folded.state.snapshot())?)
+    } else {
+        None
+    };
+    Ok(Prepared {
+        folded,
+        projection,
+        events,
+        snapshot,
+        agents_changed,
+    })
+}
+
+pub(super) fn append(
+    conn: &mut Connection,
+    cx: &Shared,
+    request: &AppendRequest,
+) -> Result<Receipt, StoreError> {
+    // Fold, index and encode outside the write lock when the goal is where the request
+    // expects it; the write transaction then only checks that it did not move.
+    let early = {
+        let tx = conn.transaction().map_err(sql)?;
+        let loaded = load_state(&tx, &request.goal, &cx.cache);
+        tx.finish().map_err(sql)?;
+        match loaded {
+            Ok(Some((state, row))) if row.revision == request.expected_revision => {
+                Some((row.revision, prepare(Some(&state), Some(row), request, cx)))
+            }
+            Ok(None) if request.expected_revision == 0 => {
+                Some((0, prepare(None, None, request, cx)))
+            }
+            _ => None,
+        }
+    };
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(sql)?;
+    if let Some(first) = receipt_in(&tx, &request.goal, &request.operation)? {
+        if first.digest == request.digest {
+            return Ok(first);
+        }
+        return Err(StoreError::OperationConflict {
+            operation: request.operation.clone(),
+        });
+    }
+    let row = goal_row(&tx, &request.goal)?;
+    let current = row.map_or(0, |r| r.revision);
+    if current != request.expected_revision {
+        return Err(StoreError::Conflict {
+            expected: request.expected_revision,
+            current,
+        });
+    }
+    let prepared = match early {
+        Some((revision, prepared)) if revision == current => prepared?,
+        _ => {
+            let loaded = load_state(&tx, &request.goal, &cx.cache)?;
+            prepare(loaded.as_ref().map(|(state, _)| state), row, request, cx)?
+        }
+    };
+    write_commit(&tx, request, &prepared, row)?;
+    tx.commit().map_err(|error| match sql(error) {
+        // The commit itself failed: it may or may not be on disk.
+        StoreError::Unavailable { .. } => StoreError::Ambiguous {
+            operation: request.operation.clone(),
+        },
+        other => other,
+    })?;
+    cx.cache.put(&prepared.folded.state);
+    Ok(prepared.folded.receipt)
+}
+
+fn write_commit(
+    tx: &Transaction<'_>,
+    request: &AppendRequest,
+    prepared: &Prepared,
+    row: Option<GoalRow>,
+) -> Result<(), StoreError> {
+    let goal = request.goal.as_str();
+    let receipt = &prepared.folded.receipt;
+    let state = &prepared.folded.state;
+    {
+        let mut insert = tx
+            .prepare_cached("INSERT INTO events (goal, revision, at, json) VALUES (?1, ?2, ?3, ?4)")
+            .map_err(sql)?;
+        for (event, json) in request.events.iter().zip(&prepared.events) {
+            insert
+                .execute(params![
+                    goal,
+                    int(event.revision),
+                    event.at.as_millis(),
+                    json
+                ])
+                .map_err(sql)?;
+        }
+    }
+    let actor = request
+        .events
+        .first()
+        .map(|e| encode(&e.actor))
+        .transpose()?;
+    let kinds = encode(&kinds(&request.events))?;
+    tx.prepare_cached(
+        "INSERT INTO receipts (goal, operation, digest, revision, events, committed_at, actor, kinds)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    )
+    .and_then(|mut stmt| {
+        stmt.execute(params![
+            goal,
+            receipt.operation.as_str(),
+            receipt.digest,
+            int(receipt.revision),
+            int(receipt.events),
+            receipt.committed_at.as_millis(),
+            actor,
+            kinds,
+        ])
+    })
+    .map_err(sql)?;
+    if request.events.is_empty() {
+        // A recorded no-op changes nothing but its receipt.
+        return Ok(());
+    }
+    let base = row.map_or(0, |r| r.base_revision);
+    let mut snapshot_revision = row.map_or(0, |r| r.snapshot_revision);
+    if let Some(json) = &prepared.snapshot {
+        tx.prepare_cached(
+            "INSERT OR REPLACE INTO snapshots (goal, revision, json) VALUES (?1, ?2, ?3)",
+        )
+        .and_then(|mut stmt| stmt.execute(params![goal, int(state.revision), json]))
+        .map_err(sql)?;
+        tx.prepare_cached(
+            "DELETE FROM snapshots WHERE goal = ?1 AND revision < ?2 AND revision <> ?3",
+        )
+        .and_then(|mut stmt| stmt.execute(params![goal, int(state.revision), int(base)]))
+        .map_err(sql)?;
+        snapshot_revision = state.revision;
+    }
+    let projection = &prepared.projection;
+    tx.prepare_cached(
+        "INSERT INTO goals (goal, revision, objective, status, valid_from, valid_until, updated_at, base_revision, snapshot_revision)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 0, ?8)
+         ON CONFLICT (goal) DO UPDATE SET revision = excluded.revision, objective = excluded.objective,
+             status = excluded.status, valid_from = excluded.valid_from, valid_until = excluded.valid_until,
+             updated_at = excluded.updated_at, snapshot_revision = excluded.snapshot_revision",
+    )
+    .and_then(|mut stmt| {
+        stmt.execute(params![
+            goal,
+            int(state.revision),
+            projection.summary.objective,
+            status_name(projection.summary.status),
+            projection.valid_from.as_millis(),
+            projection.summary.next_wake.map(Timestamp::as_millis),
+            receipt.committed_at.as_millis(),
+            int(snapshot_revision),
+        ])
+    })
+    .map_err(sql)?;
+    if prepared.agents_changed {
+        tx.prepare_cached("DELETE FROM goal_agents WHERE goal = ?1")
+            .and_then(|mut stmt| stmt.execute([goal]))
+            .map_err(sql)?;
+        let mut insert = tx
+            .prepare_cached("INSERT INTO goal_agents (agent, goal) VALUES (?1, ?2)")
+            .map_err(sql)?;
+        for agent in &projection.agents {
+            insert.execute([agent.as_str(), goal]).map_err(sql)?;
+        }
+    }
+    write_frontier(tx, projection)
+}
+
+fn write_frontier(tx: &Transaction<'_>, projection: &Projection) -> Result<(), StoreError> {
+    let goal = projection.summary.goal.as_str();
+    tx.prepare_cached("DELETE FROM frontier WHERE goal = ?1")
+        .and_then(|mut stmt| stmt.execute([goal]))
+        .map_err(sql)?;
+    let mut insert = tx
+        .prepare_cached("INSERT INTO frontier (agent, goal, todos) VALUES (?1, ?2, ?3)")
+        .map_err(sql)?;
+    for (agent, todos) in &projection.frontier {
+        insert
+            .execute(params![agent.as_str(), goal, encode(todos)?])
+            .map_err(sql)?;
+    }
+    Ok(())
+}
+
+// ----- receipts and events ------------------------------------------------------------------
+
+fn receipt_in(
+    conn: &Connection,
+    goal: &GoalId,
+    operation: &OperationId,
+) -> Result<Option<Receipt>, StoreError> {
+    let raw = conn
+        .prepare_cached(
+            "SELECT digest, revision, events, committed_at FROM receipts WHERE goal = ?1 AND operation = ?2",
+        )
+        .and_then(|mut stmt| {
+            stmt.query_row([goal.as_str(), operation.as_str()], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?, r.get::<_, i64>(3)?))
+            })
+            .optional()
+        })
+        .map_err(sql)?;
+    raw.map(|(digest, revision, events, at)| {
+        Ok(Receipt {
+            goal: goal.clone(),
+            operation: operation.clone(),
+            digest,
+            revision: count(revision, "revision")?,
+            events: count(events, "event count")?,
+            committed_at: Timestamp::from_millis(at),
+        })
+    })
+    .transpose()
+}
+
+pub(super) fn receipt(
+    conn: &mut Connection,
+    goal: &GoalId,
+    operation: &OperationId,
+) -> Result<Option<Receipt>, StoreError> {
+    receipt_in(conn, goal, operation)
+}
+
+pub(super) fn events(
+    conn: &mut Connection,
+    goal: &GoalId,
+    after: u64,
+    limit: usize,
+) -> Result<Vec<RecordedEvent>, StoreError> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT revision, json FROM events WHERE goal = ?1 AND revision > ?2 ORDER BY revision LIMIT ?3",
+        )
+        .map_err(sql)?;
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let mut rows = stmt
+        .query(params![goal.as_str(), int(after), limit])
+        .map_err(sql)?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next().map_err(sql)? {
+        let revision = count(r.get(0).map_err(sql)?, "revision")?;
+        let json: String = r.get(1).map_err(sql)?;
+        out.push(decode_event(goal, revision, &json)?);
+    }
+    Ok(out)
+}
+
+// ----- cross-goal queries -------------------------------------------------------------------
+
+/// Recomputes the index rows of `stale` goals at `now` and returns them. The states are read
+/// and the rows computed outside the write lock; a goal that moved meanwhile keeps the rows its
+/// newer commit wrote. Goals that vanished are skipped.
+fn refresh(
+    conn: &mut Connection,
+    cx: &Shared,
+    now: Timestamp,
+    stale: &[GoalId],
+) -> Result<Vec<Projection>, StoreError> {
+    if stale.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::with_capacity(stale.len());
+    {
+        let tx = conn.transaction().map_err(sql)?;
+        for goal in stale {
+            if let Some((state, _)) = load_state(&tx, goal, &cx.cache)? {
+                out.push(Projection::compute(&state, now));
+            }
+        }
+        tx.finish().map_err(sql)?;
+    }
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(sql)?;
+    for projection in &out {
+        let updated = tx
+            .prepare_cached(
+                "UPDATE goals SET status = ?3, valid_from = ?4, valid_until = ?5 WHERE goal = ?1 AND revision = ?2",
+            )
+            .and_then(|mut stmt| {
+                stmt.execute(params![
+                    projection.summary.goal.as_str(),
+                    int(projection.summary.revision),
+                    status_name(projection.summary.status),
+                    projection.valid_from.as_millis(),
+                    projection.summary.next_wake.map(Timestamp::as_millis),
+                ])
+            })
+            .map_err(sql)?;
+        if updated == 1 {
+            write_frontier(&tx, projection)?;
+        }
+    }
+    tx.commit().map_err(sql)?;
+    Ok(out)
+}
+
+pub(super) fn goals(
+    conn: &mut Connection,
+    cx: &Shared,
+    now: Timestamp,
+) -> Result<Vec<GoalSummary>, StoreError> {
+    let mut summaries = BTreeMap::new();
+    let mut stale = Vec::new();
+    {
+        let tx = conn.transaction().map_err(sql)?;
+        let mut stmt = tx
+            .prepare_cached(
+                "SELECT goal, objective, status, revision, valid_from, valid_until FROM goals",
+            )
+            .map_err(sql)?;
+        let mut rows = stmt.query([]).map_err(sql)?;
+        while let Some(r) = rows.next().map_err(sql)? {
+            let goal: GoalId = stored_id(r.get(0).map_err(sql)?, "goal id")?;
+            let status: String = r.get(2).map_err(sql)?;
+            let valid_from = Timestamp::from_millis(r.get(4).map_err(sql)?);
+            let valid_until = r
+                .get::<_, Option<i64>>(5)
+                .map_err(sql)?
+                .map(Timestamp::from_millis);
+            if !covers(valid_from, valid_until, now) {
+                stale.push(goal);
+                continue;
+            }
+            let summary = GoalSummary {
+                goal: goal.clone(),
+                objective: r.get(1).map_err(sql)?,
+                status: parse_status(&status).ok_or_else(|| StoreError::Corrupt {
+                    detail: format!("goal `{goal}` has an unknown status `{status}`; restore the store from a backup"),
+                })?,
+                revision: count(r.get(3).map_err(sql)?, "revision")?,
+                next_wake: valid_until,
+            };
+            summaries.insert(goal, summary);
+        }
+        drop(rows);
+        drop(stmt);
+        tx.finish().map_err(sql)?;
+    }
+    for projection in refresh(conn, cx, now, &stale)? {
+        summaries.insert(projection.summary.goal.clone(), projection.summary);
+    }
+    Ok(summaries.into_values().collect())
+}
+
+pub(super) fn frontier(
+    conn: &mut Connection,
+    cx: &Shared,
+    agent: &AgentId,
+    now: Timestamp,
+) -> Result<Vec<(GoalId, TodoId)>, StoreError> {
+    let mut fresh = BTreeSet::new();
+    let mut stale = Vec::new();
+    let mut per_goal: BTreeMap<GoalId, Vec<(u8, TodoId)>> = BTreeMap::new();
+    {
+        let tx = conn.transaction().map_err(sql)?;
+        {
+            let mut stmt = tx
+                .prepare_cached(
+                    "SELECT g.goal, g.valid_from, g.valid_until FROM goal_agents a JOIN goals g ON g.goal = a.goal
+                     WHERE a.agent = ?1",
+                )
+                .map_err(sql)?;
+            let mut rows = stmt.query([agent.as_str()]).map_err(sql)?;
+            while let Some(r) = rows.next().map_err(sql)? {
+                let goal: GoalId = stored_id(r.get(0).map_err(sql)?, "goal id")?;
+                let valid_from = Timestamp::from_millis(r.get(1).map_err(sql)?);
+                let valid_until = r
+                    .get::<_, Option<i64>>(2)
+                    .map_err(sql)?
+                    .map(Timestamp::from_millis);
+                if covers(valid_from, valid_until, now) {
+                    fresh.insert(goal);
+                } else {
+                    stale.push(goal);
+                }
+            }
+        }
+        {
+            let mut stmt = tx
+                .prepare_cached("SELECT goal, todos FROM frontier WHERE agent = ?1")
+                .map_err(sql)?;
+            let mut rows = stmt.query([agent.as_str()]).map_err(sql)?;
+            while let Some(r) = rows.next().map_err(sql)? {
+                let goal: GoalId = stored_id(r.get(0).map_err(sql)?, "goal id")?;
+                if !fresh.contains(&goal) {
+                    continue;
+                }
+                let json: String = r.get(1).map_err(sql)?;
+                let todos: Vec<(u8, TodoId)> = serde_json::from_str(&json).map_err(|error| StoreError::Corrupt {
+                    detail: format!(
+                        "the frontier row of `{agent}` in goal `{goal}` cannot be read ({error}); restore the store from a backup"
+                    ),
+                })?;
+                per_goal.insert(goal, todos);
+            }
+        }
+        tx.finish().map_err(sql)?;
+    }
+    for mut projection in refresh(conn, cx, now, &stale)? {
+        if let Some(todos) = projection.frontier.remove(agent) {
+            per_goal.insert(projection.summary.goal, todos);
+        }
+    }
+    Ok(merge_frontiers(
+        per_goal
+            .iter()
+            .map(|(goal, todos)| (goal, todos.as_slice())),
+    ))
+}
+
+pub(super) fn next_wake(
+    conn: &mut Connection,
+    cx: &Shared,
+    now: Timestamp,
+) -> Result<Option<Timestamp>, StoreError> {
+    let stale: Vec<GoalId> = {
+        let mut stmt = conn
+            .prepare_cached("SELECT goal FROM goals WHERE valid_until <= ?1 UNION SELECT goal FROM goals WHERE valid_from > ?1")
+            .map_err(sql)?;
+        let ids = stmt
+            .query_map([now.as_millis()], |r| r.get::<_, String>(0))
+            .and_then(Iterator::collect::<Result<Vec<String>, _>>)
+            .map_err(sql)?;
+        ids.into_iter()
+            .map(|id| stored_id(id, "goal id"))
+            .collect::<Result<_, _>>()?
+    };
+    let refreshed = refresh(conn, cx, now, &stale)?;
+    let indexed: Option<i64> = conn
+        .prepare_cached(
+            "SELECT min(valid_until) FROM goals WHERE valid_until > ?1 AND valid_from <= ?1",
+        )
+        .and_then(|mut stmt| stmt.query_row([now.as_millis()], |r| r.get(0)))
+        .map_err(sql)?;
+    Ok(indexed
+        .map(Timestamp::from_millis)
+        .into_iter()
+        .chain(refreshed.iter().filter_map(|p| p.summary.next_wake))
+        .min())
+}
+
+// ----- retention ----------------------------------------------------------------------------
+
+pub(super) fn compact(
+    conn: &mut Connection,
+    goal: &GoalId,
+    keep_after: u64,
+) -> Result<Compaction, StoreError> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(sql)?;
+    let row = goal_row(&tx, goal)?.ok_or_else(|| StoreError::UnknownGoal { goal: goal.clone() })?;
+    let target = keep_after.min(row.revision);
+    if target <= row.base_revision {
+        return Ok(Compaction {
+            goal: goal.clone(),
+            base_revision: row.base_revision,
+            events_removed: 0,
+        });
+    }
+    // The state at `target`: the newest snapshot at or before it, plus the events up to it.
+    let snapshot: Option<(i64, String)> = tx
+        .prepare_cached(
+            "SELECT revision, json FROM snapshots WHERE goal = ?1 AND revision <= ?2 ORDER BY revision DESC LIMIT 1",
+        )
+        .and_then(|mut stmt| {
+            stmt.query_row(params![goal.as_str(), int(target)], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()
+        })
+        .map_err(sql)?;
+    let mut state = match snapshot {
+        Some((revision, json)) => Some(decode_snapshot(goal, count(revision, "revision")?, &json)?),
+        None => None,
+    };
+    {
+        let from = state.as_ref().map_or(0, |s| s.revision);
+        let mut stmt = tx
+            .prepare_cached(
+                "SELECT revision, json FROM events WHERE goal = ?1 AND revision > ?2 AND revision <= ?3 ORDER BY revision",
+            )
+            .map_err(sql)?;
+        let mut rows = stmt
+            .query(params![goal.as_str(), int(from), int(target)])
+            .map_err(sql)?;
+        while let Some(r) = rows.next().map_err(sql)? {
+            let revision = count(r.get(0).map_err(sql)?, "revision")?;
+            let json: String = r.get(1).map_err(sql)?;
+            let event = decode_event(goal, revision, &json)?;
+            state = Some(match state {
+                None => GoalState::genesis(&event).map_err(|e| unfoldable(goal, &e))?,
+                Some(mut s) => {
+                    s.apply(&event).map_err(|e| unfoldable(goal, &e))?;
+                    s
+                }
+            });
+        }
+    }
+    let state = match state {
+        Some(state) if state.revision == target => state,
+        _ => {
+            return Err(StoreError::Corrupt {
+                detail: format!(
+                    "the history of goal `{goal}` does not reach revision {target}; restore the store from a backup"
+                ),
+            });
+        }
+    };
+    let g = goal.as_str();
+    let json = encode(&state.snapshot())?;
+    tx.prepare_cached(
+        "INSERT OR REPLACE INTO snapshots (goal, revision, json) VALUES (?1, ?2, ?3)",
+    )
+    .and_then(|mut stmt| stmt.execute(params![g, int(target), json]))
+    .map_err(sql)?;
+    let removed = tx
+        .prepare_cached("DELETE FROM events WHERE goal = ?1 AND revision <= ?2")
+        .and_then(|mut stmt| stmt.execute(params![g, int(target)]))
+        .map_err(sql)?;
+    tx.prepare_cached("DELETE FROM snapshots WHERE goal = ?1 AND revision < ?2")
+        .and_then(|mut stmt| stmt.execute(params![g, int(target)]))
+        .map_err(sql)?;
+    tx.prepare_cached(
+        "UPDATE goals SET base_revision = ?2, snapshot_revision = max(snapshot_revision, ?2) WHERE goal = ?1",
+    )
+    .and_then(|mut stmt| stmt.execute(params![g, int(target)]))
+    .map_err(sql)?;
+    tx.commit().map_err(sql)?;
+    Ok(Compaction {
+        goal: goal.clone(),
+        base_revision: target,
+        events_removed: removed as u64,
+    })
+}
+
+pub(super) fn base(conn: &mut Connection, goal: &GoalId) -> Result<Option<Snapshot>, StoreError> {
+    let tx = conn.transaction().map_err(sql)?;
+    let Some(row) = goal_row(&tx, goal)? else {
+        return Ok(None);
+    };
+    if row.base_revision == 0 {
+        return Ok(None);
+    }
+    let json: Option<String> = tx
+        .prepare_cached("SELECT json FROM snapshots WHERE goal = ?1 AND revision = ?2")
+        .and_then(|mut stmt| {
+            stmt.query_row(params![goal.as_str(), int(row.base_revision)], |r| r.get(0))
+                .optional()
+        })
+        .map_err(sql)?;
+    let json = json.ok_or_else(|| StoreError::Corrupt {
+        detail: format!(
+            "goal `{goal}` was compacted to revision {} but its base snapshot is missing; restore the store from a backup",
+            row.base_revision
+        ),
+    })?;
+    let state = decode_snapshot(goal, row.base_revision, &json)?;
+    tx.finish().map_err(sql)?;
+    Ok(Some(state.snapshot()))
+}
+
+pub(super) fn operations(
+    conn: &mut Connection,
+    goal: &GoalId,
+    after: u64,
+    limit: usize,
+) -> Result<Vec<OperationRecord>, StoreError> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT operation, digest, revision, events, committed_at, actor, kinds FROM receipts
+             WHERE goal = ?1 AND revision > ?2 ORDER BY seq LIMIT ?3",
+        )
+        .map_err(sql)?;
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let mut rows = stmt
+        .query(params![goal.as_str(), int(after), limit])
+        .map_err(sql)?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next().map_err(sql)? {
+        let operation: OperationId = stored_id(r.get(0).map_err(sql)?, "operation id")?;
+        let actor: Option<String> = r.get(5).map_err(sql)?;
+        let kinds: String = r.get(6).map_err(sql)?;
+        let damaged = |what: &str, error: serde_json::Error| StoreError::Corrupt {
+            detail: format!(
+                "the {what} of operation `{operation}` on goal `{goal}` cannot be read ({error}); restore the store from a backup"
+            ),
+        };
+        let actor: Option<Actor> = actor
+            .map(|json| serde_json::from_str(&json))
+            .transpose()
+            .map_err(|e| damaged("actor", e))?;
+        let events: Vec<String> =
+            serde_json::from_str(&kinds).map_err(|e| damaged("event list", e))?;
+        out.push(OperationRecord {
+            receipt: Receipt {
+                goal: goal.clone(),
+                operation: operation.clone(),
+                digest: r.get(1).map_err(sql)?,
+                revision: count(r.get(2).map_err(sql)?, "revision")?,
+                events: count(r.get(3).map_err(sql)?, "event count")?,
+                committed_at: Timestamp::from_millis(r.get(4).map_err(sql)?),
+            },
+            actor,
+            events,
+        });
+    }
+    Ok(out)
+}
+
+pub(super) fn integrity_check(conn: &mut Connection, _: &Shared) -> Result<(), StoreError> {
+    let mut stmt = conn.prepare("PRAGMA integrity_check(20)").map_err(sql)?;
+    let lines = stmt
+        .query_map([], |r| r.get::<_, String>(0))
+        .and_then(Iterator::collect::<Result<Vec<String>, _>>)
+        .map_err(sql)?;
+    if lines.len() == 1 && lines[0] == "ok" {
+        return Ok(());
+    }
+    Err(StoreError::Corrupt {
+        detail: format!(
+            "SQLite's integrity check failed: {}; restore the store from a backup",
+            lines.join("; ")
+        ),
+    })
+}

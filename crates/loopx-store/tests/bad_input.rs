@@ -1,0 +1,364 @@
+//! Bad input to the SQLite backend: files that are not (complete, loopx) databases, schemas
+//! written by a newer version, damaged rows. Each is a typed error with an actionable message,
+//! and nothing is modified.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use loopx_kernel::seams::{Store, StoreError};
+use loopx_kernel::{
+    Actor, AgentId, Command, GoalId, GoalSpec, Limits, NewTodo, OperationId, PersonId, Policy,
+    Timestamp, TodoId,
+};
+use loopx_store::{SQLITE_SCHEMA_VERSION, SqliteOptions, SqliteStore, SubmitError, submit};
+use rusqlite::Connection;
+
+fn now() -> Timestamp {
+    Timestamp::parse("2026-11-29T10:00:00Z").unwrap()
+}
+
+fn owner() -> Actor {
+    Actor::Person(PersonId::new("olivia").unwrap())
+}
+
+fn goal_id() -> GoalId {
+    GoalId::new("g").unwrap()
+}
+
+fn spec() -> GoalSpec {
+    GoalSpec {
+        id: goal_id(),
+        objective: "keep the data safe".into(),
+        owner: PersonId::new("olivia").unwrap(),
+        criteria: vec![],
+        agents: [AgentId::new("a").unwrap()].into(),
+        budget: Limits::UNLIMITED,
+        policy: Policy::default(),
+        grants: std::collections::BTreeMap::default(),
+    }
+}
+
+fn block_on<F: Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(future)
+}
+
+/// A store at `path` holding goal `g` with `todos` todos (one event each after creation).
+fn populated(path: &Path, todos: usize, options: SqliteOptions) {
+    let store = SqliteStore::open_with(path, options).unwrap();
+    block_on(async {
+        let create = Command::CreateGoal { spec: spec() };
+        submit(
+            &store,
+            &goal_id(),
+            &owner(),
+            now(),
+            &create,
+            &OperationId::new("create").unwrap(),
+        )
+        .await
+        .unwrap();
+        let agent = Actor::Agent(AgentId::new("a").unwrap());
+        for i in 0..todos {
+            let todo = NewTodo::advance(TodoId::new(format!("t{i}")).unwrap(), "x".repeat(300));
+            let op = OperationId::new(format!("add-{i}")).unwrap();
+            submit(
+                &store,
+                &goal_id(),
+                &agent,
+                now(),
+                &Command::AddTodo { todo },
+                &op,
+            )
+            .await
+            .unwrap();
+        }
+    });
+}
+
+/// Every file of the database: main, `-wal` and `-shm`, with their bytes (absent ones `None`).
+fn files(path: &Path) -> Vec<(PathBuf, Option<Vec<u8>>)> {
+    ["", "-wal", "-shm"]
+        .iter()
+        .map(|suffix| {
+            let mut name = path.as_os_str().to_owned();
+            name.push(suffix);
+            let file = PathBuf::from(name);
+            let bytes = fs::read(&file).ok();
+            (file, bytes)
+        })
+        .collect()
+}
+
+fn corrupt(result: Result<SqliteStore, StoreError>) -> String {
+    match result {
+        Err(StoreError::Corrupt { detail }) => detail,
+        other => panic!("expected a corrupt-store error, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_file_that_is_not_sqlite_is_refused_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("notes.db");
+    fs::write(&path, "these are my notes, not a database\n".repeat(200)).unwrap();
+    let before = files(&path);
+    let detail = corrupt(SqliteStore::open(&path));
+    assert!(detail.contains("is not a SQLite database"), "{detail}");
+    assert!(detail.contains("nothing was changed"), "{detail}");
+    assert_eq!(files(&path), before);
+}
+
+#[test]
+fn a_file_shorter_than_a_header_is_refused_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("short.db");
+    fs::write(&path, b"SQLite format 3\0abc").unwrap();
+    let before = files(&path);
+    let detail = corrupt(SqliteStore::open(&path));
+    assert!(detail.contains("19 bytes"), "{detail}");
+    assert_eq!(files(&path), before);
+}
+
+#[test]
+fn a_truncated_database_is_refused_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    populated(&path, 200, SqliteOptions::default());
+    let (_, wal) = &files(&path)[1];
+    assert!(
+        wal.as_ref().is_none_or(Vec::is_empty),
+        "a cleanly closed store leaves no log"
+    );
+    let full = fs::read(&path).unwrap();
+    assert!(
+        full.len() > 16 * 4096,
+        "the database should span many pages"
+    );
+    fs::write(&path, &full[..full.len() / 2]).unwrap();
+    let before = files(&path);
+    let detail = corrupt(SqliteStore::open(&path));
+    assert!(detail.contains("is truncated"), "{detail}");
+    assert_eq!(files(&path), before);
+}
+
+#[test]
+fn another_programs_database_is_refused_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("app.db");
+    {
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch("CREATE TABLE users (name TEXT); INSERT INTO users VALUES ('ann');")
+            .unwrap();
+    }
+    let before = files(&path);
+    let detail = corrupt(SqliteStore::open(&path));
+    assert!(detail.contains("not a loopx store"), "{detail}");
+    assert!(detail.contains("users"), "{detail}");
+    assert_eq!(files(&path), before);
+}
+
+#[test]
+fn a_newer_schema_is_refused_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    populated(&path, 3, SqliteOptions::default());
+    {
+        let conn = Connection::open(&path).unwrap();
+        conn.execute("UPDATE schema_version SET version = 99", [])
+            .unwrap();
+    }
+    let before = files(&path);
+    match SqliteStore::open(&path) {
+        Err(
+            error @ StoreError::NewerSchema {
+                found: 99,
+                supported,
+            },
+        ) => {
+            assert_eq!(supported, SQLITE_SCHEMA_VERSION);
+            assert!(error.to_string().contains("upgrade loopx"), "{error}");
+        }
+        other => panic!("expected a newer-schema error, got {other:?}"),
+    }
+    assert_eq!(files(&path)[0], before[0], "the database file changed");
+}
+
+#[test]
+fn a_damaged_schema_version_table_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    populated(&path, 1, SqliteOptions::default());
+    {
+        let conn = Connection::open(&path).unwrap();
+        conn.execute("INSERT INTO schema_version VALUES (1)", [])
+            .unwrap();
+    }
+    let before = files(&path);
+    let detail = corrupt(SqliteStore::open(&path));
+    assert!(detail.contains("2 rows instead of one"), "{detail}");
+    assert_eq!(files(&path)[0], before[0]);
+}
+
+/// The rows that a damaged history must leave untouched.
+fn rows(path: &Path) -> (i64, i64, i64, String) {
+    let conn = Connection::open(path).unwrap();
+    conn.query_row(
+        "SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM receipts),
+                (SELECT revision FROM goals WHERE goal = 'g'),
+                (SELECT group_concat(json, '|') FROM events)",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+    )
+    .unwrap()
+}
+
+fn damage(path: &Path, sql: &str) {
+    let conn = Connection::open(path).unwrap();
+    assert_eq!(
+        conn.execute(sql, []).unwrap(),
+        1,
+        "the damage must hit one row"
+    );
+}
+
+/// Opens the damaged store and checks that reading and writing goal `g` fail with `expect`,
+/// changing nothing.
+fn check_damaged(path: &Path, expect: impl Fn(&StoreError) -> bool) {
+    let before = rows(path);
+    let store =
+        SqliteStore::open_with(path, SqliteOptions::default().snapshot_every(1000)).unwrap();
+    block_on(async {
+        let loaded = store.load(&goal_id()).await;
+        assert!(matches!(&loaded, Err(e) if expect(e)), "load: {loaded:?}");
+        let agent = Actor::Agent(AgentId::new("a").unwrap());
+        let todo = NewTodo::advance(TodoId::new("more").unwrap(), "more");
+        let op = OperationId::new("after-damage").unwrap();
+        let submitted = submit(
+            &store,
+            &goal_id(),
+            &agent,
+            now(),
+            &Command::AddTodo { todo },
+            &op,
+        )
+        .await;
+        assert!(
+            matches!(&submitted, Err(SubmitError::Store(e)) if expect(e)),
+            "submit: {submitted:?}"
+        );
+        assert_eq!(store.receipt(&goal_id(), &op).await, Ok(None));
+    });
+    drop(store);
+    assert_eq!(rows(path), before, "a damaged history was modified");
+}
+
+#[test]
+fn an_event_row_that_is_not_json_is_reported_with_its_goal_and_revision() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    populated(&path, 5, SqliteOptions::default().snapshot_every(1000));
+    damage(
+        &path,
+        "UPDATE events SET json = '{\"schema\": 1, \"revis' WHERE revision = 3",
+    );
+    check_damaged(
+        &path,
+        |e| matches!(e, StoreError::Corrupt { detail } if detail.contains("event 3 of goal `g`") && detail.contains("backup")),
+    );
+    let store = SqliteStore::open(&path).unwrap();
+    let events = block_on(store.events(&goal_id(), 0, 100));
+    assert!(
+        matches!(events, Err(StoreError::Corrupt { .. })),
+        "{events:?}"
+    );
+    let early = block_on(store.events(&goal_id(), 0, 2)).unwrap();
+    assert_eq!(early.len(), 2, "rows before the damage still read");
+}
+
+#[test]
+fn an_event_row_written_by_a_newer_schema_is_reported_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    populated(&path, 5, SqliteOptions::default().snapshot_every(1000));
+    damage(
+        &path,
+        "UPDATE events SET json = json_set(json, '$.schema', 7, '$.event.color', 'blue') WHERE revision = 4",
+    );
+    check_damaged(&path, |e| {
+        matches!(
+            e,
+            StoreError::NewerSchema {
+                found: 7,
+                supported: 1
+            }
+        )
+    });
+}
+
+#[test]
+fn an_event_row_stored_at_the_wrong_revision_is_corrupt() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    populated(&path, 5, SqliteOptions::default().snapshot_every(1000));
+    damage(
+        &path,
+        "UPDATE events SET json = json_set(json, '$.revision', 9) WHERE revision = 2",
+    );
+    check_damaged(
+        &path,
+        |e| matches!(e, StoreError::Corrupt { detail } if detail.contains("stored at revision 2")),
+    );
+}
+
+#[test]
+fn an_event_that_contradicts_the_history_is_corrupt() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    populated(&path, 5, SqliteOptions::default().snapshot_every(1000));
+    // Revision 3 adds todo t1; make it add t0 again, which the fold refuses.
+    damage(
+        &path,
+        "UPDATE events SET json = json_set(json, '$.event.todo.id', 't0') WHERE revision = 3",
+    );
+    check_damaged(
+        &path,
+        |e| matches!(e, StoreError::Corrupt { detail } if detail.contains("does not fold")),
+    );
+}
+
+#[test]
+fn a_damaged_snapshot_is_corrupt() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    populated(&path, 12, SqliteOptions::default().snapshot_every(5));
+    damage(
+        &path,
+        "UPDATE snapshots SET json = '[]' WHERE revision = (SELECT max(revision) FROM snapshots)",
+    );
+    check_damaged(
+        &path,
+        |e| matches!(e, StoreError::Corrupt { detail } if detail.contains("snapshot of goal `g`")),
+    );
+}
+
+#[test]
+fn paths_that_cannot_hold_a_database_are_unavailable() {
+    let dir = tempfile::tempdir().unwrap();
+    match SqliteStore::open(dir.path()) {
+        Err(StoreError::Unavailable { detail }) => {
+            assert!(detail.contains("directory"), "{detail}");
+        }
+        other => panic!("a directory must be refused, got {other:?}"),
+    }
+    let missing = dir.path().join("no/such/dir/store.db");
+    match SqliteStore::open(&missing) {
+        Err(StoreError::Unavailable { detail }) => {
+            assert!(detail.contains("cannot create"), "{detail}");
+        }
+        other => panic!("a missing directory must be reported, got {other:?}"),
+    }
+    assert!(!missing.exists());
+}

@@ -1,0 +1,87 @@
+//! The conformance suite, run against every backend of this crate.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use async_trait::async_trait;
+use loopx_store::conformance::Backend;
+use loopx_store::{Durability, MemoryStore, SqliteOptions, SqliteStore};
+
+mod memory {
+    use super::*;
+
+    struct Memory;
+
+    #[async_trait]
+    impl Backend for Memory {
+        type Store = MemoryStore;
+
+        async fn fresh(&self) -> MemoryStore {
+            MemoryStore::new()
+        }
+
+        async fn reopen(&self, store: MemoryStore) -> MemoryStore {
+            store
+        }
+    }
+
+    loopx_store::conformance_suite!(Memory);
+}
+
+/// Each fresh store is a new file in a temporary directory that lives as long as the backend.
+struct Sqlite {
+    dir: tempfile::TempDir,
+    next: AtomicU32,
+    options: SqliteOptions,
+}
+
+impl Sqlite {
+    fn new(options: SqliteOptions) -> Self {
+        Sqlite {
+            dir: tempfile::tempdir().unwrap(),
+            next: AtomicU32::new(0),
+            options,
+        }
+    }
+}
+
+#[async_trait]
+impl Backend for Sqlite {
+    type Store = SqliteStore;
+
+    async fn fresh(&self) -> SqliteStore {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let path = self.dir.path().join(format!("store-{n}.db"));
+        SqliteStore::open_with(path, self.options.clone()).unwrap()
+    }
+
+    async fn reopen(&self, store: SqliteStore) -> SqliteStore {
+        let path: PathBuf = store.path().to_owned();
+        drop(store);
+        SqliteStore::open_with(path, self.options.clone()).unwrap()
+    }
+}
+
+/// Snapshots every 16 events and two connections per handle, so the suite goes through
+/// snapshot loads and connection waits.
+mod sqlite {
+    use super::*;
+
+    loopx_store::conformance_suite!(Sqlite::new(
+        SqliteOptions::default()
+            .snapshot_every(16)
+            .max_connections(2)
+    ));
+}
+
+/// `synchronous=NORMAL`, a snapshot at every commit and a single connection.
+mod sqlite_normal {
+    use super::*;
+
+    loopx_store::conformance_suite!(Sqlite::new(
+        SqliteOptions::default()
+            .durability(Durability::Normal)
+            .snapshot_every(1)
+            .max_connections(1)
+    ));
+}

@@ -1,0 +1,152 @@
+//! The kernel's lifecycle state machine, run against each backend: every command goes through
+//! `submit` (load, execute, stamp, append under compare-and-set), the state the machine checks
+//! is what the store loads back, and the events the store holds are exactly the events the
+//! command returned.
+//!
+//! `PROPTEST_CASES` sets the number of cases for both backends.
+
+use std::borrow::Cow;
+
+use loopx_kernel::seams::Store;
+use loopx_kernel::testkit::{LifecycleSut, LifecycleTest, config};
+use loopx_kernel::{
+    Actor, Command, GoalId, GoalSpec, GoalState, OperationId, RecordedEvent, Refusal, Timestamp,
+};
+use loopx_store::{MemoryStore, SqliteOptions, SqliteStore, SubmitError, submit};
+use proptest_state_machine::prop_state_machine;
+use tokio::runtime::Runtime;
+
+/// A backend that can make a fresh store for one case.
+trait Fresh: Store + Sized {
+    fn fresh() -> (Self, Option<tempfile::TempDir>);
+}
+
+impl Fresh for MemoryStore {
+    fn fresh() -> (Self, Option<tempfile::TempDir>) {
+        (MemoryStore::new(), None)
+    }
+}
+
+impl Fresh for SqliteStore {
+    fn fresh() -> (Self, Option<tempfile::TempDir>) {
+        let dir = tempfile::tempdir().unwrap();
+        // Snapshots every few events, so loads go through snapshots and tails.
+        let options = SqliteOptions::default().snapshot_every(4);
+        let store = SqliteStore::open_with(dir.path().join("store.db"), options).unwrap();
+        (store, Some(dir))
+    }
+}
+
+/// One goal in a store, as the kernel's state machine drives it.
+struct OverStore<S> {
+    store: S,
+    goal: GoalId,
+    runtime: Runtime,
+    ops: u64,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl<S: Fresh> OverStore<S> {
+    fn submit(
+        &mut self,
+        actor: &Actor,
+        now: Timestamp,
+        command: &Command,
+    ) -> Result<Vec<RecordedEvent>, Refusal> {
+        self.ops += 1;
+        let op = OperationId::new(format!("op-{}", self.ops)).unwrap();
+        let before = self
+            .runtime
+            .block_on(self.store.load(&self.goal))
+            .unwrap()
+            .map_or(0, |state| state.revision);
+        let result =
+            self.runtime
+                .block_on(submit(&self.store, &self.goal, actor, now, command, &op));
+        match result {
+            Ok(done) => {
+                assert!(!done.replayed);
+                let stored = self
+                    .runtime
+                    .block_on(self.store.events(&self.goal, before, usize::MAX))
+                    .unwrap();
+                assert_eq!(
+                    stored, done.events,
+                    "the store holds other events than it returned"
+                );
+                assert_eq!(
+                    done.state,
+                    *self.state(),
+                    "the state submit returned is not the one loaded"
+                );
+                Ok(done.events)
+            }
+            Err(SubmitError::Refused(refusal)) => {
+                let receipt = self
+                    .runtime
+                    .block_on(self.store.receipt(&self.goal, &op))
+                    .unwrap();
+                assert_eq!(receipt, None, "a refused command left a receipt");
+                Err(refusal)
+            }
+            Err(error) => panic!("the store failed on `{}`: {error}", command.name()),
+        }
+    }
+}
+
+impl<S: Fresh> LifecycleSut for OverStore<S> {
+    fn create(
+        actor: &Actor,
+        now: Timestamp,
+        spec: &GoalSpec,
+    ) -> Result<(Self, Vec<RecordedEvent>), Refusal> {
+        let (store, dir) = S::fresh();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let mut sut = OverStore {
+            store,
+            goal: spec.id.clone(),
+            runtime,
+            ops: 0,
+            _dir: dir,
+        };
+        let events = sut.submit(actor, now, &Command::CreateGoal { spec: spec.clone() })?;
+        Ok((sut, events))
+    }
+
+    fn handle(
+        &mut self,
+        actor: &Actor,
+        now: Timestamp,
+        command: &Command,
+    ) -> Result<Vec<RecordedEvent>, Refusal> {
+        self.submit(actor, now, command)
+    }
+
+    fn state(&self) -> Cow<'_, GoalState> {
+        let loaded = self.runtime.block_on(self.store.load(&self.goal)).unwrap();
+        Cow::Owned(loaded.unwrap_or_else(|| panic!("goal `{}` vanished", self.goal)))
+    }
+}
+
+type MemorySut = OverStore<MemoryStore>;
+type SqliteSut = OverStore<SqliteStore>;
+
+prop_state_machine! {
+    #![proptest_config(config(128))]
+
+    #[test]
+    fn lifecycle_holds_over_the_memory_store(
+        sequential 1..40 => LifecycleTest<MemorySut>
+    );
+}
+
+prop_state_machine! {
+    #![proptest_config(config(64))]
+
+    #[test]
+    fn lifecycle_holds_over_the_sqlite_store(
+        sequential 1..40 => LifecycleTest<SqliteSut>
+    );
+}

@@ -1,0 +1,912 @@
+//! SQLite under real processes: a crash test (a child settles turns in a loop and is killed with
+//! SIGKILL at random moments) and a race test (16 threads and 4 processes compete for leases
+//! over 1,000 todos).
+//!
+//! The binary re-executes itself as the child processes: with `LOOPX_STORE_CHILD` set it runs
+//! one child role instead of the tests. `LOOPX_TEST_SEED` replays a run's random choices (each
+//! run prints its seed); `LOOPX_CRASH_ROUNDS` changes the number of kills.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::env;
+use std::io::{BufRead, BufReader, Read};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::Path;
+use std::process::{Child, Command as Process, ExitCode, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration as StdDuration, Instant, SystemTime, UNIX_EPOCH};
+
+use loopx_kernel::seams::{AppendRequest, Store};
+use loopx_kernel::{
+    Actor, AgentId, Amounts, Command, Continuation, Duration, Event, GoalId, GoalSpec, GoalState,
+    Limits, NewTodo, OperationId, PersonId, Policy, Refusal, Settlement, Snapshot, SourceId,
+    Timestamp, TodoId, Transition, TurnId, Verdict, VerdictOutcome, check_invariants, frontier,
+    next_wake,
+};
+use loopx_store::{SqliteOptions, SqliteStore, SubmitError, submit};
+use tokio::runtime::Runtime;
+
+const CHILD: &str = "LOOPX_STORE_CHILD";
+
+// ----- a tiny harness -----------------------------------------------------------------------
+
+fn main() -> ExitCode {
+    if let Ok(role) = env::var(CHILD) {
+        let args: Vec<String> = env::args().skip(1).collect();
+        let code = match role.as_str() {
+            "crash" => crash_child(&args),
+            "race" => race_child(&args),
+            other => {
+                eprintln!("unknown child role `{other}`");
+                2
+            }
+        };
+        return ExitCode::from(code);
+    }
+    let tests: [(&str, fn()); 2] = [
+        ("crash_loses_no_acknowledged_commit", crash),
+        ("races_never_double_lease_or_settle_stale", races),
+    ];
+    let args: Vec<String> = env::args().skip(1).collect();
+    if args.iter().any(|a| a == "--list") {
+        for (name, _) in tests {
+            println!("{name}: test");
+        }
+        return ExitCode::SUCCESS;
+    }
+    let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
+    let selected: Vec<_> = tests
+        .iter()
+        .filter(|(name, _)| filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str())))
+        .collect();
+    println!("\nrunning {} tests", selected.len());
+    let (mut passed, mut failed) = (0, 0);
+    for (name, test) in &selected {
+        let started = Instant::now();
+        let result = catch_unwind(AssertUnwindSafe(test));
+        let took = started.elapsed().as_secs_f64();
+        if result.is_ok() {
+            passed += 1;
+            println!("test {name} ... ok ({took:.1}s)");
+        } else {
+            failed += 1;
+            println!("test {name} ... FAILED ({took:.1}s)");
+        }
+    }
+    let filtered = tests.len() - selected.len();
+    let verdict = if failed == 0 { "ok" } else { "FAILED" };
+    println!(
+        "\ntest result: {verdict}. {passed} passed; {failed} failed; 0 ignored; 0 measured; {filtered} filtered out\n"
+    );
+    if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// xorshift64*: reproducible random choices from a printed seed.
+struct Rng(u64);
+
+impl Rng {
+    fn seeded(name: &str) -> Rng {
+        let seed = env::var("LOOPX_TEST_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                let nanos = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .unwrap()
+                    .as_nanos();
+                u64::try_from(nanos % u128::from(u64::MAX)).unwrap() | 1
+            });
+        println!("{name}: LOOPX_TEST_SEED={seed}");
+        Rng(seed)
+    }
+
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+fn wall_clock() -> Timestamp {
+    let millis = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    Timestamp::from_millis(i64::try_from(millis).unwrap())
+}
+
+fn runtime() -> Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+}
+
+fn owner() -> Actor {
+    Actor::Person(PersonId::new("olivia").unwrap())
+}
+
+fn validator() -> Actor {
+    Actor::Validator(SourceId::new("ci").unwrap())
+}
+
+fn spec(goal: &GoalId, agents: &[AgentId]) -> GoalSpec {
+    GoalSpec {
+        id: goal.clone(),
+        objective: format!("survive {goal}"),
+        owner: PersonId::new("olivia").unwrap(),
+        criteria: vec![],
+        agents: agents.iter().cloned().collect(),
+        budget: Limits::UNLIMITED,
+        policy: Policy::default(),
+        grants: BTreeMap::default(),
+    }
+}
+
+fn settlement(todo: &TodoId, epoch: u64, turn: &TurnId, transition: Transition) -> Command {
+    Command::SettleTurn(Settlement {
+        todo: todo.clone(),
+        epoch,
+        turn: turn.clone(),
+        verdict: Verdict {
+            validator: validator(),
+            outcome: VerdictOutcome::Passed,
+            summary: "checked".into(),
+        },
+        evidence: vec![],
+        observations: vec![],
+        transition,
+        usage: Amounts {
+            tokens: 10,
+            ..Amounts::ZERO
+        },
+    })
+}
+
+fn spawn_child(role: &str, args: &[String]) -> Child {
+    Process::new(env::current_exe().unwrap())
+        .env(CHILD, role)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Forwards every complete line of `stream` (a torn last line is dropped) to a channel.
+fn lines_of(
+    stream: impl Read + Send + 'static,
+) -> (mpsc::Receiver<String>, thread::JoinHandle<()>) {
+    let (tx, rx) = mpsc::channel();
+    let reader = thread::spawn(move || {
+        let mut reader = BufReader::new(stream);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match reader.read_until(b'\n', &mut line) {
+                Ok(0) | Err(_) => break,
+                Ok(_) if line.last() == Some(&b'\n') => {
+                    let text = String::from_utf8_lossy(&line[..line.len() - 1]).into_owned();
+                    if tx.send(text).is_err() {
+                        break;
+                    }
+                }
+                Ok(_) => break,
+            }
+        }
+    });
+    (rx, reader)
+}
+
+fn stderr_of(child: &mut Child) -> String {
+    let mut text = String::new();
+    if let Some(mut err) = child.stderr.take() {
+        let _ = err.read_to_string(&mut text);
+    }
+    text
+}
+
+// ----- crash --------------------------------------------------------------------------------
+
+const CRASH_GOALS: [&str; 2] = ["crash-a", "crash-b"];
+
+fn worker_agent() -> AgentId {
+    AgentId::new("worker").unwrap()
+}
+
+/// The next step of the crash child on `state`: finish its own lease's turn, or claim the next
+/// todo, or add the first one. Operation ids follow from the state, so a restarted child retries
+/// exactly the step its predecessor may have been killed in.
+fn next_step(state: &GoalState, now: Timestamp) -> (Command, String) {
+    let me = worker_agent();
+    let mine = state
+        .todos
+        .values()
+        .find(|t| t.lease.as_ref().is_some_and(|l| l.holder == me));
+    if let Some(todo) = mine {
+        let lease = todo.lease.as_ref().unwrap();
+        let epoch = lease.epoch;
+        let turn = TurnId::new(format!("turn-{}-{epoch}", todo.id)).unwrap();
+        if lease.turn.is_none() {
+            let command = Command::BeginTurn {
+                todo: todo.id.clone(),
+                epoch,
+                turn,
+                reserve: None,
+            };
+            return (command, format!("begin-{}-{epoch}", todo.id));
+        }
+        let n: u64 = todo.id.as_str()[1..].parse().unwrap();
+        // Every fourth todo is kept open once, so it is claimed again under a new epoch.
+        let transition = if n % 4 == 3 && epoch == 1 {
+            Transition::KeepOpen
+        } else {
+            let next = NewTodo::advance(TodoId::new(format!("t{}", n + 1)).unwrap(), "carry on");
+            Transition::Complete {
+                continuation: Continuation::Successors(vec![next]),
+            }
+        };
+        return (
+            settlement(&todo.id, epoch, &turn, transition),
+            format!("settle-{}-{epoch}", todo.id),
+        );
+    }
+    if let Some(todo) = frontier(state, &me, now).first() {
+        let epoch = state.todos.get(todo).map_or(0, |t| t.last_epoch) + 1;
+        let command = Command::Claim {
+            todo: todo.clone(),
+            ttl: Some(Duration::hours(1)),
+            workspace: None,
+            grant_reason: None,
+        };
+        return (command, format!("claim-{todo}-{epoch}"));
+    }
+    let first = NewTodo::advance(TodoId::new("t0").unwrap(), "start");
+    (Command::AddTodo { todo: first }, "add-t0".into())
+}
+
+fn crash_child(args: &[String]) -> u8 {
+    let path = &args[0];
+    let options = SqliteOptions::default().snapshot_every(8);
+    let store = match SqliteStore::open_with(path, options) {
+        Ok(store) => store,
+        Err(error) => {
+            eprintln!("open failed: {error}");
+            return 3;
+        }
+    };
+    let rt = runtime();
+    rt.block_on(async {
+        let worker = Actor::Agent(worker_agent());
+        for name in CRASH_GOALS {
+            let goal = GoalId::new(name).unwrap();
+            let create = Command::CreateGoal {
+                spec: spec(&goal, &[worker_agent()]),
+            };
+            let op = OperationId::new("create").unwrap();
+            match submit(&store, &goal, &owner(), wall_clock(), &create, &op).await {
+                Ok(_) => println!("ack {goal} create"),
+                Err(error) => {
+                    eprintln!("create failed: {error}");
+                    return 4;
+                }
+            }
+        }
+        println!("ready");
+        for i in 0_usize.. {
+            let goal = GoalId::new(CRASH_GOALS[i % CRASH_GOALS.len()]).unwrap();
+            let now = wall_clock();
+            let state = match store.load(&goal).await {
+                Ok(Some(state)) => state,
+                other => {
+                    eprintln!("load failed: {other:?}");
+                    return 5;
+                }
+            };
+            let (command, op) = next_step(&state, now);
+            let operation = OperationId::new(op.clone()).unwrap();
+            match submit(&store, &goal, &worker, now, &command, &operation).await {
+                Ok(_) => println!("ack {goal} {op}"),
+                Err(error) => {
+                    eprintln!("`{op}` on {goal} failed: {error}");
+                    return 6;
+                }
+            }
+        }
+        0
+    })
+}
+
+fn crash() {
+    let rounds: u64 = env::var("LOOPX_CRASH_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(60);
+    let mut rng = Rng::seeded("crash");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("crash.db");
+    let mut acked: BTreeSet<(String, String)> = BTreeSet::new();
+    let mut kills = 0;
+    for round in 0..rounds {
+        let mut child = spawn_child("crash", &[path.display().to_string()]);
+        let (lines, reader) = lines_of(child.stdout.take().unwrap());
+        // Most rounds kill mid-work; every eighth kills during start-up (open, migration,
+        // goal creation) without waiting for the child to be ready.
+        let mut fresh = Vec::new();
+        if round % 8 == 0 {
+            thread::sleep(StdDuration::from_millis(rng.below(40)));
+        } else {
+            loop {
+                match lines.recv_timeout(StdDuration::from_secs(60)) {
+                    Ok(line) if line == "ready" => break,
+                    Ok(line) => fresh.push(line),
+                    Err(error) => panic!(
+                        "round {round}: the child never got ready ({error}): {}",
+                        stderr_of(&mut child)
+                    ),
+                }
+            }
+            thread::sleep(StdDuration::from_millis(rng.below(60)));
+        }
+        child.kill().unwrap();
+        let status = child.wait().unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::process::ExitStatusExt;
+            assert_eq!(
+                status.signal(),
+                Some(9),
+                "round {round}: the child ended before the kill ({status}): {}",
+                stderr_of(&mut child)
+            );
+        }
+        kills += 1;
+        reader.join().unwrap();
+        fresh.extend(lines.try_iter());
+        let mut new = Vec::new();
+        for line in fresh {
+            if let Some(rest) = line.strip_prefix("ack ") {
+                let (goal, op) = rest.split_once(' ').unwrap();
+                new.push((goal.to_owned(), op.to_owned()));
+            }
+        }
+        acked.extend(new.iter().cloned());
+        verify_crashed(&path, &new);
+    }
+    verify_crashed(&path, &acked.iter().cloned().collect::<Vec<_>>());
+    let settled = acked
+        .iter()
+        .filter(|(_, op)| op.starts_with("settle-"))
+        .count();
+    println!(
+        "crash: {kills} kills, {} acknowledged commits ({settled} settlements)",
+        acked.len()
+    );
+    assert!(kills >= 50, "only {kills} kills");
+    assert!(
+        settled >= 20,
+        "only {settled} settlements were acknowledged: the child did too little"
+    );
+}
+
+/// After a kill: every acknowledged operation is there, every goal's history replays to what
+/// the store loads and keeps the kernel's invariants, the receipts, snapshots and index rows
+/// agree with the events (nothing half applied), and SQLite's integrity check passes.
+fn verify_crashed(path: &Path, acked: &[(String, String)]) {
+    let store = SqliteStore::open(path).unwrap();
+    let rt = runtime();
+    rt.block_on(async {
+        store.integrity_check().await.unwrap();
+        for (goal, op) in acked {
+            let goal = GoalId::new(goal.as_str()).unwrap();
+            let receipt = store
+                .receipt(&goal, &OperationId::new(op.as_str()).unwrap())
+                .await
+                .unwrap();
+            assert!(
+                receipt.is_some(),
+                "acknowledged `{op}` on `{goal}` is missing"
+            );
+        }
+        for name in CRASH_GOALS {
+            let goal = GoalId::new(name).unwrap();
+            let Some(state) = store.load(&goal).await.unwrap() else {
+                continue;
+            };
+            let events = store.events(&goal, 0, usize::MAX).await.unwrap();
+            assert_eq!(
+                GoalState::replay(&events).unwrap(),
+                state,
+                "replay of `{goal}` differs from its load"
+            );
+            let violations = check_invariants(&state, wall_clock());
+            assert!(
+                violations.is_empty(),
+                "`{goal}` breaks invariants: {violations:?}"
+            );
+            verify_rows(path, &goal, &state, &events);
+        }
+        // The cross-goal queries still answer after the crash.
+        let goals = store.goals(wall_clock()).await.unwrap();
+        assert!(goals.len() <= CRASH_GOALS.len());
+    });
+}
+
+/// Checks the rows around a goal's events with plain SQL: the goal row's revision, the receipts
+/// (each event belongs to exactly one), the latest snapshot and the index rows.
+fn verify_rows(
+    path: &Path,
+    goal: &GoalId,
+    state: &GoalState,
+    events: &[loopx_kernel::RecordedEvent],
+) {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    let g = goal.as_str();
+    let (revision, valid_from, valid_until): (i64, i64, Option<i64>) = conn
+        .query_row(
+            "SELECT revision, valid_from, valid_until FROM goals WHERE goal = ?1",
+            [g],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
+    let revision = u64::try_from(revision).unwrap();
+    assert_eq!(revision, state.revision);
+    assert_eq!(
+        events.len() as u64,
+        revision,
+        "events of `{goal}` have a gap"
+    );
+    let committed: i64 = conn
+        .query_row(
+            "SELECT coalesce(sum(events), 0) FROM receipts WHERE goal = ?1",
+            [g],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(
+        u64::try_from(committed).unwrap(),
+        revision,
+        "receipts of `{goal}` do not account for its events"
+    );
+    let snapshot: Option<(i64, String)> = conn
+        .query_row(
+            "SELECT revision, json FROM snapshots WHERE goal = ?1 ORDER BY revision DESC LIMIT 1",
+            [g],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .ok();
+    if let Some((at, json)) = snapshot {
+        let snapshot: Snapshot = serde_json::from_str(&json).unwrap();
+        let prefix = usize::try_from(at).unwrap();
+        assert_eq!(
+            snapshot.into_state().unwrap(),
+            GoalState::replay(&events[..prefix]).unwrap()
+        );
+    }
+    let from = Timestamp::from_millis(valid_from);
+    assert_eq!(
+        valid_until.map(Timestamp::from_millis),
+        next_wake(state, from)
+    );
+    let row: Option<String> = conn
+        .query_row(
+            "SELECT todos FROM frontier WHERE goal = ?1 AND agent = 'worker'",
+            [g],
+            |r| r.get(0),
+        )
+        .ok();
+    let rows: Vec<String> = row
+        .map(|json| serde_json::from_str::<Vec<(u8, String)>>(&json).unwrap())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(_, todo)| todo)
+        .collect();
+    let expected: Vec<String> = frontier(state, &worker_agent(), from)
+        .iter()
+        .map(|t| t.as_str().to_owned())
+        .collect();
+    assert_eq!(
+        rows, expected,
+        "the frontier rows of `{goal}` are not the kernel's"
+    );
+}
+
+// ----- races --------------------------------------------------------------------------------
+
+const RACE_GOALS: usize = 10;
+const TODOS_PER_GOAL: usize = 100;
+const THREADS: usize = 16;
+const PROCESSES: usize = 4;
+const LEASE_MILLIS: i64 = 60;
+
+fn race_goal(i: usize) -> GoalId {
+    GoalId::new(format!("race-{i}")).unwrap()
+}
+
+fn race_agents() -> Vec<AgentId> {
+    (0..THREADS)
+        .map(|i| AgentId::new(format!("thread-{i}")).unwrap())
+        .chain((0..PROCESSES).map(|i| AgentId::new(format!("proc-{i}")).unwrap()))
+        .collect()
+}
+
+/// What one racing worker saw.
+#[derive(Debug, Default)]
+struct Tally {
+    /// Claims it won: goal, todo, epoch.
+    claims: Vec<(String, String, u64)>,
+    settled: u64,
+    /// Settlements refused because another agent had taken the todo over meanwhile.
+    stale_refused: u64,
+    /// Deliberately stale begins (an older epoch), all of which were refused.
+    deliberate_stale: u64,
+    /// Claims lost to another worker.
+    lost: u64,
+}
+
+/// One racing worker: an agent with its own store handle and random choices.
+struct Racer {
+    store: SqliteStore,
+    agent: AgentId,
+    actor: Actor,
+    rng: Rng,
+    ops: u64,
+    tally: Tally,
+}
+
+impl Racer {
+    fn op(&mut self) -> OperationId {
+        self.ops += 1;
+        OperationId::new(format!("{}-{}", self.agent, self.ops)).unwrap()
+    }
+
+    async fn submit(
+        &mut self,
+        goal: &GoalId,
+        command: &Command,
+    ) -> Result<loopx_store::Submitted, SubmitError> {
+        let op = self.op();
+        submit(&self.store, goal, &self.actor, wall_clock(), command, &op).await
+    }
+
+    /// Claims one of the first todos of a random goal's frontier; the epoch it won.
+    async fn claim(&mut self, out: &mut dyn FnMut(&str)) -> Option<(GoalId, TodoId, u64)> {
+        let goal = race_goal(usize::try_from(self.rng.below(RACE_GOALS as u64)).unwrap());
+        let state = self.store.load(&goal).await.unwrap().unwrap();
+        let open = frontier(&state, &self.agent, wall_clock());
+        if open.is_empty() {
+            return None;
+        }
+        let todo = open[usize::try_from(self.rng.below(open.len().min(6) as u64)).unwrap()].clone();
+        let claim = Command::Claim {
+            todo: todo.clone(),
+            ttl: Some(Duration::from_millis(LEASE_MILLIS)),
+            workspace: None,
+            grant_reason: None,
+        };
+        match self.submit(&goal, &claim).await {
+            Ok(done) => {
+                let lease = done.state.todos.get(&todo).unwrap().lease.as_ref().unwrap();
+                let epoch = lease.epoch;
+                out(&format!("claim {goal} {todo} {epoch}"));
+                self.tally
+                    .claims
+                    .push((goal.to_string(), todo.to_string(), epoch));
+                Some((goal, todo, epoch))
+            }
+            Err(SubmitError::Refused(_) | SubmitError::Contended { .. }) => {
+                self.tally.lost += 1;
+                None
+            }
+            Err(error) => panic!("{}: claim failed: {error}", self.agent),
+        }
+    }
+
+    /// Begins and settles a turn under `epoch`, sometimes outliving the lease so that another
+    /// agent may take the todo over; then checks that the settled turn cannot settle again and
+    /// that an older epoch cannot begin a turn.
+    async fn turn(&mut self, goal: &GoalId, todo: &TodoId, epoch: u64) {
+        let turn = TurnId::new(format!("{}-turn-{}", self.agent, self.ops)).unwrap();
+        let begin = Command::BeginTurn {
+            todo: todo.clone(),
+            epoch,
+            turn: turn.clone(),
+            reserve: None,
+        };
+        match self.submit(goal, &begin).await {
+            Ok(_) => {}
+            Err(SubmitError::Refused(_) | SubmitError::Contended { .. }) => return,
+            Err(error) => panic!("{}: begin failed: {error}", self.agent),
+        }
+        let pause = if self.rng.below(4) == 0 {
+            90
+        } else {
+            self.rng.below(10)
+        };
+        thread::sleep(StdDuration::from_millis(pause));
+        let transition = if self.rng.below(3) == 0 {
+            Transition::Complete {
+                continuation: Continuation::GoalStillActive,
+            }
+        } else {
+            Transition::KeepOpen
+        };
+        let settle = settlement(todo, epoch, &turn, transition);
+        match self.submit(goal, &settle).await {
+            Ok(_) => self.tally.settled += 1,
+            Err(SubmitError::Refused(Refusal::StaleLeaseEpoch {
+                presented, current, ..
+            })) => {
+                assert!(current > presented);
+                self.tally.stale_refused += 1;
+                return;
+            }
+            Err(SubmitError::Refused(_) | SubmitError::Contended { .. }) => return,
+            Err(error) => panic!("{}: settle failed: {error}", self.agent),
+        }
+        let again = self.submit(goal, &settle).await;
+        assert!(
+            matches!(
+                again,
+                Err(SubmitError::Refused(_) | SubmitError::Contended { .. })
+            ),
+            "{}: a second settlement of one turn was not refused: {again:?}",
+            self.agent
+        );
+        if epoch > 1 {
+            let old_epoch = Command::BeginTurn {
+                todo: todo.clone(),
+                epoch: epoch - 1,
+                turn: TurnId::new(format!("{}-stale-{}", self.agent, self.ops)).unwrap(),
+                reserve: None,
+            };
+            match self.submit(goal, &old_epoch).await {
+                Err(SubmitError::Refused(Refusal::StaleLeaseEpoch { .. })) => {
+                    self.tally.deliberate_stale += 1;
+                }
+                Err(SubmitError::Contended { .. }) => {}
+                other => panic!(
+                    "{}: a begin under a stale epoch was not refused: {other:?}",
+                    self.agent
+                ),
+            }
+        }
+    }
+}
+
+fn race_worker(
+    path: &Path,
+    agent: &AgentId,
+    seed: u64,
+    millis: u64,
+    out: &mut dyn FnMut(&str),
+) -> Tally {
+    let mut racer = Racer {
+        store: SqliteStore::open(path).unwrap(),
+        agent: agent.clone(),
+        actor: Actor::Agent(agent.clone()),
+        rng: Rng(seed | 1),
+        ops: 0,
+        tally: Tally::default(),
+    };
+    let deadline = Instant::now() + StdDuration::from_millis(millis);
+    runtime().block_on(async {
+        while Instant::now() < deadline {
+            if let Some((goal, todo, epoch)) = racer.claim(out).await {
+                racer.turn(&goal, &todo, epoch).await;
+            }
+        }
+    });
+    racer.tally
+}
+
+fn race_child(args: &[String]) -> u8 {
+    let path = Path::new(&args[0]);
+    let agent = AgentId::new(args[1].as_str()).unwrap();
+    let seed: u64 = args[2].parse().unwrap();
+    let millis: u64 = args[3].parse().unwrap();
+    let tally = race_worker(path, &agent, seed, millis, &mut |line| println!("{line}"));
+    println!(
+        "tally {} {} {} {}",
+        tally.settled, tally.stale_refused, tally.deliberate_stale, tally.lost
+    );
+    0
+}
+
+/// Creates the race goals: each with every racing agent and 100 idempotent todos, committed as
+/// one batch per goal.
+fn race_setup(path: &Path) {
+    let store = SqliteStore::open_with(path, SqliteOptions::default().snapshot_every(50)).unwrap();
+    let rt = runtime();
+    let now = wall_clock();
+    for g in 0..RACE_GOALS {
+        let goal = race_goal(g);
+        let created = Event::GoalCreated {
+            spec: spec(&goal, &race_agents()),
+        };
+        let mut events = loopx_kernel::stamp(0, &owner(), now, vec![created]);
+        let mut state = GoalState::replay(&events).unwrap();
+        for t in 0..TODOS_PER_GOAL {
+            let mut todo = NewTodo::advance(TodoId::new(format!("t{t}")).unwrap(), "race me");
+            todo.idempotent = true;
+            events.extend(
+                state
+                    .handle(&owner(), now, &Command::AddTodo { todo })
+                    .unwrap(),
+            );
+        }
+        let request = AppendRequest {
+            goal: goal.clone(),
+            expected_revision: 0,
+            operation: OperationId::new("setup").unwrap(),
+            digest: "setup".into(),
+            at: now,
+            events,
+        };
+        let receipt = rt.block_on(store.append(request)).unwrap();
+        assert_eq!(receipt.revision, 1 + TODOS_PER_GOAL as u64);
+    }
+}
+
+fn races() {
+    let mut rng = Rng::seeded("races");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("race.db");
+    race_setup(&path);
+    let millis: u64 = 6_000;
+    let agents = race_agents();
+    let mut children: Vec<Child> = agents[THREADS..]
+        .iter()
+        .map(|agent| {
+            let args = [
+                path.display().to_string(),
+                agent.to_string(),
+                rng.next().to_string(),
+                millis.to_string(),
+            ];
+            spawn_child("race", &args)
+        })
+        .collect();
+    let readers: Vec<_> = children
+        .iter_mut()
+        .map(|c| lines_of(c.stdout.take().unwrap()))
+        .collect();
+    let threads: Vec<_> = agents[..THREADS]
+        .iter()
+        .map(|agent| {
+            let path = path.clone();
+            let agent = agent.clone();
+            let seed = rng.next();
+            thread::spawn(move || race_worker(&path, &agent, seed, millis, &mut |_| {}))
+        })
+        .collect();
+    let mut tallies: Vec<(AgentId, Tally)> = Vec::new();
+    for (agent, handle) in agents[..THREADS].iter().zip(threads) {
+        tallies.push((
+            agent.clone(),
+            handle.join().expect("a racing thread panicked"),
+        ));
+    }
+    for ((agent, mut child), (lines, reader)) in agents[THREADS..]
+        .iter()
+        .zip(children.drain(..))
+        .zip(readers)
+    {
+        let status = child.wait().unwrap();
+        reader.join().unwrap();
+        assert!(
+            status.success(),
+            "racing process {agent} failed: {}",
+            stderr_of(&mut child)
+        );
+        let mut tally = Tally::default();
+        for line in lines.try_iter() {
+            let words: Vec<&str> = line.split(' ').collect();
+            match words.as_slice() {
+                ["claim", goal, todo, epoch] => {
+                    tally.claims.push((
+                        (*goal).to_owned(),
+                        (*todo).to_owned(),
+                        epoch.parse().unwrap(),
+                    ));
+                }
+                ["tally", settled, stale, deliberate, lost] => {
+                    tally.settled = settled.parse().unwrap();
+                    tally.stale_refused = stale.parse().unwrap();
+                    tally.deliberate_stale = deliberate.parse().unwrap();
+                    tally.lost = lost.parse().unwrap();
+                }
+                _ => panic!("unexpected line from {agent}: {line}"),
+            }
+        }
+        tallies.push((agent.clone(), tally));
+    }
+    verify_races(&path, &tallies);
+}
+
+/// Folds every goal's history checking, before each event, that no lease was acquired while
+/// another was live, and that every begun or settled turn presented the current epoch of its
+/// holder; then checks that every claim a worker saw acknowledged is in the history.
+fn verify_races(path: &Path, tallies: &[(AgentId, Tally)]) {
+    let store = SqliteStore::open(path).unwrap();
+    let rt = runtime();
+    let mut acquired: BTreeSet<(String, String, u64, String)> = BTreeSet::new();
+    let mut settled_in_log = 0_u64;
+    rt.block_on(async {
+        store.integrity_check().await.unwrap();
+        for g in 0..RACE_GOALS {
+            let goal = race_goal(g);
+            let events = store.events(&goal, 0, usize::MAX).await.unwrap();
+            let mut state = GoalState::genesis(&events[0]).unwrap();
+            for recorded in &events[1..] {
+                let holder = |todo: &TodoId, state: &GoalState| {
+                    state.todos.get(todo).and_then(|t| t.lease.as_ref()).map(|l| (l.holder.clone(), l.epoch, l.is_live(recorded.at)))
+                };
+                match &recorded.event {
+                    Event::LeaseAcquired { todo, holder: who, epoch, .. } => {
+                        if let Some((other, _, live)) = holder(todo, &state) {
+                            assert!(!live, "{goal}/{todo}: {who} acquired a lease while {other} held a live one");
+                        }
+                        let last = state.todos.get(todo).unwrap().last_epoch;
+                        assert_eq!(*epoch, last + 1, "{goal}/{todo}: epochs must strictly increase");
+                        acquired.insert((goal.to_string(), todo.to_string(), *epoch, who.to_string()));
+                    }
+                    Event::TurnBegun { todo, epoch, .. } | Event::TurnSettled { todo, epoch, .. } => {
+                        let (who, current, _) = holder(todo, &state).expect("a turn without a lease");
+                        assert_eq!(*epoch, current, "{goal}/{todo}: a stale epoch committed");
+                        assert_eq!(Some(&who), recorded.actor.agent(), "{goal}/{todo}: not the holder");
+                        if matches!(recorded.event, Event::TurnSettled { .. }) {
+                            settled_in_log += 1;
+                        }
+                    }
+                    _ => {}
+                }
+                state.apply(recorded).unwrap();
+            }
+            assert_eq!(store.load(&goal).await.unwrap().unwrap(), state);
+            let violations = check_invariants(&state, wall_clock());
+            assert!(violations.is_empty(), "{goal}: {violations:?}");
+        }
+    });
+    let mut claims = 0;
+    let (mut settled, mut stale, mut deliberate, mut lost) = (0, 0, 0, 0);
+    for (agent, tally) in tallies {
+        for (goal, todo, epoch) in &tally.claims {
+            let key = (goal.clone(), todo.clone(), *epoch, agent.to_string());
+            assert!(
+                acquired.contains(&key),
+                "acknowledged claim {key:?} is not in the history"
+            );
+        }
+        claims += tally.claims.len();
+        settled += tally.settled;
+        stale += tally.stale_refused;
+        deliberate += tally.deliberate_stale;
+        lost += tally.lost;
+    }
+    println!(
+        "races: {claims} claims won, {lost} lost, {settled} settled, {stale} stale settlements refused, {deliberate} deliberately stale begins refused"
+    );
+    assert_eq!(
+        settled, settled_in_log,
+        "acknowledged settlements differ from the history"
+    );
+    assert!(
+        claims >= 100,
+        "only {claims} claims: the race did too little"
+    );
+    assert!(
+        stale > 0,
+        "no settlement raced a takeover: the race did not test fencing"
+    );
+    assert!(deliberate > 0, "no deliberately stale begin was tried");
+}

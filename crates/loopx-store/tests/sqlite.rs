@@ -1,0 +1,228 @@
+//! SQLite specifics: file permissions and journal mode, concurrent opens, snapshots bounding
+//! the tail a load reads, and the durability setting.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use loopx_kernel::seams::Store;
+use loopx_kernel::{
+    Actor, AgentId, Command, GoalId, GoalSpec, GoalState, Limits, NewTodo, OperationId, PersonId,
+    Policy, Timestamp, TodoId,
+};
+use loopx_store::{
+    Durability, Retention, SQLITE_SCHEMA_VERSION, SqliteOptions, SqliteStore, submit,
+};
+use rusqlite::Connection;
+
+fn now() -> Timestamp {
+    Timestamp::parse("2026-11-29T10:00:00Z").unwrap()
+}
+
+fn owner() -> Actor {
+    Actor::Person(PersonId::new("olivia").unwrap())
+}
+
+fn goal_id() -> GoalId {
+    GoalId::new("g").unwrap()
+}
+
+fn spec() -> GoalSpec {
+    GoalSpec {
+        id: goal_id(),
+        objective: "keep the data safe".into(),
+        owner: PersonId::new("olivia").unwrap(),
+        criteria: vec![],
+        agents: [AgentId::new("a").unwrap()].into(),
+        budget: Limits::UNLIMITED,
+        policy: Policy::default(),
+        grants: std::collections::BTreeMap::default(),
+    }
+}
+
+fn block_on<F: Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(future)
+}
+
+/// Creates goal `g` and adds `todos` todos, one commit each.
+fn populate(store: &SqliteStore, todos: usize) -> GoalState {
+    block_on(async {
+        let create = Command::CreateGoal { spec: spec() };
+        let mut state = submit(
+            store,
+            &goal_id(),
+            &owner(),
+            now(),
+            &create,
+            &OperationId::new("create").unwrap(),
+        )
+        .await
+        .unwrap()
+        .state;
+        let agent = Actor::Agent(AgentId::new("a").unwrap());
+        for i in 0..todos {
+            let todo = NewTodo::advance(TodoId::new(format!("t{i}")).unwrap(), "work");
+            let op = OperationId::new(format!("add-{i}")).unwrap();
+            state = submit(
+                store,
+                &goal_id(),
+                &agent,
+                now(),
+                &Command::AddTodo { todo },
+                &op,
+            )
+            .await
+            .unwrap()
+            .state;
+        }
+        state
+    })
+}
+
+fn files(path: &Path) -> Vec<(PathBuf, Option<Vec<u8>>)> {
+    ["", "-wal", "-shm"]
+        .iter()
+        .map(|suffix| {
+            let mut name = path.as_os_str().to_owned();
+            name.push(suffix);
+            let file = PathBuf::from(name);
+            let bytes = fs::read(&file).ok();
+            (file, bytes)
+        })
+        .collect()
+}
+
+#[test]
+fn snapshots_bound_the_tail_a_load_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let store = SqliteStore::open_with(&path, SqliteOptions::default().snapshot_every(10)).unwrap();
+    let state = populate(&store, 94);
+    assert_eq!(state.revision, 95);
+    let conn = Connection::open(&path).unwrap();
+    let snapshots: Vec<i64> = conn
+        .prepare("SELECT revision FROM snapshots WHERE goal = 'g' ORDER BY revision")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(
+        snapshots,
+        vec![90],
+        "one periodic snapshot is kept, the newest"
+    );
+    let tail: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM events WHERE goal = 'g' AND revision > 90",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(tail, 5);
+    // A new handle has no cached state: it loads the snapshot and the tail.
+    drop(store);
+    let fresh = SqliteStore::open(&path).unwrap();
+    assert_eq!(
+        block_on(fresh.load(&goal_id())).unwrap(),
+        Some(state.clone())
+    );
+
+    // Compaction keeps its base snapshot next to the periodic one.
+    block_on(fresh.compact(&goal_id(), 42)).unwrap();
+    let snapshots: Vec<i64> = conn
+        .prepare("SELECT revision FROM snapshots WHERE goal = 'g' ORDER BY revision")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(snapshots, vec![42, 90]);
+    drop(fresh);
+    let fresh = SqliteStore::open(&path).unwrap();
+    assert_eq!(block_on(fresh.load(&goal_id())).unwrap(), Some(state));
+}
+
+#[test]
+fn both_durability_settings_keep_every_commit_across_reopening() {
+    for durability in [Durability::Full, Durability::Normal] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("store.db");
+        let options = SqliteOptions::default().durability(durability);
+        let store = SqliteStore::open_with(&path, options.clone()).unwrap();
+        assert_eq!(store.options(), &options);
+        let state = populate(&store, 20);
+        drop(store);
+        let store = SqliteStore::open_with(&path, options).unwrap();
+        assert_eq!(
+            block_on(store.load(&goal_id())).unwrap(),
+            Some(state),
+            "{durability:?}"
+        );
+        block_on(store.integrity_check()).unwrap();
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn a_new_database_is_owner_only_and_in_wal_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let store = SqliteStore::open(&path).unwrap();
+    block_on(async {
+        let create = Command::CreateGoal { spec: spec() };
+        submit(
+            &store,
+            &goal_id(),
+            &owner(),
+            now(),
+            &create,
+            &OperationId::new("create").unwrap(),
+        )
+        .await
+        .unwrap();
+    });
+    for (file, bytes) in files(&path) {
+        if bytes.is_some() {
+            let mode = fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600, "{} has mode {mode:o}", file.display());
+        }
+    }
+    let conn = Connection::open(&path).unwrap();
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+    let version: u32 = conn
+        .query_row("SELECT version FROM schema_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, SQLITE_SCHEMA_VERSION);
+}
+
+#[test]
+fn an_empty_file_becomes_a_store_and_concurrent_opens_agree() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.db");
+    fs::write(&empty, b"").unwrap();
+    let store = SqliteStore::open(&empty).unwrap();
+    assert_eq!(block_on(store.goals(now())), Ok(vec![]));
+
+    let shared = dir.path().join("shared.db");
+    let handles: Vec<_> = (0..8)
+        .map(|_| {
+            let path = shared.clone();
+            std::thread::spawn(move || SqliteStore::open(&path).map(|_| ()))
+        })
+        .collect();
+    for handle in handles {
+        assert_eq!(handle.join().unwrap(), Ok(()));
+    }
+    let conn = Connection::open(&shared).unwrap();
+    let rows: i64 = conn
+        .query_row("SELECT count(*) FROM schema_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(rows, 1);
+}
