@@ -2,9 +2,7 @@
 //! the kernel, so a batch that does not apply is refused before anything is written.
 
 use loopx_kernel::seams::{AppendRequest, Receipt, StoreError};
-use loopx_kernel::{
-    Event, GoalId, GoalState, RecordedEvent, ReplayError, SCHEMA_VERSION,
-};
+use loopx_kernel::{Event, GoalId, GoalState, RecordedEvent, ReplayError, SCHEMA_VERSION};
 
 /// A batch folded into the goal's state, ready to write.
 #[derive(Debug)]
