@@ -12,8 +12,10 @@ use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
 /// How many times [`submit`] re-validates a command against a goal that moved under it before
-/// giving up with [`SubmitError::Contended`].
-pub const MAX_ATTEMPTS: u32 = 8;
+/// giving up with [`SubmitError::Contended`]. Each attempt is one load, one validation and one
+/// compare-and-set; several agents committing to one goal at once can lose a handful in a row,
+/// so the bound is generous while still finite.
+pub const MAX_ATTEMPTS: u32 = 64;
 
 /// A command that took effect (or had already taken effect under the same operation id).
 #[derive(Debug, Clone, PartialEq, Eq)]
