@@ -196,6 +196,32 @@ pub trait Store: Send + Sync {
 
     /// The earliest wake time across all goals after `now`.
     async fn next_wake(&self, now: Timestamp) -> Result<Option<Timestamp>, StoreError>;
+
+    /// Waits until one of the watched goals has moved, or until `timeout` has passed.
+    ///
+    /// `watch` pairs each goal with the revision the caller last saw (0 for a goal it expects
+    /// to be created). The call resolves as soon as at least one watched goal stands past the
+    /// revision given for it, returning every watched goal that does (in the order of `watch`,
+    /// each once), and with an empty list when `timeout` passes first. A goal that is already
+    /// past its revision when the call starts is returned at once, so a caller never misses a
+    /// commit that landed between its last read and the call. A commit by any handle counts,
+    /// including handles in other processes or on other machines. A recorded no-op (an empty
+    /// batch) does not move a goal and wakes nobody. An empty `watch` simply sleeps for
+    /// `timeout`.
+    ///
+    /// This lets a waiting engine sleep until its earliest wake time ([`Store::next_wake`]) or
+    /// a change, whichever comes first: call it with the goals it waits on and the time left
+    /// until that wake time, then decide again. A spurious early return is never reported as
+    /// a change: every goal returned really stands past its given revision.
+    ///
+    /// How promptly a change is seen depends on the backend (an in-process notification, a
+    /// bounded polling interval, or a database notification); each backend documents its own.
+    /// Dropping the returned future stops the wait.
+    async fn changed(
+        &self,
+        watch: &[(GoalId, u64)],
+        timeout: Duration,
+    ) -> Result<Vec<GoalId>, StoreError>;
 }
 
 // ----- provider -------------------------------------------------------------------------------

@@ -1,7 +1,27 @@
 //! # loopx-provider
 //!
-//! Providers: process runner, git, GitHub REST and webhooks, experiment metrics — each a bounded external call returning typed observations.
+//! Providers for loopx: each performs one bounded external call and returns typed,
+//! fingerprinted, revision-bound observations; none runs a state machine of its own.
 //!
-//! This crate is reserved in the workspace so the layout matches the architecture; its
-//! implementation lands with its own issue. See the crate README for what belongs here.
+//! - [`process`]: commands from argument vectors, with an environment allow-list, a timeout
+//!   that kills the whole process group, and bounded, digested output capture;
+//!   [`validator::CommandValidator`] turns a command's verdict into evidence bound to the git
+//!   revision it ran at.
+//! - [`git`]: head, branch, dirty state, worktree identity and commit metadata from
+//!   `git -C <dir>` in machine formats; [`git::GitProvider`] observes one working tree.
+//! - [`github`]: typed GitHub facts shared by [`github::webhook`] (verified deliveries) and
+//!   [`github::rest`] (pull requests, latest reviews, a CI roll-up bound to the exact head sha,
+//!   conditional requests, typed rate limits, fenced idempotent effects with readback).
+//! - [`metrics`]: experiment metrics bound to the run's revision.
+//! - [`layers`]: tower-style wrappers (timeout, retry for reads, fingerprint cache,
+//!   record/replay).
+//! - [`fact`]: how every provider builds an observation and its fingerprint.
 #![forbid(unsafe_code)]
+
+pub mod fact;
+pub mod git;
+pub mod github;
+pub mod layers;
+pub mod metrics;
+pub mod process;
+pub mod validator;

@@ -12,7 +12,7 @@ use loopx_kernel::{GoalId, GoalState};
 
 /// Bounded: the oldest entry goes when it is full.
 #[derive(Debug)]
-pub(super) struct StateCache {
+pub(crate) struct StateCache {
     inner: Mutex<Inner>,
     capacity: usize,
 }
@@ -24,7 +24,7 @@ struct Inner {
 }
 
 impl StateCache {
-    pub(super) fn new(capacity: usize) -> Self {
+    pub(crate) fn new(capacity: usize) -> Self {
         StateCache {
             inner: Mutex::new(Inner::default()),
             capacity,
@@ -32,7 +32,7 @@ impl StateCache {
     }
 
     /// The cached state of `goal` if it is at `revision`.
-    pub(super) fn get(&self, goal: &GoalId, revision: u64) -> Option<GoalState> {
+    pub(crate) fn get(&self, goal: &GoalId, revision: u64) -> Option<GoalState> {
         let inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         inner
             .states
@@ -41,7 +41,7 @@ impl StateCache {
             .cloned()
     }
 
-    pub(super) fn put(&self, state: &GoalState) {
+    pub(crate) fn put(&self, state: &GoalState) {
         if self.capacity == 0 {
             return;
         }

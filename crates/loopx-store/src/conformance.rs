@@ -68,15 +68,26 @@ pub trait Backend: Send + Sync {
     /// backend must show everything it acknowledged). A backend without persistence returns
     /// `store` itself.
     async fn reopen(&self, store: Self::Store) -> Self::Store;
+
+    /// A second handle on the same data, open alongside `store` (another connection pool,
+    /// as another process or machine would have). `None`, the default, for a backend whose
+    /// data lives in one handle: the suite then commits through `store` from another task.
+    async fn second(&self, store: &Self::Store) -> Option<Self::Store> {
+        let _ = store;
+        None
+    }
 }
 
-/// Runs a future to completion on a new single-threaded tokio runtime (blocking work may still
-/// use tokio's blocking pool). Used by [`conformance_suite!`](crate::conformance_suite).
+/// Runs a future to completion on a new single-threaded tokio runtime with its I/O and timer
+/// drivers (blocking work may still use tokio's blocking pool). Used by [`conformance_suite!`](crate::conformance_suite).
 ///
 /// # Panics
 /// When the runtime cannot be built, and with the case's own panic when a case fails.
 pub fn block_on<F: Future>(future: F) -> F::Output {
-    match tokio::runtime::Builder::new_current_thread().build() {
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime.block_on(future),
         Err(error) => panic!("cannot build a tokio runtime for the conformance suite: {error}"),
     }
@@ -101,6 +112,7 @@ macro_rules! conformance_suite {
             cross_goal_queries_match_the_kernel,
             compaction_keeps_load_and_audit,
             reopen_keeps_everything,
+            changed_wakes_waiters,
         );
     };
     (@cases $backend:expr; $($case:ident),* $(,)?) => {
@@ -882,6 +894,14 @@ impl<S: Store> Store for Interleaved<'_, S> {
     async fn next_wake(&self, now: Timestamp) -> Result<Option<Timestamp>, StoreError> {
         self.inner.next_wake(now).await
     }
+
+    async fn changed(
+        &self,
+        watch: &[(GoalId, u64)],
+        timeout: Duration,
+    ) -> Result<Vec<GoalId>, StoreError> {
+        self.inner.changed(watch, timeout).await
+    }
 }
 
 /// [`submit`] validates again when the goal moved between its load and its append, and gives
@@ -1351,4 +1371,112 @@ pub async fn reopen_keeps_everything<B: Backend>(backend: &B) {
         queries
     );
     check_queries(&store, &goals, &["a", "b"], at(50)).await;
+}
+
+/// `changed` returns at once for a goal already past the revision given for it, wakes a waiter
+/// when a commit through another handle (or another task) moves a watched goal or creates a
+/// watched one, ignores commits to other goals, and returns an empty list when the timeout
+/// passes.
+pub async fn changed_wakes_waiters<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let second = backend.second(&store).await;
+    let writer: &B::Store = second.as_ref().unwrap_or(&store);
+    let mut goal = Goal::create(&store, spec("g", &["a"]), at(0)).await;
+    let other = Goal::create(&store, spec("other", &["a"]), at(0)).await;
+    let h: GoalId = id("h");
+
+    let started = std::time::Instant::now();
+    let moved = ok(
+        store
+            .changed(
+                &[(goal.id.clone(), 0), (goal.id.clone(), 0)],
+                Duration::seconds(30),
+            )
+            .await,
+        "changed",
+    );
+    assert_eq!(
+        moved,
+        vec![goal.id.clone()],
+        "a goal past its revision is returned once"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+
+    let started = std::time::Instant::now();
+    let none = ok(
+        store
+            .changed(
+                &[(goal.id.clone(), 1), (h.clone(), 0)],
+                Duration::from_millis(200),
+            )
+            .await,
+        "changed",
+    );
+    assert!(
+        none.is_empty(),
+        "nothing moved, yet `changed` returned {none:?}"
+    );
+    assert!(
+        started.elapsed() >= std::time::Duration::from_millis(190),
+        "`changed` returned before its timeout"
+    );
+    let idle = ok(
+        store.changed(&[], Duration::from_millis(50)).await,
+        "changed",
+    );
+    assert!(idle.is_empty());
+
+    // A commit through the other handle wakes the waiter well before its timeout; a commit to
+    // an unwatched goal does not.
+    let unwatched = other.id.clone();
+    let watched = goal.id.clone();
+    let started = std::time::Instant::now();
+    let watch = [(watched.clone(), 1), (h.clone(), 0)];
+    let wait = store.changed(&watch, Duration::seconds(20));
+    let commit = async {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        let noise = submit(
+            writer,
+            &unwatched,
+            &ag("a"),
+            at(1),
+            &add("noise"),
+            &id("noise"),
+        )
+        .await;
+        assert!(noise.is_ok(), "a commit to another goal failed: {noise:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let op: OperationId = id("wake");
+        match submit(writer, &watched, &ag("a"), at(1), &add("t1"), &op).await {
+            Ok(done) => done.receipt.revision,
+            Err(error) => panic!("the waking commit failed: {error}"),
+        }
+    };
+    let (moved, revision) = tokio::join!(wait, commit);
+    assert_eq!(revision, 2);
+    assert_eq!(ok(moved, "changed"), vec![watched.clone()]);
+    assert!(
+        started.elapsed() >= std::time::Duration::from_millis(400),
+        "the waiter woke on a commit to a goal it does not watch"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(15),
+        "the waiter slept through the commit"
+    );
+    goal.ops += 1;
+
+    // Creating a watched goal wakes a waiter that watches it at revision 0.
+    let watch = [(watched.clone(), 2), (h.clone(), 0)];
+    let wait = store.changed(&watch, Duration::seconds(20));
+    let create = async {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        let command = Command::CreateGoal {
+            spec: spec("h", &["a"]),
+        };
+        let created = submit(writer, &h, &owner(), at(2), &command, &id("create-h")).await;
+        assert!(created.is_ok(), "creating `h` failed: {created:?}");
+    };
+    let (moved, ()) = tokio::join!(wait, create);
+    assert_eq!(ok(moved, "changed"), vec![h.clone()]);
+    assert_eq!(load(&store, &h).await.revision, 1);
 }

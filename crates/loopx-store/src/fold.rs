@@ -80,15 +80,71 @@ pub(crate) fn unfoldable(goal: &GoalId, error: &ReplayError) -> StoreError {
     }
 }
 
+/// Folds stored event rows `(revision, json)` onto `state` (the snapshot they follow, `None`
+/// to start from the genesis), decoding each with [`decode_event`].
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+pub(crate) fn fold_stored(
+    goal: &GoalId,
+    mut state: Option<GoalState>,
+    rows: &[(u64, String)],
+) -> Result<Option<GoalState>, StoreError> {
+    for (revision, json) in rows {
+        let event = decode_event(goal, *revision, json)?;
+        state = Some(match state {
+            None => GoalState::genesis(&event).map_err(|e| unfoldable(goal, &e))?,
+            Some(mut s) => {
+                s.apply(&event).map_err(|e| unfoldable(goal, &e))?;
+                s
+            }
+        });
+    }
+    Ok(state)
+}
+
+/// Checks a state folded from stored rows against the revision the goal row records.
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+pub(crate) fn check_loaded(
+    goal: &GoalId,
+    state: Option<GoalState>,
+    recorded: u64,
+) -> Result<GoalState, StoreError> {
+    let Some(state) = state else {
+        return Err(StoreError::Corrupt {
+            detail: format!(
+                "goal `{goal}` has a row but no events; restore the store from a backup"
+            ),
+        });
+    };
+    if state.revision != recorded || &state.spec.id != goal {
+        return Err(StoreError::Corrupt {
+            detail: format!(
+                "goal `{goal}` is recorded at revision {recorded} but its history folds to goal `{}` at revision {}; restore the store from a backup",
+                state.spec.id, state.revision
+            ),
+        });
+    }
+    Ok(state)
+}
+
+/// The error for a compacted goal whose base snapshot is gone.
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+pub(crate) fn missing_base(goal: &GoalId, base_revision: u64) -> StoreError {
+    StoreError::Corrupt {
+        detail: format!(
+            "goal `{goal}` was compacted to revision {base_revision} but its base snapshot is missing; restore the store from a backup"
+        ),
+    }
+}
+
 /// The schema version a stored JSON document declares, read before decoding it, so that a
 /// document written by a newer version is reported as such rather than as damage.
-#[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
 fn declared_schema(value: &serde_json::Value) -> Option<u64> {
     value.get("schema").and_then(serde_json::Value::as_u64)
 }
 
 /// Decodes one stored event row of `goal` at `revision`.
-#[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
 pub(crate) fn decode_event(
     goal: &GoalId,
     revision: u64,
@@ -115,7 +171,7 @@ pub(crate) fn decode_event(
 }
 
 /// Decodes one stored snapshot of `goal` at `revision`.
-#[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
 pub(crate) fn decode_snapshot(
     goal: &GoalId,
     revision: u64,
@@ -144,7 +200,7 @@ pub(crate) fn decode_snapshot(
     Ok(state)
 }
 
-#[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
 fn newer(schema: Option<u64>) -> Result<(), StoreError> {
     match schema {
         Some(found) if found > u64::from(SCHEMA_VERSION) => Err(StoreError::NewerSchema {
@@ -156,7 +212,7 @@ fn newer(schema: Option<u64>) -> Result<(), StoreError> {
 }
 
 /// The stored JSON form of an event.
-#[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
 pub(crate) fn encode<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
     serde_json::to_string(value).map_err(|error| StoreError::Corrupt {
         detail: format!("a value cannot be encoded as JSON ({error}); nothing was written"),

@@ -65,7 +65,7 @@ impl Projection {
 }
 
 /// True when rows computed at `valid_from`, valid until `valid_until`, are exact at `now`.
-#[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
 pub(crate) fn covers(
     valid_from: Timestamp,
     valid_until: Option<Timestamp>,
@@ -95,7 +95,7 @@ pub(crate) fn priority_rank(priority: Priority) -> u8 {
 }
 
 /// The stable name of a standing, as stored.
-#[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
 pub(crate) fn status_name(status: GoalStatus) -> &'static str {
     match status {
         GoalStatus::Active => "active",
@@ -105,7 +105,7 @@ pub(crate) fn status_name(status: GoalStatus) -> &'static str {
 }
 
 /// A stored standing name.
-#[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
 pub(crate) fn parse_status(name: &str) -> Option<GoalStatus> {
     match name {
         "active" => Some(GoalStatus::Active),

@@ -8,6 +8,10 @@
 //! - `SqliteStore` (feature `sqlite`, on by default): one file, several processes, WAL with
 //!   `synchronous=FULL` by default, an append-only event log per goal, periodic snapshots,
 //!   receipts keyed by operation id and forward migrations.
+//! - `PostgresStore` (feature `postgres`): one database shared by agent hosts on several
+//!   machines; row-level compare-and-set (`SELECT ... FOR UPDATE` on the goal's row), a
+//!   connection pool, `LISTEN`/`NOTIFY` to wake waiters, a lost `COMMIT` answer reported as
+//!   ambiguous.
 //! - [`submit`]: load → [`execute`](loopx_kernel::execute) → [`stamp`](loopx_kernel::stamp) →
 //!   append, with a payload digest and bounded retries on a moved goal. Hosts, the engine and
 //!   the CLI write through it.
@@ -15,6 +19,12 @@
 //!   snapshot and drops them, keeping every receipt.
 //! - `conformance` (feature `conformance`): the suite every backend passes, public so that
 //!   other backends run it too.
+//!
+//! Every backend implements the kernel's `Store::changed`, which lets a waiting engine sleep
+//! until its earliest wake time or a change to a goal it waits on: memory wakes through an
+//! in-process notification, SQLite polls the goals' revisions at a short bounded interval
+//! (other processes share the file), PostgreSQL listens for the notifications each commit
+//! sends.
 //!
 //! Every commit is atomic: the events, the receipt, the goal's index rows and (when due) a
 //! snapshot are written together or not at all. Before anything is written, the batch is
@@ -67,19 +77,29 @@
 //! ```
 #![forbid(unsafe_code)]
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod cache;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod commit;
 mod fold;
 mod index;
 mod memory;
 mod retention;
 mod submit;
+mod watch;
 
 #[cfg(feature = "sqlite")]
 mod sqlite;
+
+#[cfg(feature = "postgres")]
+mod postgres;
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
 
 pub use memory::MemoryStore;
+#[cfg(feature = "postgres")]
+pub use postgres::{PostgresOptions, PostgresStore, SCHEMA_VERSION as POSTGRES_SCHEMA_VERSION};
 pub use retention::{Compaction, OperationRecord, Retention};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{Durability, SCHEMA_VERSION as SQLITE_SCHEMA_VERSION, SqliteOptions, SqliteStore};

@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use async_trait::async_trait;
+use loopx_kernel::Duration;
 use loopx_kernel::seams::{AppendRequest, GoalSummary, Receipt, Store, StoreError};
 use loopx_kernel::{
     AgentId, GoalId, GoalState, OperationId, RecordedEvent, Snapshot, Timestamp, TodoId,
@@ -12,6 +13,8 @@ use loopx_kernel::{
 use crate::fold::{fold_batch, kinds, unfoldable};
 use crate::index::{Projection, merge_frontiers};
 use crate::retention::{Compaction, OperationRecord, Retention};
+use crate::watch::{deadline, past};
+use tokio::sync::watch;
 
 /// A [`Store`] in process memory, for tests and embedding experiments.
 ///
@@ -20,10 +23,15 @@ use crate::retention::{Compaction, OperationRecord, Retention};
 /// cross-goal queries and the same retention — and passes the same conformance suite. It keeps
 /// each goal's current state folded, so `load` is a clone. Nothing survives the process.
 ///
+/// [`Store::changed`] wakes through an in-process notification the moment a commit moves a
+/// watched goal (it needs a tokio runtime with its timer enabled for the timeout).
+///
 /// A `MemoryStore` is `Send + Sync`; share it behind an `Arc`.
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     inner: Mutex<Inner>,
+    /// Counts commits that moved a goal, so that [`Store::changed`] wakes on them.
+    commits: watch::Sender<u64>,
 }
 
 #[derive(Debug, Default)]
@@ -178,6 +186,10 @@ impl Store for MemoryStore {
         if changed {
             inner.install(&id, &projection);
         }
+        drop(inner);
+        if changed {
+            self.commits.send_modify(|n| *n = n.wrapping_add(1));
+        }
         Ok(folded.receipt)
     }
 
@@ -243,6 +255,32 @@ impl Store for MemoryStore {
         let mut inner = self.lock();
         inner.refresh(now);
         Ok(inner.until.first().map(|(until, _)| *until))
+    }
+
+    async fn changed(
+        &self,
+        watch: &[(GoalId, u64)],
+        timeout: Duration,
+    ) -> Result<Vec<GoalId>, StoreError> {
+        let deadline = deadline(timeout)?;
+        // Subscribe before looking, so a commit between the look and the wait still wakes us.
+        let mut commits = self.commits.subscribe();
+        loop {
+            let moved = {
+                let inner = self.lock();
+                past(watch, |goal| {
+                    inner.goals.get(goal).map_or(0, |g| g.state.revision)
+                })
+            };
+            if !moved.is_empty() {
+                return Ok(moved);
+            }
+            match tokio::time::timeout_at(deadline, commits.changed()).await {
+                // The sender lives as long as the store, which outlives this call.
+                Ok(_) => {}
+                Err(_) => return Ok(Vec::new()),
+            }
+        }
     }
 }
 

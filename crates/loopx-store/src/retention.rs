@@ -74,3 +74,29 @@ pub trait Retention: Store {
         limit: usize,
     ) -> Result<Vec<OperationRecord>, StoreError>;
 }
+
+/// An operation record from its stored columns: the receipt, the issuing actor as JSON (absent
+/// for a recorded no-op) and the event names as a JSON array.
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+pub(crate) fn decode_operation(
+    receipt: Receipt,
+    actor: Option<String>,
+    kinds: &str,
+) -> Result<OperationRecord, StoreError> {
+    let damaged = |what: &str, error: serde_json::Error| StoreError::Corrupt {
+        detail: format!(
+            "the {what} of operation `{}` on goal `{}` cannot be read ({error}); restore the store from a backup",
+            receipt.operation, receipt.goal
+        ),
+    };
+    let actor: Option<Actor> = actor
+        .map(|json| serde_json::from_str(&json))
+        .transpose()
+        .map_err(|e| damaged("actor", e))?;
+    let events: Vec<String> = serde_json::from_str(kinds).map_err(|e| damaged("event list", e))?;
+    Ok(OperationRecord {
+        receipt,
+        actor,
+        events,
+    })
+}

@@ -60,6 +60,10 @@ impl Backend for Sqlite {
         drop(store);
         SqliteStore::open_with(path, self.options.clone()).unwrap()
     }
+
+    async fn second(&self, store: &SqliteStore) -> Option<SqliteStore> {
+        Some(SqliteStore::open_with(store.path(), self.options.clone()).unwrap())
+    }
 }
 
 /// Snapshots every 16 events and two connections per handle, so the suite goes through
@@ -84,4 +88,86 @@ mod sqlite_normal {
             .snapshot_every(1)
             .max_connections(1)
     ));
+}
+
+#[cfg(feature = "postgres")]
+mod support;
+
+/// Each fresh store is a new database on the binary's one PostgreSQL cluster; `second` is
+/// another pool on the same database, as another host would have.
+#[cfg(feature = "postgres")]
+mod postgres {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+
+    use loopx_store::{PostgresOptions, PostgresStore};
+
+    use super::*;
+    use crate::support::postgres::cluster;
+
+    struct Postgres {
+        options: PostgresOptions,
+        /// Database URLs by store target.
+        urls: Mutex<HashMap<String, String>>,
+    }
+
+    impl Postgres {
+        fn new(options: PostgresOptions) -> Self {
+            Postgres {
+                options,
+                urls: Mutex::new(HashMap::new()),
+            }
+        }
+
+        fn url(&self, store: &PostgresStore) -> String {
+            self.urls.lock().unwrap()[store.target()].clone()
+        }
+    }
+
+    #[async_trait]
+    impl Backend for Postgres {
+        type Store = PostgresStore;
+
+        async fn fresh(&self) -> PostgresStore {
+            let url = cluster().database();
+            let store =
+                PostgresStore::connect_with(&url, self.options.clone(), tokio_postgres::NoTls)
+                    .await
+                    .unwrap();
+            self.urls
+                .lock()
+                .unwrap()
+                .insert(store.target().to_owned(), url);
+            store
+        }
+
+        async fn reopen(&self, store: PostgresStore) -> PostgresStore {
+            let url = self.url(&store);
+            drop(store);
+            PostgresStore::connect_with(&url, self.options.clone(), tokio_postgres::NoTls)
+                .await
+                .unwrap()
+        }
+
+        async fn second(&self, store: &PostgresStore) -> Option<PostgresStore> {
+            let url = self.url(store);
+            Some(
+                PostgresStore::connect_with(&url, self.options.clone(), tokio_postgres::NoTls)
+                    .await
+                    .unwrap(),
+            )
+        }
+    }
+
+    /// Snapshots every 16 events and two pooled connections, so the suite goes through
+    /// snapshot loads and connection waits.
+    mod postgres_pool2 {
+        use super::*;
+
+        loopx_store::conformance_suite!(Postgres::new(
+            PostgresOptions::default()
+                .snapshot_every(16)
+                .max_connections(2)
+        ));
+    }
 }

@@ -3,7 +3,7 @@
 //! is what the store loads back, and the events the store holds are exactly the events the
 //! command returned.
 //!
-//! `PROPTEST_CASES` sets the number of cases for both backends.
+//! `PROPTEST_CASES` sets the number of cases for every backend.
 
 use std::borrow::Cow;
 
@@ -18,17 +18,17 @@ use tokio::runtime::Runtime;
 
 /// A backend that can make a fresh store for one case.
 trait Fresh: Store + Sized {
-    fn fresh() -> (Self, Option<tempfile::TempDir>);
+    fn fresh(runtime: &Runtime) -> (Self, Option<tempfile::TempDir>);
 }
 
 impl Fresh for MemoryStore {
-    fn fresh() -> (Self, Option<tempfile::TempDir>) {
+    fn fresh(_: &Runtime) -> (Self, Option<tempfile::TempDir>) {
         (MemoryStore::new(), None)
     }
 }
 
 impl Fresh for SqliteStore {
-    fn fresh() -> (Self, Option<tempfile::TempDir>) {
+    fn fresh(_: &Runtime) -> (Self, Option<tempfile::TempDir>) {
         let dir = tempfile::tempdir().unwrap();
         // Snapshots every few events, so loads go through snapshots and tails.
         let options = SqliteOptions::default().snapshot_every(4);
@@ -100,10 +100,11 @@ impl<S: Fresh> LifecycleSut for OverStore<S> {
         now: Timestamp,
         spec: &GoalSpec,
     ) -> Result<(Self, Vec<RecordedEvent>), Refusal> {
-        let (store, dir) = S::fresh();
         let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
             .build()
             .unwrap();
+        let (store, dir) = S::fresh(&runtime);
         let mut sut = OverStore {
             store,
             goal: spec.id.clone(),
@@ -148,5 +149,40 @@ prop_state_machine! {
     #[test]
     fn lifecycle_holds_over_the_sqlite_store(
         sequential 1..40 => LifecycleTest<SqliteSut>
+    );
+}
+
+#[cfg(feature = "postgres")]
+mod support;
+
+/// Each case gets a database of its own on the binary's one PostgreSQL cluster.
+#[cfg(feature = "postgres")]
+impl Fresh for loopx_store::PostgresStore {
+    fn fresh(runtime: &Runtime) -> (Self, Option<tempfile::TempDir>) {
+        let url = support::postgres::cluster().database();
+        let options = loopx_store::PostgresOptions::default()
+            .snapshot_every(4)
+            .max_connections(2);
+        let store = runtime
+            .block_on(loopx_store::PostgresStore::connect_with(
+                &url,
+                options,
+                tokio_postgres::NoTls,
+            ))
+            .unwrap();
+        (store, None)
+    }
+}
+
+#[cfg(feature = "postgres")]
+type PostgresSut = OverStore<loopx_store::PostgresStore>;
+
+#[cfg(feature = "postgres")]
+prop_state_machine! {
+    #![proptest_config(config(32))]
+
+    #[test]
+    fn lifecycle_holds_over_the_postgres_store(
+        sequential 1..40 => LifecycleTest<PostgresSut>
     );
 }

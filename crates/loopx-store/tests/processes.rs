@@ -1,6 +1,7 @@
-//! SQLite under real processes: a crash test (a child settles turns in a loop and is killed with
-//! SIGKILL at random moments) and a race test (16 threads and 4 processes compete for leases
-//! over 1,000 todos).
+//! The durable backends under real processes: a crash test (a child settles turns in a loop and
+//! is killed with SIGKILL at random moments; on PostgreSQL the server is also stopped with an
+//! immediate shutdown mid-load a few times) and a race test (16 threads and 4 processes compete
+//! for leases over 1,000 todos), on SQLite and, with the `postgres` feature, on PostgreSQL.
 //!
 //! The binary re-executes itself as the child processes: with `LOOPX_STORE_CHILD` set it runs
 //! one child role instead of the tests. `LOOPX_TEST_SEED` replays a run's random choices (each
@@ -10,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::env;
 use std::io::{BufRead, BufReader, Read};
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command as Process, ExitCode, Stdio};
 use std::sync::mpsc;
 use std::thread;
@@ -25,6 +26,9 @@ use loopx_kernel::{
 };
 use loopx_store::{SqliteOptions, SqliteStore, SubmitError, submit};
 use tokio::runtime::Runtime;
+
+#[cfg(feature = "postgres")]
+mod support;
 
 const CHILD: &str = "LOOPX_STORE_CHILD";
 
@@ -43,9 +47,19 @@ fn main() -> ExitCode {
         };
         return ExitCode::from(code);
     }
-    let tests: [(&str, fn()); 2] = [
+    let tests: Vec<(&str, fn())> = vec![
         ("crash_loses_no_acknowledged_commit", crash),
         ("races_never_double_lease_or_settle_stale", races),
+        #[cfg(feature = "postgres")]
+        (
+            "postgres_crash_loses_no_acknowledged_commit",
+            postgres::crash,
+        ),
+        #[cfg(feature = "postgres")]
+        (
+            "postgres_races_never_double_lease_or_settle_stale",
+            postgres::races,
+        ),
     ];
     let args: Vec<String> = env::args().skip(1).collect();
     if args.iter().any(|a| a == "--list") {
@@ -126,8 +140,63 @@ fn wall_clock() -> Timestamp {
 
 fn runtime() -> Runtime {
     tokio::runtime::Builder::new_current_thread()
+        .enable_all()
         .build()
         .unwrap()
+}
+
+/// Where a store lives, as passed to child processes: `sqlite:<path>` or `postgres:<url>`.
+#[derive(Debug, Clone)]
+enum Target {
+    Sqlite(PathBuf),
+    #[cfg(feature = "postgres")]
+    Postgres(String),
+}
+
+impl Target {
+    fn arg(&self) -> String {
+        match self {
+            Target::Sqlite(path) => format!("sqlite:{}", path.display()),
+            #[cfg(feature = "postgres")]
+            Target::Postgres(url) => format!("postgres:{url}"),
+        }
+    }
+
+    fn parse(arg: &str) -> Target {
+        match arg.split_once(':') {
+            Some(("sqlite", path)) => Target::Sqlite(PathBuf::from(path)),
+            #[cfg(feature = "postgres")]
+            Some(("postgres", url)) => Target::Postgres(url.to_owned()),
+            _ => panic!("unknown store `{arg}`"),
+        }
+    }
+
+    /// Opens the store, with a snapshot every `snapshot_every` events.
+    #[cfg_attr(
+        not(feature = "postgres"),
+        allow(clippy::unused_async, reason = "opening SQLite does not wait")
+    )]
+    async fn open(
+        &self,
+        snapshot_every: u64,
+    ) -> Result<Box<dyn Store>, loopx_kernel::seams::StoreError> {
+        match self {
+            Target::Sqlite(path) => {
+                let options = SqliteOptions::default().snapshot_every(snapshot_every);
+                Ok(Box::new(SqliteStore::open_with(path, options)?))
+            }
+            #[cfg(feature = "postgres")]
+            Target::Postgres(url) => {
+                let options = loopx_store::PostgresOptions::default()
+                    .snapshot_every(snapshot_every)
+                    .max_connections(2);
+                Ok(Box::new(
+                    loopx_store::PostgresStore::connect_with(url, options, tokio_postgres::NoTls)
+                        .await?,
+                ))
+            }
+        }
+    }
 }
 
 fn owner() -> Actor {
@@ -275,16 +344,16 @@ fn next_step(state: &GoalState, now: Timestamp) -> (Command, String) {
 }
 
 fn crash_child(args: &[String]) -> u8 {
-    let path = &args[0];
-    let options = SqliteOptions::default().snapshot_every(8);
-    let store = match SqliteStore::open_with(path, options) {
+    let target = Target::parse(&args[0]);
+    let rt = runtime();
+    let store = match rt.block_on(target.open(8)) {
         Ok(store) => store,
         Err(error) => {
             eprintln!("open failed: {error}");
             return 3;
         }
     };
-    let rt = runtime();
+    let store = &*store;
     rt.block_on(async {
         let worker = Actor::Agent(worker_agent());
         for name in CRASH_GOALS {
@@ -293,7 +362,7 @@ fn crash_child(args: &[String]) -> u8 {
                 spec: spec(&goal, &[worker_agent()]),
             };
             let op = OperationId::new("create").unwrap();
-            match submit(&store, &goal, &owner(), wall_clock(), &create, &op).await {
+            match submit(store, &goal, &owner(), wall_clock(), &create, &op).await {
                 Ok(_) => println!("ack {goal} create"),
                 Err(error) => {
                     eprintln!("create failed: {error}");
@@ -314,7 +383,7 @@ fn crash_child(args: &[String]) -> u8 {
             };
             let (command, op) = next_step(&state, now);
             let operation = OperationId::new(op.clone()).unwrap();
-            match submit(&store, &goal, &worker, now, &command, &operation).await {
+            match submit(store, &goal, &worker, now, &command, &operation).await {
                 Ok(_) => println!("ack {goal} {op}"),
                 Err(error) => {
                     eprintln!("`{op}` on {goal} failed: {error}");
@@ -331,13 +400,26 @@ fn crash() {
         .ok()
         .and_then(|r| r.parse().ok())
         .unwrap_or(60);
-    let mut rng = Rng::seeded("crash");
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("crash.db");
+    let target = Target::Sqlite(dir.path().join("crash.db"));
+    let kills = crash_rounds(&target, rounds, &mut |_| None);
+    assert!(kills >= 50, "only {kills} kills");
+}
+
+/// Runs `rounds` crash rounds against `target`: each starts a child, lets it work and kills it
+/// with SIGKILL, then checks the store. `server_stop(round)` may stop the server mid-load
+/// first; it returns how to restart it (the child may then fail on its own before the kill).
+/// Returns the number of SIGKILLs.
+fn crash_rounds(
+    target: &Target,
+    rounds: u64,
+    server_stop: &mut dyn FnMut(u64) -> Option<Box<dyn FnOnce()>>,
+) -> u64 {
+    let mut rng = Rng::seeded("crash");
     let mut acked: BTreeSet<(String, String)> = BTreeSet::new();
     let mut kills = 0;
     for round in 0..rounds {
-        let mut child = spawn_child("crash", &[path.display().to_string()]);
+        let mut child = spawn_child("crash", &[target.arg()]);
         let (lines, reader) = lines_of(child.stdout.take().unwrap());
         // Most rounds kill mid-work; every eighth kills during start-up (open, migration,
         // goal creation) without waiting for the child to be ready.
@@ -357,6 +439,19 @@ fn crash() {
             }
             thread::sleep(StdDuration::from_millis(rng.below(60)));
         }
+        let restart = server_stop(round);
+        if let Some(restart) = restart {
+            // The server went down mid-load: the child may fail on its own first.
+            let _ = child.kill();
+            let _ = child.wait();
+            reader.join().unwrap();
+            fresh.extend(lines.try_iter());
+            restart();
+            let new = acknowledged(fresh);
+            acked.extend(new.iter().cloned());
+            verify_crashed(target, &new);
+            continue;
+        }
         child.kill().unwrap();
         let status = child.wait().unwrap();
         #[cfg(unix)]
@@ -372,17 +467,11 @@ fn crash() {
         kills += 1;
         reader.join().unwrap();
         fresh.extend(lines.try_iter());
-        let mut new = Vec::new();
-        for line in fresh {
-            if let Some(rest) = line.strip_prefix("ack ") {
-                let (goal, op) = rest.split_once(' ').unwrap();
-                new.push((goal.to_owned(), op.to_owned()));
-            }
-        }
+        let new = acknowledged(fresh);
         acked.extend(new.iter().cloned());
-        verify_crashed(&path, &new);
+        verify_crashed(target, &new);
     }
-    verify_crashed(&path, &acked.iter().cloned().collect::<Vec<_>>());
+    verify_crashed(target, &acked.iter().cloned().collect::<Vec<_>>());
     let settled = acked
         .iter()
         .filter(|(_, op)| op.starts_with("settle-"))
@@ -391,21 +480,43 @@ fn crash() {
         "crash: {kills} kills, {} acknowledged commits ({settled} settlements)",
         acked.len()
     );
-    assert!(kills >= 50, "only {kills} kills");
     assert!(
         settled >= 20,
         "only {settled} settlements were acknowledged: the child did too little"
     );
+    kills
+}
+
+/// The (goal, operation) pairs a child printed as acknowledged.
+fn acknowledged(lines: Vec<String>) -> Vec<(String, String)> {
+    let mut new = Vec::new();
+    for line in lines {
+        if let Some(rest) = line.strip_prefix("ack ") {
+            let (goal, op) = rest.split_once(' ').unwrap();
+            new.push((goal.to_owned(), op.to_owned()));
+        }
+    }
+    new
 }
 
 /// After a kill: every acknowledged operation is there, every goal's history replays to what
 /// the store loads and keeps the kernel's invariants, the receipts, snapshots and index rows
 /// agree with the events (nothing half applied), and SQLite's integrity check passes.
-fn verify_crashed(path: &Path, acked: &[(String, String)]) {
-    let store = SqliteStore::open(path).unwrap();
+fn verify_crashed(target: &Target, acked: &[(String, String)]) {
     let rt = runtime();
+    let store = rt.block_on(target.open(100)).unwrap();
     rt.block_on(async {
-        store.integrity_check().await.unwrap();
+        #[allow(
+            irrefutable_let_patterns,
+            reason = "one backend without the postgres feature"
+        )]
+        if let Target::Sqlite(path) = target {
+            SqliteStore::open(path)
+                .unwrap()
+                .integrity_check()
+                .await
+                .unwrap();
+        }
         for (goal, op) in acked {
             let goal = GoalId::new(goal.as_str()).unwrap();
             let receipt = store
@@ -433,7 +544,11 @@ fn verify_crashed(path: &Path, acked: &[(String, String)]) {
                 violations.is_empty(),
                 "`{goal}` breaks invariants: {violations:?}"
             );
-            verify_rows(path, &goal, &state, &events);
+            match target {
+                Target::Sqlite(path) => verify_rows(path, &goal, &state, &events),
+                #[cfg(feature = "postgres")]
+                Target::Postgres(url) => postgres::verify_rows(url, &goal, &state, &events).await,
+            }
         }
         // The cross-goal queries still answer after the crash.
         let goals = store.goals(wall_clock()).await.unwrap();
@@ -555,7 +670,7 @@ struct Tally {
 
 /// One racing worker: an agent with its own store handle and random choices.
 struct Racer {
-    store: SqliteStore,
+    store: Box<dyn Store>,
     agent: AgentId,
     actor: Actor,
     rng: Rng,
@@ -575,7 +690,7 @@ impl Racer {
         command: &Command,
     ) -> Result<loopx_store::Submitted, SubmitError> {
         let op = self.op();
-        submit(&self.store, goal, &self.actor, wall_clock(), command, &op).await
+        submit(&*self.store, goal, &self.actor, wall_clock(), command, &op).await
     }
 
     /// Claims one of the first todos of a random goal's frontier; the epoch it won.
@@ -684,14 +799,15 @@ impl Racer {
 }
 
 fn race_worker(
-    path: &Path,
+    target: &Target,
     agent: &AgentId,
     seed: u64,
     millis: u64,
     out: &mut dyn FnMut(&str),
 ) -> Tally {
+    let rt = runtime();
     let mut racer = Racer {
-        store: SqliteStore::open(path).unwrap(),
+        store: rt.block_on(target.open(100)).unwrap(),
         agent: agent.clone(),
         actor: Actor::Agent(agent.clone()),
         rng: Rng(seed | 1),
@@ -699,7 +815,7 @@ fn race_worker(
         tally: Tally::default(),
     };
     let deadline = Instant::now() + StdDuration::from_millis(millis);
-    runtime().block_on(async {
+    rt.block_on(async {
         while Instant::now() < deadline {
             if let Some((goal, todo, epoch)) = racer.claim(out).await {
                 racer.turn(&goal, &todo, epoch).await;
@@ -710,11 +826,13 @@ fn race_worker(
 }
 
 fn race_child(args: &[String]) -> u8 {
-    let path = Path::new(&args[0]);
+    let target = Target::parse(&args[0]);
     let agent = AgentId::new(args[1].as_str()).unwrap();
     let seed: u64 = args[2].parse().unwrap();
     let millis: u64 = args[3].parse().unwrap();
-    let tally = race_worker(path, &agent, seed, millis, &mut |line| println!("{line}"));
+    let tally = race_worker(&target, &agent, seed, millis, &mut |line| {
+        println!("{line}");
+    });
     println!(
         "tally {} {} {} {}",
         tally.settled, tally.stale_refused, tally.deliberate_stale, tally.lost
@@ -724,9 +842,9 @@ fn race_child(args: &[String]) -> u8 {
 
 /// Creates the race goals: each with every racing agent and 100 idempotent todos, committed as
 /// one batch per goal.
-fn race_setup(path: &Path) {
-    let store = SqliteStore::open_with(path, SqliteOptions::default().snapshot_every(50)).unwrap();
+fn race_setup(target: &Target) {
     let rt = runtime();
+    let store = rt.block_on(target.open(50)).unwrap();
     let now = wall_clock();
     for g in 0..RACE_GOALS {
         let goal = race_goal(g);
@@ -758,17 +876,20 @@ fn race_setup(path: &Path) {
 }
 
 fn races() {
-    let mut rng = Rng::seeded("races");
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("race.db");
-    race_setup(&path);
+    races_on(&Target::Sqlite(dir.path().join("race.db")));
+}
+
+fn races_on(target: &Target) {
+    let mut rng = Rng::seeded("races");
+    race_setup(target);
     let millis: u64 = 6_000;
     let agents = race_agents();
     let mut children: Vec<Child> = agents[THREADS..]
         .iter()
         .map(|agent| {
             let args = [
-                path.display().to_string(),
+                target.arg(),
                 agent.to_string(),
                 rng.next().to_string(),
                 millis.to_string(),
@@ -783,10 +904,10 @@ fn races() {
     let threads: Vec<_> = agents[..THREADS]
         .iter()
         .map(|agent| {
-            let path = path.clone();
+            let target = target.clone();
             let agent = agent.clone();
             let seed = rng.next();
-            thread::spawn(move || race_worker(&path, &agent, seed, millis, &mut |_| {}))
+            thread::spawn(move || race_worker(&target, &agent, seed, millis, &mut |_| {}))
         })
         .collect();
     let mut tallies: Vec<(AgentId, Tally)> = Vec::new();
@@ -830,19 +951,22 @@ fn races() {
         }
         tallies.push((agent.clone(), tally));
     }
-    verify_races(&path, &tallies);
+    verify_races(target, &tallies);
 }
 
 /// Folds every goal's history checking, before each event, that no lease was acquired while
 /// another was live, and that every begun or settled turn presented the current epoch of its
 /// holder; then checks that every claim a worker saw acknowledged is in the history.
-fn verify_races(path: &Path, tallies: &[(AgentId, Tally)]) {
-    let store = SqliteStore::open(path).unwrap();
+fn verify_races(target: &Target, tallies: &[(AgentId, Tally)]) {
     let rt = runtime();
+    let store = rt.block_on(target.open(100)).unwrap();
     let mut acquired: BTreeSet<(String, String, u64, String)> = BTreeSet::new();
     let mut settled_in_log = 0_u64;
     rt.block_on(async {
-        store.integrity_check().await.unwrap();
+        #[allow(irrefutable_let_patterns, reason = "one backend without the postgres feature")]
+        if let Target::Sqlite(path) = target {
+            SqliteStore::open(path).unwrap().integrity_check().await.unwrap();
+        }
         for g in 0..RACE_GOALS {
             let goal = race_goal(g);
             let events = store.events(&goal, 0, usize::MAX).await.unwrap();
@@ -909,4 +1033,124 @@ fn verify_races(path: &Path, tallies: &[(AgentId, Tally)]) {
         "no settlement raced a takeover: the race did not test fencing"
     );
     assert!(deliberate > 0, "no deliberately stale begin was tried");
+}
+
+/// The same crash and race tests on PostgreSQL.
+#[cfg(feature = "postgres")]
+mod postgres {
+    use super::{
+        GoalId, GoalState, Snapshot, Target, Timestamp, crash_rounds, frontier, next_wake,
+        races_on, worker_agent,
+    };
+    use crate::support::postgres::{cluster, local_cluster};
+
+    /// At least 10 client kills, plus server stops (`pg_ctl stop -m immediate`) mid-load
+    /// followed by a restart, on a throwaway cluster of this binary.
+    pub(super) fn crash() {
+        let cluster = local_cluster();
+        let target = Target::Postgres(cluster.database());
+        let rounds: u64 = 15;
+        let mut stops = 0;
+        let kills = crash_rounds(&target, rounds, &mut |round| {
+            if round % 5 != 4 {
+                return None;
+            }
+            stops += 1;
+            cluster.local().stop_immediate();
+            Some(Box::new(move || {
+                cluster
+                    .local()
+                    .start()
+                    .unwrap_or_else(|error| panic!("the server did not come back: {error}"));
+            }))
+        });
+        println!("postgres crash: {kills} client kills, {stops} immediate server stops");
+        assert!(kills >= 10, "only {kills} client kills");
+        assert!(stops >= 3, "only {stops} server stops");
+    }
+
+    pub(super) fn races() {
+        races_on(&Target::Postgres(cluster().database()));
+    }
+
+    /// Checks the rows around a goal's events with plain SQL, as `super::verify_rows` does on
+    /// SQLite.
+    pub(super) async fn verify_rows(
+        url: &str,
+        goal: &GoalId,
+        state: &GoalState,
+        events: &[loopx_kernel::RecordedEvent],
+    ) {
+        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        let g = goal.as_str();
+        let row = client
+            .query_one(
+                "SELECT revision, valid_from, valid_until FROM goals WHERE goal = $1",
+                &[&g],
+            )
+            .await
+            .unwrap();
+        let revision = u64::try_from(row.get::<_, i64>(0)).unwrap();
+        let from = Timestamp::from_millis(row.get(1));
+        let until: Option<i64> = row.get(2);
+        assert_eq!(revision, state.revision);
+        assert_eq!(
+            events.len() as u64,
+            revision,
+            "events of `{goal}` have a gap"
+        );
+        let committed: i64 = client
+            .query_one(
+                "SELECT coalesce(sum(events), 0)::bigint FROM receipts WHERE goal = $1",
+                &[&g],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(
+            u64::try_from(committed).unwrap(),
+            revision,
+            "receipts of `{goal}` do not account for its events"
+        );
+        if let Some(snapshot) = client
+            .query_opt(
+                "SELECT revision, json FROM snapshots WHERE goal = $1 ORDER BY revision DESC LIMIT 1",
+                &[&g],
+            )
+            .await
+            .unwrap()
+        {
+            let at = usize::try_from(snapshot.get::<_, i64>(0)).unwrap();
+            let json: String = snapshot.get(1);
+            let snapshot: Snapshot = serde_json::from_str(&json).unwrap();
+            assert_eq!(
+                snapshot.into_state().unwrap(),
+                GoalState::replay(&events[..at]).unwrap()
+            );
+        }
+        assert_eq!(until.map(Timestamp::from_millis), next_wake(state, from));
+        let rows: Vec<String> = client
+            .query_opt(
+                "SELECT todos FROM frontier WHERE goal = $1 AND agent = 'worker'",
+                &[&g],
+            )
+            .await
+            .unwrap()
+            .map(|r| serde_json::from_str::<Vec<(u8, String)>>(&r.get::<_, String>(0)).unwrap())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(_, todo)| todo)
+            .collect();
+        let expected: Vec<String> = frontier(state, &worker_agent(), from)
+            .iter()
+            .map(|t| t.as_str().to_owned())
+            .collect();
+        assert_eq!(
+            rows, expected,
+            "the frontier rows of `{goal}` are not the kernel's"
+        );
+    }
 }

@@ -1,6 +1,5 @@
 //! The SQLite backend: one file, several processes, the embedded default.
 
-mod cache;
 mod ops;
 mod schema;
 
@@ -11,7 +10,7 @@ use std::time::Duration as StdDuration;
 use async_trait::async_trait;
 use loopx_kernel::seams::{AppendRequest, GoalSummary, Receipt, Store, StoreError};
 use loopx_kernel::{
-    AgentId, GoalId, GoalState, OperationId, RecordedEvent, Snapshot, Timestamp, TodoId,
+    AgentId, Duration, GoalId, GoalState, OperationId, RecordedEvent, Snapshot, Timestamp, TodoId,
 };
 use rusqlite::Connection;
 
@@ -42,6 +41,7 @@ pub struct SqliteOptions {
     busy_timeout: StdDuration,
     snapshot_every: u64,
     max_connections: usize,
+    change_poll: StdDuration,
 }
 
 impl Default for SqliteOptions {
@@ -51,6 +51,7 @@ impl Default for SqliteOptions {
             busy_timeout: StdDuration::from_secs(5),
             snapshot_every: 100,
             max_connections: 8,
+            change_poll: StdDuration::from_millis(25),
         }
     }
 }
@@ -86,6 +87,16 @@ impl SqliteOptions {
         self.max_connections = connections.max(1);
         self
     }
+
+    /// How often [`Store::changed`] reads the watched goals' revisions while it waits
+    /// (default 25 ms, at least 1 ms). Other processes commit to the same file without telling
+    /// this one, so waiting is polling: a change is seen at most this long after its commit,
+    /// and each poll is one small indexed read.
+    #[must_use]
+    pub fn change_poll(mut self, interval: StdDuration) -> Self {
+        self.change_poll = interval.max(StdDuration::from_millis(1));
+        self
+    }
 }
 
 /// A [`Store`] in one SQLite file, shared safely by several processes.
@@ -98,6 +109,8 @@ impl SqliteOptions {
 /// - **Fails closed**: a file that is not SQLite, is truncated, belongs to another program or
 ///   was written by a newer schema is refused at [`open`](SqliteStore::open) with nothing
 ///   written; a damaged row is [`StoreError::Corrupt`] when read.
+/// - **Waiting**: [`Store::changed`] polls the watched goals' revisions every
+///   [`SqliteOptions::change_poll`] (25 ms by default) until one moved or the timeout passed.
 /// - **Owner-only**: a new database file is created with mode `0600` (its `-wal` and `-shm`
 ///   companions inherit it).
 ///
@@ -117,7 +130,7 @@ struct Shared {
     options: SqliteOptions,
     pool: Mutex<Pool>,
     returned: Condvar,
-    cache: cache::StateCache,
+    cache: crate::cache::StateCache,
 }
 
 #[derive(Debug, Default)]
@@ -218,7 +231,7 @@ impl SqliteStore {
                     open: 1,
                 }),
                 returned: Condvar::new(),
-                cache: cache::StateCache::new(STATE_CACHE_GOALS),
+                cache: crate::cache::StateCache::new(STATE_CACHE_GOALS),
             }),
         })
     }
@@ -321,6 +334,30 @@ impl Store for SqliteStore {
     async fn next_wake(&self, now: Timestamp) -> Result<Option<Timestamp>, StoreError> {
         self.run(move |conn, cx| ops::next_wake(conn, cx, now))
             .await
+    }
+
+    /// Polls the watched goals' revisions every [`SqliteOptions::change_poll`]: several
+    /// processes share the file and none tells the others about its commits.
+    async fn changed(
+        &self,
+        watch: &[(GoalId, u64)],
+        timeout: Duration,
+    ) -> Result<Vec<GoalId>, StoreError> {
+        let deadline = crate::watch::deadline(timeout)?;
+        loop {
+            if !watch.is_empty() {
+                let watched = watch.to_vec();
+                let moved = self.run(move |conn, _| ops::moved(conn, &watched)).await?;
+                if !moved.is_empty() {
+                    return Ok(moved);
+                }
+            }
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
+                return Ok(Vec::new());
+            }
+            tokio::time::sleep_until(deadline.min(now + self.shared.options.change_poll)).await;
+        }
     }
 }
 

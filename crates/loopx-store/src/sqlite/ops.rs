@@ -5,16 +5,19 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use loopx_kernel::seams::{AppendRequest, GoalSummary, Receipt, StoreError};
 use loopx_kernel::{
-    Actor, AgentId, GoalId, GoalState, OperationId, RecordedEvent, Snapshot, Timestamp, TodoId,
+    AgentId, GoalId, GoalState, OperationId, RecordedEvent, Snapshot, Timestamp, TodoId,
 };
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
 use super::Shared;
-use super::cache::StateCache;
 use super::schema::sql;
-use crate::fold::{Folded, decode_event, decode_snapshot, encode, fold_batch, kinds, unfoldable};
+use crate::cache::StateCache;
+use crate::commit::{Prepared, prepare};
+use crate::fold::{
+    check_loaded, decode_event, decode_snapshot, encode, fold_stored, kinds, missing_base,
+};
 use crate::index::{Projection, covers, merge_frontiers, parse_status, status_name};
-use crate::retention::{Compaction, OperationRecord};
+use crate::retention::{Compaction, OperationRecord, decode_operation};
 
 // ----- conversions --------------------------------------------------------------------------
 
@@ -97,16 +100,9 @@ fn load_state(
                 .optional()
         })
         .map_err(sql)?;
-    let mut state = match snapshot {
+    let state = match snapshot {
         Some((revision, json)) => Some(decode_snapshot(goal, count(revision, "revision")?, &json)?),
-        None if row.base_revision > 0 => {
-            return Err(StoreError::Corrupt {
-                detail: format!(
-                    "goal `{goal}` was compacted to revision {} but its base snapshot is missing; restore the store from a backup",
-                    row.base_revision
-                ),
-            });
-        }
+        None if row.base_revision > 0 => return Err(missing_base(goal, row.base_revision)),
         None => None,
     };
     let from = state.as_ref().map_or(0, |s| s.revision);
@@ -116,33 +112,14 @@ fn load_state(
         )
         .map_err(sql)?;
     let mut rows = stmt.query(params![goal.as_str(), int(from)]).map_err(sql)?;
+    let mut stored = Vec::new();
     while let Some(r) = rows.next().map_err(sql)? {
         let revision = count(r.get(0).map_err(sql)?, "revision")?;
         let json: String = r.get(1).map_err(sql)?;
-        let event = decode_event(goal, revision, &json)?;
-        state = Some(match state {
-            None => GoalState::genesis(&event).map_err(|e| unfoldable(goal, &e))?,
-            Some(mut s) => {
-                s.apply(&event).map_err(|e| unfoldable(goal, &e))?;
-                s
-            }
-        });
+        stored.push((revision, json));
     }
-    let Some(state) = state else {
-        return Err(StoreError::Corrupt {
-            detail: format!(
-                "goal `{goal}` has a row but no events; restore the store from a backup"
-            ),
-        });
-    };
-    if state.revision != row.revision || &state.spec.id != goal {
-        return Err(StoreError::Corrupt {
-            detail: format!(
-                "goal `{goal}` is recorded at revision {} but its history folds to goal `{}` at revision {}; restore the store from a backup",
-                row.revision, state.spec.id, state.revision
-            ),
-        });
-    }
+    let state = fold_stored(goal, state, &stored)?;
+    let state = check_loaded(goal, state, row.revision)?;
     cache.put(&state);
     Ok(Some((state, row)))
 }
@@ -160,49 +137,6 @@ pub(super) fn load(
 
 // ----- append -------------------------------------------------------------------------------
 
-/// A commit ready to write: the folded batch, its index rows and the encoded rows.
-struct Prepared {
-    folded: Folded,
-    projection: Projection,
-    events: Vec<String>,
-    /// The snapshot to write, when one is due.
-    snapshot: Option<String>,
-    /// Whether the registered agents differ from before the batch.
-    agents_changed: bool,
-}
-
-/// Folds and encodes a commit. `row` is the goal row the state was loaded with.
-fn prepare(
-    state: Option<&GoalState>,
-    row: Option<GoalRow>,
-    request: &AppendRequest,
-    cx: &Shared,
-) -> Result<Prepared, StoreError> {
-    let folded = fold_batch(state, request)?;
-    let agents_changed = state.is_none_or(|before| before.spec.agents != folded.state.spec.agents);
-    let projection = Projection::compute(&folded.state, folded.receipt.committed_at);
-    let events = request
-        .events
-        .iter()
-        .map(encode)
-        .collect::<Result<_, _>>()?;
-    let last = row.map_or(0, |r| r.snapshot_revision);
-    let due = !request.events.is_empty()
-        && folded.state.revision.saturating_sub(last) >= cx.options.snapshot_every;
-    let snapshot = if due {
-        Some(encode(&folded.state.snapshot())?)
-    } else {
-        None
-    };
-    Ok(Prepared {
-        folded,
-        projection,
-        events,
-        snapshot,
-        agents_changed,
-    })
-}
-
 pub(super) fn append(
     conn: &mut Connection,
     cx: &Shared,
@@ -215,11 +149,17 @@ pub(super) fn append(
         let loaded = load_state(&tx, &request.goal, &cx.cache);
         tx.finish().map_err(sql)?;
         match loaded {
-            Ok(Some((state, row))) if row.revision == request.expected_revision => {
-                Some((row.revision, prepare(Some(&state), Some(row), request, cx)))
-            }
+            Ok(Some((state, row))) if row.revision == request.expected_revision => Some((
+                row.revision,
+                prepare(
+                    Some(&state),
+                    row.snapshot_revision,
+                    cx.options.snapshot_every,
+                    request,
+                ),
+            )),
             Ok(None) if request.expected_revision == 0 => {
-                Some((0, prepare(None, None, request, cx)))
+                Some((0, prepare(None, 0, cx.options.snapshot_every, request)))
             }
             _ => None,
         }
@@ -247,7 +187,12 @@ pub(super) fn append(
         Some((revision, prepared)) if revision == current => prepared?,
         _ => {
             let loaded = load_state(&tx, &request.goal, &cx.cache)?;
-            prepare(loaded.as_ref().map(|(state, _)| state), row, request, cx)?
+            prepare(
+                loaded.as_ref().map(|(state, _)| state),
+                row.map_or(0, |r| r.snapshot_revision),
+                cx.options.snapshot_every,
+                request,
+            )?
         }
     };
     write_commit(&tx, request, &prepared, row)?;
@@ -440,6 +385,25 @@ pub(super) fn events(
         out.push(decode_event(goal, revision, &json)?);
     }
     Ok(out)
+}
+
+/// The watched goals that stand past the revision given for them (see `Store::changed`).
+pub(super) fn moved(
+    conn: &mut Connection,
+    watch: &[(GoalId, u64)],
+) -> Result<Vec<GoalId>, StoreError> {
+    let tx = conn.transaction().map_err(sql)?;
+    let mut revisions = BTreeMap::new();
+    for (goal, _) in watch {
+        if !revisions.contains_key(goal) {
+            let revision = goal_row(&tx, goal)?.map_or(0, |row| row.revision);
+            revisions.insert(goal.clone(), revision);
+        }
+    }
+    tx.finish().map_err(sql)?;
+    Ok(crate::watch::past(watch, |goal| {
+        revisions.get(goal).copied().unwrap_or(0)
+    }))
 }
 
 // ----- cross-goal queries -------------------------------------------------------------------
@@ -666,10 +630,11 @@ pub(super) fn compact(
                 .optional()
         })
         .map_err(sql)?;
-    let mut state = match snapshot {
+    let state = match snapshot {
         Some((revision, json)) => Some(decode_snapshot(goal, count(revision, "revision")?, &json)?),
         None => None,
     };
+    let mut stored = Vec::new();
     {
         let from = state.as_ref().map_or(0, |s| s.revision);
         let mut stmt = tx
@@ -683,16 +648,10 @@ pub(super) fn compact(
         while let Some(r) = rows.next().map_err(sql)? {
             let revision = count(r.get(0).map_err(sql)?, "revision")?;
             let json: String = r.get(1).map_err(sql)?;
-            let event = decode_event(goal, revision, &json)?;
-            state = Some(match state {
-                None => GoalState::genesis(&event).map_err(|e| unfoldable(goal, &e))?,
-                Some(mut s) => {
-                    s.apply(&event).map_err(|e| unfoldable(goal, &e))?;
-                    s
-                }
-            });
+            stored.push((revision, json));
         }
     }
+    let state = fold_stored(goal, state, &stored)?;
     let state = match state {
         Some(state) if state.revision == target => state,
         _ => {
@@ -745,12 +704,7 @@ pub(super) fn base(conn: &mut Connection, goal: &GoalId) -> Result<Option<Snapsh
                 .optional()
         })
         .map_err(sql)?;
-    let json = json.ok_or_else(|| StoreError::Corrupt {
-        detail: format!(
-            "goal `{goal}` was compacted to revision {} but its base snapshot is missing; restore the store from a backup",
-            row.base_revision
-        ),
-    })?;
+    let json = json.ok_or_else(|| missing_base(goal, row.base_revision))?;
     let state = decode_snapshot(goal, row.base_revision, &json)?;
     tx.finish().map_err(sql)?;
     Ok(Some(state.snapshot()))
@@ -775,31 +729,17 @@ pub(super) fn operations(
     let mut out = Vec::new();
     while let Some(r) = rows.next().map_err(sql)? {
         let operation: OperationId = stored_id(r.get(0).map_err(sql)?, "operation id")?;
+        let receipt = Receipt {
+            goal: goal.clone(),
+            operation,
+            digest: r.get(1).map_err(sql)?,
+            revision: count(r.get(2).map_err(sql)?, "revision")?,
+            events: count(r.get(3).map_err(sql)?, "event count")?,
+            committed_at: Timestamp::from_millis(r.get(4).map_err(sql)?),
+        };
         let actor: Option<String> = r.get(5).map_err(sql)?;
         let kinds: String = r.get(6).map_err(sql)?;
-        let damaged = |what: &str, error: serde_json::Error| StoreError::Corrupt {
-            detail: format!(
-                "the {what} of operation `{operation}` on goal `{goal}` cannot be read ({error}); restore the store from a backup"
-            ),
-        };
-        let actor: Option<Actor> = actor
-            .map(|json| serde_json::from_str(&json))
-            .transpose()
-            .map_err(|e| damaged("actor", e))?;
-        let events: Vec<String> =
-            serde_json::from_str(&kinds).map_err(|e| damaged("event list", e))?;
-        out.push(OperationRecord {
-            receipt: Receipt {
-                goal: goal.clone(),
-                operation: operation.clone(),
-                digest: r.get(1).map_err(sql)?,
-                revision: count(r.get(2).map_err(sql)?, "revision")?,
-                events: count(r.get(3).map_err(sql)?, "event count")?,
-                committed_at: Timestamp::from_millis(r.get(4).map_err(sql)?),
-            },
-            actor,
-            events,
-        });
+        out.push(decode_operation(receipt, actor, &kinds)?);
     }
     Ok(out)
 }

@@ -1,0 +1,211 @@
+//! Building kernel observations: valid ids from external text, digests and fingerprints.
+//!
+//! Every provider turns its typed facts into an [`Observation`] through [`FactBuilder`], so the
+//! fingerprint is always computed the same way: a SHA-256 over the key, the subject, the revision
+//! and the facts (a sorted map), never over the summary or the observation time. Two
+//! observations of the same fact therefore carry the same fingerprint, and the kernel drops the
+//! second as unchanged.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use loopx_kernel::{
+    Fingerprint, InvalidId, MAX_ID_LEN, Observation, ObservationKey, Revision, Subject, Timestamp,
+};
+use sha2::{Digest as _, Sha256};
+
+/// Lower-case hexadecimal of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
+        let _ = write!(out, "{byte:02x}");
+    }
+    out
+}
+
+/// The SHA-256 of `bytes`, as 64 lower-case hexadecimal digits.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
+fn id_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "._:/@#+-".contains(c)
+}
+
+/// Encodes external text (a login, a check name, a branch) as a component of a kernel id.
+///
+/// Letters, digits and `._:/@#+-` are kept; every other byte becomes `=XX` (its hexadecimal
+/// value), so the encoding is injective and the result always passes the kernel's id alphabet.
+/// Length is not bounded here: [`bounded_id`] does that for the whole id.
+pub fn id_component(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if id_char(c) {
+            out.push(c);
+        } else {
+            let mut buf = [0u8; 4];
+            for byte in c.encode_utf8(&mut buf).bytes() {
+                let _ = write!(out, "={byte:02X}");
+            }
+        }
+    }
+    if out.is_empty() {
+        out.push_str("=00");
+    }
+    out
+}
+
+/// Cuts an id text to the kernel's length limit: text within the limit is returned unchanged;
+/// longer text keeps a prefix and ends with `=` and 24 hexadecimal digits of its SHA-256, so
+/// distinct long texts stay distinct.
+pub fn bounded_id(text: &str) -> String {
+    if text.len() <= MAX_ID_LEN {
+        return text.to_owned();
+    }
+    let digest = sha256_hex(text.as_bytes());
+    let keep = MAX_ID_LEN - 25;
+    let mut cut = keep;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}={}", &text[..cut], &digest[..24])
+}
+
+/// Accumulates the meaningful fields of one fact and builds the kernel [`Observation`].
+#[derive(Debug, Clone)]
+pub struct FactBuilder {
+    key: String,
+    subject: String,
+    revision: String,
+    summary: String,
+    facts: BTreeMap<String, String>,
+}
+
+/// The longest fact value kept, in bytes; longer values are cut at a character boundary.
+pub const MAX_FACT_LEN: usize = 4096;
+
+fn cut(text: &str, limit: usize) -> String {
+    if text.len() <= limit {
+        return text.to_owned();
+    }
+    let mut end = limit;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_owned()
+}
+
+impl FactBuilder {
+    /// A fact on stream `key` about `subject` at `revision`. The texts are bounded with
+    /// [`bounded_id`]; the caller encodes external components with [`id_component`].
+    pub fn new(key: &str, subject: &str, revision: &str) -> Self {
+        FactBuilder {
+            key: bounded_id(key),
+            subject: bounded_id(subject),
+            revision: bounded_id(revision),
+            summary: String::new(),
+            facts: BTreeMap::new(),
+        }
+    }
+
+    /// Sets the human summary (not part of the fingerprint), cut to [`MAX_FACT_LEN`] bytes.
+    #[must_use]
+    pub fn summary(mut self, summary: impl AsRef<str>) -> Self {
+        self.summary = cut(summary.as_ref(), MAX_FACT_LEN);
+        self
+    }
+
+    /// Adds a fact (part of the fingerprint); the value is cut to [`MAX_FACT_LEN`] bytes.
+    #[must_use]
+    #[allow(clippy::needless_pass_by_value)] // taking numbers and texts alike by value reads best
+    pub fn fact(mut self, name: &str, value: impl ToString) -> Self {
+        self.facts
+            .insert(name.to_owned(), cut(&value.to_string(), MAX_FACT_LEN));
+        self
+    }
+
+    /// Adds a fact when `value` is present.
+    #[must_use]
+    #[allow(clippy::needless_pass_by_value)]
+    pub fn fact_opt(self, name: &str, value: Option<impl ToString>) -> Self {
+        match value {
+            Some(value) => self.fact(name, value),
+            None => self,
+        }
+    }
+
+    /// The fingerprint: `sha256:` and the digest of key, subject, revision and facts, each
+    /// length-prefixed so no two different field lists digest alike.
+    pub fn fingerprint(&self) -> String {
+        let mut hasher = Sha256::new();
+        let mut feed = |text: &str| {
+            hasher.update((text.len() as u64).to_be_bytes());
+            hasher.update(text.as_bytes());
+        };
+        feed(&self.key);
+        feed(&self.subject);
+        feed(&self.revision);
+        for (name, value) in &self.facts {
+            feed(name);
+            feed(value);
+        }
+        format!("sha256:{}", hex(&hasher.finalize()))
+    }
+
+    /// Builds the observation, observed at `observed_at`.
+    ///
+    /// # Errors
+    /// [`InvalidId`] when the key, subject or revision holds characters outside the kernel's id
+    /// alphabet (components not passed through [`id_component`]).
+    pub fn build(self, observed_at: Timestamp) -> Result<Observation, InvalidId> {
+        let fingerprint = Fingerprint::new(self.fingerprint())?;
+        Ok(Observation {
+            key: ObservationKey::new(self.key)?,
+            subject: Subject::new(self.subject)?,
+            revision: Revision::new(self.revision)?,
+            fingerprint,
+            observed_at,
+            summary: self.summary,
+            facts: self.facts,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn components_encode_outside_characters_injectively() {
+        assert_eq!(id_component("dependabot[bot]"), "dependabot=5Bbot=5D");
+        assert_eq!(id_component("a b"), "a=20b");
+        assert_ne!(id_component("a=20b"), id_component("a b"));
+        assert_eq!(id_component(""), "=00");
+        assert!(Subject::new(id_component("é ✓ [x]")).is_ok());
+    }
+
+    #[test]
+    fn long_ids_are_cut_with_a_digest() {
+        let long = "x".repeat(300);
+        let other = format!("{}y", "x".repeat(299));
+        assert_eq!(bounded_id(&long).len(), MAX_ID_LEN);
+        assert_ne!(bounded_id(&long), bounded_id(&other));
+        assert_eq!(bounded_id("short"), "short");
+    }
+
+    #[test]
+    fn fingerprint_ignores_summary_and_time_but_not_facts() {
+        let a = FactBuilder::new("k", "s", "r")
+            .fact("state", "open")
+            .summary("one");
+        let b = FactBuilder::new("k", "s", "r")
+            .fact("state", "open")
+            .summary("two");
+        let c = FactBuilder::new("k", "s", "r").fact("state", "closed");
+        assert_eq!(a.fingerprint(), b.fingerprint());
+        assert_ne!(a.fingerprint(), c.fingerprint());
+        let one = a.build(Timestamp::from_millis(1)).map(|o| o.fingerprint);
+        let two = b.build(Timestamp::from_millis(2)).map(|o| o.fingerprint);
+        assert_eq!(one, two);
+    }
+}

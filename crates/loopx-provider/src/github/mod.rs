@@ -1,0 +1,664 @@
+//! GitHub: typed domain facts shared by webhooks and the REST client, and their observations.
+//!
+//! Webhook payloads and REST responses use the same object shapes, so both are read into the
+//! same types here and turned into observations by the same code: a pull request seen through a
+//! webhook and through a poll fingerprints alike.
+//!
+//! Observation conventions (repository `owner/name`, external text encoded with
+//! [`id_component`]):
+//!
+//! | fact | key | subject | revision |
+//! |---|---|---|---|
+//! | pull request | `pr:<repo>#<n>` | `pr:<repo>#<n>` | `git:<head sha>` |
+//! | CI roll-up (REST) | `ci:<repo>#<n>` | `pr:<repo>#<n>` | `git:<head sha>` |
+//! | review | `review:<repo>#<n>/<login>` | same as key | `git:<reviewed sha>` |
+//! | check run | `check:<repo>@<sha>/<name>` | `commit:<repo>@<sha>` | `git:<sha>` |
+//! | check suite | `suite:<repo>@<sha>/<app>` | `commit:<repo>@<sha>` | `git:<sha>` |
+//! | commit status | `status:<repo>@<sha>/<context>` | `commit:<repo>@<sha>` | `git:<sha>` |
+//! | issue | `issue:<repo>#<n>` | same as key | `content:<digest of its facts>` |
+//! | comment | `comment:<repo>/<id>` | same as key | `content:<digest of its body>` |
+//! | push | `ref:<repo>:<ref>` | same as key | `git:<after>` |
+//!
+//! Only pull-request observations move the revision of a `pr:` subject, and always to the
+//! exact head sha, so evidence bound to an older head becomes stale by the kernel's rule. A
+//! review or check of an older commit never moves the pull request backwards.
+
+pub mod rest;
+pub mod webhook;
+
+use loopx_kernel::{InvalidId, Observation, Timestamp};
+use serde::{Deserialize, Serialize};
+
+use crate::fact::{FactBuilder, id_component, sha256_hex};
+
+/// A user or bot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct User {
+    /// The login.
+    pub login: String,
+}
+
+/// A branch tip: name and sha.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BranchTip {
+    /// The branch name.
+    #[serde(rename = "ref")]
+    pub name: String,
+    /// The commit sha.
+    pub sha: String,
+}
+
+/// A pull request, as webhooks and `GET /repos/{o}/{r}/pulls/{n}` send it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PullRequest {
+    /// Its number.
+    pub number: u64,
+    /// `open` or `closed`.
+    pub state: String,
+    /// Its title.
+    #[serde(default)]
+    pub title: String,
+    /// Draft or ready.
+    #[serde(default)]
+    pub draft: bool,
+    /// Merged (absent in some list responses).
+    #[serde(default)]
+    pub merged: Option<bool>,
+    /// When it merged.
+    #[serde(default)]
+    pub merged_at: Option<String>,
+    /// GitHub's mergeability summary (`clean`, `dirty`, `blocked`, `unknown`…).
+    #[serde(default)]
+    pub mergeable_state: Option<String>,
+    /// The head branch and its exact sha.
+    pub head: BranchTip,
+    /// The base branch.
+    pub base: BranchTip,
+    /// Commits on the pull request.
+    #[serde(default)]
+    pub commits: Option<u64>,
+    /// The author.
+    #[serde(default)]
+    pub user: Option<User>,
+}
+
+impl PullRequest {
+    /// `open`, `draft`, `merged` or `closed`.
+    pub fn status(&self) -> &'static str {
+        if self.merged == Some(true) || self.merged_at.is_some() {
+            "merged"
+        } else if self.state == "closed" {
+            "closed"
+        } else if self.draft {
+            "draft"
+        } else {
+            "open"
+        }
+    }
+}
+
+/// A pull request review.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Review {
+    /// Its id.
+    pub id: u64,
+    /// The reviewer.
+    #[serde(default)]
+    pub user: Option<User>,
+    /// `APPROVED`, `CHANGES_REQUESTED`, `COMMENTED`, `DISMISSED`, `PENDING` (any case).
+    pub state: String,
+    /// The commit reviewed.
+    #[serde(default)]
+    pub commit_id: Option<String>,
+    /// When it was submitted.
+    #[serde(default)]
+    pub submitted_at: Option<String>,
+}
+
+impl Review {
+    /// The state in lower case: `approved`, `changes_requested`, `commented`, `dismissed`,
+    /// `pending`.
+    pub fn normalized_state(&self) -> String {
+        self.state.to_ascii_lowercase()
+    }
+}
+
+/// A pull request reference inside a check payload.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PullRef {
+    /// The pull request number.
+    pub number: u64,
+}
+
+/// A GitHub App, as named in check payloads.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct App {
+    /// Its slug.
+    #[serde(default)]
+    pub slug: Option<String>,
+    /// Its name.
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+/// A check run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckRun {
+    /// Its id.
+    pub id: u64,
+    /// Its name.
+    pub name: String,
+    /// The commit it checks.
+    pub head_sha: String,
+    /// `queued`, `in_progress`, `completed`…
+    pub status: String,
+    /// Set once completed: `success`, `failure`, `neutral`, `cancelled`, `skipped`,
+    /// `timed_out`, `action_required`, `stale`.
+    #[serde(default)]
+    pub conclusion: Option<String>,
+    /// The app that runs it.
+    #[serde(default)]
+    pub app: Option<App>,
+    /// Pull requests whose head is this commit.
+    #[serde(default)]
+    pub pull_requests: Vec<PullRef>,
+}
+
+/// A check suite.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckSuite {
+    /// Its id.
+    pub id: u64,
+    /// The commit it checks.
+    pub head_sha: String,
+    /// The branch, when known.
+    #[serde(default)]
+    pub head_branch: Option<String>,
+    /// `queued`, `in_progress`, `completed`…
+    #[serde(default)]
+    pub status: Option<String>,
+    /// Set once completed.
+    #[serde(default)]
+    pub conclusion: Option<String>,
+    /// The app that runs it.
+    #[serde(default)]
+    pub app: Option<App>,
+    /// Pull requests whose head is this commit.
+    #[serde(default)]
+    pub pull_requests: Vec<PullRef>,
+}
+
+/// A commit status (the older statuses API).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommitStatus {
+    /// Its context, e.g. `ci/build`.
+    pub context: String,
+    /// `pending`, `success`, `failure`, `error`.
+    pub state: String,
+    /// Its description.
+    #[serde(default)]
+    pub description: Option<String>,
+}
+
+/// A label.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Label {
+    /// Its name.
+    pub name: String,
+}
+
+/// An issue (pull requests are issues too).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Issue {
+    /// Its number.
+    pub number: u64,
+    /// `open` or `closed`.
+    pub state: String,
+    /// Its title.
+    #[serde(default)]
+    pub title: String,
+    /// Its labels.
+    #[serde(default)]
+    pub labels: Vec<Label>,
+    /// Its assignees.
+    #[serde(default)]
+    pub assignees: Vec<User>,
+    /// Locked for comments.
+    #[serde(default)]
+    pub locked: bool,
+    /// Present when the issue is a pull request.
+    #[serde(default)]
+    pub pull_request: Option<serde_json::Value>,
+}
+
+/// An issue or pull request comment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Comment {
+    /// Its id.
+    pub id: u64,
+    /// The author.
+    #[serde(default)]
+    pub user: Option<User>,
+    /// Its text.
+    #[serde(default)]
+    pub body: Option<String>,
+}
+
+/// A push to a ref.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Push {
+    /// The full ref, e.g. `refs/heads/main`.
+    #[serde(rename = "ref")]
+    pub git_ref: String,
+    /// The sha before.
+    pub before: String,
+    /// The sha after (all zeros when deleted).
+    pub after: String,
+    /// The ref was created.
+    #[serde(default)]
+    pub created: bool,
+    /// The ref was deleted.
+    #[serde(default)]
+    pub deleted: bool,
+    /// The push was forced.
+    #[serde(default)]
+    pub forced: bool,
+}
+
+/// The roll-up of every check and status on one commit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CiVerdict {
+    /// Every check and status succeeded (or was neutral or skipped).
+    Passing,
+    /// At least one failed, errored, was cancelled or timed out.
+    Failing,
+    /// None failed and at least one is still running or queued.
+    Pending,
+    /// No check and no status exists for the commit.
+    None,
+}
+
+impl CiVerdict {
+    /// The verdict as text.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CiVerdict::Passing => "passing",
+            CiVerdict::Failing => "failing",
+            CiVerdict::Pending => "pending",
+            CiVerdict::None => "none",
+        }
+    }
+}
+
+/// One check or status inside a roll-up, reduced to its verdict.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CiItem {
+    /// `check:<name>` or `status:<context>`.
+    pub name: String,
+    /// Its verdict.
+    pub verdict: CiVerdict,
+}
+
+/// The verdict of one check run: pending until completed, then by conclusion.
+pub fn check_run_verdict(run: &CheckRun) -> CiVerdict {
+    if run.status != "completed" {
+        return CiVerdict::Pending;
+    }
+    match run.conclusion.as_deref() {
+        Some("success" | "neutral" | "skipped") => CiVerdict::Passing,
+        None => CiVerdict::Pending,
+        Some(_) => CiVerdict::Failing,
+    }
+}
+
+/// The verdict of one commit status.
+pub fn status_verdict(state: &str) -> CiVerdict {
+    match state {
+        "success" => CiVerdict::Passing,
+        "pending" => CiVerdict::Pending,
+        _ => CiVerdict::Failing,
+    }
+}
+
+/// Rolls items up: any failing → failing; else any pending → pending; else passing; nothing
+/// at all → none.
+pub fn roll_up(items: &[CiItem]) -> CiVerdict {
+    if items.is_empty() {
+        CiVerdict::None
+    } else if items.iter().any(|i| i.verdict == CiVerdict::Failing) {
+        CiVerdict::Failing
+    } else if items.iter().any(|i| i.verdict == CiVerdict::Pending) {
+        CiVerdict::Pending
+    } else {
+        CiVerdict::Passing
+    }
+}
+
+/// The CI state of a pull request's exact head commit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CiRollup {
+    /// The repository, `owner/name`.
+    pub repo: String,
+    /// The pull request.
+    pub number: u64,
+    /// The exact head sha the checks were read for.
+    pub sha: String,
+    /// The roll-up.
+    pub verdict: CiVerdict,
+    /// Each item, sorted by name.
+    pub items: Vec<CiItem>,
+}
+
+/// A typed GitHub fact, from a webhook or the REST client.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum GitHubEvent {
+    /// A pull request's state.
+    PullRequest {
+        /// `owner/name`.
+        repo: String,
+        /// The webhook action, when it came from one.
+        action: Option<String>,
+        /// The pull request.
+        pull: PullRequest,
+    },
+    /// A review on a pull request.
+    Review {
+        /// `owner/name`.
+        repo: String,
+        /// The pull request number.
+        number: u64,
+        /// The review.
+        review: Review,
+    },
+    /// A check run.
+    CheckRun {
+        /// `owner/name`.
+        repo: String,
+        /// The check run.
+        run: CheckRun,
+    },
+    /// A check suite.
+    CheckSuite {
+        /// `owner/name`.
+        repo: String,
+        /// The suite.
+        suite: CheckSuite,
+    },
+    /// A commit status.
+    Status {
+        /// `owner/name`.
+        repo: String,
+        /// The commit.
+        sha: String,
+        /// The status.
+        status: CommitStatus,
+    },
+    /// An issue's state.
+    Issue {
+        /// `owner/name`.
+        repo: String,
+        /// The issue.
+        issue: Issue,
+    },
+    /// A comment on an issue or pull request.
+    IssueComment {
+        /// `owner/name`.
+        repo: String,
+        /// The webhook action (`created`, `edited`, `deleted`).
+        action: Option<String>,
+        /// The issue or pull request number.
+        number: u64,
+        /// True when commenting on a pull request.
+        on_pull_request: bool,
+        /// The comment.
+        comment: Comment,
+    },
+    /// A push.
+    Push {
+        /// `owner/name`.
+        repo: String,
+        /// The push.
+        push: Push,
+    },
+    /// The CI roll-up of a pull request's head.
+    Ci(CiRollup),
+}
+
+fn login(user: Option<&User>) -> &str {
+    user.map_or("ghost", |u| u.login.as_str())
+}
+
+fn short(sha: &str) -> &str {
+    sha.get(..7).unwrap_or(sha)
+}
+
+fn pulls(refs: &[PullRef]) -> String {
+    let mut numbers: Vec<u64> = refs.iter().map(|p| p.number).collect();
+    numbers.sort_unstable();
+    numbers
+        .iter()
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn app_name(app: Option<&App>) -> String {
+    app.and_then(|a| a.slug.clone().or_else(|| a.name.clone()))
+        .unwrap_or_else(|| "unknown".to_owned())
+}
+
+impl GitHubEvent {
+    /// The fact as a kernel observation (see the module table for keys, subjects and
+    /// revisions), observed at `observed_at`.
+    ///
+    /// # Errors
+    /// [`InvalidId`] only if an encoded id still fails the kernel's checks, which the encoding
+    /// rules out; callers treat it as a malformed payload.
+    #[allow(clippy::too_many_lines)] // one arm per event kind, each a flat list of facts
+    pub fn observation(&self, observed_at: Timestamp) -> Result<Observation, InvalidId> {
+        let builder = match self {
+            GitHubEvent::PullRequest { repo, pull, .. } => {
+                let r = id_component(repo);
+                let key = format!("pr:{r}#{}", pull.number);
+                FactBuilder::new(&key, &key, &format!("git:{}", id_component(&pull.head.sha)))
+                    .summary(format!(
+                        "{repo}#{} {} at {}: {}",
+                        pull.number,
+                        pull.status(),
+                        short(&pull.head.sha),
+                        pull.title
+                    ))
+                    .fact("status", pull.status())
+                    .fact("draft", pull.draft)
+                    .fact("head_sha", &pull.head.sha)
+                    .fact("head_ref", &pull.head.name)
+                    .fact("base_ref", &pull.base.name)
+                    .fact("title", &pull.title)
+                    .fact("author", login(pull.user.as_ref()))
+                    .fact_opt("mergeable_state", pull.mergeable_state.as_ref())
+                    .fact_opt("commits", pull.commits)
+            }
+            GitHubEvent::Review {
+                repo,
+                number,
+                review,
+            } => {
+                let who = login(review.user.as_ref());
+                let key = format!(
+                    "review:{}#{number}/{}",
+                    id_component(repo),
+                    id_component(who)
+                );
+                let sha = review.commit_id.as_deref().unwrap_or("unknown");
+                FactBuilder::new(&key, &key, &format!("git:{}", id_component(sha)))
+                    .summary(format!(
+                        "{who} {} {repo}#{number} at {}",
+                        review.normalized_state(),
+                        short(sha)
+                    ))
+                    .fact("reviewer", who)
+                    .fact("state", review.normalized_state())
+                    .fact("commit_id", sha)
+                    .fact("pull", number)
+            }
+            GitHubEvent::CheckRun { repo, run } => {
+                let r = id_component(repo);
+                let sha = id_component(&run.head_sha);
+                FactBuilder::new(
+                    &format!("check:{r}@{sha}/{}", id_component(&run.name)),
+                    &format!("commit:{r}@{sha}"),
+                    &format!("git:{sha}"),
+                )
+                .summary(format!(
+                    "check `{}` {} at {}",
+                    run.name,
+                    check_run_verdict(run).as_str(),
+                    short(&run.head_sha)
+                ))
+                .fact("name", &run.name)
+                .fact("status", &run.status)
+                .fact("conclusion", run.conclusion.as_deref().unwrap_or("none"))
+                .fact("verdict", check_run_verdict(run).as_str())
+                .fact("app", app_name(run.app.as_ref()))
+                .fact("pulls", pulls(&run.pull_requests))
+            }
+            GitHubEvent::CheckSuite { repo, suite } => {
+                let r = id_component(repo);
+                let sha = id_component(&suite.head_sha);
+                let app = app_name(suite.app.as_ref());
+                FactBuilder::new(
+                    &format!("suite:{r}@{sha}/{}", id_component(&app)),
+                    &format!("commit:{r}@{sha}"),
+                    &format!("git:{sha}"),
+                )
+                .summary(format!(
+                    "check suite of {app} {} at {}",
+                    suite.conclusion.as_deref().unwrap_or("pending"),
+                    short(&suite.head_sha)
+                ))
+                .fact("app", &app)
+                .fact("status", suite.status.as_deref().unwrap_or("unknown"))
+                .fact("conclusion", suite.conclusion.as_deref().unwrap_or("none"))
+                .fact_opt("head_branch", suite.head_branch.as_ref())
+                .fact("pulls", pulls(&suite.pull_requests))
+            }
+            GitHubEvent::Status { repo, sha, status } => {
+                let r = id_component(repo);
+                let s = id_component(sha);
+                FactBuilder::new(
+                    &format!("status:{r}@{s}/{}", id_component(&status.context)),
+                    &format!("commit:{r}@{s}"),
+                    &format!("git:{s}"),
+                )
+                .summary(format!(
+                    "status `{}` {} at {}",
+                    status.context,
+                    status.state,
+                    short(sha)
+                ))
+                .fact("context", &status.context)
+                .fact("state", &status.state)
+                .fact("verdict", status_verdict(&status.state).as_str())
+                .fact_opt("description", status.description.as_ref())
+            }
+            GitHubEvent::Issue { repo, issue } => {
+                let key = format!("issue:{}#{}", id_component(repo), issue.number);
+                let mut labels: Vec<&str> = issue.labels.iter().map(|l| l.name.as_str()).collect();
+                labels.sort_unstable();
+                let mut assignees: Vec<&str> =
+                    issue.assignees.iter().map(|u| u.login.as_str()).collect();
+                assignees.sort_unstable();
+                let content = FactBuilder::new("", "", "")
+                    .fact("state", &issue.state)
+                    .fact("title", &issue.title)
+                    .fact("labels", labels.join(","))
+                    .fact("assignees", assignees.join(","))
+                    .fact("locked", issue.locked);
+                let revision = format!("content:{}", &content.fingerprint()[7..23]);
+                FactBuilder::new(&key, &key, &revision)
+                    .summary(format!(
+                        "{repo}#{} {}: {}",
+                        issue.number, issue.state, issue.title
+                    ))
+                    .fact("state", &issue.state)
+                    .fact("title", &issue.title)
+                    .fact("labels", labels.join(","))
+                    .fact("assignees", assignees.join(","))
+                    .fact("locked", issue.locked)
+                    .fact("pull_request", issue.pull_request.is_some())
+            }
+            GitHubEvent::IssueComment {
+                repo,
+                action,
+                number,
+                on_pull_request,
+                comment,
+            } => {
+                let key = format!("comment:{}/{}", id_component(repo), comment.id);
+                let deleted = action.as_deref() == Some("deleted");
+                let body = if deleted {
+                    ""
+                } else {
+                    comment.body.as_deref().unwrap_or("")
+                };
+                let digest = sha256_hex(body.as_bytes());
+                let who = login(comment.user.as_ref());
+                FactBuilder::new(&key, &key, &format!("content:{}", &digest[..16]))
+                    .summary(format!(
+                        "{who} commented on {repo}#{number}{}",
+                        if deleted { " (deleted)" } else { "" }
+                    ))
+                    .fact("author", who)
+                    .fact("number", number)
+                    .fact("on_pull_request", on_pull_request)
+                    .fact("deleted", deleted)
+                    .fact("body", body)
+                    .fact("body_sha256", digest)
+                    .fact("body_bytes", body.len())
+            }
+            GitHubEvent::Push { repo, push } => {
+                let key = format!("ref:{}:{}", id_component(repo), id_component(&push.git_ref));
+                FactBuilder::new(&key, &key, &format!("git:{}", id_component(&push.after)))
+                    .summary(format!(
+                        "push to {} on {repo}: {} -> {}{}",
+                        push.git_ref,
+                        short(&push.before),
+                        short(&push.after),
+                        if push.forced { " (forced)" } else { "" }
+                    ))
+                    .fact("ref", &push.git_ref)
+                    .fact("before", &push.before)
+                    .fact("after", &push.after)
+                    .fact("created", push.created)
+                    .fact("deleted", push.deleted)
+                    .fact("forced", push.forced)
+            }
+            GitHubEvent::Ci(rollup) => {
+                let r = id_component(&rollup.repo);
+                let mut builder = FactBuilder::new(
+                    &format!("ci:{r}#{}", rollup.number),
+                    &format!("pr:{r}#{}", rollup.number),
+                    &format!("git:{}", id_component(&rollup.sha)),
+                )
+                .summary(format!(
+                    "CI {} for {}#{} at {} ({} checks and statuses)",
+                    rollup.verdict.as_str(),
+                    rollup.repo,
+                    rollup.number,
+                    short(&rollup.sha),
+                    rollup.items.len()
+                ))
+                .fact("verdict", rollup.verdict.as_str())
+                .fact("head_sha", &rollup.sha)
+                .fact("items", rollup.items.len());
+                for item in &rollup.items {
+                    builder = builder.fact(&format!("item.{}", item.name), item.verdict.as_str());
+                }
+                builder
+            }
+        };
+        builder.build(observed_at)
+    }
+}

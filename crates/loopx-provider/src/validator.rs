@@ -1,0 +1,176 @@
+//! A [`Validator`] over a command: its verdict becomes evidence bound to the git revision of the
+//! workspace it ran in.
+//!
+//! The validator reads the workspace's head before running the command and again after it; the
+//! evidence is bound to `git:<sha>` only when both reads agree and the tree was clean, otherwise
+//! to `git:<sha>+dirty` (a revision no clean observation ever matches, so evidence established
+//! on uncommitted changes never satisfies a criterion at a commit). A passing verdict needs exit
+//! code zero within the timeout; an exit code proves only that the process exited, which is why
+//! the evidence records which command ran, on which revision, and the digest of what it printed.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use loopx_kernel::seams::{Clock, TurnError, TurnReport, TurnRequest, Validation, Validator};
+use loopx_kernel::{
+    Actor, CheckId, EvidenceId, Lineage, NewEvidence, Outcome, Revision, SourceId, Subject,
+    Verdict, VerdictOutcome,
+};
+
+use crate::fact::{bounded_id, id_component};
+use crate::git::Git;
+use crate::process::{CommandSpec, Exit, ProcessOutput};
+
+/// Runs a command in a workspace and judges a turn by its exit.
+pub struct CommandValidator {
+    source: SourceId,
+    check: CheckId,
+    subject: Subject,
+    workspace: PathBuf,
+    command: CommandSpec,
+    git: Git,
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for CommandValidator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CommandValidator")
+            .field("source", &self.source)
+            .field("check", &self.check)
+            .field("subject", &self.subject)
+            .field("workspace", &self.workspace)
+            .field("command", &self.command.display())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What one validation run established, before it becomes a [`Validation`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandVerdict {
+    /// The revision the command ran at.
+    pub revision: Revision,
+    /// The process outcome.
+    pub output: ProcessOutput,
+}
+
+impl CommandValidator {
+    /// A validator named `source` establishing `check` about `subject` by running `command` in
+    /// the git workspace at `workspace` (the command's working directory is set to it).
+    pub fn new(
+        source: SourceId,
+        check: CheckId,
+        subject: Subject,
+        workspace: impl Into<PathBuf>,
+        command: CommandSpec,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        let workspace = workspace.into();
+        CommandValidator {
+            source,
+            check,
+            subject,
+            command: command.current_dir(&workspace),
+            workspace,
+            git: Git::new(),
+            clock,
+        }
+    }
+
+    /// Uses `git` to read the workspace.
+    #[must_use]
+    pub fn with_git(mut self, git: Git) -> Self {
+        self.git = git;
+        self
+    }
+
+    /// Reads the revision, runs the command, reads the revision again.
+    ///
+    /// # Errors
+    /// [`TurnError::Failed`] when the workspace cannot be read or the command cannot start.
+    pub async fn run(&self) -> Result<CommandVerdict, TurnError> {
+        let failed = |e: &dyn std::fmt::Display| TurnError::Failed(e.to_string());
+        let before = self
+            .git
+            .status(&self.workspace)
+            .await
+            .map_err(|e| failed(&e))?;
+        let output = self.command.run().await.map_err(|e| failed(&e))?;
+        let after = self
+            .git
+            .status(&self.workspace)
+            .await
+            .map_err(|e| failed(&e))?;
+        let head = after
+            .head
+            .clone()
+            .ok_or_else(|| TurnError::Failed("the workspace has no commit yet".to_owned()))?;
+        let clean = before.head == after.head && !before.dirty() && !after.dirty();
+        let text = if clean {
+            format!("git:{}", id_component(&head))
+        } else {
+            format!("git:{}+dirty", id_component(&head))
+        };
+        let revision = Revision::new(bounded_id(&text)).map_err(|e| failed(&e))?;
+        Ok(CommandVerdict { revision, output })
+    }
+}
+
+#[async_trait]
+impl Validator for CommandValidator {
+    fn actor(&self) -> Actor {
+        Actor::Validator(self.source.clone())
+    }
+
+    async fn validate(
+        &self,
+        turn: &TurnRequest,
+        _report: &TurnReport,
+    ) -> Result<Validation, TurnError> {
+        let CommandVerdict { revision, output } = self.run().await?;
+        let passed = output.exit.success();
+        let summary = format!(
+            "`{}` {} after {} ms at {}; stdout sha256 {}, {} bytes{}",
+            self.command.display().chars().take(200).collect::<String>(),
+            output.exit,
+            output.duration.as_millis(),
+            revision,
+            &output.stdout.sha256[..16],
+            output.stdout.total_bytes,
+            if output.exit == Exit::TimedOut {
+                "; the process group was killed"
+            } else {
+                ""
+            },
+        );
+        let id = EvidenceId::new(bounded_id(&format!(
+            "{}.{}",
+            turn.turn,
+            id_component(self.check.as_str())
+        )))
+        .map_err(|e| TurnError::Failed(e.to_string()))?;
+        let evidence = NewEvidence {
+            id,
+            check: self.check.clone(),
+            subject: self.subject.clone(),
+            revision,
+            outcome: if passed { Outcome::Pass } else { Outcome::Fail },
+            summary: summary.clone(),
+            observed_at: self.clock.now(),
+            ttl: None,
+            inputs: Lineage::default(),
+        };
+        Ok(Validation {
+            verdict: Verdict {
+                validator: self.actor(),
+                outcome: if passed {
+                    VerdictOutcome::Passed
+                } else {
+                    VerdictOutcome::Failed
+                },
+                summary,
+            },
+            evidence: vec![evidence],
+        })
+    }
+}

@@ -1,0 +1,614 @@
+//! The REST client over real HTTP on loopback, against a small local server that serves
+//! responses in GitHub's shapes.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use loopx_kernel::seams::{
+    Clock as _, Effect, EffectStatus, ManualClock, ObserveRequest, Provider,
+};
+use loopx_kernel::{GoalId, ObservationKey, SourceId, Timestamp, TodoId};
+use loopx_provider::github::CiVerdict;
+use loopx_provider::github::rest::{GitHubClient, GitHubError, Token};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::TcpListener;
+
+const SHA: &str = "ec26c3e57ca3a959ca5aad62de7213c562f8c821";
+const TOKEN: &str = "ghp_never_shown_0123456789abcdef";
+
+/// One request as the server saw it.
+#[derive(Debug, Clone)]
+struct Seen {
+    method: String,
+    path: String,
+    headers: BTreeMap<String, String>,
+    body: String,
+}
+
+/// A canned response: status, extra headers, body, delay.
+#[derive(Clone)]
+struct Reply {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+    delay: Duration,
+}
+
+fn ok(body: &str) -> Reply {
+    Reply {
+        status: 200,
+        headers: vec![],
+        body: body.into(),
+        delay: Duration::ZERO,
+    }
+}
+
+type Handler = Arc<dyn Fn(&Seen) -> Reply + Send + Sync>;
+
+struct Server {
+    base: String,
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+async fn serve(handler: Handler) -> Server {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("addr"));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&seen);
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut stream, _)) = listener.accept().await else {
+                return;
+            };
+            let handler = Arc::clone(&handler);
+            let log = Arc::clone(&log);
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                let head_end = loop {
+                    let Ok(n) = stream.read(&mut chunk).await else {
+                        return;
+                    };
+                    if n == 0 {
+                        return;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        break i;
+                    }
+                };
+                let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+                let mut lines = head.split("\r\n");
+                let request_line = lines.next().unwrap_or_default().to_owned();
+                let mut parts = request_line.split(' ');
+                let method = parts.next().unwrap_or_default().to_owned();
+                let path = parts.next().unwrap_or_default().to_owned();
+                let headers: BTreeMap<String, String> = lines
+                    .filter_map(|l| l.split_once(':'))
+                    .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+                    .collect();
+                let length: usize = headers
+                    .get("content-length")
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0);
+                let mut body = buf[head_end + 4..].to_vec();
+                while body.len() < length {
+                    let Ok(n) = stream.read(&mut chunk).await else {
+                        return;
+                    };
+                    if n == 0 {
+                        break;
+                    }
+                    body.extend_from_slice(&chunk[..n]);
+                }
+                let seen = Seen {
+                    method,
+                    path,
+                    headers,
+                    body: String::from_utf8_lossy(&body).into_owned(),
+                };
+                log.lock().expect("log").push(seen.clone());
+                let reply = handler(&seen);
+                tokio::time::sleep(reply.delay).await;
+                let reason = match reply.status {
+                    200 => "OK",
+                    201 => "Created",
+                    304 => "Not Modified",
+                    403 => "Forbidden",
+                    429 => "Too Many Requests",
+                    _ => "Status",
+                };
+                let mut out = format!(
+                    "HTTP/1.1 {} {reason}\r\nconnection: close\r\ncontent-type: application/json\r\n",
+                    reply.status
+                );
+                for (k, v) in &reply.headers {
+                    let _ = write!(out, "{k}: {v}\r\n");
+                }
+                let _ = write!(
+                    out,
+                    "content-length: {}\r\n\r\n{}",
+                    reply.body.len(),
+                    reply.body
+                );
+                let _ = stream.write_all(out.as_bytes()).await;
+                let _ = stream.shutdown().await;
+            });
+        }
+    });
+    Server { base, seen }
+}
+
+fn clock() -> Arc<ManualClock> {
+    Arc::new(ManualClock::new(
+        Timestamp::parse("2026-11-29T10:00:00Z").expect("ts"),
+    ))
+}
+
+fn client(base: &str, clock: Arc<ManualClock>) -> GitHubClient {
+    GitHubClient::new(
+        SourceId::new("github").expect("id"),
+        base,
+        Some(Token::new(TOKEN)),
+        Duration::from_millis(500),
+        clock,
+    )
+    .expect("client")
+}
+
+fn pull_json(sha: &str) -> String {
+    format!(
+        r#"{{"number": 12, "state": "open", "title": "Add --format json", "draft": false, "merged": false,
+        "mergeable_state": "clean", "commits": 3, "user": {{"login": "octocat"}},
+        "head": {{"ref": "json", "sha": "{sha}"}}, "base": {{"ref": "main", "sha": "f95f852bd8fca8fcc58a9a2d6c842781e32a215e"}},
+        "updated_at": "2026-11-29T09:00:00Z"}}"#
+    )
+}
+
+const REVIEWS: &str = r#"[
+  {"id": 1, "user": {"login": "alice"}, "state": "CHANGES_REQUESTED", "commit_id": "aaaa", "submitted_at": "2026-11-28T10:00:00Z"},
+  {"id": 2, "user": {"login": "bob"}, "state": "COMMENTED", "commit_id": "aaaa", "submitted_at": "2026-11-28T11:00:00Z"},
+  {"id": 3, "user": {"login": "alice"}, "state": "APPROVED", "commit_id": "ec26c3e57ca3a959ca5aad62de7213c562f8c821", "submitted_at": "2026-11-29T08:00:00Z"},
+  {"id": 4, "user": {"login": "carol"}, "state": "PENDING"}
+]"#;
+
+fn checks(conclusion: &str) -> String {
+    format!(
+        r#"{{"total_count": 2, "check_runs": [
+      {{"id": 10, "name": "test", "head_sha": "{SHA}", "status": "completed", "conclusion": "{conclusion}", "app": {{"slug": "github-actions"}}, "pull_requests": []}},
+      {{"id": 11, "name": "lint", "head_sha": "{SHA}", "status": "completed", "conclusion": "success", "app": {{"slug": "github-actions"}}, "pull_requests": []}}
+    ]}}"#
+    )
+}
+
+const STATUS: &str = r#"{"state": "success", "statuses": [{"context": "ci/legacy", "state": "success", "description": "ok"}]}"#;
+
+fn github(conclusion: &'static str) -> Handler {
+    Arc::new(move |seen: &Seen| match seen.path.as_str() {
+        "/repos/acme/cli/pulls/12" => ok(&pull_json(SHA)),
+        "/repos/acme/cli/pulls/12/reviews?per_page=100" => ok(REVIEWS),
+        p if p == format!("/repos/acme/cli/commits/{SHA}/check-runs?per_page=100") => {
+            ok(&checks(conclusion))
+        }
+        p if p == format!("/repos/acme/cli/commits/{SHA}/status") => ok(STATUS),
+        _ => Reply {
+            status: 404,
+            headers: vec![],
+            body: r#"{"message": "Not Found"}"#.into(),
+            delay: Duration::ZERO,
+        },
+    })
+}
+
+#[tokio::test]
+async fn a_poll_reads_the_pull_its_latest_reviews_and_ci_bound_to_the_head_sha() {
+    let server = serve(github("success")).await;
+    let client = client(&server.base, clock());
+    let request = ObserveRequest {
+        key: ObservationKey::new("pr:acme/cli#12").expect("id"),
+        known: None,
+    };
+    let observations = client.observe(&request).await.expect("observe");
+    let keys: Vec<&str> = observations.iter().map(|o| o.key.as_str()).collect();
+    assert_eq!(
+        keys,
+        [
+            "pr:acme/cli#12",
+            "review:acme/cli#12/alice",
+            "review:acme/cli#12/bob",
+            "ci:acme/cli#12"
+        ]
+    );
+    let pr = &observations[0];
+    assert_eq!(pr.revision.as_str(), format!("git:{SHA}"));
+    assert_eq!(pr.facts["status"], "open");
+    assert_eq!(pr.facts["mergeable_state"], "clean");
+    assert_eq!(pr.facts["commits"], "3");
+    assert_eq!(
+        observations[1].facts["state"], "approved",
+        "alice's latest review wins"
+    );
+    let ci = &observations[3];
+    assert_eq!(ci.subject.as_str(), "pr:acme/cli#12");
+    assert_eq!(ci.revision.as_str(), format!("git:{SHA}"));
+    assert_eq!(ci.facts["verdict"], "passing");
+    assert_eq!(ci.facts["items"], "3");
+
+    let seen = server.seen.lock().expect("log").clone();
+    assert!(
+        seen.iter()
+            .all(|s| s.headers.get("authorization").map(String::as_str)
+                == Some(&*format!("Bearer {TOKEN}")))
+    );
+    assert!(seen.iter().all(|s| s.method == "GET"));
+}
+
+#[tokio::test]
+async fn a_failing_check_fails_the_roll_up() {
+    let server = serve(github("failure")).await;
+    let client = client(&server.base, clock());
+    let rollup = client.ci("acme/cli", 12, SHA).await.expect("ci");
+    assert_eq!(rollup.verdict, CiVerdict::Failing);
+    let empty = serve(Arc::new(|seen: &Seen| {
+        if seen.path.contains("check-runs") {
+            ok(r#"{"total_count": 0, "check_runs": []}"#)
+        } else {
+            ok(r#"{"state": "pending", "statuses": []}"#)
+        }
+    }))
+    .await;
+    let none = self::client(&empty.base, clock())
+        .ci("acme/cli", 12, SHA)
+        .await
+        .expect("ci");
+    assert_eq!(none.verdict, CiVerdict::None);
+}
+
+#[tokio::test]
+async fn etags_make_requests_conditional_and_304_reuses_the_body() {
+    let handler: Handler = Arc::new(|seen: &Seen| {
+        if seen.headers.get("if-none-match").map(String::as_str) == Some("\"v1\"") {
+            Reply {
+                status: 304,
+                headers: vec![],
+                body: String::new(),
+                delay: Duration::ZERO,
+            }
+        } else {
+            Reply {
+                status: 200,
+                headers: vec![("etag".into(), "\"v1\"".into())],
+                body: pull_json(SHA),
+                delay: Duration::ZERO,
+            }
+        }
+    });
+    let server = serve(handler).await;
+    let client = client(&server.base, clock());
+    let first = client.pull_request("acme/cli", 12).await.expect("first");
+    let second = client.pull_request("acme/cli", 12).await.expect("second");
+    assert_eq!(first, second);
+    let seen = server.seen.lock().expect("log").clone();
+    assert_eq!(seen.len(), 2);
+    assert!(!seen[0].headers.contains_key("if-none-match"));
+    assert_eq!(
+        seen[1].headers.get("if-none-match").map(String::as_str),
+        Some("\"v1\"")
+    );
+}
+
+#[tokio::test]
+async fn rate_limits_are_typed_with_their_retry_instant() {
+    let clock = clock();
+    let reset = Timestamp::parse("2026-11-29T10:15:00Z").expect("ts");
+    let reset_secs = reset.as_millis() / 1000;
+    let server = serve(Arc::new(move |seen: &Seen| {
+        if seen.path.contains("/pulls/1") && !seen.path.contains("/pulls/12") {
+            Reply {
+                status: 403,
+                headers: vec![
+                    ("x-ratelimit-remaining".into(), "0".into()),
+                    ("x-ratelimit-reset".into(), reset_secs.to_string()),
+                ],
+                body: r#"{"message": "API rate limit exceeded"}"#.into(),
+                delay: Duration::ZERO,
+            }
+        } else if seen.path.contains("/pulls/2") {
+            Reply {
+                status: 429,
+                headers: vec![("retry-after".into(), "30".into())],
+                body: "{}".into(),
+                delay: Duration::ZERO,
+            }
+        } else {
+            Reply {
+                status: 403,
+                headers: vec![("x-ratelimit-remaining".into(), "4999".into())],
+                body: r#"{"message": "Resource not accessible"}"#.into(),
+                delay: Duration::ZERO,
+            }
+        }
+    }))
+    .await;
+    let client = client(&server.base, clock.clone());
+    assert_eq!(
+        client.pull_request("acme/cli", 1).await,
+        Err(GitHubError::RateLimited {
+            path: "/repos/acme/cli/pulls/1".into(),
+            until: reset
+        })
+    );
+    let retry = client.pull_request("acme/cli", 2).await;
+    assert_eq!(
+        retry,
+        Err(GitHubError::RateLimited {
+            path: "/repos/acme/cli/pulls/2".into(),
+            until: clock.now().plus(loopx_kernel::Duration::seconds(30))
+        })
+    );
+    let forbidden = client.pull_request("acme/cli", 3).await;
+    assert!(
+        matches!(
+            forbidden,
+            Err(GitHubError::Unauthorized { status: 403, .. })
+        ),
+        "{forbidden:?}"
+    );
+    let as_provider: loopx_kernel::seams::ProviderError = client
+        .pull_request("acme/cli", 1)
+        .await
+        .expect_err("limited")
+        .into();
+    assert_eq!(
+        as_provider,
+        loopx_kernel::seams::ProviderError::RateLimited(reset)
+    );
+}
+
+#[tokio::test]
+async fn server_errors_timeouts_and_bad_bodies_are_typed() {
+    let server = serve(Arc::new(|seen: &Seen| match seen.path.as_str() {
+        "/repos/acme/cli/pulls/1" => Reply {
+            status: 502,
+            headers: vec![],
+            body: "bad gateway".into(),
+            delay: Duration::ZERO,
+        },
+        "/repos/acme/cli/pulls/2" => Reply {
+            status: 200,
+            headers: vec![],
+            body: pull_json(SHA),
+            delay: Duration::from_secs(3),
+        },
+        "/repos/acme/cli/pulls/3" => ok(r#"{"number": "twelve"}"#),
+        _ => Reply {
+            status: 404,
+            headers: vec![],
+            body: "{}".into(),
+            delay: Duration::ZERO,
+        },
+    }))
+    .await;
+    let client = client(&server.base, clock());
+    assert!(matches!(
+        client.pull_request("acme/cli", 1).await,
+        Err(GitHubError::Server { status: 502, .. })
+    ));
+    let started = std::time::Instant::now();
+    assert!(matches!(
+        client.pull_request("acme/cli", 2).await,
+        Err(GitHubError::Timeout { .. })
+    ));
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert!(matches!(
+        client.pull_request("acme/cli", 3).await,
+        Err(GitHubError::Decode { .. })
+    ));
+    assert!(matches!(
+        client.pull_request("acme/cli", 4).await,
+        Err(GitHubError::NotFound { .. })
+    ));
+    assert!(matches!(
+        client.pull_request("../etc", 4).await,
+        Err(GitHubError::Invalid(_))
+    ));
+    let closed = GitHubClient::new(
+        SourceId::new("g").expect("id"),
+        "http://127.0.0.1:1",
+        Some(Token::new(TOKEN)),
+        Duration::from_millis(500),
+        clock(),
+    )
+    .expect("client");
+    assert!(matches!(
+        closed.pull_request("acme/cli", 1).await,
+        Err(GitHubError::Transport { .. })
+    ));
+}
+
+#[tokio::test]
+async fn the_token_never_appears_in_errors_or_debug_output() {
+    let server = serve(Arc::new(|seen: &Seen| match seen.path.as_str() {
+        "/repos/acme/cli/pulls/1" => Reply {
+            status: 500,
+            headers: vec![],
+            body: TOKEN.into(),
+            delay: Duration::ZERO,
+        },
+        "/repos/acme/cli/pulls/2" => Reply {
+            status: 401,
+            headers: vec![],
+            body: TOKEN.into(),
+            delay: Duration::ZERO,
+        },
+        "/repos/acme/cli/pulls/3" => ok(&format!("{{\"oops\": \"{TOKEN}\"")),
+        "/repos/acme/cli/pulls/4" => Reply {
+            status: 200,
+            headers: vec![],
+            body: "{}".into(),
+            delay: Duration::from_secs(3),
+        },
+        _ => Reply {
+            status: 429,
+            headers: vec![],
+            body: TOKEN.into(),
+            delay: Duration::ZERO,
+        },
+    }))
+    .await;
+    let client = client(&server.base, clock());
+    assert!(!format!("{client:?}").contains(TOKEN));
+    assert!(!format!("{:?}", Token::new(TOKEN)).contains(TOKEN));
+    let closed = GitHubClient::new(
+        SourceId::new("g").expect("id"),
+        "http://127.0.0.1:1",
+        Some(Token::new(TOKEN)),
+        Duration::from_millis(300),
+        clock(),
+    )
+    .expect("client");
+    let mut errors = Vec::new();
+    for n in 1..=5 {
+        errors.push(client.pull_request("acme/cli", n).await.expect_err("fails"));
+    }
+    errors.push(closed.pull_request("acme/cli", 1).await.expect_err("fails"));
+    assert_eq!(errors.len(), 6);
+    for error in errors {
+        assert!(!error.to_string().contains(TOKEN), "{error}");
+        assert!(!format!("{error:?}").contains(TOKEN), "{error:?}");
+        let provider: loopx_kernel::seams::ProviderError = error.into();
+        assert!(!format!("{provider} {provider:?}").contains(TOKEN));
+    }
+}
+
+fn comment_effect(epoch: u64) -> Effect {
+    Effect {
+        idempotency_key: "goal-1/fix/turn-3/comment".into(),
+        goal: GoalId::new("goal-1").expect("id"),
+        todo: TodoId::new("fix").expect("id"),
+        epoch,
+        kind: "github.comment".into(),
+        params: [
+            ("repo", "acme/cli"),
+            ("number", "12"),
+            ("body", "CI is green at ec26c3e."),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect(),
+    }
+}
+
+#[tokio::test]
+async fn effects_are_idempotent_fenced_and_read_back() {
+    let comments: Arc<Mutex<Vec<String>>> = Arc::new(Mutex::new(Vec::new()));
+    let store = Arc::clone(&comments);
+    let server = serve(Arc::new(move |seen: &Seen| {
+        if seen.path == "/repos/acme/cli/issues/12/comments" && seen.method == "POST" {
+            let body: serde_json::Value = serde_json::from_str(&seen.body).expect("json");
+            store
+                .lock()
+                .expect("store")
+                .push(body["body"].as_str().expect("body").to_owned());
+            return Reply {
+                status: 201,
+                headers: vec![],
+                body: "{}".into(),
+                delay: Duration::ZERO,
+            };
+        }
+        if seen.path.starts_with("/repos/acme/cli/issues/12/comments") {
+            let list: Vec<serde_json::Value> = store
+                .lock()
+                .expect("store")
+                .iter()
+                .map(|b| serde_json::json!({"body": b}))
+                .collect();
+            return ok(&serde_json::to_string(&list).expect("json"));
+        }
+        Reply {
+            status: 503,
+            headers: vec![],
+            body: "{}".into(),
+            delay: Duration::ZERO,
+        }
+    }))
+    .await;
+    let client = client(&server.base, clock());
+    let effect = comment_effect(4);
+    assert_eq!(client.readback(&effect).await, Ok(EffectStatus::Absent));
+    assert_eq!(client.perform(&effect).await, Ok(EffectStatus::Committed));
+    assert_eq!(client.readback(&effect).await, Ok(EffectStatus::Committed));
+    // A retry of the same effect does not write again.
+    assert_eq!(client.perform(&effect).await, Ok(EffectStatus::Committed));
+    assert_eq!(comments.lock().expect("store").len(), 1);
+    let posted = comments.lock().expect("store")[0].clone();
+    assert!(posted.starts_with("CI is green at ec26c3e."));
+    assert!(posted.contains("epoch:4"));
+    // A stale epoch is refused before anything is sent.
+    let stale = client.perform(&comment_effect(3)).await;
+    assert!(
+        matches!(stale, Err(loopx_kernel::seams::ProviderError::Invalid(ref m)) if m.contains("stale lease epoch")),
+        "{stale:?}"
+    );
+    // When the listing cannot be read, the outcome is unknown.
+    let mut elsewhere = comment_effect(5);
+    elsewhere.params.insert("number".into(), "99".into());
+    assert_eq!(client.readback(&elsewhere).await, Ok(EffectStatus::Unknown));
+    let mut unknown_kind = comment_effect(5);
+    unknown_kind.kind = "github.merge".into();
+    assert!(client.perform(&unknown_kind).await.is_err());
+}
+
+#[tokio::test]
+async fn a_commit_status_effect_carries_its_key_and_reads_back() {
+    let statuses: Arc<Mutex<Vec<serde_json::Value>>> = Arc::new(Mutex::new(Vec::new()));
+    let store = Arc::clone(&statuses);
+    let server = serve(Arc::new(move |seen: &Seen| {
+        if seen.method == "POST" && seen.path == format!("/repos/acme/cli/statuses/{SHA}") {
+            store
+                .lock()
+                .expect("store")
+                .push(serde_json::from_str(&seen.body).expect("json"));
+            return Reply {
+                status: 201,
+                headers: vec![],
+                body: "{}".into(),
+                delay: Duration::ZERO,
+            };
+        }
+        ok(&serde_json::to_string(&*store.lock().expect("store")).expect("json"))
+    }))
+    .await;
+    let client = client(&server.base, clock());
+    let effect = Effect {
+        idempotency_key: "goal-1/fix/turn-3/status".into(),
+        goal: GoalId::new("goal-1").expect("id"),
+        todo: TodoId::new("fix").expect("id"),
+        epoch: 2,
+        kind: "github.status".into(),
+        params: [
+            ("repo", "acme/cli"),
+            ("sha", SHA),
+            ("state", "success"),
+            ("context", "loopx/acceptance"),
+            ("description", "all criteria met"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect(),
+    };
+    assert_eq!(client.perform(&effect).await, Ok(EffectStatus::Committed));
+    assert_eq!(client.perform(&effect).await, Ok(EffectStatus::Committed));
+    let written = statuses.lock().expect("store").clone();
+    assert_eq!(written.len(), 1);
+    assert_eq!(written[0]["context"], "loopx/acceptance");
+    assert!(
+        written[0]["description"]
+            .as_str()
+            .expect("text")
+            .starts_with("all criteria met [loopx ")
+    );
+}

@@ -1,0 +1,235 @@
+//! End to end through the kernel: an unchanged poll produces no event and charges nothing.
+
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use loopx_kernel::seams::{ObserveRequest, Provider, ProviderError};
+use loopx_kernel::{
+    Actor, AgentId, Amounts, Command, Duration, Event, GoalId, GoalSpec, GoalState, Limits,
+    MonitorSpec, NewTodo, Observation, ObservationKey, PersonId, Policy, Settlement, SourceId,
+    Timestamp, TodoClass, TodoId, Transition, TurnId, Verdict, VerdictOutcome,
+};
+use loopx_provider::github::webhook::parse_event;
+use loopx_provider::layers::{FingerprintCache, Record, Replay, Tape};
+
+const KEY: &str =
+    "check:Codertocat/Hello-World@ec26c3e57ca3a959ca5aad62de7213c562f8c821/Octocoders-linter";
+
+fn fixture(name: &str) -> Vec<u8> {
+    std::fs::read(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/github-webhooks/check_run")
+            .join(name),
+    )
+    .expect("fixture")
+}
+
+/// A provider that serves the check run of a fixture file, switchable between files.
+struct CheckRunFixture {
+    source: SourceId,
+    file: Arc<Mutex<&'static str>>,
+    now: Arc<Mutex<Timestamp>>,
+}
+
+#[async_trait]
+impl Provider for CheckRunFixture {
+    fn source(&self) -> &SourceId {
+        &self.source
+    }
+    async fn observe(&self, _: &ObserveRequest) -> Result<Vec<Observation>, ProviderError> {
+        let file = *self.file.lock().expect("file");
+        let event = parse_event("check_run", &fixture(file))
+            .map_err(|e| ProviderError::Failed(e.to_string()))?;
+        let now = *self.now.lock().expect("now");
+        Ok(vec![
+            event
+                .observation(now)
+                .map_err(|e| ProviderError::Failed(e.to_string()))?,
+        ])
+    }
+}
+
+fn goal(now: Timestamp) -> (GoalState, AgentId) {
+    let owner = PersonId::new("maintainer").expect("id");
+    let agent = AgentId::new("agent-a").expect("id");
+    let spec = GoalSpec {
+        id: GoalId::new("hello-world").expect("id"),
+        objective: "get the README change merged".into(),
+        owner: owner.clone(),
+        criteria: vec![],
+        agents: [agent.clone()].into(),
+        budget: Limits {
+            turns: Some(10),
+            ..Limits::UNLIMITED
+        },
+        policy: Policy::default(),
+        grants: std::collections::BTreeMap::default(),
+    };
+    let mut goal = GoalState::create(&Actor::Person(owner), now, &spec).expect("goal");
+    let mut watch = NewTodo::advance(TodoId::new("watch-ci").expect("id"), "watch the linter");
+    watch.class = TodoClass::Monitor(MonitorSpec {
+        watches: ObservationKey::new(KEY).expect("id"),
+        cadence: Duration::minutes(30),
+    });
+    goal.handle(
+        &Actor::Agent(agent.clone()),
+        now,
+        &Command::AddTodo { todo: watch },
+    )
+    .expect("add");
+    (goal, agent)
+}
+
+/// Claims the monitor, runs one turn that reports `observations`, settles it; returns the
+/// settled event's charge.
+fn poll(
+    goal: &mut GoalState,
+    agent: &AgentId,
+    now: Timestamp,
+    turn: &str,
+    observations: Vec<Observation>,
+) -> Amounts {
+    let me = Actor::Agent(agent.clone());
+    let todo = TodoId::new("watch-ci").expect("id");
+    goal.handle(
+        &me,
+        now,
+        &Command::Claim {
+            todo: todo.clone(),
+            ttl: None,
+            workspace: None,
+            grant_reason: None,
+        },
+    )
+    .expect("claim");
+    let epoch = goal.todos[&todo].lease.as_ref().expect("lease").epoch;
+    let turn = TurnId::new(turn).expect("id");
+    goal.handle(
+        &me,
+        now,
+        &Command::BeginTurn {
+            todo: todo.clone(),
+            epoch,
+            turn: turn.clone(),
+            reserve: None,
+        },
+    )
+    .expect("begin");
+    let events = goal
+        .handle(
+            &me,
+            now,
+            &Command::SettleTurn(Settlement {
+                todo,
+                epoch,
+                turn,
+                verdict: Verdict {
+                    validator: Actor::Validator(SourceId::new("ci-reader").expect("id")),
+                    outcome: VerdictOutcome::Progress,
+                    summary: "polled".into(),
+                },
+                evidence: vec![],
+                observations,
+                transition: Transition::KeepOpen,
+                // The executor claims it used a turn: the kernel still charges nothing when quiet.
+                usage: Amounts::ONE_TURN,
+            }),
+        )
+        .expect("settle");
+    events
+        .iter()
+        .find_map(|e| match &e.event {
+            Event::TurnSettled { charged, .. } => Some(*charged),
+            _ => None,
+        })
+        .expect("settled")
+}
+
+#[tokio::test]
+async fn an_unchanged_poll_produces_no_event_and_no_charge() {
+    let t0 = Timestamp::parse("2026-11-29T10:00:00Z").expect("ts");
+    let file = Arc::new(Mutex::new("completed.payload.json"));
+    let clock = Arc::new(Mutex::new(t0));
+    let provider = CheckRunFixture {
+        source: SourceId::new("github").expect("id"),
+        file: Arc::clone(&file),
+        now: Arc::clone(&clock),
+    };
+    let tape = Arc::new(Mutex::new(Tape::default()));
+    let recorded = Record::new(provider, Arc::clone(&tape));
+    let request = ObserveRequest {
+        key: ObservationKey::new(KEY).expect("id"),
+        known: None,
+    };
+    let (mut goal, agent) = goal(t0);
+    let as_provider = Actor::Provider(SourceId::new("github").expect("id"));
+
+    // First poll: a new fact, one event.
+    let first = recorded.observe(&request).await.expect("observe");
+    let events = goal
+        .handle(
+            &as_provider,
+            t0,
+            &Command::RecordObservation {
+                observation: first[0].clone(),
+            },
+        )
+        .expect("record");
+    assert_eq!(events.len(), 1);
+    let revision = goal.revision;
+
+    // Second poll, later, same fact: same fingerprint, no event, the goal does not move.
+    let t1 = t0.plus(Duration::minutes(30));
+    *clock.lock().expect("now") = t1;
+    let again = recorded.observe(&request).await.expect("observe");
+    assert_eq!(again[0].fingerprint, first[0].fingerprint);
+    assert_ne!(again[0].observed_at, first[0].observed_at);
+    let events = goal
+        .handle(
+            &as_provider,
+            t1,
+            &Command::RecordObservation {
+                observation: again[0].clone(),
+            },
+        )
+        .expect("record");
+    assert!(
+        events.is_empty(),
+        "an unchanged observation is a no-op: {events:?}"
+    );
+    assert_eq!(goal.revision, revision);
+
+    // A monitor turn that saw only the unchanged fact is charged nothing.
+    let spent = goal.ledger.spent;
+    let charged = poll(&mut goal, &agent, t1, "poll-1", again.clone());
+    assert_eq!(charged, Amounts::ZERO);
+    assert_eq!(goal.ledger.spent, spent);
+
+    // The check fails: a changed fingerprint is recorded and the turn is charged.
+    let t2 = t1.plus(Duration::minutes(30));
+    *file.lock().expect("file") = "completed.1.payload.json";
+    *clock.lock().expect("now") = t2;
+    let failing = recorded.observe(&request).await.expect("observe");
+    assert_ne!(failing[0].fingerprint, first[0].fingerprint);
+    assert_eq!(failing[0].facts["verdict"], "failing");
+    let charged = poll(&mut goal, &agent, t2, "poll-2", failing.clone());
+    assert_eq!(charged.turns, 1);
+    assert_eq!(goal.ledger.spent.turns, spent.turns + 1);
+
+    // The same three polls replayed through the fingerprint cache: the unchanged one is gone
+    // before it reaches the kernel.
+    let tape = tape.lock().expect("tape").clone();
+    assert_eq!(tape.entries.len(), 3);
+    let cached = FingerprintCache::new(Replay::new(SourceId::new("github").expect("id"), tape));
+    let seen: Vec<usize> = [
+        cached.observe(&request).await.expect("replay").len(),
+        cached.observe(&request).await.expect("replay").len(),
+        cached.observe(&request).await.expect("replay").len(),
+    ]
+    .into();
+    assert_eq!(seen, [1, 0, 1]);
+    assert!(
+        cached.observe(&request).await.is_err(),
+        "the tape is exhausted"
+    );
+}

@@ -1,0 +1,390 @@
+//! The PostgreSQL backend: one database shared by a fleet of agent hosts on several machines.
+
+mod listen;
+mod ops;
+mod schema;
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration as StdDuration;
+
+use async_trait::async_trait;
+use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod};
+use loopx_kernel::seams::{AppendRequest, GoalSummary, Receipt, Store, StoreError};
+use loopx_kernel::{
+    AgentId, Duration, GoalId, GoalState, OperationId, RecordedEvent, Snapshot, Timestamp, TodoId,
+};
+use tokio::sync::broadcast::error::RecvError;
+use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
+use tokio_postgres::{NoTls, Socket};
+
+use crate::cache::StateCache;
+use crate::retention::{Compaction, OperationRecord, Retention};
+use crate::watch::deadline;
+use listen::{Connector, Listener, Signal};
+
+pub use schema::SCHEMA_VERSION;
+
+/// How many goals' folded states a handle keeps to skip decoding on the next load or append.
+const STATE_CACHE_GOALS: usize = 64;
+
+/// How many times one `changed` call reopens a lost notification connection before it gives up.
+const LISTEN_ATTEMPTS: u32 = 3;
+
+/// Settings of a [`PostgresStore`]. Every setting has a documented default.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PostgresOptions {
+    max_connections: usize,
+    connect_timeout: StdDuration,
+    wait_timeout: StdDuration,
+    snapshot_every: u64,
+}
+
+impl Default for PostgresOptions {
+    fn default() -> Self {
+        PostgresOptions {
+            max_connections: 16,
+            connect_timeout: StdDuration::from_secs(5),
+            wait_timeout: StdDuration::from_secs(30),
+            snapshot_every: 100,
+        }
+    }
+}
+
+impl PostgresOptions {
+    /// How many pooled connections this handle opens at most (default 16, at least 1); a
+    /// handle that waits on [`Store::changed`] opens one more, for notifications. Size it so
+    /// that hosts × (pool + 1) stays under the server's `max_connections`.
+    #[must_use]
+    pub fn max_connections(mut self, connections: usize) -> Self {
+        self.max_connections = connections.max(1);
+        self
+    }
+
+    /// How long opening one connection may take before it fails with
+    /// [`StoreError::Unavailable`] (default 5 s).
+    #[must_use]
+    pub fn connect_timeout(mut self, timeout: StdDuration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// How long a call waits for a free pooled connection before it fails with
+    /// [`StoreError::Unavailable`] (default 30 s).
+    #[must_use]
+    pub fn wait_timeout(mut self, timeout: StdDuration) -> Self {
+        self.wait_timeout = timeout;
+        self
+    }
+
+    /// After how many events since the last snapshot a commit writes a new one (default 100,
+    /// at least 1). Loading a goal reads one snapshot and at most this many events.
+    #[must_use]
+    pub fn snapshot_every(mut self, events: u64) -> Self {
+        self.snapshot_every = events.max(1);
+        self
+    }
+}
+
+/// A [`Store`] in one PostgreSQL database, shared by agent hosts on several machines.
+///
+/// - **Row-level compare-and-set**: every append is one transaction that locks the goal's row
+///   (`SELECT ... FOR UPDATE`), checks the operation id and the expected revision, and writes
+///   the events, the receipt, the goal's index rows and, every
+///   [`PostgresOptions::snapshot_every`] events, a snapshot. Writers of different goals never
+///   wait for each other; writers of one goal queue on its row.
+/// - **Ambiguous commits are reported, not guessed**: when the connection is lost after
+///   `COMMIT` was sent and before its answer arrived, the append fails with
+///   [`StoreError::Ambiguous`]; [`submit`](crate::submit) then reads the receipt back.
+/// - **Waking waiters**: a commit that moves a goal sends `NOTIFY` inside its transaction (so
+///   it is delivered only if it commits); [`Store::changed`] listens on a dedicated connection
+///   and re-reads the watched revisions after subscribing, so no commit is missed.
+/// - **Fails closed**: an unreachable server, a database holding another program's tables, or
+///   a schema newer than this build is refused at [`connect`](PostgresStore::connect) with a
+///   typed error and nothing written; a damaged row is [`StoreError::Corrupt`] when read.
+/// - **Secrets stay secret**: errors and `Debug` name the host, port, database and user of the
+///   URL, never its password.
+///
+/// The handle is cheap to clone and `Send + Sync`; clones share one connection pool and a
+/// small cache of folded goal states (used only when the database shows the goal at exactly
+/// the cached revision). It needs a tokio runtime with I/O and timers enabled.
+#[derive(Clone)]
+pub struct PostgresStore {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    pool: Pool,
+    target: String,
+    options: PostgresOptions,
+    cache: StateCache,
+    connect_listener: Connector,
+    listener: tokio::sync::Mutex<Option<Arc<Listener>>>,
+}
+
+impl fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("target", &self.shared.target)
+            .field("options", &self.shared.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PostgresStore {
+    /// Connects to the database at `url` (`postgres://user:password@host:port/database`) with
+    /// the default [`PostgresOptions`] and without TLS.
+    ///
+    /// # Errors
+    /// See [`PostgresStore::connect_with`].
+    pub async fn connect(url: &str) -> Result<PostgresStore, StoreError> {
+        PostgresStore::connect_with(url, PostgresOptions::default(), NoTls).await
+    }
+
+    /// Connects to the database at `url` over `tls` (e.g. a `tokio-postgres-rustls` or
+    /// `postgres-native-tls` connector; [`NoTls`] for none) and brings its schema to
+    /// [`SCHEMA_VERSION`].
+    ///
+    /// The URL may also be a key-value string (`host=... user=... dbname=...`); its `sslmode`
+    /// and other libpq options apply as tokio-postgres reads them. The first connection is
+    /// opened here, so a wrong address fails now rather than at the first commit. Migrations
+    /// run in one transaction under an advisory lock: hosts starting together migrate once.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] when the URL cannot be read or the server cannot be reached
+    /// or refuses the login, [`StoreError::NewerSchema`] for a database written by a newer
+    /// loopx, [`StoreError::Corrupt`] for a database that holds another program's tables.
+    /// Nothing is written in any of these cases.
+    pub async fn connect_with<T>(
+        url: &str,
+        options: PostgresOptions,
+        tls: T,
+    ) -> Result<PostgresStore, StoreError>
+    where
+        T: MakeTlsConnect<Socket> + Clone + Sync + Send + 'static,
+        T::Stream: Sync + Send,
+        T::TlsConnect: Sync + Send,
+        <T::TlsConnect as TlsConnect<Socket>>::Future: Send,
+    {
+        let mut config: tokio_postgres::Config =
+            url.parse().map_err(|error| StoreError::Unavailable {
+                detail: format!(
+                    "the PostgreSQL URL cannot be read ({error}); expected postgres://user:password@host:port/database"
+                ),
+            })?;
+        config.connect_timeout(options.connect_timeout);
+        if config.get_application_name().is_none() {
+            config.application_name("loopx");
+        }
+        let target = schema::describe(&config);
+        let manager = Manager::from_config(
+            config.clone(),
+            tls.clone(),
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(options.max_connections)
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .wait_timeout(Some(options.wait_timeout))
+            .create_timeout(Some(options.connect_timeout))
+            .recycle_timeout(Some(options.connect_timeout))
+            .build()
+            .map_err(|error| StoreError::Unavailable {
+                detail: format!("cannot set up the connection pool for {target}: {error}"),
+            })?;
+        let store = PostgresStore {
+            shared: Arc::new(Shared {
+                pool,
+                connect_listener: listen::connector(config, tls, target.clone()),
+                target,
+                options,
+                cache: StateCache::new(STATE_CACHE_GOALS),
+                listener: tokio::sync::Mutex::new(None),
+            }),
+        };
+        let mut client = store.client().await?;
+        schema::migrate(&mut client, &store.shared.target).await?;
+        Ok(store)
+    }
+
+    /// The settings this handle was opened with.
+    pub fn options(&self) -> &PostgresOptions {
+        &self.shared.options
+    }
+
+    /// Where this handle points: database, host, port and user (never the password).
+    pub fn target(&self) -> &str {
+        &self.shared.target
+    }
+
+    async fn client(&self) -> Result<Object, StoreError> {
+        let target = &self.shared.target;
+        self.shared.pool.get().await.map_err(|error| {
+            let detail = match error {
+                PoolError::Backend(error) => format!(
+                    "cannot reach PostgreSQL ({target}): {}; check that the server runs and accepts connections from this host, and the URL's host, port, user, password and database",
+                    schema::pg(target, &error)
+                ),
+                PoolError::Timeout(kind) => format!(
+                    "no connection to PostgreSQL ({target}) within the timeout ({kind:?}); the server is slow or unreachable, or every pooled connection is busy: raise `max_connections` or `wait_timeout`"
+                ),
+                other => format!("no connection to PostgreSQL ({target}): {other}"),
+            };
+            StoreError::Unavailable { detail }
+        })
+    }
+
+    fn cx(&self) -> ops::Cx<'_> {
+        ops::Cx {
+            target: &self.shared.target,
+            cache: &self.shared.cache,
+            snapshot_every: self.shared.options.snapshot_every,
+        }
+    }
+
+    /// The handle's notification connection, opened (again) when there is none alive.
+    async fn listener(&self) -> Result<Arc<Listener>, StoreError> {
+        let mut slot = self.shared.listener.lock().await;
+        if let Some(listener) = slot.as_ref().filter(|l| l.is_alive()) {
+            return Ok(Arc::clone(listener));
+        }
+        let listener = Arc::new((self.shared.connect_listener)().await?);
+        *slot = Some(Arc::clone(&listener));
+        Ok(listener)
+    }
+
+    async fn moved(&self, watch: &[(GoalId, u64)]) -> Result<Vec<GoalId>, StoreError> {
+        let client = self.client().await?;
+        ops::moved(&client, &self.cx(), watch).await
+    }
+}
+
+#[async_trait]
+impl Store for PostgresStore {
+    async fn load(&self, goal: &GoalId) -> Result<Option<GoalState>, StoreError> {
+        let mut client = self.client().await?;
+        ops::load(&mut client, &self.cx(), goal).await
+    }
+
+    async fn append(&self, request: AppendRequest) -> Result<Receipt, StoreError> {
+        let mut client = self.client().await?;
+        ops::append(&mut client, &self.cx(), &request).await
+    }
+
+    async fn receipt(
+        &self,
+        goal: &GoalId,
+        operation: &OperationId,
+    ) -> Result<Option<Receipt>, StoreError> {
+        let client = self.client().await?;
+        ops::receipt(&client, &self.cx(), goal, operation).await
+    }
+
+    async fn events(
+        &self,
+        goal: &GoalId,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<RecordedEvent>, StoreError> {
+        let client = self.client().await?;
+        ops::events(&client, &self.cx(), goal, after, limit).await
+    }
+
+    async fn goals(&self, now: Timestamp) -> Result<Vec<GoalSummary>, StoreError> {
+        let mut client = self.client().await?;
+        ops::goals(&mut client, &self.cx(), now).await
+    }
+
+    async fn frontier(
+        &self,
+        agent: &AgentId,
+        now: Timestamp,
+    ) -> Result<Vec<(GoalId, TodoId)>, StoreError> {
+        let mut client = self.client().await?;
+        ops::frontier(&mut client, &self.cx(), agent, now).await
+    }
+
+    async fn next_wake(&self, now: Timestamp) -> Result<Option<Timestamp>, StoreError> {
+        let mut client = self.client().await?;
+        ops::next_wake(&mut client, &self.cx(), now).await
+    }
+
+    /// Waits on `LISTEN`: subscribes to the handle's notification connection, re-reads the
+    /// watched revisions (so a commit just before the subscription is not missed), then sleeps
+    /// until a notification names a watched goal past its revision or the timeout passes. A
+    /// lost notification connection is reopened (and the revisions re-read) up to three times
+    /// per call; after that the call fails with [`StoreError::Unavailable`].
+    async fn changed(
+        &self,
+        watch: &[(GoalId, u64)],
+        timeout: Duration,
+    ) -> Result<Vec<GoalId>, StoreError> {
+        let deadline = deadline(timeout)?;
+        if watch.is_empty() {
+            tokio::time::sleep_until(deadline).await;
+            return Ok(Vec::new());
+        }
+        for _ in 0..LISTEN_ATTEMPTS {
+            let listener = self.listener().await?;
+            let mut signals = listener.signals.subscribe();
+            if !listener.is_alive() {
+                continue;
+            }
+            let moved = self.moved(watch).await?;
+            if !moved.is_empty() {
+                return Ok(moved);
+            }
+            loop {
+                let Ok(signal) = tokio::time::timeout_at(deadline, signals.recv()).await else {
+                    return Ok(Vec::new());
+                };
+                match signal {
+                    Ok(Signal::Changed(goal, revision)) => {
+                        let watched = watch.iter().any(|(g, seen)| *g == goal && revision > *seen);
+                        if !watched {
+                            continue;
+                        }
+                    }
+                    // Fell behind: some notifications were dropped, read the revisions.
+                    Err(RecvError::Lagged(_)) => {}
+                    Ok(Signal::Lost) | Err(RecvError::Closed) => break,
+                }
+                let moved = self.moved(watch).await?;
+                if !moved.is_empty() {
+                    return Ok(moved);
+                }
+            }
+        }
+        Err(StoreError::Unavailable {
+            detail: format!(
+                "the notification connection to PostgreSQL ({}) kept failing; retry once the server is back",
+                self.shared.target
+            ),
+        })
+    }
+}
+
+#[async_trait]
+impl Retention for PostgresStore {
+    async fn compact(&self, goal: &GoalId, keep_after: u64) -> Result<Compaction, StoreError> {
+        let mut client = self.client().await?;
+        ops::compact(&mut client, &self.cx(), goal, keep_after).await
+    }
+
+    async fn base(&self, goal: &GoalId) -> Result<Option<Snapshot>, StoreError> {
+        let mut client = self.client().await?;
+        ops::base(&mut client, &self.cx(), goal).await
+    }
+
+    async fn operations(
+        &self,
+        goal: &GoalId,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<OperationRecord>, StoreError> {
+        let client = self.client().await?;
+        ops::operations(&client, &self.cx(), goal, after, limit).await
+    }
+}

@@ -1,0 +1,207 @@
+//! Reaching the server, the forward migrations, and PostgreSQL errors as store errors.
+
+use loopx_kernel::seams::StoreError;
+use tokio_postgres::config::Host;
+use tokio_postgres::error::SqlState;
+
+/// The newest database schema this build reads and writes.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The migrations, in order: migration `n` takes the schema from `n - 1` to `n`.
+const MIGRATIONS: &[(u32, &str)] = &[(
+    1,
+    include_str!("../../migrations/postgres/0001_initial.sql"),
+)];
+
+/// The tables schema 1 creates, to tell an empty database from another program's.
+const TABLES: &[&str] = &[
+    "goals",
+    "events",
+    "receipts",
+    "snapshots",
+    "goal_agents",
+    "frontier",
+];
+
+/// The advisory lock key that serializes migrations of one database across hosts
+/// (`loopx` in ASCII).
+const MIGRATION_LOCK: i64 = 0x006c_6f6f_7078;
+
+/// Where a configuration points, for messages: host, port, database and user, never the
+/// password.
+pub(super) fn describe(config: &tokio_postgres::Config) -> String {
+    let hosts: Vec<String> = config
+        .get_hosts()
+        .iter()
+        .enumerate()
+        .map(|(i, host)| {
+            let port = config
+                .get_ports()
+                .get(i)
+                .or_else(|| config.get_ports().first())
+                .copied()
+                .unwrap_or(5432);
+            match host {
+                Host::Tcp(name) => format!("{name}:{port}"),
+                #[cfg(unix)]
+                Host::Unix(path) => format!("{}:{port}", path.display()),
+            }
+        })
+        .collect();
+    let hosts = if hosts.is_empty() {
+        "the default host".to_owned()
+    } else {
+        hosts.join(",")
+    };
+    format!(
+        "database `{}` on {hosts} as `{}`",
+        config.get_dbname().unwrap_or("(default)"),
+        config.get_user().unwrap_or("(default)")
+    )
+}
+
+/// A PostgreSQL error as a store error. Damage reported by the server is
+/// [`StoreError::Corrupt`]; everything else (a lost connection, a server shutting down, an
+/// exhausted resource, a refused login) is [`StoreError::Unavailable`], naming `target`.
+pub(super) fn pg(target: &str, error: &tokio_postgres::Error) -> StoreError {
+    match error.as_db_error() {
+        Some(db)
+            if *db.code() == SqlState::DATA_CORRUPTED
+                || *db.code() == SqlState::INDEX_CORRUPTED =>
+        {
+            StoreError::Corrupt {
+                detail: format!(
+                    "PostgreSQL reports damage in {target} ({}); restore the database from a backup",
+                    db.message()
+                ),
+            }
+        }
+        Some(db) => StoreError::Unavailable {
+            detail: format!(
+                "PostgreSQL ({target}) failed: {} (SQLSTATE {})",
+                db.message(),
+                db.code().code()
+            ),
+        },
+        None if error.is_closed() => StoreError::Unavailable {
+            detail: format!(
+                "the connection to PostgreSQL ({target}) was lost ({error}); retry once the server is back"
+            ),
+        },
+        None => StoreError::Unavailable {
+            detail: format!("cannot talk to PostgreSQL ({target}): {error}"),
+        },
+    }
+}
+
+/// True for a unique-key violation: another writer inserted the same goal or operation first.
+pub(super) fn is_unique_violation(error: &tokio_postgres::Error) -> bool {
+    error.code() == Some(&SqlState::UNIQUE_VIOLATION)
+}
+
+/// A value read from a row that has the wrong type.
+pub(super) fn column(error: &tokio_postgres::Error) -> StoreError {
+    StoreError::Corrupt {
+        detail: format!(
+            "a stored value has the wrong type ({error}); the schema was changed outside loopx: restore the database from a backup"
+        ),
+    }
+}
+
+/// Brings the database to [`SCHEMA_VERSION`] in one transaction, under an advisory lock so
+/// that hosts starting together migrate once. A newer or foreign schema is refused before
+/// anything is written.
+pub(super) async fn migrate(
+    client: &mut deadpool_postgres::Object,
+    target: &str,
+) -> Result<(), StoreError> {
+    let err = |error: tokio_postgres::Error| pg(target, &error);
+    let tx = client.transaction().await.map_err(err)?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+        .await
+        .map_err(err)?;
+    let found = read_version(&tx, target).await?;
+    if found > SCHEMA_VERSION {
+        return Err(StoreError::NewerSchema {
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    if found == SCHEMA_VERSION {
+        return tx.rollback().await.map_err(err);
+    }
+    for (version, script) in MIGRATIONS.iter().filter(|(v, _)| *v > found) {
+        tx.batch_execute(script)
+            .await
+            .map_err(|error| StoreError::Unavailable {
+                detail: format!(
+                    "migration {version} of {target} failed ({}); nothing was changed",
+                    pg(target, &error)
+                ),
+            })?;
+        tx.execute("DELETE FROM schema_version", &[])
+            .await
+            .map_err(err)?;
+        let version = i32::try_from(*version).unwrap_or(i32::MAX);
+        tx.execute(
+            "INSERT INTO schema_version (version) VALUES ($1)",
+            &[&version],
+        )
+        .await
+        .map_err(err)?;
+    }
+    tx.commit().await.map_err(err)
+}
+
+/// The schema version recorded in the database's current schema: 0 for an empty one.
+async fn read_version(
+    tx: &deadpool_postgres::Transaction<'_>,
+    target: &str,
+) -> Result<u32, StoreError> {
+    let err = |error: tokio_postgres::Error| pg(target, &error);
+    let row = tx
+        .query_one("SELECT to_regclass('schema_version') IS NOT NULL", &[])
+        .await
+        .map_err(err)?;
+    let has_version: bool = row.try_get(0).map_err(|e| column(&e))?;
+    if !has_version {
+        let tables: Vec<String> = TABLES.iter().map(|t| (*t).to_owned()).collect();
+        let foreign = tx
+            .query_opt(
+                "SELECT c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                 WHERE n.nspname = current_schema() AND c.relname = ANY($1::text[]) LIMIT 1",
+                &[&tables],
+            )
+            .await
+            .map_err(err)?;
+        return match foreign {
+            None => Ok(0),
+            Some(row) => {
+                let name: String = row.try_get(0).map_err(|e| column(&e))?;
+                Err(StoreError::Corrupt {
+                    detail: format!(
+                        "{target} is not a loopx store (its schema holds `{name}` but no schema_version table); nothing was changed: use a database (or a schema, with `options=-csearch_path=...`) of its own"
+                    ),
+                })
+            }
+        };
+    }
+    let rows = tx
+        .query("SELECT version FROM schema_version", &[])
+        .await
+        .map_err(err)?;
+    match rows.as_slice() {
+        [row] => {
+            let version: i32 = row.try_get(0).map_err(|e| column(&e))?;
+            u32::try_from(version).map_err(|_| StoreError::Corrupt {
+                detail: format!("the schema_version row holds {version}, which no loopx writes"),
+            })
+        }
+        rows => Err(StoreError::Corrupt {
+            detail: format!(
+                "the schema_version table of {target} holds {} rows instead of one; restore the database from a backup",
+                rows.len()
+            ),
+        }),
+    }
+}
