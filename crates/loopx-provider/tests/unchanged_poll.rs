@@ -233,3 +233,63 @@ async fn an_unchanged_poll_produces_no_event_and_no_charge() {
         "the tape is exhausted"
     );
 }
+
+/// The same through a durable path: the memory store behind `submit`. An unchanged poll commits
+/// only a no-op receipt: no event, no new revision, nothing charged.
+#[tokio::test]
+async fn an_unchanged_poll_through_the_memory_store_records_nothing() {
+    use loopx_kernel::OperationId;
+    use loopx_kernel::seams::Store;
+    use loopx_store::{MemoryStore, submit};
+
+    let t0 = Timestamp::parse("2026-11-29T10:00:00Z").expect("ts");
+    let provider = CheckRunFixture {
+        source: SourceId::new("github").expect("id"),
+        file: Arc::new(Mutex::new("completed.payload.json")),
+        now: Arc::new(Mutex::new(t0)),
+    };
+    let request = ObserveRequest {
+        key: ObservationKey::new(KEY).expect("id"),
+        known: None,
+    };
+    let store = MemoryStore::new();
+    let (created, _) = goal(t0);
+    let id = created.spec.id.clone();
+    let owner = Actor::Person(created.spec.owner.clone());
+    let create = Command::CreateGoal {
+        spec: created.spec.clone(),
+    };
+    let op = |n: &str| OperationId::new(n).expect("id");
+    submit(&store, &id, &owner, t0, &create, &op("create"))
+        .await
+        .expect("create");
+    let as_provider = Actor::Provider(SourceId::new("github").expect("id"));
+    let mut revisions = Vec::new();
+    let mut event_counts = Vec::new();
+    for (n, minutes) in [0, 30, 60].into_iter().enumerate() {
+        let now = t0.plus(Duration::minutes(minutes));
+        *provider.now.lock().expect("now") = now;
+        let observation = provider.observe(&request).await.expect("observe")[0].clone();
+        let command = Command::RecordObservation { observation };
+        let done = submit(
+            &store,
+            &id,
+            &as_provider,
+            now,
+            &command,
+            &op(&format!("poll-{n}")),
+        )
+        .await
+        .expect("poll");
+        event_counts.push(done.events.len());
+        revisions.push(done.receipt.revision);
+    }
+    assert_eq!(event_counts, [1, 0, 0], "only the first poll is new");
+    assert_eq!(revisions[1], revisions[0]);
+    assert_eq!(revisions[2], revisions[0]);
+    let stored = store.load(&id).await.expect("load").expect("goal");
+    assert_eq!(stored.revision, revisions[0]);
+    assert_eq!(stored.ledger.spent, Amounts::ZERO);
+    let history = store.events(&id, 0, 100).await.expect("events");
+    assert_eq!(history.len() as u64, stored.revision);
+}
