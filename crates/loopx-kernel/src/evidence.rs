@@ -118,12 +118,15 @@ pub struct Evidence {
     /// Who established it.
     pub produced_by: Actor,
     /// The turn it was settled with, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<TurnId>,
     /// When the fact was established.
     pub observed_at: Timestamp,
     /// Optional freshness limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttl: Option<Duration>,
     /// What it was derived from.
+    #[serde(default, skip_serializing_if = "Lineage::is_empty")]
     pub inputs: Lineage,
     /// Record order within the goal.
     pub seq: u64,

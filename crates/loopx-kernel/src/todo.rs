@@ -315,8 +315,9 @@ impl NewTodo {
     }
 }
 
-/// A todo as the goal holds it. Sets are sorted vectors and rarely present parts are boxed:
-/// a goal may hold hundreds of thousands of todos, most of them long done.
+/// A todo as the goal holds it. Sets are sorted vectors and rarely present parts are boxed,
+/// and left out of the JSON when empty: a goal may hold hundreds of thousands of todos, most of
+/// them long done, and its snapshot is decoded on every cold load.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Todo {
     /// Its id.
@@ -328,18 +329,25 @@ pub struct Todo {
     /// Urgency.
     pub priority: Priority,
     /// Todos that must be done first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub depends_on: Vec<TodoId>,
     /// Decisions a resolved gate must settle first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub requires_decisions: Vec<DecisionScope>,
     /// Agents that may never take it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub excluded_agents: Vec<AgentId>,
     /// The agent it is meant for, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub assignee: Option<AgentId>,
     /// What it writes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub writes: Option<Box<WriteSet>>,
     /// Safe to re-run after an unknown outcome.
+    #[serde(default, skip_serializing_if = "is_false")]
     pub idempotent: bool,
     /// Its own budget, if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<Box<Ledger>>,
     /// Who created it.
     pub created_by: Actor,
@@ -351,12 +359,15 @@ pub struct Todo {
     #[serde(flatten)]
     pub status: TodoStatus,
     /// The current or last lease (an expired one is kept until released or taken over).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease: Option<Box<Lease>>,
     /// The highest epoch ever issued for this todo.
     pub last_epoch: u64,
     /// Monitor progress, for monitor todos.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub monitor: Option<MonitorState>,
     /// The note from the last handoff, for the current holder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handoff: Option<Box<HandoffNote>>,
 }
 
@@ -380,4 +391,9 @@ impl Todo {
                 .as_ref()
                 .is_some_and(|l| !l.is_live(now) && l.turn.is_some())
     }
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
+fn is_false(value: &bool) -> bool {
+    !*value
 }

@@ -137,10 +137,15 @@ pub(crate) fn missing_base(goal: &GoalId, base_revision: u64) -> StoreError {
 }
 
 /// The schema version a stored JSON document declares, read before decoding it, so that a
-/// document written by a newer version is reported as such rather than as damage.
+/// document written by a newer version is reported as such rather than as damage. Only the one
+/// field is decoded; the rest is skipped without being built.
 #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
-fn declared_schema(value: &serde_json::Value) -> Option<u64> {
-    value.get("schema").and_then(serde_json::Value::as_u64)
+fn declared_schema(json: &str) -> Result<Option<u64>, serde_json::Error> {
+    #[derive(serde::Deserialize)]
+    struct Declared {
+        schema: Option<u64>,
+    }
+    serde_json::from_str::<Declared>(json).map(|d| d.schema)
 }
 
 /// Decodes one stored event row of `goal` at `revision`.
@@ -156,11 +161,9 @@ pub(crate) fn decode_event(
              outside loopx: restore the store from a backup"
         ),
     };
-    let value: serde_json::Value =
-        serde_json::from_str(json).map_err(|error| damaged(error.to_string()))?;
-    newer(declared_schema(&value))?;
+    newer(declared_schema(json).map_err(|error| damaged(error.to_string()))?)?;
     let event: RecordedEvent =
-        serde_json::from_value(value).map_err(|error| damaged(error.to_string()))?;
+        serde_json::from_str(json).map_err(|error| damaged(error.to_string()))?;
     if event.revision != revision {
         return Err(damaged(format!(
             "it says revision {} but is stored at revision {revision}",
@@ -183,11 +186,9 @@ pub(crate) fn decode_snapshot(
              the row was changed outside loopx: restore the store from a backup"
         ),
     };
-    let value: serde_json::Value =
-        serde_json::from_str(json).map_err(|error| damaged(error.to_string()))?;
-    newer(declared_schema(&value))?;
+    newer(declared_schema(json).map_err(|error| damaged(error.to_string()))?)?;
     let snapshot: loopx_kernel::Snapshot =
-        serde_json::from_value(value).map_err(|error| damaged(error.to_string()))?;
+        serde_json::from_str(json).map_err(|error| damaged(error.to_string()))?;
     let state = snapshot
         .into_state()
         .map_err(|error| unfoldable(goal, &error))?;
