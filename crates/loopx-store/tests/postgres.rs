@@ -11,39 +11,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration as StdDuration;
 
 use loopx_kernel::seams::{AppendRequest, Store, StoreError};
-use loopx_kernel::{
-    Actor, AgentId, Command, GoalId, GoalSpec, Limits, NewTodo, OperationId, PersonId, Policy,
-    Timestamp, TodoId, stamp,
-};
+use loopx_kernel::{Command, NewTodo, OperationId, TodoId, stamp};
 use loopx_store::{POSTGRES_SCHEMA_VERSION, PostgresOptions, PostgresStore, digest, submit};
 use support::postgres::cluster;
+use support::{goal_id, now, owner, spec};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-
-fn now() -> Timestamp {
-    Timestamp::parse("2026-11-29T10:00:00Z").unwrap()
-}
-
-fn owner() -> Actor {
-    Actor::Person(PersonId::new("olivia").unwrap())
-}
-
-fn goal_id() -> GoalId {
-    GoalId::new("g").unwrap()
-}
-
-fn spec() -> GoalSpec {
-    GoalSpec {
-        id: goal_id(),
-        objective: "keep the data safe".into(),
-        owner: PersonId::new("olivia").unwrap(),
-        criteria: vec![],
-        agents: [AgentId::new("a").unwrap()].into(),
-        budget: Limits::UNLIMITED,
-        policy: Policy::default(),
-        grants: std::collections::BTreeMap::default(),
-    }
-}
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()

@@ -1,43 +1,18 @@
 //! SQLite specifics: file permissions and journal mode, concurrent opens, snapshots bounding
 //! the tail a load reads, and the durability setting.
 
+mod support;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use loopx_kernel::seams::Store;
-use loopx_kernel::{
-    Actor, AgentId, Command, GoalId, GoalSpec, GoalState, Limits, NewTodo, OperationId, PersonId,
-    Policy, Timestamp, TodoId,
-};
+use loopx_kernel::{Actor, AgentId, Command, GoalState, NewTodo, OperationId, TodoId};
 use loopx_store::{
     Durability, Retention, SQLITE_SCHEMA_VERSION, SqliteOptions, SqliteStore, submit,
 };
 use rusqlite::Connection;
-
-fn now() -> Timestamp {
-    Timestamp::parse("2026-11-29T10:00:00Z").unwrap()
-}
-
-fn owner() -> Actor {
-    Actor::Person(PersonId::new("olivia").unwrap())
-}
-
-fn goal_id() -> GoalId {
-    GoalId::new("g").unwrap()
-}
-
-fn spec() -> GoalSpec {
-    GoalSpec {
-        id: goal_id(),
-        objective: "keep the data safe".into(),
-        owner: PersonId::new("olivia").unwrap(),
-        criteria: vec![],
-        agents: [AgentId::new("a").unwrap()].into(),
-        budget: Limits::UNLIMITED,
-        policy: Policy::default(),
-        grants: std::collections::BTreeMap::default(),
-    }
-}
+use support::{goal_id, now, owner, spec};
 
 fn block_on<F: Future>(future: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread()
