@@ -1,9 +1,10 @@
-//! The seed's story, decided step by step on the kernel: a goal "add `--format json` to a CLI"
-//! with two acceptance criteria, turns that commit, an independent validator whose passes become
-//! evidence at those commits, a question for the maintainer while independent work continues,
-//! evidence going stale when a newer commit is observed, a fresh executor that re-derives the
-//! next step from the recorded events alone, and the goal ending `terminal (accepted)` once the
-//! maintainer answers.
+//! The seed's story, decided step by step on the embedded default store (SQLite, one file in a
+//! temporary directory): a goal "add `--format json` to a CLI" with two acceptance criteria,
+//! turns that commit, an independent validator whose passes become evidence at those commits, a
+//! question for the maintainer while independent work continues, evidence going stale when a
+//! newer commit is observed, a fresh executor that opens the store anew and re-derives the next
+//! step from what is stored, and the goal ending `terminal (accepted)` once the maintainer
+//! answers.
 //!
 //! Run it with `cargo run -p loopx-examples --bin seed-story` (add `-- --json` for the decisions
 //! as JSON lines).
@@ -11,14 +12,17 @@
 use std::collections::BTreeMap;
 use std::error::Error;
 
+use loopx_kernel::seams::Store;
 use loopx_kernel::{
     Actor, AgentId, Amounts, CheckId, Command, Continuation, Criterion, CriterionId,
     CriterionStatus, Decision, DecisionScope, Duration, EvidenceId, ExpiryPolicy, Fingerprint,
     GateAnswer, GateId, GateScope, GoalId, GoalSpec, GoalState, Limits, NewEvidence, NewGate,
-    NewTodo, Observation, ObservationKey, Outcome, PersonId, Policy, Question, RecordedEvent,
+    NewTodo, Observation, ObservationKey, OperationId, Outcome, PersonId, Policy, Question,
     Revision, Settlement, SourceId, Subject, Timestamp, TodoId, Transition, TurnId, Verdict,
-    VerdictOutcome, decide, execute, stamp,
+    VerdictOutcome, decide,
 };
+use loopx_store::{SqliteStore, submit};
+use tokio::runtime::{Builder, Runtime};
 
 type Result<T> = std::result::Result<T, Box<dyn Error>>;
 
@@ -26,10 +30,13 @@ const REPO: &str = "repo:acme/cli";
 const TEXT_CHECK: &str = "tests.text_output";
 const JSON_CHECK: &str = "tests.json_schema";
 
-/// The story's world: the goal, its recorded history, the clock and who is who.
+/// The story's world: the store, the goal as last committed, the clock and who is who.
 struct Story {
+    _dir: tempfile::TempDir,
+    store: SqliteStore,
+    runtime: Runtime,
+    commits: u64,
     goal: GoalState,
-    log: Vec<RecordedEvent>,
     now: Timestamp,
     json: bool,
     maintainer: Actor,
@@ -77,13 +84,25 @@ impl Story {
         };
         let now = clock("2026-11-29T10:02")?;
         let maintainer = Actor::Person(maintainer);
-        // The same path a store takes: validate, stamp, fold.
-        let created = execute(None, &maintainer, now, &Command::CreateGoal { spec })?;
-        let log = stamp(0, &maintainer, now, created);
-        let goal = GoalState::replay(&log)?;
+        // A store of its own, removed with the story.
+        let dir = tempfile::tempdir()?;
+        let store = SqliteStore::open(dir.path().join("loopx.db"))?;
+        let runtime = Builder::new_current_thread().enable_all().build()?;
+        let goal_id = spec.id.clone();
+        let created = runtime.block_on(submit(
+            &store,
+            &goal_id,
+            &maintainer,
+            now,
+            &Command::CreateGoal { spec },
+            &OperationId::new("create")?,
+        ))?;
         Ok(Story {
-            goal,
-            log,
+            _dir: dir,
+            store,
+            runtime,
+            commits: 1,
+            goal: created.state,
             now,
             json,
             maintainer,
@@ -111,10 +130,20 @@ impl Story {
         self.now.to_string()[11..16].to_owned()
     }
 
-    /// Runs a command as `actor`; the events it produced join the durable log.
+    /// Commits a command as `actor` through the store; the goal is what the commit produced.
     fn run(&mut self, actor: &Actor, command: &Command) -> Result<()> {
-        let recorded = self.goal.handle(actor, self.now, command)?;
-        self.log.extend(recorded);
+        self.commits += 1;
+        let operation = OperationId::new(format!("op-{}", self.commits))?;
+        let goal = self.goal.spec.id.clone();
+        let done = self.runtime.block_on(submit(
+            &self.store,
+            &goal,
+            actor,
+            self.now,
+            command,
+            &operation,
+        ))?;
+        self.goal = done.state;
         Ok(())
     }
 
@@ -340,13 +369,18 @@ fn first_day(story: &mut Story) -> Result<()> {
 
 fn next_day(story: &mut Story) -> Result<()> {
     story.at("2026-11-30T09:30")?;
-    story.say("the window closed yesterday; a fresh executor reads only the recorded events");
-    let replayed = GoalState::replay(&story.log)?;
-    let fresh = decide(&replayed, &story.agent, story.now);
-    if fresh != decide(&story.goal, &story.agent, story.now) {
-        return Err("the replayed state must decide exactly like the live one".into());
+    story.say("the window closed yesterday; a fresh executor opens the store and loads the goal");
+    let fresh = SqliteStore::open(story.store.path())?;
+    let goal_id = story.goal.spec.id.clone();
+    let loaded = story
+        .runtime
+        .block_on(fresh.load(&goal_id))?
+        .ok_or("the goal is in the store")?;
+    if decide(&loaded, &story.agent, story.now) != decide(&story.goal, &story.agent, story.now) {
+        return Err("the stored goal must decide exactly like the live one".into());
     }
-    story.goal = replayed;
+    story.goal = loaded;
+    story.store = fresh;
     story.decide();
     story.say("the maintainer answers: keep error_code");
     let answer = Command::AnswerGate {
@@ -382,10 +416,8 @@ fn main() -> Result<()> {
     next_day(&mut story)?;
     let spent = story.goal.ledger.spent;
     story.say(&format!(
-        "spent {} turns and {} tokens of the budget; {} events recorded",
-        spent.turns,
-        spent.tokens,
-        story.log.len()
+        "spent {} turns and {} tokens of the budget; {} events stored",
+        spent.turns, spent.tokens, story.goal.revision,
     ));
     Ok(())
 }
