@@ -5,6 +5,7 @@
 //! load reads the goal's current revision from the database first and uses the cached state
 //! only when it is at exactly that revision; otherwise it decodes snapshot and tail as usual.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, PoisonError};
 
@@ -42,6 +43,15 @@ impl StateCache {
     }
 
     pub(crate) fn put(&self, state: &GoalState) {
+        self.keep(Cow::Borrowed(state));
+    }
+
+    /// Like [`put`](Self::put), taking the state over instead of copying it.
+    pub(crate) fn put_owned(&self, state: GoalState) {
+        self.keep(Cow::Owned(state));
+    }
+
+    fn keep(&self, state: Cow<'_, GoalState>) {
         if self.capacity == 0 {
             return;
         }
@@ -54,7 +64,11 @@ impl StateCache {
         if !newer {
             return;
         }
-        if inner.states.insert(goal.clone(), state.clone()).is_none() {
+        if inner
+            .states
+            .insert(goal.clone(), state.into_owned())
+            .is_none()
+        {
             inner.order.push_back(goal);
             while inner.order.len() > self.capacity {
                 if let Some(oldest) = inner.order.pop_front() {

@@ -22,35 +22,47 @@ pub(crate) struct Prepared {
 }
 
 /// Folds, indexes and encodes a commit of `request` onto `state` (the goal at the request's
-/// expected revision). A snapshot is due when the batch is not empty and at least
-/// `snapshot_every` events were committed since `last_snapshot` (the revision of the goal's
-/// latest snapshot, 0 when it has none).
+/// expected revision, taken over), before the writer knows whether a snapshot is due: see
+/// [`Prepared::plan_snapshot`].
 pub(crate) fn prepare(
-    state: Option<&GoalState>,
-    last_snapshot: u64,
-    snapshot_every: u64,
+    state: Option<GoalState>,
     request: &AppendRequest,
 ) -> Result<Prepared, StoreError> {
+    let agents_before = state.as_ref().map(|before| before.spec.agents.clone());
     let folded = fold_batch(state, request)?;
-    let agents_changed = state.is_none_or(|before| before.spec.agents != folded.state.spec.agents);
+    let agents_changed = agents_before.is_none_or(|before| before != folded.state.spec.agents);
     let projection = Projection::compute(&folded.state, folded.receipt.committed_at);
     let events = request
         .events
         .iter()
         .map(encode)
         .collect::<Result<_, _>>()?;
-    let due = !request.events.is_empty()
-        && folded.state.revision.saturating_sub(last_snapshot) >= snapshot_every;
-    let snapshot = if due {
-        Some(encode(&folded.state.snapshot())?)
-    } else {
-        None
-    };
     Ok(Prepared {
         folded,
         projection,
         events,
-        snapshot,
+        snapshot: None,
         agents_changed,
     })
+}
+
+impl Prepared {
+    /// Encodes the snapshot when one is due: the batch is not empty and at least
+    /// `snapshot_every` events were committed since `last_snapshot` (the revision of the goal's
+    /// latest snapshot as the write transaction reads it, 0 when it has none).
+    pub(crate) fn plan_snapshot(
+        &mut self,
+        last_snapshot: u64,
+        snapshot_every: u64,
+    ) -> Result<(), StoreError> {
+        let state = &self.folded.state;
+        let due = self.folded.receipt.events > 0
+            && state.revision.saturating_sub(last_snapshot) >= snapshot_every;
+        self.snapshot = if due {
+            Some(encode(&state.snapshot())?)
+        } else {
+            None
+        };
+        Ok(())
+    }
 }

@@ -14,11 +14,11 @@ pub(crate) struct Folded {
 }
 
 /// Folds `request` into `current` (the goal's state at `request.expected_revision`, `None` when
-/// the goal does not exist yet).
+/// the goal does not exist yet), taking the state over rather than copying it.
 ///
 /// The caller has already checked the operation id and the expected revision.
 pub(crate) fn fold_batch(
-    current: Option<&GoalState>,
+    current: Option<GoalState>,
     request: &AppendRequest,
 ) -> Result<Folded, StoreError> {
     let goal = &request.goal;
@@ -39,8 +39,7 @@ pub(crate) fn fold_batch(
             }
             state
         }
-        Some(current) => {
-            let mut state = current.clone();
+        Some(mut state) => {
             for event in &request.events {
                 state.apply(event).map_err(|error| refused(goal, &error))?;
             }

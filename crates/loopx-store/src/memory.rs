@@ -154,7 +154,7 @@ impl Store for MemoryStore {
                 current,
             });
         }
-        let folded = fold_batch(existing.map(|g| &g.state), &request)?;
+        let folded = fold_batch(existing.map(|g| g.state.clone()), &request)?;
         let changed = !request.events.is_empty();
         let projection = Projection::compute(&folded.state, folded.receipt.committed_at);
         let record = OperationRecord {

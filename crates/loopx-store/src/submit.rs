@@ -131,8 +131,10 @@ fn write_canonical(value: &Value, out: &mut String) {
 /// compare-and-set with `operation` and the [`digest`] of (actor, command).
 ///
 /// - When `operation` already committed with the same payload, returns its first receipt with
-///   `replayed` set, without validating the command again (a retry after a crash or a lost
-///   reply is safe). With another payload it is `Store(OperationConflict)`.
+///   `replayed` set, whatever the command would do against the goal now (a retry after a crash
+///   or a lost reply is safe). With another payload it is `Store(OperationConflict)`. The
+///   receipt is checked by the append itself, inside its transaction, and read separately only
+///   when the kernel refuses the command or it records a no-op.
 /// - When the goal moved between load and append, validates again against the new state, up
 ///   to [`MAX_ATTEMPTS`] times.
 /// - A command the kernel accepts with no events (an unchanged observation) is recorded as a
@@ -162,12 +164,26 @@ pub async fn submit<S: Store + ?Sized>(
     }
     let digest = digest(actor, command);
     for _ in 0..MAX_ATTEMPTS {
-        if let Some(done) = committed(store, goal, operation, &digest).await? {
+        // The receipt is not read first: the append checks it inside its own transaction and
+        // answers a committed operation with its first receipt (or a conflict). Only a refusal
+        // needs it read here, since a retry of a command that took effect may no longer apply.
+        let current = store.load(goal).await?;
+        let events = match execute(current.as_ref(), actor, now, command) {
+            Ok(events) => events,
+            Err(refusal) => {
+                return match committed(store, goal, operation, &digest).await? {
+                    Some(done) => Ok(done),
+                    None => Err(SubmitError::Refused(refusal)),
+                };
+            }
+        };
+        // A recorded no-op leaves no revision behind to tell a first commit from a retry by, so
+        // its receipt is read before appending.
+        if events.is_empty()
+            && let Some(done) = committed(store, goal, operation, &digest).await?
+        {
             return Ok(done);
         }
-        let current = store.load(goal).await?;
-        let events =
-            execute(current.as_ref(), actor, now, command).map_err(SubmitError::Refused)?;
         let after = current.as_ref().map_or(0, |s| s.revision);
         let recorded = stamp(after, actor, now, events);
         let state = fold(current, &recorded, goal)?;

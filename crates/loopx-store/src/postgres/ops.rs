@@ -239,12 +239,8 @@ pub(super) async fn append(
             .map(|(state, _)| state),
         None => None,
     };
-    let prepared = prepare(
-        state.as_ref(),
-        row.map_or(0, |r| r.snapshot_revision),
-        cx.snapshot_every,
-        request,
-    )?;
+    let mut prepared = prepare(state, request)?;
+    prepared.plan_snapshot(row.map_or(0, |r| r.snapshot_revision), cx.snapshot_every)?;
     let encoded = Encoded {
         frontier: frontier_rows(&prepared.projection)?,
         actor: request
@@ -273,7 +269,7 @@ pub(super) async fn append(
             });
         }
     }
-    cx.cache.put(&prepared.folded.state);
+    cx.cache.put_owned(prepared.folded.state);
     Ok(prepared.folded.receipt)
 }
 

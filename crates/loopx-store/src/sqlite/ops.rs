@@ -142,26 +142,23 @@ pub(super) fn append(
     cx: &Shared,
     request: &AppendRequest,
 ) -> Result<Receipt, StoreError> {
-    // Fold, index and encode outside the write lock when the goal is where the request
-    // expects it; the write transaction then only checks that it did not move.
-    let early = {
-        let tx = conn.transaction().map_err(sql)?;
-        let loaded = load_state(&tx, &request.goal, &cx.cache);
-        tx.finish().map_err(sql)?;
-        match loaded {
-            Ok(Some((state, row))) if row.revision == request.expected_revision => Some((
-                row.revision,
-                prepare(
-                    Some(&state),
-                    row.snapshot_revision,
-                    cx.options.snapshot_every,
-                    request,
-                ),
-            )),
-            Ok(None) if request.expected_revision == 0 => {
-                Some((0, prepare(None, 0, cx.options.snapshot_every, request)))
+    // Fold, index and encode outside the write lock when the goal's state at the expected
+    // revision is at hand (in the cache, or read in a short read transaction); the write
+    // transaction then only checks that the goal did not move. A state at a revision never
+    // changes, so one taken from the cache is exact whenever the revision check passes.
+    let early = match cx.cache.get(&request.goal, request.expected_revision) {
+        Some(state) => Some((request.expected_revision, prepare(Some(state), request))),
+        None if request.expected_revision == 0 => Some((0, prepare(None, request))),
+        None => {
+            let tx = conn.transaction().map_err(sql)?;
+            let loaded = load_state(&tx, &request.goal, &cx.cache);
+            tx.finish().map_err(sql)?;
+            match loaded {
+                Ok(Some((state, row))) if row.revision == request.expected_revision => {
+                    Some((row.revision, prepare(Some(state), request)))
+                }
+                _ => None,
             }
-            _ => None,
         }
     };
     let tx = conn
@@ -183,18 +180,17 @@ pub(super) fn append(
             current,
         });
     }
-    let prepared = match early {
+    let mut prepared = match early {
         Some((revision, prepared)) if revision == current => prepared?,
         _ => {
             let loaded = load_state(&tx, &request.goal, &cx.cache)?;
-            prepare(
-                loaded.as_ref().map(|(state, _)| state),
-                row.map_or(0, |r| r.snapshot_revision),
-                cx.options.snapshot_every,
-                request,
-            )?
+            prepare(loaded.map(|(state, _)| state), request)?
         }
     };
+    prepared.plan_snapshot(
+        row.map_or(0, |r| r.snapshot_revision),
+        cx.options.snapshot_every,
+    )?;
     write_commit(&tx, request, &prepared, row)?;
     tx.commit().map_err(|error| match sql(error) {
         // The commit itself failed: it may or may not be on disk.
@@ -203,7 +199,7 @@ pub(super) fn append(
         },
         other => other,
     })?;
-    cx.cache.put(&prepared.folded.state);
+    cx.cache.put_owned(prepared.folded.state);
     Ok(prepared.folded.receipt)
 }
 
