@@ -1,13 +1,19 @@
-//! Durable store figures on SQLite, printed as a table with every ratio measured in the same run:
+//! Durable store figures on SQLite and PostgreSQL, printed as a table with every ratio measured
+//! in the same run:
 //!
 //! - settle-turn commits per second through `submit`, against raw single-row commits per second
-//!   of the same engine with the same settings (target ≥ 0.7× at `synchronous=FULL`);
+//!   of the same engine with the same settings (target ≥ 0.7× on SQLite at `synchronous=FULL`,
+//!   ≥ 0.5× on PostgreSQL over loopback);
 //! - turn cycles per second with several agents committing at once;
 //! - cold load of a goal with 100k events (target ≤ 100 ms);
-//! - stored bytes per settled turn (target ≤ 2 KiB).
+//! - stored bytes per settled turn (target ≤ 2 KiB): file growth on SQLite, growth of
+//!   `pg_total_relation_size` over the store's tables on PostgreSQL.
 //!
-//! Run with `cargo bench -p loopx-benches --bench store`. The files live in a temporary
-//! directory on the machine's disk, so the figures include its `fsync` cost.
+//! Run with `cargo bench -p loopx-benches --bench store`. The SQLite files live in a temporary
+//! directory on the machine's disk, so the figures include its `fsync` cost. PostgreSQL runs as
+//! a throwaway cluster (`loopx_store::test_cluster`) on 127.0.0.1 with its durable defaults
+//! (`fsync` on), started from the `initdb` and `pg_ctl` on `PATH` or in `LOOPX_PG_BIN`; without
+//! them the benchmark says so and exits with a failure.
 
 use std::path::Path;
 use std::thread;
@@ -20,8 +26,10 @@ use loopx_kernel::{
     NewTodo, OperationId, PersonId, Policy, Settlement, SourceId, Timestamp, TodoId, Transition,
     TurnId, Verdict, VerdictOutcome, execute, stamp,
 };
-use loopx_store::{Durability, SqliteOptions, SqliteStore, submit};
+use loopx_store::test_cluster::Cluster;
+use loopx_store::{Durability, PostgresStore, SqliteOptions, SqliteStore, SubmitError, submit};
 use tokio::runtime::{Builder, Runtime};
+use tokio_postgres::NoTls;
 
 /// Turns timed for the settle-commit figure.
 const TURNS: usize = 300;
@@ -39,6 +47,14 @@ fn main() -> Result<(), Failure> {
     if std::env::args().any(|a| a == "--list") {
         return Ok(());
     }
+    // Started first, so that a machine without PostgreSQL fails at once.
+    let cluster = match Cluster::start_durable() {
+        Ok(cluster) => cluster,
+        Err(error) => {
+            eprintln!("the store benchmark cannot start its PostgreSQL cluster: {error}");
+            std::process::exit(1);
+        }
+    };
     let dir = tempfile::tempdir()?;
     let runtime = Builder::new_current_thread().enable_all().build()?;
     println!("store @sqlite (WAL), figures from one run on this machine's disk");
@@ -50,7 +66,11 @@ fn main() -> Result<(), Failure> {
         let raw = raw_commits_per_second(&dir.path().join(format!("raw-{name}.db")), name)?;
         let path = dir.path().join(format!("settle-{name}.db"));
         let options = SqliteOptions::default().durability(durability);
-        let (settles, bytes) = settle_commits(&runtime, &path, options)?;
+        let store = SqliteStore::open_with(&path, options)?;
+        let (settles, bytes) = settle_commits(&runtime, &store, &|| {
+            checkpoint(&path)?;
+            Ok(file_bytes(&path))
+        })?;
         // The target is set for the durable default; without an fsync per commit the store's own
         // work (load, validate, fold, index rows) dominates, and the ratio is shown as is.
         let verdict = match durability {
@@ -69,18 +89,93 @@ fn main() -> Result<(), Failure> {
             against(bytes, 2048.0, Goal::AtMost),
         );
     }
-    let batched = batched_turns(&dir.path().join("batched.db"))?;
+    let batched_path = dir.path().join("batched.db");
+    let batched = batched_turns(move |_| Ok(SqliteStore::open(&batched_path)?))?;
     println!(
-        "turn cycles with {AGENTS} agents at once @full: {:.0} cycles/s on one goal, {:.0} cycles/s on {AGENTS} goals (no target)",
-        batched.0, batched.1
+        "turn cycles with {AGENTS} agents at once @full: {:.0} cycles/s on one goal, {:.0} cycles/s on {AGENTS} goals, `submit` gave up contended {} times, retried (no target)",
+        batched.0, batched.1, batched.2
     );
-    let (load, events) = cold_load(&runtime, &dir.path().join("cold.db"))?;
+    let cold_path = dir.path().join("cold.db");
+    let (load, events) = cold_load(&runtime, |_| Ok(SqliteStore::open(&cold_path)?))?;
     println!(
         "cold load of a goal with {events} events: {:.1} ms (target 100 ms: {})",
         load * 1000.0,
         against(load * 1000.0, 100.0, Goal::AtMost),
     );
+    postgres_figures(&runtime, &cluster)
+}
+
+/// The same figures on PostgreSQL: the throwaway cluster on loopback, `fsync` on, one database
+/// per figure.
+fn postgres_figures(runtime: &Runtime, cluster: &Cluster) -> Result<(), Failure> {
+    println!("store @postgres (loopback, fsync on), figures from one run on this machine's disk");
+    let raw = runtime.block_on(raw_postgres_commits(&cluster.create_database("raw")?))?;
+    let url = cluster.create_database("settle")?;
+    let store = runtime.block_on(PostgresStore::connect(&url))?;
+    let (client, connection) = runtime.block_on(tokio_postgres::connect(&url, NoTls))?;
+    runtime.spawn(connection);
+    let (settles, bytes) =
+        settle_commits(runtime, &store, &|| runtime.block_on(stored_bytes(&client)))?;
+    println!(
+        "settle-turn commits @postgres: {settles:.0}/s vs raw single-row commits {raw:.0}/s = {:.2}x (target ≥ 0.5x: {})",
+        settles / raw,
+        against(settles / raw, 0.5, Goal::AtLeast),
+    );
+    println!(
+        "stored bytes per settled turn @postgres: {bytes:.0} B (pg_total_relation_size of the store's tables, with indexes and TOAST; target 2048 B: {})",
+        against(bytes, 2048.0, Goal::AtMost),
+    );
+    let batched_url = cluster.create_database("batched")?;
+    let batched =
+        batched_turns(move |runtime| Ok(runtime.block_on(PostgresStore::connect(&batched_url))?))?;
+    println!(
+        "turn cycles with {AGENTS} agents at once @postgres: {:.0} cycles/s on one goal, {:.0} cycles/s on {AGENTS} goals, `submit` gave up contended {} times, retried (no target)",
+        batched.0, batched.1, batched.2
+    );
+    let cold_url = cluster.create_database("cold")?;
+    let (load, events) = cold_load(runtime, |runtime| {
+        Ok(runtime.block_on(PostgresStore::connect(&cold_url))?)
+    })?;
+    println!(
+        "cold load of a goal with {events} events @postgres: {:.1} ms (target 100 ms: {})",
+        load * 1000.0,
+        against(load * 1000.0, 100.0, Goal::AtMost),
+    );
     Ok(())
+}
+
+/// Single-row commits on the same server over one tokio-postgres connection: `BEGIN`, one
+/// prepared `INSERT` of a 400-byte row, `COMMIT`.
+async fn raw_postgres_commits(url: &str) -> Result<f64, Failure> {
+    let (mut client, connection) = tokio_postgres::connect(url, NoTls).await?;
+    tokio::spawn(connection);
+    client
+        .batch_execute("CREATE TABLE rows (id BIGSERIAL PRIMARY KEY, body BYTEA NOT NULL)")
+        .await?;
+    let insert = client
+        .prepare("INSERT INTO rows (body) VALUES ($1)")
+        .await?;
+    let body = vec![7u8; 400];
+    let start = Instant::now();
+    for _ in 0..RAW_COMMITS {
+        let transaction = client.transaction().await?;
+        transaction.execute(&insert, &[&body]).await?;
+        transaction.commit().await?;
+    }
+    Ok(per_second(RAW_COMMITS, start.elapsed()))
+}
+
+/// Bytes on disk of every table of the store's schema, with their indexes and TOAST.
+async fn stored_bytes(client: &tokio_postgres::Client) -> Result<u64, Failure> {
+    let row = client
+        .query_one(
+            "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0)::BIGINT \
+             FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+             WHERE n.nspname = current_schema() AND c.relkind = 'r'",
+            &[],
+        )
+        .await?;
+    Ok(u64::try_from(row.get::<_, i64>(0))?)
 }
 
 /// Single-row commits with the engine and settings the store uses: WAL, the same `synchronous`.
@@ -242,25 +337,23 @@ fn file_bytes(path: &Path) -> u64 {
         .sum()
 }
 
-/// Settle commits per second, and stored bytes per settled turn (file growth over the turns,
-/// after a checkpoint folds the log into the database).
-fn settle_commits(
+/// Settle commits per second, and stored bytes per settled turn (growth of `size` over the
+/// turns: on SQLite the files after a checkpoint folds the log into the database).
+fn settle_commits<S: Store>(
     runtime: &Runtime,
-    path: &Path,
-    options: SqliteOptions,
+    store: &S,
+    size: &dyn Fn() -> Result<u64, Failure>,
 ) -> Result<(f64, f64), Failure> {
-    let store = SqliteStore::open_with(path, options)?;
     let now = Timestamp::parse("2026-11-29T10:00:00Z")?;
     let todos = 20;
-    let goal = runtime.block_on(seeded_goal(&store, "settle", todos, now))?;
-    checkpoint(path)?;
-    let before = file_bytes(path);
+    let goal = runtime.block_on(seeded_goal(store, "settle", todos, now))?;
+    let before = size()?;
     let mut settling = StdDuration::ZERO;
     for n in 0..TURNS {
         let todo: TodoId = id(format!("t{}", n % todos));
         let who = agent(n % AGENTS);
         settling += runtime.block_on(turn_cycle(
-            &store,
+            store,
             &goal,
             &who,
             &todo,
@@ -268,8 +361,7 @@ fn settle_commits(
             now,
         ))?;
     }
-    checkpoint(path)?;
-    let grown = file_bytes(path).saturating_sub(before);
+    let grown = size()?.saturating_sub(before);
     #[allow(clippy::cast_precision_loss)] // byte counts stay far below 2^52
     let per_turn = grown as f64 / TURNS as f64;
     Ok((per_second(TURNS, settling), per_turn))
@@ -281,46 +373,73 @@ fn checkpoint(path: &Path) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Full turn cycles per second with `AGENTS` threads, each with its own store handle (its own
-/// connections), first all on one goal (compare-and-set contention), then one goal each.
-fn batched_turns(path: &Path) -> Result<(f64, f64), Failure> {
+/// Full turn cycles per second with `AGENTS` threads, each with its own store handle from
+/// `open` (its own connections), first all on one goal (compare-and-set contention), then one
+/// goal each. Also returns how often `submit` gave up with `Contended` on the one goal (each
+/// time retried).
+fn batched_turns<S, F>(open: F) -> Result<(f64, f64, usize), Failure>
+where
+    S: Store,
+    F: Fn(&Runtime) -> Result<S, Failure> + Clone + Send + 'static,
+{
     let setup = Builder::new_current_thread().enable_all().build()?;
-    let store = SqliteStore::open(path)?;
+    let store = open(&setup)?;
     let now = Timestamp::parse("2026-11-29T10:00:00Z")?;
     let shared = setup.block_on(seeded_goal(&store, "shared", AGENTS, now))?;
     let own: Vec<GoalId> = (0..AGENTS)
         .map(|n| setup.block_on(seeded_goal(&store, &format!("own-{n}"), 1, now)))
         .collect::<Result<_, _>>()?;
-    let run = |goals: Vec<(GoalId, TodoId)>, label: &str| -> Result<f64, Failure> {
+    let run = |goals: Vec<(GoalId, TodoId)>, label: &str| -> Result<(f64, usize), Failure> {
         let start = Instant::now();
         let workers: Vec<_> = goals
             .into_iter()
             .enumerate()
             .map(|(n, (goal, todo))| {
-                let path = path.to_owned();
+                let open = open.clone();
                 let label = label.to_owned();
-                thread::spawn(move || -> Result<(), Failure> {
+                thread::spawn(move || -> Result<usize, Failure> {
                     let runtime = Builder::new_current_thread().enable_all().build()?;
-                    let store = SqliteStore::open(&path)?;
+                    let store = open(&runtime)?;
+                    let mut contended = 0;
                     for k in 0..TURNS_PER_AGENT {
                         let turn = format!("{label}-{n}-{k}");
-                        runtime.block_on(turn_cycle(
-                            &store,
-                            &goal,
-                            &agent(n),
-                            &todo,
-                            &turn,
-                            now,
-                        ))?;
+                        // A `submit` that gives up on a busy goal is retried with the same
+                        // operation ids, as its error asks; the give-ups are counted.
+                        loop {
+                            match runtime.block_on(turn_cycle(
+                                &store,
+                                &goal,
+                                &agent(n),
+                                &todo,
+                                &turn,
+                                now,
+                            )) {
+                                Ok(_) => break,
+                                Err(error)
+                                    if matches!(
+                                        error.downcast_ref::<SubmitError>(),
+                                        Some(SubmitError::Contended { .. })
+                                    ) =>
+                                {
+                                    contended += 1;
+                                    thread::sleep(StdDuration::from_millis(1));
+                                }
+                                Err(error) => return Err(error),
+                            }
+                        }
                     }
-                    Ok(())
+                    Ok(contended)
                 })
             })
             .collect();
+        let mut contended = 0;
         for worker in workers {
-            worker.join().map_err(|_| "a benchmark thread panicked")??;
+            contended += worker.join().map_err(|_| "a benchmark thread panicked")??;
         }
-        Ok(per_second(AGENTS * TURNS_PER_AGENT, start.elapsed()))
+        Ok((
+            per_second(AGENTS * TURNS_PER_AGENT, start.elapsed()),
+            contended,
+        ))
     };
     let one_goal = run(
         (0..AGENTS)
@@ -329,12 +448,15 @@ fn batched_turns(path: &Path) -> Result<(f64, f64), Failure> {
         "shared",
     )?;
     let own_goals = run(own.into_iter().map(|g| (g, id("t0"))).collect(), "own")?;
-    Ok((one_goal, own_goals))
+    Ok((one_goal.0, own_goals.0, one_goal.1 + own_goals.1))
 }
 
 /// Builds a goal of about `COLD_EVENTS` events in memory with the kernel, appends it in large
-/// batches, then times `load` on fresh handles (no cache) and returns the median.
-fn cold_load(runtime: &Runtime, path: &Path) -> Result<(f64, usize), Failure> {
+/// batches, then times `load` on fresh handles from `open` (no cache) and returns the median.
+fn cold_load<S: Store>(
+    runtime: &Runtime,
+    open: impl Fn(&Runtime) -> Result<S, Failure>,
+) -> Result<(f64, usize), Failure> {
     let now = Timestamp::parse("2026-11-29T10:00:00Z")?;
     let goal_id: GoalId = id("cold");
     let created = execute(
@@ -399,7 +521,7 @@ fn cold_load(runtime: &Runtime, path: &Path) -> Result<(f64, usize), Failure> {
         log.extend(state.handle(&me, now, &Command::SettleTurn(settle))?);
         n += 1;
     }
-    let store = SqliteStore::open(path)?;
+    let store = open(runtime)?;
     let mut written = 0u64;
     for (k, batch) in log.chunks(5_000).enumerate() {
         let request = AppendRequest {
@@ -416,7 +538,7 @@ fn cold_load(runtime: &Runtime, path: &Path) -> Result<(f64, usize), Failure> {
     drop(store);
     let mut times = Vec::new();
     for _ in 0..5 {
-        let fresh = SqliteStore::open(path)?;
+        let fresh = open(runtime)?;
         let start = Instant::now();
         let loaded = runtime.block_on(fresh.load(&goal_id))?;
         times.push(start.elapsed().as_secs_f64());

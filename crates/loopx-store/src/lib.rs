@@ -19,6 +19,8 @@
 //!   snapshot and drops them, keeping every receipt.
 //! - `conformance` (feature `conformance`): the suite every backend passes, public so that
 //!   other backends run it too.
+//! - `test_cluster` (feature `test-cluster`): a throwaway PostgreSQL cluster on loopback, for
+//!   tests and benchmarks against a real server.
 //!
 //! Every backend implements the kernel's `Store::changed`, which lets a waiting engine sleep
 //! until its earliest wake time or a change to a goal it waits on: memory wakes through an
@@ -96,6 +98,9 @@ mod postgres;
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
+
+#[cfg(feature = "test-cluster")]
+pub mod test_cluster;
 
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]

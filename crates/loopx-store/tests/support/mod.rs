@@ -7,6 +7,7 @@
 
 use loopx_kernel::{Actor, AgentId, GoalId, GoalSpec, Limits, PersonId, Policy, Timestamp};
 
+#[cfg(feature = "postgres")]
 pub mod postgres;
 
 /// The instant every fixture is built at.
