@@ -11,30 +11,13 @@ use loopx_kernel::seams::{Store, StoreError};
 use loopx_kernel::{Actor, AgentId, Command, NewTodo, OperationId, TodoId};
 use loopx_store::{SQLITE_SCHEMA_VERSION, SqliteOptions, SqliteStore, SubmitError, submit};
 use rusqlite::Connection;
-use support::{goal_id, now, owner, spec};
-
-fn block_on<F: Future>(future: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap()
-        .block_on(future)
-}
+use support::{block_on, create_goal, goal_id, now};
 
 /// A store at `path` holding goal `g` with `todos` todos (one event each after creation).
 fn populated(path: &Path, todos: usize, options: SqliteOptions) {
     let store = SqliteStore::open_with(path, options).unwrap();
     block_on(async {
-        let create = Command::CreateGoal { spec: spec() };
-        submit(
-            &store,
-            &goal_id(),
-            &owner(),
-            now(),
-            &create,
-            &OperationId::new("create").unwrap(),
-        )
-        .await
-        .unwrap();
+        create_goal(&store).await;
         let agent = Actor::Agent(AgentId::new("a").unwrap());
         for i in 0..todos {
             let todo = NewTodo::advance(TodoId::new(format!("t{i}")).unwrap(), "x".repeat(300));

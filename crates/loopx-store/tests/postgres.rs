@@ -14,7 +14,7 @@ use loopx_kernel::seams::{AppendRequest, Store, StoreError};
 use loopx_kernel::{Command, NewTodo, OperationId, TodoId, stamp};
 use loopx_store::{POSTGRES_SCHEMA_VERSION, PostgresOptions, PostgresStore, digest, submit};
 use support::postgres::cluster;
-use support::{goal_id, now, owner, spec};
+use support::{create_goal, goal_id, now, owner, spec};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -102,17 +102,7 @@ fn a_newer_schema_is_refused_and_left_alone() {
     let rt = runtime();
     rt.block_on(async {
         let store = PostgresStore::connect(&url).await.unwrap();
-        let create = Command::CreateGoal { spec: spec() };
-        submit(
-            &store,
-            &goal_id(),
-            &owner(),
-            now(),
-            &create,
-            &OperationId::new("create").unwrap(),
-        )
-        .await
-        .unwrap();
+        create_goal(&store).await;
         drop(store);
         assert_eq!(
             version(&url).await,

@@ -12,14 +12,7 @@ use loopx_store::{
     Durability, Retention, SQLITE_SCHEMA_VERSION, SqliteOptions, SqliteStore, submit,
 };
 use rusqlite::Connection;
-use support::{goal_id, now, owner, spec};
-
-fn block_on<F: Future>(future: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap()
-        .block_on(future)
-}
+use support::{block_on, create_goal, goal_id, now, owner, spec};
 
 /// Creates goal `g` and adds `todos` todos, one commit each.
 fn populate(store: &SqliteStore, todos: usize) -> GoalState {
@@ -148,17 +141,7 @@ fn a_new_database_is_owner_only_and_in_wal_mode() {
     let path = dir.path().join("store.db");
     let store = SqliteStore::open(&path).unwrap();
     block_on(async {
-        let create = Command::CreateGoal { spec: spec() };
-        submit(
-            &store,
-            &goal_id(),
-            &owner(),
-            now(),
-            &create,
-            &OperationId::new("create").unwrap(),
-        )
-        .await
-        .unwrap();
+        create_goal(&store).await;
     });
     for (file, bytes) in files(&path) {
         if bytes.is_some() {

@@ -5,7 +5,11 @@
     reason = "each test binary uses only part of the shared support"
 )]
 
-use loopx_kernel::{Actor, AgentId, GoalId, GoalSpec, Limits, PersonId, Policy, Timestamp};
+use loopx_kernel::seams::Store;
+use loopx_kernel::{
+    Actor, AgentId, Command, GoalId, GoalSpec, Limits, OperationId, PersonId, Policy, Timestamp,
+};
+use loopx_store::{Submitted, submit};
 
 #[cfg(feature = "postgres")]
 pub mod postgres;
@@ -37,4 +41,27 @@ pub fn spec() -> GoalSpec {
         policy: Policy::default(),
         grants: std::collections::BTreeMap::default(),
     }
+}
+
+/// Creates goal `g` in `store` through `submit`, as its owner, under operation `create`.
+pub async fn create_goal<S: Store>(store: &S) -> Submitted {
+    let create = Command::CreateGoal { spec: spec() };
+    submit(
+        store,
+        &goal_id(),
+        &owner(),
+        now(),
+        &create,
+        &OperationId::new("create").unwrap(),
+    )
+    .await
+    .unwrap()
+}
+
+/// Runs a future to completion on a fresh single-threaded runtime.
+pub fn block_on<F: Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(future)
 }
