@@ -1,33 +1,14 @@
 //! The git reader against real repositories in temporary directories.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 
 use loopx_kernel::seams::{ManualClock, ObserveRequest, Provider};
 use loopx_kernel::{ObservationKey, SourceId, Timestamp};
 use loopx_provider::git::{Git, GitError, GitProvider};
 
-/// Runs git for test setup, with a fixed identity and no user configuration.
-fn sh_git(dir: &Path, args: &[&str]) -> String {
-    let output = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "user.name=Test", "-c", "user.email=test@example.com"])
-        .args([
-            "-c",
-            "commit.gpgsign=false",
-            "-c",
-            "init.defaultBranch=main",
-        ])
-        .args(args)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .output()
-        .expect("git runs");
-    assert!(output.status.success(), "git {args:?}: {output:?}");
-    String::from_utf8_lossy(&output.stdout).trim().to_owned()
-}
+mod support;
+use support::sh_git;
 
 fn repo() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().expect("tempdir");

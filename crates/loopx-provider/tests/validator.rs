@@ -1,7 +1,6 @@
 //! The command validator binds its verdict to the git revision it ran at.
 
 use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 
 use loopx_kernel::seams::{ManualClock, TurnReport, TurnRequest, Validator};
@@ -12,25 +11,8 @@ use loopx_kernel::{
 use loopx_provider::process::CommandSpec;
 use loopx_provider::validator::CommandValidator;
 
-fn sh_git(dir: &Path, args: &[&str]) -> String {
-    let output = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "user.name=Test", "-c", "user.email=test@example.com"])
-        .args([
-            "-c",
-            "commit.gpgsign=false",
-            "-c",
-            "init.defaultBranch=main",
-        ])
-        .args(args)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .output()
-        .expect("git runs");
-    assert!(output.status.success(), "git {args:?}: {output:?}");
-    String::from_utf8_lossy(&output.stdout).trim().to_owned()
-}
+mod support;
+use support::sh_git;
 
 fn turn() -> (TurnRequest, TurnReport) {
     let now = Timestamp::from_millis(0);
