@@ -41,6 +41,7 @@
 //! fresh temporary store per case is the usual shape).
 
 pub mod checks;
+pub mod scenario;
 mod machine;
 mod model;
 mod strategy;

@@ -1,0 +1,408 @@
+//! Scenario tables for capabilities: observations in, proposals validated by the kernel,
+//! decisions out.
+//!
+//! A [`Scenario`] holds one goal in memory and a capability under test. Each step either sets
+//! the world up (a command from a person or an agent, evidence from a provider, the passing of
+//! time) or feeds observations: they are recorded by a provider actor, the capability judges
+//! the observations that changed anything, every proposal is executed **as the capability**
+//! through the same validation as any other command, and the step ends with the kernel's
+//! [`Decision`] for the scenario's agent. The [`Transcript`] of all of it is plain data,
+//! meant for snapshot assertions (`insta::assert_json_snapshot!`), so a table of scenarios
+//! reads as a table of expected behaviour.
+//!
+//! Invariants are checked after every step; a capability whose proposals break one shows the
+//! [`Violation`]s in its transcript, and [`Transcript::violations`] lets a property test assert
+//! there are none.
+//!
+//! ```
+//! use loopx_kernel::seams::{Capability, Proposal};
+//! use loopx_kernel::testkit::scenario::{self, Scenario, ScenarioStep};
+//! use loopx_kernel::*;
+//!
+//! /// Opens a follow-up todo for every failing check it sees.
+//! struct FollowUps(SourceId);
+//!
+//! impl Capability for FollowUps {
+//!     fn source(&self) -> &SourceId {
+//!         &self.0
+//!     }
+//!     fn judge(&self, _: &GoalState, _: &AgentId, seen: &[Observation], _: Timestamp) -> Vec<Proposal> {
+//!         seen.iter()
+//!             .filter(|o| o.facts.get("verdict").map(String::as_str) == Some("fail"))
+//!             .filter_map(|o| TodoId::new(format!("fix-{}", o.key)).ok())
+//!             .map(|id| Proposal {
+//!                 command: Command::AddTodo { todo: NewTodo::advance(id, "fix the failing check") },
+//!                 rationale: "a check failed".into(),
+//!             })
+//!             .collect()
+//!     }
+//! }
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let capability = FollowUps(SourceId::new("follow-ups")?);
+//! let mut scenario = Scenario::new(&capability, &scenario::spec("demo")?)?;
+//! let failing = scenario::observation("ci", "repo", "git:abc", &[("verdict", "fail")])?;
+//! let transcript = scenario.run(vec![ScenarioStep::Observe(vec![failing])]);
+//! assert_eq!(transcript.final_decision().map(Decision::kind), Some("continue"));
+//! assert!(transcript.violations().is_empty());
+//! # Ok(())
+//! # }
+//! ```
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::{id, roster};
+use crate::actor::Actor;
+use crate::budget::Limits;
+use crate::command::Command;
+use crate::decide::{Decision, decide};
+use crate::evidence::{NewEvidence, Observation};
+use crate::goal::{Criterion, GoalSpec, Policy};
+use crate::ids::{
+    AgentId, Fingerprint, GoalId, InvalidId, ObservationKey, Revision, SourceId, Subject,
+};
+use crate::invariants::{Violation, check_invariants};
+use crate::refusal::Refusal;
+use crate::seams::Capability;
+use crate::state::GoalState;
+use crate::time::{Duration, Timestamp};
+
+/// One step of a scenario table.
+#[derive(Debug, Clone)]
+pub enum ScenarioStep {
+    /// Observations made by the scenario's provider; the capability judges the changed ones.
+    Observe(Vec<Observation>),
+    /// A command issued by someone other than the capability (the owner answering a gate, an
+    /// agent settling a turn). It is part of the setting, so a refusal is reported as such.
+    Command(Actor, Command),
+    /// Evidence recorded by the scenario's provider (CI results, metrics files).
+    Evidence(NewEvidence),
+    /// Time passes; the capability is asked to judge again with no new observations.
+    Advance(Duration),
+    /// The capability judges the goal as it stands, with no new observations.
+    Judge,
+}
+
+/// What happened to one proposal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "result", rename_all = "snake_case")]
+pub enum ProposalResult {
+    /// The kernel accepted it; these events were recorded (by name).
+    Accepted {
+        /// The events.
+        events: Vec<&'static str>,
+    },
+    /// The kernel refused it; nothing changed.
+    Refused {
+        /// The stable refusal code.
+        code: &'static str,
+        /// The refusal, in words.
+        message: String,
+    },
+}
+
+/// A proposal as the transcript shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct JudgedProposal {
+    /// The command's stable name.
+    pub command: &'static str,
+    /// The command in full.
+    pub detail: Command,
+    /// The capability's reason.
+    pub rationale: String,
+    /// What the kernel did with it.
+    #[serde(flatten)]
+    pub result: ProposalResult,
+}
+
+/// The record of one step.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StepRecord {
+    /// What the step was (`observe`, `command`, `evidence`, `advance`, `judge`).
+    pub step: &'static str,
+    /// The scenario time at the end of the step.
+    pub at: Timestamp,
+    /// Observation keys that changed something (unchanged ones are dropped by the kernel).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub observed: Vec<ObservationKey>,
+    /// For setting steps: the refusal, if the kernel refused the setting command.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub setting_refused: Option<String>,
+    /// The capability's proposals and their fate.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub proposals: Vec<JudgedProposal>,
+    /// The kernel's decision for the scenario's agent after the step.
+    pub decision: Decision,
+    /// Invariant violations after the step (always empty for a correct kernel).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub violations: Vec<Violation>,
+}
+
+/// Everything a scenario did, in order.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Transcript {
+    /// One record per step.
+    pub steps: Vec<StepRecord>,
+}
+
+impl Transcript {
+    /// The decision after the last step.
+    pub fn final_decision(&self) -> Option<&Decision> {
+        self.steps.last().map(|s| &s.decision)
+    }
+
+    /// Every invariant violation seen, in order.
+    pub fn violations(&self) -> Vec<&Violation> {
+        self.steps.iter().flat_map(|s| &s.violations).collect()
+    }
+
+    /// Every proposal the kernel accepted, in order.
+    pub fn accepted(&self) -> impl Iterator<Item = &JudgedProposal> {
+        self.steps
+            .iter()
+            .flat_map(|s| &s.proposals)
+            .filter(|p| matches!(p.result, ProposalResult::Accepted { .. }))
+    }
+
+    /// Every proposal the kernel refused, in order.
+    pub fn refused(&self) -> impl Iterator<Item = &JudgedProposal> {
+        self.steps
+            .iter()
+            .flat_map(|s| &s.proposals)
+            .filter(|p| matches!(p.result, ProposalResult::Refused { .. }))
+    }
+}
+
+/// One goal, one capability, one agent, a manual clock.
+pub struct Scenario<'c, C: Capability + ?Sized> {
+    capability: &'c C,
+    state: GoalState,
+    agent: AgentId,
+    provider: SourceId,
+    now: Timestamp,
+}
+
+impl<'c, C: Capability + ?Sized> Scenario<'c, C> {
+    /// A scenario over a goal created from `spec` by its owner at [`roster::start`], judged
+    /// for the first registered agent (or `alice` when none is registered).
+    ///
+    /// # Errors
+    /// The kernel's refusal of the spec.
+    pub fn new(capability: &'c C, spec: &GoalSpec) -> Result<Self, Refusal> {
+        let now = roster::start();
+        let state = GoalState::create(&Actor::Person(spec.owner.clone()), now, spec)?;
+        let agent = spec
+            .agents
+            .iter()
+            .next()
+            .cloned()
+            .unwrap_or_else(|| id("alice"));
+        Ok(Scenario {
+            capability,
+            state,
+            agent,
+            provider: roster::provider(),
+            now,
+        })
+    }
+
+    /// Judges for `agent` instead of the first registered agent.
+    #[must_use]
+    pub fn for_agent(mut self, agent: AgentId) -> Self {
+        self.agent = agent;
+        self
+    }
+
+    /// Records observations and evidence as `provider` instead of the roster's.
+    #[must_use]
+    pub fn with_provider(mut self, provider: SourceId) -> Self {
+        self.provider = provider;
+        self
+    }
+
+    /// The goal as it stands.
+    pub fn state(&self) -> &GoalState {
+        &self.state
+    }
+
+    /// The scenario time.
+    pub fn now(&self) -> Timestamp {
+        self.now
+    }
+
+    /// The agent decisions are made for.
+    pub fn agent(&self) -> &AgentId {
+        &self.agent
+    }
+
+    /// Runs the steps in order and returns their transcript.
+    pub fn run(&mut self, steps: impl IntoIterator<Item = ScenarioStep>) -> Transcript {
+        Transcript {
+            steps: steps.into_iter().map(|step| self.step(step)).collect(),
+        }
+    }
+
+    /// Runs one step.
+    pub fn step(&mut self, step: ScenarioStep) -> StepRecord {
+        match step {
+            ScenarioStep::Observe(observations) => self.observe(observations),
+            ScenarioStep::Command(actor, command) => {
+                let refused = self.setting(&actor, &command);
+                self.record("command", vec![], refused, vec![])
+            }
+            ScenarioStep::Evidence(evidence) => {
+                let actor = Actor::Provider(self.provider.clone());
+                let refused = self.setting(&actor, &Command::RecordEvidence { evidence });
+                self.record("evidence", vec![], refused, vec![])
+            }
+            ScenarioStep::Advance(span) => {
+                self.now = self.now.plus(span);
+                let proposals = self.judge(&[]);
+                self.record("advance", vec![], None, proposals)
+            }
+            ScenarioStep::Judge => {
+                let proposals = self.judge(&[]);
+                self.record("judge", vec![], None, proposals)
+            }
+        }
+    }
+
+    fn observe(&mut self, observations: Vec<Observation>) -> StepRecord {
+        let actor = Actor::Provider(self.provider.clone());
+        let mut changed = Vec::new();
+        let mut refused = None;
+        for mut observation in observations {
+            observation.observed_at = self.now;
+            let command = Command::RecordObservation {
+                observation: observation.clone(),
+            };
+            match self.state.handle(&actor, self.now, &command) {
+                Ok(events) if events.is_empty() => {}
+                Ok(_) => changed.push(observation),
+                Err(refusal) => refused = Some(refusal.to_string()),
+            }
+        }
+        let proposals = self.judge(&changed);
+        let keys = changed.into_iter().map(|o| o.key).collect();
+        self.record("observe", keys, refused, proposals)
+    }
+
+    fn setting(&mut self, actor: &Actor, command: &Command) -> Option<String> {
+        self.state
+            .handle(actor, self.now, command)
+            .err()
+            .map(|refusal| format!("{}: {refusal}", refusal.code()))
+    }
+
+    fn judge(&mut self, observations: &[Observation]) -> Vec<JudgedProposal> {
+        let actor = Actor::Capability(self.capability.source().clone());
+        let proposals = self
+            .capability
+            .judge(&self.state, &self.agent, observations, self.now);
+        proposals
+            .into_iter()
+            .map(|proposal| {
+                let result = match self.state.handle(&actor, self.now, &proposal.command) {
+                    Ok(events) => ProposalResult::Accepted {
+                        events: events.iter().map(|e| e.event.name()).collect(),
+                    },
+                    Err(refusal) => ProposalResult::Refused {
+                        code: refusal.code(),
+                        message: refusal.to_string(),
+                    },
+                };
+                JudgedProposal {
+                    command: proposal.command.name(),
+                    detail: proposal.command,
+                    rationale: proposal.rationale,
+                    result,
+                }
+            })
+            .collect()
+    }
+
+    fn record(
+        &self,
+        step: &'static str,
+        observed: Vec<ObservationKey>,
+        setting_refused: Option<String>,
+        proposals: Vec<JudgedProposal>,
+    ) -> StepRecord {
+        StepRecord {
+            step,
+            at: self.now,
+            observed,
+            setting_refused,
+            proposals,
+            decision: decide(&self.state, &self.agent, self.now),
+            violations: check_invariants(&self.state, self.now),
+        }
+    }
+}
+
+/// A goal spec with the testkit roster: owner `olivia`, agents `alice`, `bob` and
+/// `carol`, no criteria, no budget limit. Add criteria with [`criterion`].
+///
+/// # Errors
+/// [`InvalidId`] when `goal` is not a valid id.
+pub fn spec(goal: &str) -> Result<GoalSpec, InvalidId> {
+    Ok(GoalSpec {
+        id: GoalId::new(goal)?,
+        objective: format!("scenario {goal}"),
+        owner: roster::owner(),
+        criteria: vec![],
+        agents: roster::agents().into_iter().collect(),
+        budget: Limits::UNLIMITED,
+        policy: Policy::default(),
+        grants: BTreeMap::default(),
+    })
+}
+
+/// An acceptance criterion met by passing evidence of `check` about `subject`.
+///
+/// # Errors
+/// [`InvalidId`] when a name is not a valid id.
+pub fn criterion(id: &str, check: &str, subject: &str) -> Result<Criterion, InvalidId> {
+    Ok(Criterion {
+        id: id.try_into()?,
+        text: format!("{check} passes for {subject}"),
+        check: check.try_into()?,
+        subject: subject.try_into()?,
+    })
+}
+
+/// An observation of stream `key` about `subject` at `revision`, with `facts`; its
+/// fingerprint is derived from all of them, so the same facts are "unchanged".
+///
+/// # Errors
+/// [`InvalidId`] when a name is not a valid id.
+pub fn observation(
+    key: &str,
+    subject: &str,
+    revision: &str,
+    facts: &[(&str, &str)],
+) -> Result<Observation, InvalidId> {
+    let facts: BTreeMap<String, String> = facts
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    let fingerprint = format!("{key}|{subject}|{revision}|{facts:?}");
+    Ok(Observation {
+        key: ObservationKey::new(key)?,
+        subject: Subject::new(subject)?,
+        revision: Revision::new(revision)?,
+        fingerprint: Fingerprint::new(format!("{:016x}", fnv1a(fingerprint.as_bytes())))?,
+        observed_at: roster::start(),
+        summary: String::new(),
+        facts,
+    })
+}
+
+/// FNV-1a: a stable, dependency-free digest for test fingerprints (not a security boundary).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
