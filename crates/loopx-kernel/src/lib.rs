@@ -48,6 +48,7 @@ mod goal;
 mod ids;
 mod invariants;
 mod obligation;
+mod propose;
 mod refusal;
 mod rules;
 pub mod seams;
@@ -83,6 +84,7 @@ pub use ids::{
 };
 pub use invariants::{Violation, check_invariants};
 pub use obligation::{Discharge, Obligation, ObligationCause, ObligationKind};
+pub use propose::Proposals;
 pub use refusal::Refusal;
 pub use rules::{GateHold, GuardBlock};
 pub use state::{CriterionStatus, GoalState, Intent, ReplayError, Snapshot};

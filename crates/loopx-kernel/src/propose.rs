@@ -1,0 +1,198 @@
+//! Building a capability's proposals against the goal as it stands.
+//!
+//! A capability is judged again and again over the same goal (every poll, every restart), so
+//! its proposals must be *convergent*: proposing what already exists is noise the kernel would
+//! refuse. [`Proposals`] skips a todo, gate or obligation whose id the goal already knows, so a
+//! capability can derive stable ids from domain facts (`ci-fix@<sha>`) and simply propose what
+//! the facts call for on every judgement. It decides nothing about lifecycle: every proposal
+//! still goes through the kernel's validation as any other command.
+
+use crate::command::Command;
+use crate::evidence::Observation;
+use crate::gate::NewGate;
+use crate::ids::{AgentId, ObligationId, TodoId};
+use crate::obligation::ObligationKind;
+use crate::seams::Proposal;
+use crate::state::GoalState;
+use crate::todo::{NewTodo, Priority, ResumeCondition};
+
+impl Proposal {
+    /// A proposal of `command` for the reason `rationale`.
+    pub fn new(command: Command, rationale: impl Into<String>) -> Self {
+        Proposal {
+            command,
+            rationale: rationale.into(),
+        }
+    }
+}
+
+impl Observation {
+    /// The named domain fact, if the provider recorded it.
+    pub fn fact(&self, name: &str) -> Option<&str> {
+        self.facts.get(name).map(String::as_str)
+    }
+}
+
+impl NewTodo {
+    /// The same todo at `priority`.
+    #[must_use]
+    pub fn with_priority(mut self, priority: Priority) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// The same todo meant for `agent` (a successor for the agent who owns a line of work).
+    #[must_use]
+    pub fn for_agent(mut self, agent: AgentId) -> Self {
+        self.assignee = Some(agent);
+        self
+    }
+
+    /// The same todo, marked safe to re-run after an unknown outcome.
+    #[must_use]
+    pub fn idempotent(mut self) -> Self {
+        self.idempotent = true;
+        self
+    }
+}
+
+/// Proposals for one judgement, skipping what the goal already holds.
+#[derive(Debug)]
+pub struct Proposals<'s> {
+    state: &'s GoalState,
+    out: Vec<Proposal>,
+}
+
+impl<'s> Proposals<'s> {
+    /// An empty list of proposals against `state`.
+    pub fn new(state: &'s GoalState) -> Self {
+        Proposals { state, out: vec![] }
+    }
+
+    /// The goal the proposals are judged against.
+    pub fn state(&self) -> &'s GoalState {
+        self.state
+    }
+
+    /// Proposes adding `todo` unless a todo with its id exists (in any status) or is already
+    /// proposed.
+    pub fn add_todo(&mut self, todo: NewTodo, rationale: impl Into<String>) -> &mut Self {
+        if !self.state.todos.contains_key(&todo.id) && !self.proposes_todo(&todo.id) {
+            self.push(Command::AddTodo { todo }, rationale);
+        }
+        self
+    }
+
+    /// Proposes replacing the open todo `todo` with `successor`, unless `todo` is already
+    /// closed, unknown, or the successor exists.
+    pub fn supersede(
+        &mut self,
+        todo: &TodoId,
+        successor: NewTodo,
+        rationale: impl Into<String>,
+    ) -> &mut Self {
+        let open = self
+            .state
+            .todos
+            .get(todo)
+            .is_some_and(|t| !t.status.is_closed());
+        if open && !self.state.todos.contains_key(&successor.id) {
+            let reason = rationale.into();
+            self.push(
+                Command::Supersede {
+                    todo: todo.clone(),
+                    reason: reason.clone(),
+                    replacement: Some(successor),
+                    grant_reason: None,
+                },
+                reason,
+            );
+        }
+        self
+    }
+
+    /// Proposes setting the open todo `todo` aside until `until`, unless it is closed, unknown
+    /// or already deferred.
+    pub fn defer(
+        &mut self,
+        todo: &TodoId,
+        until: ResumeCondition,
+        rationale: impl Into<String>,
+    ) -> &mut Self {
+        let deferrable = self.state.todos.get(todo).is_some_and(|t| {
+            !t.status.is_closed() && !matches!(t.status, crate::todo::TodoStatus::Deferred { .. })
+        });
+        if deferrable {
+            self.push(
+                Command::Defer {
+                    todo: todo.clone(),
+                    until,
+                    grant_reason: None,
+                },
+                rationale,
+            );
+        }
+        self
+    }
+
+    /// Proposes opening `gate` unless a gate with its id exists or is already proposed.
+    pub fn open_gate(&mut self, gate: NewGate, rationale: impl Into<String>) -> &mut Self {
+        let proposed = self
+            .out
+            .iter()
+            .any(|p| matches!(&p.command, Command::OpenGate { gate: g } if g.id == gate.id));
+        if !self.state.gates.contains_key(&gate.id) && !proposed {
+            self.push(Command::OpenGate { gate }, rationale);
+        }
+        self
+    }
+
+    /// Proposes raising an obligation unless one with `id` exists or is already proposed.
+    pub fn raise(
+        &mut self,
+        id: ObligationId,
+        kind: ObligationKind,
+        detail: impl Into<String>,
+        owner: Option<AgentId>,
+    ) -> &mut Self {
+        let proposed = self
+            .out
+            .iter()
+            .any(|p| matches!(&p.command, Command::RaiseObligation { id: o, .. } if *o == id));
+        if !self.state.obligations.contains_key(&id) && !proposed {
+            let detail = detail.into();
+            self.push(
+                Command::RaiseObligation {
+                    id,
+                    kind,
+                    detail: detail.clone(),
+                    owner,
+                },
+                detail,
+            );
+        }
+        self
+    }
+
+    /// Proposes `command` as it is (for commands with no natural identity check).
+    pub fn push(&mut self, command: Command, rationale: impl Into<String>) -> &mut Self {
+        self.out.push(Proposal::new(command, rationale));
+        self
+    }
+
+    /// The proposals, in the order they were made.
+    pub fn into_vec(self) -> Vec<Proposal> {
+        self.out
+    }
+
+    fn proposes_todo(&self, id: &TodoId) -> bool {
+        self.out.iter().any(|p| match &p.command {
+            Command::AddTodo { todo } => &todo.id == id,
+            Command::Supersede {
+                replacement: Some(s),
+                ..
+            } => &s.id == id,
+            _ => false,
+        })
+    }
+}
