@@ -40,6 +40,7 @@ mod actor;
 mod budget;
 mod command;
 mod decide;
+pub mod engine;
 mod event;
 mod evidence;
 mod execute;
@@ -53,6 +54,7 @@ mod refusal;
 mod rules;
 pub mod seams;
 mod state;
+mod submit;
 mod time;
 mod todo;
 mod todos;
@@ -88,6 +90,7 @@ pub use propose::Proposals;
 pub use refusal::Refusal;
 pub use rules::{GateHold, GuardBlock};
 pub use state::{CriterionStatus, GoalState, Intent, ReplayError, Snapshot};
+pub use submit::{MAX_ATTEMPTS, SubmitError, Submitted, digest, submit};
 pub use time::{Duration, Timestamp, TimestampError};
 pub use todo::{
     ContinuationRecord, HandoffNote, Lease, MonitorSpec, MonitorState, NewTodo, Priority,

@@ -3,11 +3,15 @@
 //! crates (or in the host).
 //!
 //! Async traits use `async_trait` so they stay object-safe: a host can hold a
-//! `Box<dyn Store>` chosen at run time. [`Capability`] and [`Clock`] are synchronous on purpose:
-//! judgement is pure, and reading a clock cannot fail.
+//! `Box<dyn Store>` chosen at run time. [`Capability`] is synchronous on purpose: judgement is
+//! pure. [`Clock`] reads synchronously and sleeps asynchronously, so the engine can renew a
+//! lease on time without owning a runtime.
 
 use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Mutex;
+use std::task::{Context, Poll, Waker};
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -388,11 +392,33 @@ pub enum TurnError {
     Failed(String),
 }
 
+/// What an executor knows about a prepared turn found in flight after a crash.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum Recovery {
+    /// The turn never started: nothing happened, so running the same turn id again is safe.
+    NotStarted,
+    /// The turn ran to the end and this is its report: validate and settle it, do not re-run.
+    Finished(TurnReport),
+    /// The executor cannot tell whether an effect happened: fail closed, repair.
+    Unknown,
+}
+
 /// Runs one bounded turn.
 #[async_trait]
 pub trait Executor: Send + Sync {
-    /// Runs the turn.
+    /// Runs the turn. Effects carry the turn id (and the lease epoch), so an external system
+    /// can deduplicate a re-run of the same turn.
     async fn run(&self, turn: &TurnRequest) -> Result<TurnReport, TurnError>;
+
+    /// Reads back a turn that was prepared (journalled in the store) before a crash and is
+    /// still in flight. Executors that keep no record of their own answer
+    /// [`Recovery::Unknown`]; the engine then re-runs only idempotent todos and sends every
+    /// other one to repair.
+    async fn recover(&self, turn: &TurnRequest) -> Recovery {
+        let _ = turn;
+        Recovery::Unknown
+    }
 }
 
 /// An independent verdict on a turn, with the evidence it established.
@@ -420,46 +446,86 @@ pub trait Validator: Send + Sync {
 
 // ----- clock ----------------------------------------------------------------------------------
 
-/// The only source of `now`. The kernel never reads a clock; adapters implement this over the
-/// system clock, tests over [`ManualClock`].
+/// The only source of `now`, and of waiting. The kernel never reads a clock; adapters implement
+/// this over the system clock, tests over [`ManualClock`].
+#[async_trait]
 pub trait Clock: Send + Sync {
     /// The current instant.
     fn now(&self) -> Timestamp;
+
+    /// Resolves once the clock shows at least `now() + span`.
+    async fn sleep(&self, span: Duration);
 }
 
-/// A clock that moves only when told to: deterministic tests and simulations.
+/// A clock that moves only when told to: deterministic tests and simulations. Sleepers wake
+/// when the clock is moved past their deadline, never by real time passing.
 #[derive(Debug)]
-pub struct ManualClock(Mutex<Timestamp>);
+pub struct ManualClock(Mutex<ManualTime>);
+
+#[derive(Debug)]
+struct ManualTime {
+    now: Timestamp,
+    sleepers: Vec<Waker>,
+}
 
 impl ManualClock {
     /// A clock showing `start`.
     pub fn new(start: Timestamp) -> Self {
-        ManualClock(Mutex::new(start))
+        ManualClock(Mutex::new(ManualTime {
+            now: start,
+            sleepers: Vec::new(),
+        }))
     }
 
-    /// Moves the clock forward.
+    fn time(&self) -> std::sync::MutexGuard<'_, ManualTime> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Moves the clock forward and wakes the sleepers that are due.
     pub fn advance(&self, span: Duration) {
-        let mut now = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        *now = now.plus(span);
+        let mut time = self.time();
+        time.now = time.now.plus(span);
+        time.sleepers.drain(..).for_each(Waker::wake);
     }
 
-    /// Sets the clock.
+    /// Sets the clock and wakes the sleepers that are due.
     pub fn set(&self, to: Timestamp) {
-        *self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = to;
+        let mut time = self.time();
+        time.now = to;
+        time.sleepers.drain(..).for_each(Waker::wake);
     }
 }
 
+#[async_trait]
 impl Clock for ManualClock {
     fn now(&self) -> Timestamp {
-        *self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.time().now
+    }
+
+    async fn sleep(&self, span: Duration) {
+        let until = self.now().plus(span);
+        ManualSleep { clock: self, until }.await;
+    }
+}
+
+/// Pending until the manual clock reaches `until`; every move of the clock re-polls it.
+struct ManualSleep<'c> {
+    clock: &'c ManualClock,
+    until: Timestamp,
+}
+
+impl Future for ManualSleep<'_> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let mut time = self.clock.time();
+        if time.now >= self.until {
+            Poll::Ready(())
+        } else {
+            time.sleepers.push(cx.waker().clone());
+            Poll::Pending
+        }
     }
 }

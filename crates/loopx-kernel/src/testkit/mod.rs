@@ -41,9 +41,9 @@
 //! fresh temporary store per case is the usual shape).
 
 pub mod checks;
-pub mod scenario;
 mod machine;
 mod model;
+pub mod scenario;
 mod strategy;
 
 pub use checks::Finding;

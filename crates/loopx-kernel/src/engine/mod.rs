@@ -1,0 +1,766 @@
+//! The engine: one agent's loop over the seams, with no I/O of its own.
+//!
+//! One [`Engine::step`] for a goal is:
+//!
+//! 1. **observe** — poll the due [`Watch`]es through their providers; changed observations are
+//!    recorded by the provider actor, unchanged ones are dropped by the kernel;
+//! 2. **judge** — every capability judges the goal with the changed observations; its proposals
+//!    are submitted with the capability as actor and validated like any other command;
+//! 3. **decide** — the kernel's [`decide`] for the engine's agent;
+//! 4. on `continue`, **one turn** — claim the todo, record a *prepared turn* (the `turn_begun`
+//!    event: the journal entry with the turn id and the budget reservation) **before** the
+//!    executor runs, run the executor while renewing the lease, have the independent validator
+//!    judge the result, and settle everything in one atomic commit;
+//! 5. **decide again** and report.
+//!
+//! Crash recovery needs no local state: the journal is the store. A turn found prepared and
+//! still in flight under this agent's lease (the decision's [`LeaseStep::Resume`]) is settled
+//! if the executor kept its report, run again with the same turn id if it never started or
+//! its todo is idempotent, and otherwise reported as a `repair` — never silently re-run. A turn
+//! already settled is simply no longer in flight, so the loop moves on.
+//!
+//! Every write goes through [`submit`] with a deterministic operation id, so a step retried
+//! after a lost reply commits nothing twice. Waiting ([`Engine::wait`]) sleeps until the
+//! decision's wake time or a store notification, whichever comes first.
+
+mod report;
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use futures::future::{Either, select};
+use futures::pin_mut;
+use sha2::{Digest as _, Sha256};
+
+pub use report::{ProposalOutcome, StepReport, TurnOutcome, Until};
+
+use crate::actor::Actor;
+use crate::budget::Amounts;
+use crate::command::{Command, Settlement, Transition, Verdict, VerdictOutcome};
+use crate::decide::{Assignment, Decision, LeaseStep, RepairIssue, decide};
+use crate::event::RecordedEvent;
+use crate::evidence::{NewEvidence, Observation};
+use crate::ids::{AgentId, GoalId, ObservationKey, OperationId, TodoId, TurnId};
+use crate::refusal::Refusal;
+use crate::seams::{
+    Capability, Clock, Executor, ObserveRequest, Provider, Recovery, Store, StoreError, TurnError,
+    TurnReport, TurnRequest, Validator,
+};
+use crate::state::GoalState;
+use crate::submit::{SubmitError, Submitted, digest, submit};
+use crate::time::Duration;
+use crate::todo::{TodoClass, Workspace};
+
+/// An observation stream the engine polls through a provider.
+#[derive(Clone)]
+pub struct Watch {
+    /// Who observes it.
+    pub provider: Arc<dyn Provider>,
+    /// The stream.
+    pub key: ObservationKey,
+    /// How often it is polled when nothing else asks for it.
+    pub every: Duration,
+}
+
+/// Tunables, each with a documented default.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EngineOptions {
+    /// Lease time-to-live asked for on claim and renewal; the goal policy's when `None`.
+    pub lease_ttl: Option<Duration>,
+    /// How often a running turn renews its lease (default 1 minute); keep it well under the
+    /// lease time-to-live.
+    pub renew_every: Duration,
+    /// The agent's workspace, reported to the goal and presented when claiming writing todos.
+    pub workspace: Option<Workspace>,
+    /// The longest single wait (default 5 minutes): a waiting engine re-decides at least this
+    /// often even when nothing notifies it.
+    pub max_wait: Duration,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions {
+            lease_ttl: None,
+            renew_every: Duration::minutes(1),
+            workspace: None,
+            max_wait: Duration::minutes(5),
+        }
+    }
+}
+
+/// Why a step could not be taken. Refusals of the engine's own commands are not errors (a
+/// lost race for a claim is part of the protocol); they appear in the [`StepReport`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EngineError {
+    /// The goal does not exist.
+    #[error("goal `{0}` does not exist")]
+    UnknownGoal(GoalId),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Other writers kept moving the goal.
+    #[error("goal `{goal}` is contended: other writers keep committing; step again")]
+    Contended {
+        /// The goal.
+        goal: GoalId,
+    },
+    /// The validator could not judge a turn; the turn stays prepared and the next step
+    /// recovers it.
+    #[error("the validator could not judge turn `{turn}`: {error}")]
+    Validator {
+        /// The turn.
+        turn: TurnId,
+        /// What failed.
+        error: TurnError,
+    },
+}
+
+/// One agent's engine over a store, a clock, an executor, a validator, capabilities and
+/// watched streams. `Send + Sync`; it holds no goal state between steps.
+pub struct Engine {
+    agent: AgentId,
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    executor: Arc<dyn Executor>,
+    validator: Arc<dyn Validator>,
+    capabilities: Vec<Arc<dyn Capability>>,
+    watches: Vec<Watch>,
+    options: EngineOptions,
+}
+
+/// Builds an [`Engine`]; the store, clock, executor and validator are required.
+pub struct EngineBuilder {
+    engine: Engine,
+}
+
+impl EngineBuilder {
+    /// Adds a capability; capabilities judge in the order added.
+    #[must_use]
+    pub fn capability(mut self, capability: Arc<dyn Capability>) -> Self {
+        self.engine.capabilities.push(capability);
+        self
+    }
+
+    /// Polls `key` through `provider` at least every `every`.
+    #[must_use]
+    pub fn watch(
+        mut self,
+        provider: Arc<dyn Provider>,
+        key: ObservationKey,
+        every: Duration,
+    ) -> Self {
+        self.engine.watches.push(Watch {
+            provider,
+            key,
+            every,
+        });
+        self
+    }
+
+    /// Replaces the options.
+    #[must_use]
+    pub fn options(mut self, options: EngineOptions) -> Self {
+        self.engine.options = options;
+        self
+    }
+
+    /// The engine.
+    pub fn build(self) -> Engine {
+        self.engine
+    }
+}
+
+impl Engine {
+    /// Starts building the engine of `agent`.
+    pub fn builder(
+        agent: AgentId,
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        executor: Arc<dyn Executor>,
+        validator: Arc<dyn Validator>,
+    ) -> EngineBuilder {
+        EngineBuilder {
+            engine: Engine {
+                agent,
+                store,
+                clock,
+                executor,
+                validator,
+                capabilities: Vec::new(),
+                watches: Vec::new(),
+                options: EngineOptions::default(),
+            },
+        }
+    }
+
+    /// The agent this engine works for.
+    pub fn agent(&self) -> &AgentId {
+        &self.agent
+    }
+
+    /// The kernel's decision for this agent now, without changing anything.
+    ///
+    /// # Errors
+    /// [`EngineError::UnknownGoal`] or a store failure.
+    pub async fn decision(&self, goal: &GoalId) -> Result<Decision, EngineError> {
+        let state = self.load(goal).await?;
+        Ok(decide(&state, &self.agent, self.clock.now()))
+    }
+
+    /// Takes one step on `goal` (see the module docs) and reports what happened and the
+    /// decision after it.
+    ///
+    /// # Errors
+    /// [`EngineError`]: an unknown goal, a store failure, a contended goal or a validator that
+    /// could not run. Whatever committed before the error stays committed and is idempotent.
+    pub async fn step(&self, goal: &GoalId) -> Result<StepReport, EngineError> {
+        let mut state = self.load(goal).await?;
+        let mut report = StepReport::new(goal.clone());
+        self.report_workspace(&mut state).await?;
+        let changed = self.observe(&mut state, &mut report).await?;
+        self.judge(&mut state, &changed, &mut report).await?;
+        let decision = decide(&state, &self.agent, self.clock.now());
+        report.decision = match decision {
+            Decision::Continue(assignment) => {
+                match self.turn(&mut state, &assignment, &mut report).await? {
+                    Some(repair) => repair,
+                    None => decide(&state, &self.agent, self.clock.now()),
+                }
+            }
+            other => other,
+        };
+        report.revision = state.revision;
+        Ok(report)
+    }
+
+    /// Sleeps until the decision in `report` can change: its wake time, a commit to the goal
+    /// (by anyone, anywhere), or [`EngineOptions::max_wait`], whichever comes first. Returns
+    /// at once after a `continue`.
+    ///
+    /// # Errors
+    /// A store failure while waiting.
+    pub async fn wait(&self, report: &StepReport) -> Result<(), EngineError> {
+        let until = match &report.decision {
+            Decision::Continue(_) => return Ok(()),
+            Decision::Wait { until, .. } | Decision::Ask { until, .. } => *until,
+            _ => None,
+        };
+        let now = self.clock.now();
+        let timeout = until.map_or(self.options.max_wait, |t| {
+            let left = t.since(now);
+            if left.as_millis() < self.options.max_wait.as_millis() {
+                left
+            } else {
+                self.options.max_wait
+            }
+        });
+        if timeout.as_millis() <= 0 {
+            return Ok(());
+        }
+        let watch = [(report.goal.clone(), report.revision)];
+        self.store.changed(&watch, timeout).await?;
+        Ok(())
+    }
+
+    /// Steps until the decision is one `until` stops at, waiting in between when it says to;
+    /// `progress` sees every step. Returns the last report.
+    ///
+    /// # Errors
+    /// The first [`EngineError`] of a step or a wait.
+    pub async fn run(
+        &self,
+        goal: &GoalId,
+        until: Until,
+        mut progress: impl FnMut(&StepReport) + Send,
+    ) -> Result<StepReport, EngineError> {
+        loop {
+            let report = self.step(goal).await?;
+            progress(&report);
+            if until.stops_at(&report.decision) {
+                return Ok(report);
+            }
+            self.wait(&report).await?;
+        }
+    }
+
+    // ----- the phases -----------------------------------------------------------------------
+
+    async fn load(&self, goal: &GoalId) -> Result<GoalState, EngineError> {
+        self.store
+            .load(goal)
+            .await?
+            .ok_or_else(|| EngineError::UnknownGoal(goal.clone()))
+    }
+
+    async fn report_workspace(&self, state: &mut GoalState) -> Result<(), EngineError> {
+        let Some(workspace) = &self.options.workspace else {
+            return Ok(());
+        };
+        if state.workspaces.get(&self.agent) == Some(workspace) || !state.is_registered(&self.agent)
+        {
+            return Ok(());
+        }
+        let command = Command::ReportWorkspace {
+            workspace: workspace.clone(),
+        };
+        let op = operation(&["workspace", self.agent.as_str(), &workspace.top_level]);
+        self.write(state, &self.as_agent(), &command, &op)
+            .await?
+            .ok();
+        Ok(())
+    }
+
+    /// Polls the due watches; returns the observations that changed something.
+    async fn observe(
+        &self,
+        state: &mut GoalState,
+        report: &mut StepReport,
+    ) -> Result<Vec<Observation>, EngineError> {
+        let now = self.clock.now();
+        let mut changed = Vec::new();
+        for watch in &self.watches {
+            let last = state.observations.get(&watch.key);
+            if last.is_some_and(|o| o.observed_at.plus(watch.every) > now) {
+                continue;
+            }
+            let request = ObserveRequest {
+                key: watch.key.clone(),
+                known: last.map(|o| o.fingerprint.clone()),
+            };
+            let observations = match watch.provider.observe(&request).await {
+                Ok(observations) => observations,
+                Err(error) => {
+                    report
+                        .provider_errors
+                        .push(format!("{}: {error}", watch.provider.source()));
+                    continue;
+                }
+            };
+            let actor = Actor::Provider(watch.provider.source().clone());
+            for observation in observations {
+                let op = operation(&[
+                    "observe",
+                    observation.key.as_str(),
+                    observation.fingerprint.as_str(),
+                ]);
+                let command = Command::RecordObservation {
+                    observation: observation.clone(),
+                };
+                let written = self.write(state, &actor, &command, &op).await?;
+                if written.is_ok_and(|events| !events.is_empty()) {
+                    report.observed.push(observation.key.clone());
+                    changed.push(observation);
+                }
+            }
+        }
+        Ok(changed)
+    }
+
+    async fn judge(
+        &self,
+        state: &mut GoalState,
+        changed: &[Observation],
+        report: &mut StepReport,
+    ) -> Result<(), EngineError> {
+        for capability in &self.capabilities {
+            let proposals = capability.judge(state, &self.agent, changed, self.clock.now());
+            let actor = Actor::Capability(capability.source().clone());
+            let at = state.revision.to_string();
+            for proposal in proposals {
+                // Bound to the revision judged and the payload, so a step retried after a crash
+                // replays its proposals instead of repeating them.
+                let payload = digest(&actor, &proposal.command);
+                let op = operation(&["propose", capability.source().as_str(), &at, &payload[..32]]);
+                let written = self.write(state, &actor, &proposal.command, &op).await?;
+                report.proposals.push(ProposalOutcome {
+                    capability: capability.source().clone(),
+                    command: proposal.command.name(),
+                    rationale: proposal.rationale,
+                    refused: written.err().map(|refusal| refusal.code()),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs one turn of the assignment. Returns a decision that overrides the kernel's when
+    /// the turn's outcome is unknown (`repair`).
+    async fn turn(
+        &self,
+        state: &mut GoalState,
+        assignment: &Assignment,
+        report: &mut StepReport,
+    ) -> Result<Option<Decision>, EngineError> {
+        let todo = assignment.todo.clone();
+        let (epoch, turn, resumed) = match &assignment.lease {
+            LeaseStep::Resume { epoch, turn, .. } => (*epoch, turn.clone(), true),
+            LeaseStep::Held { epoch, .. } => {
+                let Some(turn) = self.begin(state, &todo, *epoch, report).await? else {
+                    return Ok(None);
+                };
+                (*epoch, turn, false)
+            }
+            LeaseStep::Claim => {
+                let Some(epoch) = self.claim(state, &todo, report).await? else {
+                    return Ok(None);
+                };
+                let Some(turn) = self.begin(state, &todo, epoch, report).await? else {
+                    return Ok(None);
+                };
+                (epoch, turn, false)
+            }
+        };
+        let Some(request) = self.request(state, &todo, epoch, &turn) else {
+            return Ok(None);
+        };
+        let outcome = if resumed {
+            self.recover(state, &request).await?
+        } else {
+            Some(self.execute(state, &request).await)
+        };
+        let Some(outcome) = outcome else {
+            report.turn = Some(TurnOutcome::Unknown {
+                todo: todo.clone(),
+                turn: turn.clone(),
+            });
+            return Ok(Some(Decision::Repair {
+                issue: RepairIssue::OutcomeUnknown {
+                    todo,
+                    turn,
+                    holder: self.agent.clone(),
+                    fix: "the executor cannot tell whether the turn's effects happened: read back what it did, then settle the turn with a validator's verdict, or let the lease expire and resolve_outcome".into(),
+                },
+            }));
+        };
+        let executed = match outcome {
+            Ok(report) => report,
+            Err(lost) => {
+                report.turn = Some(lost);
+                return Ok(None);
+            }
+        };
+        report.turn = Some(self.settle(state, &request, executed, resumed).await?);
+        Ok(None)
+    }
+
+    async fn claim(
+        &self,
+        state: &mut GoalState,
+        todo: &TodoId,
+        report: &mut StepReport,
+    ) -> Result<Option<u64>, EngineError> {
+        let command = Command::Claim {
+            todo: todo.clone(),
+            ttl: self.options.lease_ttl,
+            workspace: self.options.workspace.clone(),
+            grant_reason: None,
+        };
+        let at = state.revision.to_string();
+        let op = operation(&["claim", todo.as_str(), self.agent.as_str(), &at]);
+        if let Err(refusal) = self.write(state, &self.as_agent(), &command, &op).await? {
+            report.turn = Some(TurnOutcome::NotStarted {
+                todo: todo.clone(),
+                reason: format!("{}: {refusal}", refusal.code()),
+            });
+            return Ok(None);
+        }
+        let lease = state
+            .todos
+            .get(todo)
+            .and_then(|t| t.live_lease(self.clock.now()));
+        Ok(lease.filter(|l| l.holder == self.agent).map(|l| l.epoch))
+    }
+
+    async fn begin(
+        &self,
+        state: &mut GoalState,
+        todo: &TodoId,
+        epoch: u64,
+        report: &mut StepReport,
+    ) -> Result<Option<TurnId>, EngineError> {
+        let turn = turn_id(todo, state.revision);
+        let command = Command::BeginTurn {
+            todo: todo.clone(),
+            epoch,
+            turn: turn.clone(),
+            reserve: None,
+        };
+        let op = operation(&["begin", state.spec.id.as_str(), turn.as_str()]);
+        match self.write(state, &self.as_agent(), &command, &op).await? {
+            Ok(_) => Ok(Some(turn)),
+            Err(refusal) => {
+                report.turn = Some(TurnOutcome::NotStarted {
+                    todo: todo.clone(),
+                    reason: format!("{}: {refusal}", refusal.code()),
+                });
+                Ok(None)
+            }
+        }
+    }
+
+    fn request(
+        &self,
+        state: &GoalState,
+        todo: &TodoId,
+        epoch: u64,
+        turn: &TurnId,
+    ) -> Option<TurnRequest> {
+        let item = state.todos.get(todo)?;
+        let lease = item.lease.as_ref()?;
+        Some(TurnRequest {
+            goal: state.spec.id.clone(),
+            objective: state.spec.objective.clone(),
+            todo: todo.clone(),
+            title: item.title.clone(),
+            agent: self.agent.clone(),
+            epoch,
+            turn: turn.clone(),
+            reserved: lease.turn.as_ref().map_or(Amounts::ZERO, |t| t.reserved),
+            handoff: item.handoff.as_deref().cloned(),
+            deadline: lease.expires_at,
+        })
+    }
+
+    /// Reads back a prepared turn found in flight. `None` means the outcome is unknown.
+    async fn recover(
+        &self,
+        state: &mut GoalState,
+        request: &TurnRequest,
+    ) -> Result<Option<Result<TurnReport, TurnOutcome>>, EngineError> {
+        let idempotent = state.todos.get(&request.todo).is_some_and(|t| t.idempotent);
+        match self.executor.recover(request).await {
+            Recovery::Finished(report) => Ok(Some(Ok(report))),
+            Recovery::NotStarted => Ok(Some(self.execute(state, request).await)),
+            Recovery::Unknown if idempotent => Ok(Some(self.execute(state, request).await)),
+            Recovery::Unknown => Ok(None),
+        }
+    }
+
+    /// Runs the executor (or, for a monitor with a watching provider, the poll) while renewing
+    /// the lease. A lost lease stops the turn.
+    async fn execute(
+        &self,
+        state: &mut GoalState,
+        request: &TurnRequest,
+    ) -> Result<TurnReport, TurnOutcome> {
+        let work = self.work(state, request);
+        let renewals = self.keep_alive(&state.spec.id, request);
+        pin_mut!(work, renewals);
+        match select(work, renewals).await {
+            Either::Left((result, _)) => Ok(result.unwrap_or_else(|error| TurnReport {
+                transition: Transition::KeepOpen,
+                observations: Vec::new(),
+                usage: Amounts::ZERO,
+                summary: format!("the executor failed: {error}"),
+            })),
+            Either::Right((reason, _)) => Err(TurnOutcome::LeaseLost {
+                todo: request.todo.clone(),
+                turn: request.turn.clone(),
+                reason,
+            }),
+        }
+    }
+
+    /// The provider that polls `todo` when it is a monitor of a watched stream.
+    fn poller(
+        &self,
+        state: &GoalState,
+        todo: &TodoId,
+    ) -> Option<(Arc<dyn Provider>, ObservationKey)> {
+        let TodoClass::Monitor(spec) = &state.todos.get(todo)?.class else {
+            return None;
+        };
+        let watch = self.watches.iter().find(|w| w.key == spec.watches)?;
+        Some((watch.provider.clone(), watch.key.clone()))
+    }
+
+    async fn work(
+        &self,
+        state: &GoalState,
+        request: &TurnRequest,
+    ) -> Result<TurnReport, TurnError> {
+        let Some((provider, key)) = self.poller(state, &request.todo) else {
+            return self.executor.run(request).await;
+        };
+        let known = state.observations.get(&key).map(|o| o.fingerprint.clone());
+        let observations = provider
+            .observe(&ObserveRequest { key, known })
+            .await
+            .map_err(|error| TurnError::Failed(error.to_string()))?;
+        Ok(TurnReport {
+            transition: Transition::KeepOpen,
+            summary: format!(
+                "polled {} ({} observations)",
+                provider.source(),
+                observations.len()
+            ),
+            observations,
+            usage: Amounts::ZERO,
+        })
+    }
+
+    /// Renews the lease every [`EngineOptions::renew_every`]; resolves only when renewal is
+    /// refused (the lease was lost), with the reason.
+    async fn keep_alive(&self, goal: &GoalId, request: &TurnRequest) -> String {
+        let actor = Actor::Agent(self.agent.clone());
+        let command = Command::Renew {
+            todo: request.todo.clone(),
+            epoch: request.epoch,
+            ttl: self.options.lease_ttl,
+        };
+        for n in 1u64.. {
+            self.clock.sleep(self.options.renew_every).await;
+            let op = operation(&[
+                "renew",
+                goal.as_str(),
+                request.turn.as_str(),
+                &n.to_string(),
+            ]);
+            // A store hiccup is not a lost lease: the next renewal tries again, and the
+            // settlement's epoch check is the real fence.
+            let renewed = submit(&*self.store, goal, &actor, self.clock.now(), &command, &op).await;
+            if let Err(SubmitError::Refused(refusal)) = renewed {
+                return format!("{}: {refusal}", refusal.code());
+            }
+        }
+        "renewals exhausted".into()
+    }
+
+    async fn settle(
+        &self,
+        state: &mut GoalState,
+        request: &TurnRequest,
+        executed: TurnReport,
+        resumed: bool,
+    ) -> Result<TurnOutcome, EngineError> {
+        let (verdict, evidence) = self.verdict(state, request, &executed).await?;
+        // Completion needs a pass: an executor that claims more than its validator grants keeps
+        // the todo open, so the settlement is never refused for it.
+        let transition = match executed.transition {
+            Transition::Complete { .. } if verdict.outcome != VerdictOutcome::Passed => {
+                Transition::KeepOpen
+            }
+            other => other,
+        };
+        let outcome = verdict.outcome;
+        let settlement = Settlement {
+            todo: request.todo.clone(),
+            epoch: request.epoch,
+            turn: request.turn.clone(),
+            verdict,
+            evidence,
+            observations: executed.observations,
+            transition,
+            usage: executed.usage,
+        };
+        let op = operation(&["settle", request.goal.as_str(), request.turn.as_str()]);
+        let command = Command::SettleTurn(settlement);
+        Ok(
+            match self.write(state, &self.as_agent(), &command, &op).await? {
+                Ok(_) => TurnOutcome::Settled {
+                    todo: request.todo.clone(),
+                    turn: request.turn.clone(),
+                    resumed,
+                    verdict: outcome,
+                    summary: executed.summary,
+                },
+                Err(refusal) => TurnOutcome::LeaseLost {
+                    todo: request.todo.clone(),
+                    turn: request.turn.clone(),
+                    reason: format!("{}: {refusal}", refusal.code()),
+                },
+            },
+        )
+    }
+
+    /// The independent verdict: the validator's, or for a provider's monitor poll the
+    /// provider's own (its observation is the fact; there is nothing else to judge).
+    async fn verdict(
+        &self,
+        state: &GoalState,
+        request: &TurnRequest,
+        executed: &TurnReport,
+    ) -> Result<(Verdict, Vec<NewEvidence>), EngineError> {
+        if let Some((provider, _)) = self.poller(state, &request.todo) {
+            let verdict = Verdict {
+                validator: Actor::Provider(provider.source().clone()),
+                outcome: VerdictOutcome::Progress,
+                summary: executed.summary.clone(),
+            };
+            return Ok((verdict, Vec::new()));
+        }
+        let validation = self
+            .validator
+            .validate(request, executed)
+            .await
+            .map_err(|error| EngineError::Validator {
+                turn: request.turn.clone(),
+                error,
+            })?;
+        let verdict = Verdict {
+            validator: self.validator.actor(),
+            ..validation.verdict
+        };
+        Ok((verdict, validation.evidence))
+    }
+
+    // ----- plumbing -------------------------------------------------------------------------
+
+    fn as_agent(&self) -> Actor {
+        Actor::Agent(self.agent.clone())
+    }
+
+    /// Submits `command` as `actor` and moves `state` to the committed state, returning the
+    /// events written. A refusal is the inner error: for the engine's own commands it is part
+    /// of the protocol (a lost race, a lost lease), not a failure.
+    async fn write(
+        &self,
+        state: &mut GoalState,
+        actor: &Actor,
+        command: &Command,
+        op: &OperationId,
+    ) -> Result<Result<Vec<RecordedEvent>, Refusal>, EngineError> {
+        let goal = state.spec.id.clone();
+        match submit(&*self.store, &goal, actor, self.clock.now(), command, op).await {
+            Ok(Submitted {
+                state: committed,
+                events,
+                ..
+            }) => {
+                *state = committed;
+                Ok(Ok(events))
+            }
+            Err(SubmitError::Refused(refusal)) => Ok(Err(refusal)),
+            Err(SubmitError::Store(error)) => Err(EngineError::Store(error)),
+            Err(SubmitError::Contended { .. } | SubmitError::GoalMismatch { .. }) => {
+                Err(EngineError::Contended { goal })
+            }
+        }
+    }
+}
+
+/// A turn id unique within the goal: the todo and the revision the turn was prepared at (each
+/// revision is one commit, so no two turns share it). Hashed when too long for an id.
+fn turn_id(todo: &TodoId, revision: u64) -> TurnId {
+    let text = format!("{todo}@r{revision}");
+    TurnId::new(text.as_str()).unwrap_or_else(|_| hashed(&text))
+}
+
+/// A deterministic operation id from its parts, so a retried step commits nothing twice.
+fn operation(parts: &[&str]) -> OperationId {
+    let text = parts.join(":");
+    OperationId::new(text.as_str()).unwrap_or_else(|_| hashed(&text))
+}
+
+fn hashed<T: TryFrom<String>>(text: &str) -> T {
+    let digest = Sha256::digest(text.as_bytes());
+    let hex = digest.iter().take(16).fold(String::new(), |mut out, b| {
+        let _ = write!(out, "{b:02x}");
+        out
+    });
+    match T::try_from(format!("h-{hex}")) {
+        Ok(id) => id,
+        Err(_) => unreachable!("`h-` and 32 hexadecimal digits form a valid id"),
+    }
+}

@@ -1,0 +1,129 @@
+//! What a step did, as plain data a host can log, show or serialise.
+
+use serde::Serialize;
+
+use crate::command::VerdictOutcome;
+use crate::decide::Decision;
+use crate::ids::{GoalId, ObservationKey, SourceId, TodoId, TurnId};
+
+/// The account of one [`Engine::step`](super::Engine::step).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StepReport {
+    /// The goal.
+    pub goal: GoalId,
+    /// The goal revision after the step; a wait watches for commits past it.
+    pub revision: u64,
+    /// Observation streams whose new facts were recorded.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub observed: Vec<ObservationKey>,
+    /// Providers that failed to answer (the step goes on without them).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub provider_errors: Vec<String>,
+    /// Every capability proposal and whether the kernel accepted it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub proposals: Vec<ProposalOutcome>,
+    /// The turn taken, if the decision was `continue`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub turn: Option<TurnOutcome>,
+    /// The decision after the step.
+    pub decision: Decision,
+}
+
+impl StepReport {
+    /// An empty report whose decision the step fills in.
+    pub(super) fn new(goal: GoalId) -> Self {
+        StepReport {
+            goal,
+            revision: 0,
+            observed: Vec::new(),
+            provider_errors: Vec::new(),
+            proposals: Vec::new(),
+            turn: None,
+            decision: Decision::Wait {
+                until: None,
+                reasons: Vec::new(),
+            },
+        }
+    }
+}
+
+/// A capability proposal as the engine submitted it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ProposalOutcome {
+    /// The capability.
+    pub capability: SourceId,
+    /// The command's name.
+    pub command: &'static str,
+    /// Why the capability proposed it.
+    pub rationale: String,
+    /// The refusal code when the kernel refused it; `None` when it took effect.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused: Option<&'static str>,
+}
+
+/// What became of the turn a step tried to take.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum TurnOutcome {
+    /// The turn ran (or was recovered) and settled in one commit.
+    Settled {
+        /// The todo.
+        todo: TodoId,
+        /// The turn.
+        turn: TurnId,
+        /// True when a turn prepared before a crash was finished or re-run.
+        resumed: bool,
+        /// The validator's outcome.
+        verdict: VerdictOutcome,
+        /// The executor's account.
+        summary: String,
+    },
+    /// No turn began: the claim or the prepared-turn record was refused (another agent was
+    /// faster, or the budget ran out in between). Nothing was charged.
+    NotStarted {
+        /// The todo.
+        todo: TodoId,
+        /// Why.
+        reason: String,
+    },
+    /// The lease was lost while the turn ran (renewal or settlement refused): the turn's
+    /// result was not recorded; whoever holds the todo now decides.
+    LeaseLost {
+        /// The todo.
+        todo: TodoId,
+        /// The turn.
+        turn: TurnId,
+        /// The refusal.
+        reason: String,
+    },
+    /// A prepared turn was found in flight and the executor cannot tell whether its effects
+    /// happened; the step's decision is `repair`.
+    Unknown {
+        /// The todo.
+        todo: TodoId,
+        /// The turn.
+        turn: TurnId,
+    },
+}
+
+/// When [`Engine::run`](super::Engine::run) stops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Until {
+    /// At the first decision that is not `continue`: the host takes over from there.
+    Idle,
+    /// Waits through `wait` and `ask` (a person's answer is a commit that wakes the engine);
+    /// stops at `replan`, `repair` and `terminal`, which need the host.
+    NeedsHost,
+}
+
+impl Until {
+    /// True when `run` returns at `decision`.
+    pub fn stops_at(self, decision: &Decision) -> bool {
+        match decision {
+            Decision::Continue(_) => false,
+            Decision::Wait { .. } | Decision::Ask { .. } => self == Until::Idle,
+            Decision::Replan { .. } | Decision::Repair { .. } | Decision::Terminal { .. } => true,
+        }
+    }
+}

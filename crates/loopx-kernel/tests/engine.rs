@@ -1,0 +1,658 @@
+//! The engine over real seams in one process: the memory store, a manual clock, and small
+//! executors and validators written for each case. Crashes of a real process are in
+//! `engine_crash.rs`.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use futures::future::BoxFuture;
+use loopx_kernel::engine::{Engine, EngineOptions, TurnOutcome, Until};
+use loopx_kernel::seams::{
+    Capability, Clock, Executor, ManualClock, ObserveRequest, Proposal, Provider, ProviderError,
+    Recovery, Store, TurnError, TurnReport, TurnRequest, Validation, Validator,
+};
+use loopx_kernel::*;
+use loopx_store::MemoryStore;
+
+fn id<T: TryFrom<String>>(text: &str) -> T {
+    T::try_from(text.to_owned()).unwrap_or_else(|_| panic!("`{text}` is a valid id"))
+}
+
+fn start() -> Timestamp {
+    Timestamp::parse("2026-11-29T10:00:00Z").expect("a valid instant")
+}
+
+fn owner() -> Actor {
+    Actor::Person(id("olivia"))
+}
+
+fn agent() -> AgentId {
+    id("alice")
+}
+
+/// Runs a future to completion on a single-threaded runtime.
+fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime")
+        .block_on(future)
+}
+
+/// A goal with one criterion (`tests` about `repo`), owned by olivia, worked by alice.
+async fn goal(store: &MemoryStore, todos: &[NewTodo]) -> GoalId {
+    let spec = GoalSpec {
+        id: id("g"),
+        objective: "add --format json".into(),
+        owner: id("olivia"),
+        criteria: vec![Criterion {
+            id: id("json-tested"),
+            text: "the JSON output has tests".into(),
+            check: id("tests"),
+            subject: id("repo"),
+        }],
+        agents: [agent(), id("bob")].into(),
+        budget: Limits::UNLIMITED,
+        policy: Policy::default(),
+        grants: Default::default(),
+    };
+    let goal = spec.id.clone();
+    submit(
+        store,
+        &goal,
+        &owner(),
+        start(),
+        &Command::CreateGoal { spec },
+        &id("create"),
+    )
+    .await
+    .expect("the goal is created");
+    for todo in todos {
+        let op = id::<OperationId>(&format!("add-{}", todo.id));
+        let command = Command::AddTodo { todo: todo.clone() };
+        submit(store, &goal, &owner(), start(), &command, &op)
+            .await
+            .expect("the todo is added");
+    }
+    goal
+}
+
+fn todo(name: &str) -> NewTodo {
+    NewTodo::advance(id(name), format!("do {name}"))
+}
+
+/// An executor that completes every todo, counts its runs, and may act while it runs.
+struct Scripted {
+    runs: AtomicUsize,
+    during: Box<dyn Fn(&TurnRequest) -> BoxFuture<'static, ()> + Send + Sync>,
+    recovery: Recovery,
+}
+
+impl Scripted {
+    fn completing() -> Self {
+        Scripted {
+            runs: AtomicUsize::new(0),
+            during: Box::new(|_| Box::pin(async {})),
+            recovery: Recovery::Unknown,
+        }
+    }
+}
+
+#[async_trait]
+impl Executor for Scripted {
+    async fn run(&self, turn: &TurnRequest) -> Result<TurnReport, TurnError> {
+        self.runs.fetch_add(1, Ordering::SeqCst);
+        (self.during)(turn).await;
+        // Let the engine's lease renewal observe any clock movement made above.
+        YieldOnce(false).await;
+        Ok(TurnReport {
+            transition: Transition::Complete {
+                continuation: Continuation::GoalStillActive,
+            },
+            observations: vec![],
+            usage: Amounts {
+                tokens: 100,
+                ..Amounts::ZERO
+            },
+            summary: format!("did {}", turn.todo),
+        })
+    }
+
+    async fn recover(&self, _: &TurnRequest) -> Recovery {
+        self.recovery.clone()
+    }
+}
+
+struct YieldOnce(bool);
+
+impl std::future::Future for YieldOnce {
+    type Output = ();
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        if self.0 {
+            std::task::Poll::Ready(())
+        } else {
+            self.0 = true;
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        }
+    }
+}
+
+/// Passes every turn with evidence `tests` about `repo` at revision `r1`.
+struct Passing;
+
+#[async_trait]
+impl Validator for Passing {
+    fn actor(&self) -> Actor {
+        Actor::Validator(id("ci"))
+    }
+
+    async fn validate(&self, turn: &TurnRequest, _: &TurnReport) -> Result<Validation, TurnError> {
+        Ok(Validation {
+            verdict: Verdict {
+                validator: self.actor(),
+                outcome: VerdictOutcome::Passed,
+                summary: "tests pass".into(),
+            },
+            evidence: vec![NewEvidence {
+                id: id(&format!("tests-{}", turn.turn)),
+                check: id("tests"),
+                subject: id("repo"),
+                revision: id("r1"),
+                outcome: Outcome::Pass,
+                summary: "tests pass".into(),
+                observed_at: start(),
+                ttl: None,
+                inputs: Lineage::default(),
+            }],
+        })
+    }
+}
+
+struct Harness {
+    store: Arc<MemoryStore>,
+    clock: Arc<ManualClock>,
+}
+
+impl Harness {
+    fn new() -> Self {
+        Harness {
+            store: Arc::new(MemoryStore::new()),
+            clock: Arc::new(ManualClock::new(start())),
+        }
+    }
+
+    fn engine(&self, executor: Arc<dyn Executor>) -> Engine {
+        Engine::builder(
+            agent(),
+            self.store.clone(),
+            self.clock.clone(),
+            executor,
+            Arc::new(Passing),
+        )
+        .build()
+    }
+
+    async fn events(&self, goal: &GoalId) -> Vec<RecordedEvent> {
+        self.store
+            .events(goal, 0, usize::MAX)
+            .await
+            .expect("events")
+    }
+
+    async fn count(&self, goal: &GoalId, name: &str) -> usize {
+        let events = self.events(goal).await;
+        events.iter().filter(|e| e.event.name() == name).count()
+    }
+}
+
+#[test]
+fn a_step_claims_prepares_runs_validates_and_settles_one_turn() {
+    block_on(async {
+        let h = Harness::new();
+        let goal = goal(&h.store, &[todo("edit")]).await;
+        let executor = Arc::new(Scripted::completing());
+        let engine = h.engine(executor.clone());
+
+        let report = engine.step(&goal).await.expect("a step");
+
+        let Some(TurnOutcome::Settled {
+            todo,
+            verdict,
+            resumed,
+            ..
+        }) = &report.turn
+        else {
+            panic!("expected a settled turn, got {:?}", report.turn);
+        };
+        assert_eq!(todo.as_str(), "edit");
+        assert_eq!(*verdict, VerdictOutcome::Passed);
+        assert!(!resumed);
+        assert_eq!(executor.runs.load(Ordering::SeqCst), 1);
+        // The journal entry precedes the settlement, in separate commits.
+        let names: Vec<&str> = h
+            .events(&goal)
+            .await
+            .iter()
+            .map(|e| e.event.name())
+            .collect();
+        let begun = names
+            .iter()
+            .position(|n| *n == "turn_begun")
+            .expect("a prepared turn");
+        let settled = names
+            .iter()
+            .position(|n| *n == "turn_settled")
+            .expect("a settlement");
+        assert!(begun < settled);
+        let state = h.store.load(&goal).await.expect("load").expect("the goal");
+        assert_eq!(state.ledger.spent.turns, 1);
+        assert!(
+            state
+                .criterion_status(&id("json-tested"), h.clock.now())
+                .is_some_and(|s| s.is_met())
+        );
+        assert_eq!(report.revision, state.revision);
+    });
+}
+
+#[test]
+fn run_until_idle_works_the_whole_frontier_then_stops() {
+    block_on(async {
+        let h = Harness::new();
+        let goal = goal(&h.store, &[todo("a"), todo("b"), todo("c")]).await;
+        let executor = Arc::new(Scripted::completing());
+        let engine = h.engine(executor.clone());
+        let mut steps = 0;
+
+        let last = engine
+            .run(&goal, Until::Idle, |_| steps += 1)
+            .await
+            .expect("the run");
+
+        assert_eq!(executor.runs.load(Ordering::SeqCst), 3);
+        assert_eq!(steps, 3);
+        assert_ne!(last.decision.kind(), "continue");
+        assert_eq!(h.count(&goal, "turn_settled").await, 3);
+    });
+}
+
+#[test]
+fn a_long_turn_renews_its_lease_and_still_settles() {
+    block_on(async {
+        let h = Harness::new();
+        let goal = goal(&h.store, &[todo("long")]).await;
+        let clock = h.clock.clone();
+        // Ten minutes of work against a two-minute lease, renewed every minute.
+        let executor = Arc::new(Scripted {
+            during: Box::new(move |_| {
+                let clock = clock.clone();
+                Box::pin(async move {
+                    for _ in 0..30 {
+                        clock.advance(Duration::seconds(20));
+                        YieldOnce(false).await;
+                    }
+                })
+            }),
+            ..Scripted::completing()
+        });
+        let options = EngineOptions {
+            lease_ttl: Some(Duration::minutes(2)),
+            renew_every: Duration::seconds(30),
+            ..EngineOptions::default()
+        };
+        let engine = Engine::builder(
+            agent(),
+            h.store.clone(),
+            h.clock.clone(),
+            executor,
+            Arc::new(Passing),
+        )
+        .options(options)
+        .build();
+
+        let report = engine.step(&goal).await.expect("a step");
+
+        assert!(
+            matches!(report.turn, Some(TurnOutcome::Settled { .. })),
+            "{:?}",
+            report.turn
+        );
+        assert!(
+            h.count(&goal, "lease_renewed").await >= 1,
+            "the lease was renewed while the turn ran"
+        );
+    });
+}
+
+#[test]
+fn a_lease_lost_mid_turn_is_reported_and_nothing_is_settled() {
+    block_on(async {
+        let h = Harness::new();
+        let goal = goal(&h.store, &[todo("edit").idempotent()]).await;
+        let (store, clock, goal_id) = (h.store.clone(), h.clock.clone(), goal.clone());
+        // The turn outlives its one-minute lease without renewing it, and bob takes the todo.
+        let executor = Arc::new(Scripted {
+            during: Box::new(move |turn| {
+                let claim = Command::Claim {
+                    todo: turn.todo.clone(),
+                    ttl: None,
+                    workspace: None,
+                    grant_reason: None,
+                };
+                let (store, clock, goal) = (store.clone(), clock.clone(), goal_id.clone());
+                Box::pin(async move {
+                    clock.advance(Duration::minutes(2));
+                    let bob = Actor::Agent(id("bob"));
+                    submit(&*store, &goal, &bob, clock.now(), &claim, &id("op-bob"))
+                        .await
+                        .expect("an expired lease may be claimed");
+                })
+            }),
+            ..Scripted::completing()
+        });
+        let options = EngineOptions {
+            lease_ttl: Some(Duration::minutes(1)),
+            renew_every: Duration::minutes(10),
+            ..EngineOptions::default()
+        };
+        let engine = Engine::builder(
+            agent(),
+            h.store.clone(),
+            h.clock.clone(),
+            executor,
+            Arc::new(Passing),
+        )
+        .options(options)
+        .build();
+
+        let report = engine.step(&goal).await.expect("a step");
+
+        assert!(
+            matches!(&report.turn, Some(TurnOutcome::LeaseLost { reason, .. }) if reason.starts_with("stale_lease_epoch")),
+            "{:?}",
+            report.turn
+        );
+        assert_eq!(h.count(&goal, "turn_settled").await, 0);
+    });
+}
+
+/// Prepares a turn as alice would have before a crash: claimed and journalled, never settled.
+async fn crashed_mid_turn(h: &Harness, goal: &GoalId, todo: &str) -> TurnId {
+    let alice = Actor::Agent(agent());
+    let claim = Command::Claim {
+        todo: id(todo),
+        ttl: None,
+        workspace: None,
+        grant_reason: None,
+    };
+    submit(&*h.store, goal, &alice, start(), &claim, &id("crash-claim"))
+        .await
+        .expect("claim");
+    let turn: TurnId = id("before-the-crash");
+    let begin = Command::BeginTurn {
+        todo: id(todo),
+        epoch: 1,
+        turn: turn.clone(),
+        reserve: None,
+    };
+    submit(&*h.store, goal, &alice, start(), &begin, &id("crash-begin"))
+        .await
+        .expect("begin");
+    turn
+}
+
+#[test]
+fn after_a_crash_an_unknown_outcome_goes_to_repair_never_a_silent_rerun() {
+    block_on(async {
+        let h = Harness::new();
+        let goal = goal(&h.store, &[todo("publish")]).await;
+        let turn = crashed_mid_turn(&h, &goal, "publish").await;
+        let executor = Arc::new(Scripted::completing());
+        let engine = h.engine(executor.clone());
+
+        let report = engine.step(&goal).await.expect("a step");
+
+        assert_eq!(executor.runs.load(Ordering::SeqCst), 0, "never re-run");
+        assert_eq!(report.decision.kind(), "repair");
+        assert!(matches!(&report.turn, Some(TurnOutcome::Unknown { turn: t, .. }) if *t == turn));
+        assert_eq!(h.count(&goal, "turn_settled").await, 0);
+    });
+}
+
+#[test]
+fn after_a_crash_an_idempotent_turn_runs_again_under_the_same_turn_id() {
+    block_on(async {
+        let h = Harness::new();
+        let goal = goal(&h.store, &[todo("format").idempotent()]).await;
+        let turn = crashed_mid_turn(&h, &goal, "format").await;
+        let executor = Arc::new(Scripted::completing());
+        let engine = h.engine(executor.clone());
+
+        let report = engine.step(&goal).await.expect("a step");
+
+        assert_eq!(executor.runs.load(Ordering::SeqCst), 1);
+        assert!(
+            matches!(&report.turn, Some(TurnOutcome::Settled { turn: t, resumed: true, .. }) if *t == turn),
+            "{:?}",
+            report.turn
+        );
+        let state = h.store.load(&goal).await.expect("load").expect("goal");
+        assert_eq!(state.ledger.spent.turns, 1, "charged once");
+    });
+}
+
+#[test]
+fn after_a_crash_a_turn_the_executor_never_started_runs_again() {
+    block_on(async {
+        let h = Harness::new();
+        let goal = goal(&h.store, &[todo("edit")]).await;
+        crashed_mid_turn(&h, &goal, "edit").await;
+        let executor = Arc::new(Scripted {
+            recovery: Recovery::NotStarted,
+            ..Scripted::completing()
+        });
+        let engine = h.engine(executor.clone());
+
+        let report = engine.step(&goal).await.expect("a step");
+
+        assert_eq!(executor.runs.load(Ordering::SeqCst), 1);
+        assert!(matches!(
+            report.turn,
+            Some(TurnOutcome::Settled { resumed: true, .. })
+        ));
+    });
+}
+
+#[test]
+fn after_a_crash_a_finished_turn_is_validated_and_settled_without_running_again() {
+    block_on(async {
+        let h = Harness::new();
+        let goal = goal(&h.store, &[todo("edit")]).await;
+        crashed_mid_turn(&h, &goal, "edit").await;
+        let kept = TurnReport {
+            transition: Transition::KeepOpen,
+            observations: vec![],
+            usage: Amounts::ZERO,
+            summary: "finished before the crash".into(),
+        };
+        let executor = Arc::new(Scripted {
+            recovery: Recovery::Finished(kept),
+            ..Scripted::completing()
+        });
+        let engine = h.engine(executor.clone());
+
+        let report = engine.step(&goal).await.expect("a step");
+
+        assert_eq!(executor.runs.load(Ordering::SeqCst), 0);
+        assert!(
+            matches!(&report.turn, Some(TurnOutcome::Settled { summary, .. }) if summary == "finished before the crash")
+        );
+        assert_eq!(h.count(&goal, "turn_settled").await, 1);
+    });
+}
+
+#[test]
+fn a_retried_step_commits_nothing_twice() {
+    block_on(async {
+        let h = Harness::new();
+        let goal = goal(&h.store, &[todo("edit")]).await;
+        let engine = h.engine(Arc::new(Scripted::completing()));
+        engine.step(&goal).await.expect("a step");
+        let before = h.events(&goal).await.len();
+
+        // Nothing left to do: another step decides and writes nothing.
+        let again = engine.step(&goal).await.expect("another step");
+
+        assert!(again.turn.is_none());
+        assert_eq!(h.events(&goal).await.len(), before);
+    });
+}
+
+/// Watches one stream; answers with whatever the test put in.
+struct Feed {
+    source: SourceId,
+    next: Mutex<Vec<Observation>>,
+}
+
+#[async_trait]
+impl Provider for Feed {
+    fn source(&self) -> &SourceId {
+        &self.source
+    }
+
+    async fn observe(&self, _: &ObserveRequest) -> Result<Vec<Observation>, ProviderError> {
+        Ok(self.next.lock().expect("feed").clone())
+    }
+}
+
+/// Adds a fix todo for every failing check it is shown.
+struct FixFailures(SourceId);
+
+impl Capability for FixFailures {
+    fn source(&self) -> &SourceId {
+        &self.0
+    }
+
+    fn judge(
+        &self,
+        state: &GoalState,
+        _: &AgentId,
+        seen: &[Observation],
+        _: Timestamp,
+    ) -> Vec<Proposal> {
+        let mut proposals = Proposals::new(state);
+        for observation in seen.iter().filter(|o| o.fact("verdict") == Some("fail")) {
+            proposals.add_todo(
+                todo(&format!("fix-{}", observation.revision)),
+                "the check failed",
+            );
+        }
+        proposals.into_vec()
+    }
+}
+
+fn check(revision: &str, verdict: &str) -> Observation {
+    Observation {
+        key: id("check:ci"),
+        subject: id("repo"),
+        revision: id(revision),
+        fingerprint: id(&format!("{revision}-{verdict}")),
+        observed_at: start(),
+        summary: String::new(),
+        facts: [("verdict".to_owned(), verdict.to_owned())].into(),
+    }
+}
+
+#[test]
+fn observations_feed_capabilities_whose_proposals_become_work() {
+    block_on(async {
+        let h = Harness::new();
+        let goal = goal(&h.store, &[]).await;
+        let feed = Arc::new(Feed {
+            source: id("ci"),
+            next: Mutex::new(vec![check("r1", "fail")]),
+        });
+        let executor = Arc::new(Scripted::completing());
+        let engine = Engine::builder(
+            agent(),
+            h.store.clone(),
+            h.clock.clone(),
+            executor.clone(),
+            Arc::new(Passing),
+        )
+        .watch(feed.clone(), id("check:ci"), Duration::minutes(5))
+        .capability(Arc::new(FixFailures(id("fixer"))))
+        .build();
+
+        let report = engine.step(&goal).await.expect("a step");
+
+        assert_eq!(report.observed, vec![id::<ObservationKey>("check:ci")]);
+        assert_eq!(report.proposals.len(), 1);
+        assert_eq!(report.proposals[0].refused, None);
+        assert!(
+            matches!(&report.turn, Some(TurnOutcome::Settled { todo, .. }) if todo.as_str() == "fix-r1")
+        );
+
+        // The same fact again, within the cadence: not polled, nothing proposed.
+        let quiet = engine.step(&goal).await.expect("a quiet step");
+        assert!(quiet.observed.is_empty() && quiet.proposals.is_empty());
+        // After the cadence the unchanged fact is polled but changes nothing.
+        h.clock.advance(Duration::minutes(6));
+        let polled = engine.step(&goal).await.expect("a polled step");
+        assert!(polled.observed.is_empty() && polled.proposals.is_empty());
+        assert_eq!(executor.runs.load(Ordering::SeqCst), 1);
+    });
+}
+
+#[test]
+fn waiting_returns_on_a_commit_by_someone_else() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        let h = Harness::new();
+        let mut gated = todo("ship");
+        gated.requires_decisions = [id::<DecisionScope>("release")].into();
+        let goal = goal(&h.store, &[gated]).await;
+        let engine = Engine::builder(
+            agent(),
+            h.store.clone(),
+            h.clock.clone(),
+            Arc::new(Scripted::completing()),
+            Arc::new(Passing),
+        )
+        .options(EngineOptions {
+            max_wait: Duration::minutes(10),
+            ..EngineOptions::default()
+        })
+        .build();
+        let report = engine.step(&goal).await.expect("a step");
+        assert_ne!(report.decision.kind(), "continue");
+
+        let store = h.store.clone();
+        let goal_id = goal.clone();
+        let other = tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            let add = Command::AddTodo {
+                todo: todo("unrelated"),
+            };
+            submit(&*store, &goal_id, &owner(), start(), &add, &id("op-other"))
+                .await
+                .expect("a commit");
+        });
+        let started = std::time::Instant::now();
+        engine.wait(&report).await.expect("the wait");
+        other.await.expect("the writer");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "woken by the commit, not the timeout"
+        );
+    });
+}
