@@ -6,7 +6,8 @@
 //! - [`process`]: commands from argument vectors, with an environment allow-list, a timeout
 //!   that kills the whole process group, and bounded, digested output capture;
 //!   [`validator::CommandValidator`] turns a command's verdict into evidence bound to the git
-//!   revision it ran at.
+//!   revision it ran at ([`validator::AllOf`] combines several); [`executor::CommandExecutor`]
+//!   runs a command as one turn and journals it so a restarted engine can recover the turn.
 //! - [`git`]: head, branch, dirty state, worktree identity and commit metadata from
 //!   `git -C <dir>` in machine formats; [`git::GitProvider`] observes one working tree.
 //! - [`github`]: typed GitHub facts shared by [`github::webhook`] (verified deliveries) and
@@ -15,9 +16,12 @@
 //! - [`metrics`]: experiment metrics bound to the run's revision.
 //! - [`layers`]: tower-style wrappers (timeout, retry for reads, fingerprint cache,
 //!   record/replay).
+//! - [`clock::SystemClock`]: real time for hosts (the kernel never reads a clock).
 //! - [`fact`]: how every provider builds an observation and its fingerprint.
 #![forbid(unsafe_code)]
 
+pub mod clock;
+pub mod executor;
 pub mod fact;
 pub mod git;
 pub mod github;

@@ -174,3 +174,57 @@ impl Validator for CommandValidator {
         })
     }
 }
+
+/// Several validators judging one turn together: it passes only when every one passes, fails
+/// when any fails, and is progress otherwise; the evidence of all of them is kept. Each
+/// validator still runs on its own (one criterion, one command), so a goal with two criteria
+/// gets two pieces of evidence from one settlement.
+pub struct AllOf {
+    source: SourceId,
+    validators: Vec<Arc<dyn Validator>>,
+}
+
+impl AllOf {
+    /// The validators, judging as `source`.
+    pub fn new(source: SourceId, validators: Vec<Arc<dyn Validator>>) -> Self {
+        AllOf { source, validators }
+    }
+}
+
+#[async_trait]
+impl Validator for AllOf {
+    fn actor(&self) -> Actor {
+        Actor::Validator(self.source.clone())
+    }
+
+    async fn validate(
+        &self,
+        turn: &TurnRequest,
+        report: &TurnReport,
+    ) -> Result<Validation, TurnError> {
+        let mut outcomes = Vec::new();
+        let mut evidence = Vec::new();
+        let mut summaries = Vec::new();
+        for validator in &self.validators {
+            let validation = validator.validate(turn, report).await?;
+            outcomes.push(validation.verdict.outcome);
+            summaries.push(validation.verdict.summary);
+            evidence.extend(validation.evidence);
+        }
+        let outcome = if outcomes.contains(&VerdictOutcome::Failed) {
+            VerdictOutcome::Failed
+        } else if outcomes.iter().all(|o| *o == VerdictOutcome::Passed) {
+            VerdictOutcome::Passed
+        } else {
+            VerdictOutcome::Progress
+        };
+        Ok(Validation {
+            verdict: Verdict {
+                validator: self.actor(),
+                outcome,
+                summary: summaries.join("; "),
+            },
+            evidence,
+        })
+    }
+}

@@ -1,0 +1,152 @@
+//! An [`Executor`] over a command, with a journal that lets a restarted engine tell a turn that
+//! never started from one that finished or one whose effects are unknown.
+//!
+//! Each turn runs the command once, with the turn's identity in its environment:
+//!
+//! | variable | value |
+//! |---|---|
+//! | `LOOPX_GOAL` | the goal id |
+//! | `LOOPX_TODO` | the todo id |
+//! | `LOOPX_TODO_TITLE` | the todo's title |
+//! | `LOOPX_TURN` | the turn id (stable across a re-run of the same turn: key effects by it) |
+//! | `LOOPX_EPOCH` | the lease epoch (present it to systems that check fencing) |
+//! | `LOOPX_AGENT` | the agent |
+//! | `LOOPX_DEADLINE` | the lease expiry, RFC 3339 (the engine renews it while the turn runs) |
+//!
+//! The command reports its turn either by printing a JSON [`TurnReport`] as the last line of
+//! its standard output, or by its exit code alone: zero proposes completing the todo (the
+//! validator still decides), anything else keeps it open. Either way the report is only a
+//! proposal: the engine's validator judges the work.
+//!
+//! The journal is one directory (created owner-only). Before the process starts, a `started`
+//! record is written and synced; after it ends, its report is written atomically (temporary
+//! file, sync, rename). [`Executor::recover`] reads them back: a report → [`Recovery::Finished`];
+//! a start without a report (the executor died mid-turn) → [`Recovery::Unknown`]; nothing →
+//! [`Recovery::NotStarted`].
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use async_trait::async_trait;
+use loopx_kernel::seams::{Executor, Recovery, TurnError, TurnReport, TurnRequest};
+use loopx_kernel::{Amounts, Continuation, Duration, Transition};
+
+use crate::fact::sha256_hex;
+use crate::process::{CommandSpec, Exit};
+
+/// Runs a command as one turn and journals it.
+#[derive(Debug, Clone)]
+pub struct CommandExecutor {
+    command: CommandSpec,
+    journal: PathBuf,
+}
+
+impl CommandExecutor {
+    /// Runs `command` for every turn, journalling in the directory `journal` (created on first
+    /// use, owner-only). Use one journal per agent host; it must survive the host's restarts.
+    pub fn new(command: CommandSpec, journal: impl Into<PathBuf>) -> Self {
+        CommandExecutor {
+            command,
+            journal: journal.into(),
+        }
+    }
+
+    fn record(&self, turn: &TurnRequest, suffix: &str) -> PathBuf {
+        let name = sha256_hex(format!("{}\n{}", turn.goal, turn.turn).as_bytes());
+        self.journal.join(format!("{}.{suffix}", &name[..32]))
+    }
+
+    fn command_for(&self, turn: &TurnRequest) -> CommandSpec {
+        self.command
+            .clone()
+            .env("LOOPX_GOAL", turn.goal.as_str())
+            .env("LOOPX_TODO", turn.todo.as_str())
+            .env("LOOPX_TODO_TITLE", &turn.title)
+            .env("LOOPX_TURN", turn.turn.as_str())
+            .env("LOOPX_EPOCH", turn.epoch.to_string())
+            .env("LOOPX_AGENT", turn.agent.as_str())
+            .env("LOOPX_DEADLINE", turn.deadline.to_string())
+    }
+}
+
+#[async_trait]
+impl Executor for CommandExecutor {
+    async fn run(&self, turn: &TurnRequest) -> Result<TurnReport, TurnError> {
+        let started = serde_json::to_vec(turn).map_err(|e| failed("encode the turn", &e))?;
+        write_synced(&self.journal, &self.record(turn, "started"), &started)
+            .map_err(|e| failed("journal the turn start", &e))?;
+        let output = self
+            .command_for(turn)
+            .run()
+            .await
+            .map_err(|e| TurnError::Failed(e.to_string()))?;
+        if output.exit == Exit::TimedOut {
+            let span = i64::try_from(output.duration.as_millis()).unwrap_or(i64::MAX);
+            return Err(TurnError::Timeout(Duration::from_millis(span)));
+        }
+        let report = reported(&output.stdout.text()).unwrap_or_else(|| TurnReport {
+            transition: if output.exit.success() {
+                Transition::Complete {
+                    continuation: Continuation::GoalStillActive,
+                }
+            } else {
+                Transition::KeepOpen
+            },
+            observations: Vec::new(),
+            usage: Amounts::ZERO,
+            summary: format!("`{}` {}", self.command.display(), output.exit),
+        });
+        let encoded = serde_json::to_vec(&report).map_err(|e| failed("encode the report", &e))?;
+        write_synced(&self.journal, &self.record(turn, "report"), &encoded)
+            .map_err(|e| failed("journal the turn report", &e))?;
+        Ok(report)
+    }
+
+    async fn recover(&self, turn: &TurnRequest) -> Recovery {
+        if let Ok(bytes) = std::fs::read(self.record(turn, "report"))
+            && let Ok(report) = serde_json::from_slice(&bytes)
+        {
+            return Recovery::Finished(report);
+        }
+        if self.record(turn, "started").exists() {
+            Recovery::Unknown
+        } else {
+            Recovery::NotStarted
+        }
+    }
+}
+
+/// The report a command printed as its last non-empty output line, if it printed one.
+fn reported(stdout: &str) -> Option<TurnReport> {
+    let last = stdout.lines().rev().find(|line| !line.trim().is_empty())?;
+    serde_json::from_str(last.trim()).ok()
+}
+
+fn failed(what: &str, error: &dyn std::fmt::Display) -> TurnError {
+    TurnError::Failed(format!("could not {what}: {error}"))
+}
+
+/// Writes `bytes` to `path` atomically and durably: a synced temporary file renamed into place,
+/// then the directory synced.
+fn write_synced(dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    create_private_dir(dir)?;
+    let temporary = path.with_extension("tmp");
+    let mut file = std::fs::File::create(&temporary)?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    std::fs::rename(&temporary, path)?;
+    std::fs::File::open(dir)?.sync_all()
+}
+
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    match std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+    {
+        Ok(()) => Ok(()),
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(error) => Err(error),
+    }
+}
