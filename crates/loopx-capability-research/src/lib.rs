@@ -1,7 +1,40 @@
 //! # loopx-capability-research
 //!
-//! Research as pure judgement over the kernel: hypothesis ledger, evidence graph, dev/holdout separation, per-agent frontiers.
+//! Research as pure judgement over the loopx kernel: a hypothesis ledger over an append-only
+//! evidence graph, dev and holdout kept apart, per-agent frontiers, and retirement and
+//! promotion left to people.
 //!
-//! This crate is reserved in the workspace so the layout matches the architecture; its
-//! implementation lands with its own issue. See the crate README for what belongs here.
+//! - [`ledger`] derives where every hypothesis stands (active, supported, weakened, refuted,
+//!   retired) from the goal state alone: `hypothesis:<id>` and `finding:<id>` observations
+//!   ([`facts`]), holdout evidence, and the promotion and retirement gates.
+//! - [`Research`] is the [`Capability`](loopx_kernel::seams::Capability): it turns each line's
+//!   gaps into todos for, and replan obligations owned by, the agent that owns the line, and
+//!   asks a person (a gate) to promote a supported hypothesis or retire a refuted one.
+//! - [`holdout_evidence`] builds the evidence a validator records for a holdout finding; the
+//!   capability itself never records evidence.
+//!
+//! A dev-set finding never supports or refutes anything: only a holdout finding that was
+//! evaluated by someone other than its producer, or confirmed by recorded holdout evidence,
+//! does. No hypothesis is retired without a gate having been opened and answered by a person.
 #![forbid(unsafe_code)]
+
+mod capability;
+mod config;
+mod evidence;
+pub mod facts;
+pub mod ids;
+mod ledger;
+
+pub use capability::{Research, Route};
+pub use config::{ConfigError, ResearchConfig};
+pub use evidence::{EvidenceError, holdout_evidence};
+pub use facts::{Edge, FactError, FindingFacts, HypothesisFacts, Split};
+pub use ledger::{
+    FindingEntry, Gap, HypothesisEntry, Ledger, Problem, Promotion, Status, Weight, classify, gaps,
+    ledger,
+};
+
+/// The README's worked example, compiled and run as a doctest so it cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

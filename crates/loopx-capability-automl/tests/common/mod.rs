@@ -1,0 +1,181 @@
+//! Shared fixtures: the contract, run and metric observations, and a runner for scenario
+//! tables whose steps may include a validator recording holdout evidence.
+
+#![allow(dead_code)] // each test binary uses its own share of the fixtures
+
+use std::collections::BTreeMap;
+
+use loopx_capability_automl::{
+    AutoMl, Direction, ExperimentContract, Guardrails, SecondaryMetric, holdout_evidence,
+};
+use loopx_kernel::testkit::scenario::{self, Scenario, ScenarioStep, StepRecord, Transcript};
+use loopx_kernel::{Observation, SourceId};
+
+/// The baseline's dev revision and the candidate's two revisions (a config change between).
+pub const BASE: &str = "run:base000+cfg0+ds1";
+pub const R1: &str = "run:abc1234+cfg1+ds1";
+pub const R2: &str = "run:abc1234+cfg2+ds1";
+
+/// One step of a table: a testkit step, or a validator recording holdout evidence built by
+/// the crate from the goal as it stands.
+#[derive(Debug, Clone)]
+#[allow(clippy::large_enum_variant)] // test data, built once per case
+pub enum Step {
+    /// A testkit step.
+    Kernel(ScenarioStep),
+    /// The holdout evidence for this experiment, recorded by the scenario's provider.
+    RecordHoldout(&'static str),
+}
+
+/// accuracy (higher is better, min effect 0.01) against `base`; cost cap 100, time cap 7200 s,
+/// `latency_ms` (lower is better) may regress by 5.
+pub fn contract() -> ExperimentContract {
+    ExperimentContract {
+        primary: "accuracy".into(),
+        direction: Direction::HigherIsBetter,
+        min_effect: 0.01,
+        baseline: "base".into(),
+        guardrails: Guardrails {
+            cost_cap: Some(100.0),
+            time_cap_secs: Some(7200.0),
+            warn_fraction: 0.9,
+            secondary: vec![SecondaryMetric {
+                metric: "latency_ms".into(),
+                direction: Direction::LowerIsBetter,
+                tolerance: 5.0,
+            }],
+        },
+        approver: None,
+        max_attempts: 3,
+    }
+}
+
+pub fn capability(contract: ExperimentContract) -> AutoMl {
+    AutoMl::new(SourceId::new("automl").expect("valid source"), contract).expect("valid contract")
+}
+
+/// A run-status observation under construction: a finished run with every fact present.
+#[derive(Debug, Clone)]
+pub struct RunFacts {
+    experiment: String,
+    revision: String,
+    facts: BTreeMap<String, String>,
+}
+
+pub fn run(experiment: &str, revision: &str) -> RunFacts {
+    let split = if experiment.ends_with("@holdout") {
+        "holdout"
+    } else {
+        "dev"
+    };
+    let facts = [
+        ("state", "finished"),
+        ("split", split),
+        ("dataset", "ds1"),
+        ("eval_window", "2026-10"),
+        ("budget", "steps=1000"),
+        ("cost", "10"),
+        ("wall_time_secs", "3600"),
+    ];
+    RunFacts {
+        experiment: experiment.into(),
+        revision: revision.into(),
+        facts: facts
+            .iter()
+            .map(|(k, v)| ((*k).into(), (*v).into()))
+            .collect(),
+    }
+}
+
+impl RunFacts {
+    pub fn with(mut self, name: &str, value: &str) -> Self {
+        self.facts.insert(name.into(), value.into());
+        self
+    }
+
+    pub fn without(mut self, name: &str) -> Self {
+        self.facts.remove(name);
+        self
+    }
+
+    pub fn failed(self, reason: &str) -> Self {
+        self.with("state", "failed").with("exit_reason", reason)
+    }
+
+    pub fn obs(&self) -> Observation {
+        let facts: Vec<(&str, &str)> = self
+            .facts
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        scenario::observation(
+            &format!("run:{}", self.experiment),
+            &format!("experiment:{}", self.experiment),
+            &self.revision,
+            &facts,
+        )
+        .expect("valid run observation")
+    }
+}
+
+/// The metrics provider's summary of one metric, as the testkit builds it.
+pub fn metric(experiment: &str, name: &str, revision: &str, value: &str) -> Observation {
+    scenario::observation(
+        &format!("metric:{experiment}/{name}"),
+        &format!("experiment:{experiment}"),
+        revision,
+        &[("name", name), ("last_value", value), ("points", "10")],
+    )
+    .expect("valid metric observation")
+}
+
+/// A finished run with its accuracy and latency.
+pub fn finished(
+    experiment: &str,
+    revision: &str,
+    accuracy: &str,
+    latency: &str,
+) -> Vec<Observation> {
+    vec![
+        run(experiment, revision).obs(),
+        metric(experiment, "accuracy", revision, accuracy),
+        metric(experiment, "latency_ms", revision, latency),
+    ]
+}
+
+/// The baseline on the dev split: accuracy 0.80, latency 20.
+pub fn baseline() -> Vec<Observation> {
+    finished("base", BASE, "0.80", "20")
+}
+
+/// The baseline's holdout evaluation: accuracy 0.78, latency 20.
+pub fn baseline_holdout() -> Vec<Observation> {
+    finished("base@holdout", BASE, "0.78", "20")
+}
+
+pub fn observe(observations: Vec<Observation>) -> Step {
+    Step::Kernel(ScenarioStep::Observe(observations))
+}
+
+/// Runs a table's steps and returns the transcript.
+pub fn play(capability: &AutoMl, steps: Vec<Step>) -> Transcript {
+    let spec = scenario::spec("automl").expect("valid spec");
+    let mut scenario = Scenario::new(capability, &spec).expect("goal created");
+    let records: Vec<StepRecord> = steps
+        .into_iter()
+        .map(|step| match step {
+            Step::Kernel(step) => scenario.step(step),
+            Step::RecordHoldout(experiment) => {
+                let evidence = holdout_evidence(
+                    capability.contract(),
+                    scenario.state(),
+                    experiment,
+                    scenario.now(),
+                )
+                .expect("the holdout evaluation is conclusive");
+                scenario.step(ScenarioStep::Evidence(evidence))
+            }
+        })
+        .collect();
+    Transcript { steps: records }
+}

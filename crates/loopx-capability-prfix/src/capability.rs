@@ -1,0 +1,544 @@
+//! The capability: goal state in, proposals out. Everything is derived from the goal's recorded
+//! observations, todos and gates on every judgement, so a restarted engine judges the same.
+
+use std::collections::BTreeSet;
+
+use loopx_kernel::seams::{Capability, Proposal};
+use loopx_kernel::{
+    Actor, AgentId, Command, DecisionScope, GateId, GateScope, GoalState, MonitorSpec, NewGate,
+    NewTodo, Observation, ObservationKey, Priority, Proposals, ResumeCondition, SourceId,
+    Timestamp, Todo, TodoClass, TodoId, WriteSet,
+};
+
+use crate::config::{ConfigError, PrFixConfig};
+use crate::facts::{
+    CiItem, CiVerdict, PullStatus, Review, Thread, Threads, Triage, branch_blocked, sha_of_revision,
+};
+use crate::ids::{self, short};
+use crate::lifecycle::{Phase, PullFacts, ReviewStanding, ci_at_head, phase, review_standing};
+use crate::route::{Route, route};
+
+/// Issue and pull-request fixing as a [`Capability`]. Holds only its name and configuration;
+/// it proposes, the kernel validates, and a person decides every merge.
+#[derive(Debug, Clone)]
+pub struct PrFix {
+    source: SourceId,
+    config: PrFixConfig,
+}
+
+impl PrFix {
+    /// The capability named `source` (recorded as the proposals' actor) with `config`.
+    ///
+    /// # Errors
+    /// [`ConfigError`] when the configuration is invalid.
+    pub fn new(source: SourceId, config: PrFixConfig) -> Result<Self, ConfigError> {
+        config.validate()?;
+        Ok(PrFix { source, config })
+    }
+
+    /// The configuration it judges with.
+    pub fn config(&self) -> &PrFixConfig {
+        &self.config
+    }
+
+    /// What the goal's observations say about the pull request observed as `pull`: its status,
+    /// exact head, CI at that head and reviews against it.
+    pub fn pull_facts(&self, state: &GoalState, pull: &Observation) -> Option<PullFacts> {
+        let thread = Thread::parse(pull.key.as_str(), "pr:")?;
+        let head = sha_of_revision(pull.revision.as_str())
+            .filter(|sha| pull.fact("head_sha").is_none_or(|fact| fact == *sha));
+        let (ci, reviews) = match head {
+            Some(head) => {
+                let items = ci_items(state, &thread, head);
+                let reviews = reviews(state, &thread);
+                let threads = observed(state, &thread.key("threads:")).map(Threads::read);
+                (
+                    ci_at_head(&items, &self.config.required_checks),
+                    review_standing(&reviews, threads.as_ref(), head),
+                )
+            }
+            None => (CiVerdict::Unknown, ReviewStanding::default()),
+        };
+        Some(PullFacts {
+            status: PullStatus::read(pull),
+            head: head.map(str::to_owned),
+            branch_blocked: branch_blocked(pull),
+            ci,
+            reviews,
+        })
+    }
+
+    fn me(&self) -> Actor {
+        Actor::Capability(self.source.clone())
+    }
+
+    fn plan_pull(&self, out: &mut Proposals, pull: &Observation, now: Timestamp) {
+        let (Some(thread), Some(facts)) = (
+            Thread::parse(pull.key.as_str(), "pr:"),
+            self.pull_facts(out.state(), pull),
+        ) else {
+            return;
+        };
+        let line = Line::new(self, out.state(), &thread.key("pr:"), now);
+        match (phase(&facts, self.config.required_approvals), facts.head) {
+            (Phase::Closed, _) => {
+                let verb = if facts.status == PullStatus::Merged {
+                    "merged"
+                } else {
+                    "closed"
+                };
+                line.close(
+                    out,
+                    &format!("{} was {verb}: its line of work ends", pull.key),
+                );
+            }
+            (Phase::Unreadable, _) | (_, None) => {}
+            (phase, Some(head)) => {
+                if let Some(step) = self.pull_step(out.state(), &thread, pull, phase, &head) {
+                    line.advance(out, step);
+                }
+            }
+        }
+    }
+
+    fn plan_issue(&self, out: &mut Proposals, triage: &Observation, now: Timestamp) {
+        let Some(thread) = Thread::parse(triage.key.as_str(), "triage:") else {
+            return;
+        };
+        let line = Line::new(self, out.state(), &thread.key("route:"), now);
+        let closed = observed(out.state(), &thread.key("issue:"))
+            .is_some_and(|issue| issue.fact("state") == Some("closed"));
+        if closed {
+            line.close(
+                out,
+                &format!("issue {} is closed: its route ends", thread.key("")),
+            );
+            return;
+        }
+        let wanted = route(&Triage::read(triage), self.config.max_fix_scopes);
+        let routes = line.todos();
+        if routes.last().is_some_and(|t| route_of(t) == Some(wanted)) {
+            return; // the same route: refined facts never re-route
+        }
+        let id = format!("{}/{}-{}", line.prefix, routes.len() + 1, wanted.slug());
+        if let Some(todo) = route_todo(&thread, triage, wanted, &id) {
+            line.advance(
+                out,
+                Step {
+                    todo,
+                    gate: None,
+                    quiet: false,
+                    rationale: format!(
+                        "triage facts route {} to {}",
+                        thread.key(""),
+                        wanted.slug()
+                    ),
+                },
+            );
+        }
+    }
+
+    /// The todo (and gate) a live pull request's phase calls for at `head`.
+    fn pull_step(
+        &self,
+        state: &GoalState,
+        thread: &Thread,
+        pull: &Observation,
+        phase: Phase,
+        head: &str,
+    ) -> Option<Step> {
+        let pr = thread.key("");
+        let at = short(head);
+        let line = ids::line(&thread.key("pr:"));
+        let id = TodoId::new(ids::bounded(&format!("{line}/{}@{at}", phase.slug()))).ok()?;
+        let monitor = |title: String| NewTodo {
+            class: TodoClass::Monitor(MonitorSpec {
+                watches: pull.key.clone(),
+                cadence: self.config.monitor_cadence,
+            }),
+            ..NewTodo::advance(id.clone(), title)
+        };
+        let repair = |title: String, priority| NewTodo {
+            writes: Some(WriteSet {
+                repository: format!("github.com/{}", thread.repo),
+                scopes: BTreeSet::from([".".to_owned()]),
+            }),
+            ..NewTodo::advance(id.clone(), title).with_priority(priority)
+        };
+        let step = |todo, quiet, rationale: &str| Step {
+            todo,
+            gate: None,
+            quiet,
+            rationale: format!("{pr} at {at}: {rationale}"),
+        };
+        Some(match phase {
+            Phase::CiFailing => step(
+                repair(format!("repair failing CI of {pr} at {at}"), Priority::P0),
+                false,
+                "CI fails at the head",
+            ),
+            Phase::ChangesRequested => step(
+                repair(
+                    format!("address the changes requested on {pr} at {at}"),
+                    Priority::P0,
+                ),
+                false,
+                "changes requested and not addressed",
+            ),
+            Phase::ChangesAddressed => step(
+                monitor(format!("await the re-review of {pr} at {at}")),
+                true,
+                "changes addressed at a newer head with every thread resolved",
+            ),
+            Phase::BranchBlocked => step(
+                repair(
+                    format!("update the branch of {pr} (behind its base or conflicting) at {at}"),
+                    Priority::P1,
+                ),
+                false,
+                "the branch is behind or conflicting",
+            ),
+            Phase::ChecksPending => step(
+                monitor(format!("await CI of {pr} at {at}")),
+                true,
+                "checks pending at the head",
+            ),
+            Phase::AwaitingReview => step(
+                monitor(format!("await an approval of {pr} at {at}")),
+                true,
+                "CI green, no approval at the head yet",
+            ),
+            Phase::Draft => {
+                let question = format!("{pr} is a draft at {at}: mark it ready for review?");
+                self.gated(
+                    state,
+                    &line,
+                    "ready",
+                    at,
+                    question,
+                    NewTodo::advance(id, format!("mark {pr} ready for review")),
+                    format!("{pr} at {at}: a draft waits for its owner"),
+                )?
+            }
+            Phase::ReadyToMerge => {
+                let question = format!(
+                    "CI is green and approved at the exact head {head} of {pr}: merge it? Merging is yours; loopx never merges."
+                );
+                let todo = monitor(format!("await the merge of {pr} at {at} (a person merges)"));
+                self.gated(
+                    state,
+                    &line,
+                    "merge",
+                    at,
+                    question,
+                    todo,
+                    format!("{pr} at {at}: green and approved at the exact head"),
+                )?
+            }
+            Phase::Closed | Phase::Unreadable => return None,
+        })
+    }
+
+    /// A todo that waits for a person's decision, and the gate that asks for it.
+    #[allow(clippy::too_many_arguments)]
+    fn gated(
+        &self,
+        state: &GoalState,
+        line: &str,
+        what: &str,
+        at: &str,
+        question: String,
+        mut todo: NewTodo,
+        rationale: String,
+    ) -> Option<Step> {
+        let scope = DecisionScope::new(ids::bounded(&format!("{line}/{what}@{at}"))).ok()?;
+        let owner = self
+            .config
+            .merge_owner
+            .clone()
+            .unwrap_or_else(|| state.spec.owner.clone());
+        todo.requires_decisions.insert(scope.clone());
+        let gate = NewGate {
+            id: GateId::new(ids::bounded(&format!("{line}/{what}-gate@{at}"))).ok()?,
+            question,
+            owner: Actor::Person(owner),
+            scope: GateScope {
+                decisions: BTreeSet::from([scope]),
+                ..GateScope::default()
+            },
+            deadline: None,
+            on_expiry: loopx_kernel::ExpiryPolicy::KeepAsking,
+        };
+        Some(Step {
+            todo,
+            gate: Some(gate),
+            quiet: false,
+            rationale,
+        })
+    }
+}
+
+impl Capability for PrFix {
+    fn source(&self) -> &SourceId {
+        &self.source
+    }
+
+    /// Judges every pull request and triaged issue the goal has observed. The observations
+    /// argument only says what just changed; the goal's recorded observations are the facts.
+    fn judge(
+        &self,
+        state: &GoalState,
+        _agent: &AgentId,
+        _observations: &[Observation],
+        now: Timestamp,
+    ) -> Vec<Proposal> {
+        let mut out = Proposals::new(state);
+        if state.abandoned.is_some() {
+            return out.into_vec();
+        }
+        for pull in with_prefix(state, "pr:".to_owned()) {
+            self.plan_pull(&mut out, pull, now);
+        }
+        for triage in with_prefix(state, "triage:".to_owned()) {
+            self.plan_issue(&mut out, triage, now);
+        }
+        out.into_vec()
+    }
+}
+
+/// What one line of work should move to.
+struct Step {
+    todo: NewTodo,
+    gate: Option<NewGate>,
+    /// A monitor whose first poll is one cadence away.
+    quiet: bool,
+    rationale: String,
+}
+
+/// One line of work (a pull request or an issue route): the todos and gates this capability
+/// made for it, found by their id prefix.
+struct Line<'s> {
+    prefix: String,
+    state: &'s GoalState,
+    me: Actor,
+    cadence: loopx_kernel::Duration,
+    now: Timestamp,
+}
+
+impl<'s> Line<'s> {
+    fn new(capability: &PrFix, state: &'s GoalState, key: &str, now: Timestamp) -> Self {
+        Line {
+            prefix: ids::line(key),
+            state,
+            me: capability.me(),
+            cadence: capability.config.monitor_cadence,
+            now,
+        }
+    }
+
+    fn owns(&self, id: &str) -> bool {
+        id.strip_prefix(&self.prefix)
+            .is_some_and(|rest| rest.starts_with('/'))
+    }
+
+    /// Every todo of the line, in creation order.
+    fn todos(&self) -> Vec<&'s Todo> {
+        self.state
+            .todos
+            .values()
+            .filter(|t| t.created_by == self.me && self.owns(t.id.as_str()))
+            .collect()
+    }
+
+    fn open_todos(&self) -> Vec<&'s Todo> {
+        self.state
+            .pending_todos()
+            .filter(|t| t.created_by == self.me && self.owns(t.id.as_str()))
+            .collect()
+    }
+
+    /// An agent holds or owns the todo: only it (or a grant) may change it, so the line waits.
+    fn held(&self, todo: &Todo) -> bool {
+        self.state.todo_owner(todo, self.now).is_some()
+            || todo.lease.as_ref().is_some_and(|l| l.turn.is_some())
+    }
+
+    fn pending_gates(&self) -> impl Iterator<Item = &'s GateId> + '_ {
+        self.state
+            .gates
+            .values()
+            .filter(|g| g.opened_by == self.me && self.owns(g.id.as_str()))
+            .filter(|g| g.state_at(self.now).is_pending())
+            .map(|g| &g.id)
+    }
+
+    /// Moves the line to `step`: withdraws gates asking about anything else, opens its gate,
+    /// and replaces the open todo with its todo (one open todo per line).
+    fn advance(&self, out: &mut Proposals, step: Step) {
+        let wanted_gate = step.gate.as_ref().map(|g| g.id.clone());
+        for gate in self
+            .pending_gates()
+            .filter(|g| Some(*g) != wanted_gate.as_ref())
+        {
+            out.push(
+                Command::WithdrawGate {
+                    gate: gate.clone(),
+                    reason: format!("no longer asked: {}", step.rationale),
+                },
+                "the question is about facts that changed",
+            );
+        }
+        if let Some(gate) = step.gate {
+            out.open_gate(gate, step.rationale.clone());
+        }
+        let open: Vec<&Todo> = self
+            .open_todos()
+            .into_iter()
+            .filter(|t| t.id != step.todo.id)
+            .collect();
+        if open.iter().any(|t| self.held(t)) {
+            return; // the agent working on it finishes first; the next judgement moves on
+        }
+        if self.state.todos.contains_key(&step.todo.id) {
+            // Already planned (and maybe done): repeated judgements converge, and whatever
+            // else is open on the line is stale.
+            for todo in open {
+                supersede(out, todo, &step.rationale);
+            }
+            return;
+        }
+        let id = step.todo.id.clone();
+        match open.split_first() {
+            None => {
+                out.add_todo(step.todo, step.rationale);
+            }
+            Some((current, rest)) => {
+                out.supersede(&current.id, step.todo, step.rationale.clone());
+                for todo in rest {
+                    supersede(out, todo, &step.rationale);
+                }
+            }
+        }
+        if step.quiet {
+            out.push(
+                Command::Defer {
+                    todo: id,
+                    until: ResumeCondition::At {
+                        at: self.now.plus(self.cadence),
+                    },
+                    grant_reason: None,
+                },
+                "a quiet monitor: its first poll is one cadence away",
+            );
+        }
+    }
+
+    /// Ends the line: supersedes every open todo no agent holds, withdraws every pending gate.
+    fn close(&self, out: &mut Proposals, reason: &str) {
+        for todo in self.open_todos().into_iter().filter(|t| !self.held(t)) {
+            supersede(out, todo, reason);
+        }
+        for gate in self.pending_gates() {
+            out.push(
+                Command::WithdrawGate {
+                    gate: gate.clone(),
+                    reason: reason.to_owned(),
+                },
+                reason,
+            );
+        }
+    }
+}
+
+fn supersede(out: &mut Proposals, todo: &Todo, reason: &str) {
+    out.push(
+        Command::Supersede {
+            todo: todo.id.clone(),
+            reason: reason.to_owned(),
+            replacement: None,
+            grant_reason: None,
+        },
+        reason,
+    );
+}
+
+/// The route a route todo stands for, from its id (`…/<generation>-<route>`).
+fn route_of(todo: &Todo) -> Option<Route> {
+    let (_, last) = todo.id.as_str().rsplit_once('/')?;
+    Route::from_slug(last.split_once('-')?.1)
+}
+
+/// The todo that works an issue along `route`.
+fn route_todo(thread: &Thread, triage: &Observation, route: Route, id: &str) -> Option<NewTodo> {
+    let id = TodoId::new(ids::bounded(id)).ok()?;
+    let facts = Triage::read(triage);
+    let issue = thread.key("");
+    Some(match route {
+        Route::FixPr => {
+            let validation = clip(facts.validation.as_deref().unwrap_or_default(), 200);
+            let mut todo = NewTodo::advance(
+                id,
+                format!("fix {issue} in a pull request; validate with: {validation}"),
+            )
+            .with_priority(Priority::P1);
+            todo.writes = Some(WriteSet {
+                repository: format!("github.com/{}", thread.repo),
+                scopes: facts.scope.unwrap_or_default().into_iter().collect(),
+            });
+            todo
+        }
+        Route::CommentOnly => NewTodo::advance(
+            id,
+            format!(
+                "answer {issue} with a comment only: a code fix is not feasible from the facts"
+            ),
+        ),
+        Route::TriageOnly => NewTodo::advance(
+            id,
+            format!("triage {issue}: reproduce it, bound the scope, name a focused validation"),
+        )
+        .idempotent(),
+    })
+}
+
+/// The latest observation of stream `key`, if any.
+fn observed<'s>(state: &'s GoalState, key: &str) -> Option<&'s Observation> {
+    state.observations.get(&ObservationKey::new(key).ok()?)
+}
+
+/// The latest observation of every stream whose key starts with `prefix`.
+fn with_prefix(state: &GoalState, prefix: String) -> impl Iterator<Item = &Observation> {
+    let streams = ObservationKey::new(prefix.as_str())
+        .ok()
+        .map(|from| state.observations.range(from..));
+    streams
+        .into_iter()
+        .flatten()
+        .take_while(move |(key, _)| key.as_str().starts_with(&prefix))
+        .map(|(_, observation)| observation)
+}
+
+/// CI items about the exact `head` of the pull request: check runs, suites and statuses of
+/// that commit, and the REST roll-up when it was read at that head.
+fn ci_items(state: &GoalState, thread: &Thread, head: &str) -> Vec<CiItem> {
+    let repo = &thread.repo;
+    ["check", "suite", "status"]
+        .iter()
+        .flat_map(|kind| with_prefix(state, format!("{kind}:{repo}@{head}/")))
+        .chain(observed(state, &thread.key("ci:")))
+        .filter_map(CiItem::read)
+        .filter(|item| item.sha == head)
+        .collect()
+}
+
+/// Each reviewer's latest review of the pull request.
+fn reviews(state: &GoalState, thread: &Thread) -> Vec<Review> {
+    with_prefix(state, format!("{}/", thread.key("review:")))
+        .map(Review::read)
+        .collect()
+}
+
+/// At most `max` characters of `text`.
+fn clip(text: &str, max: usize) -> String {
+    text.chars().take(max).collect()
+}

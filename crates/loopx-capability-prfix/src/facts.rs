@@ -1,0 +1,443 @@
+//! Typed readings of the observations this capability judges. Observation facts are outside
+//! input: every reader parses, and a value it does not recognise becomes a typed "unknown",
+//! never a panic.
+
+use loopx_kernel::Observation;
+use serde::{Deserialize, Serialize};
+
+/// A pull request or issue named the way the GitHub provider names them: the repository as it
+/// appears in observation keys (`owner/name`, encoded for ids) and the number.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Thread {
+    /// The repository, as written in observation keys.
+    pub repo: String,
+    /// The pull request or issue number.
+    pub number: u64,
+}
+
+impl Thread {
+    /// Reads `<prefix><repo>#<n>` (e.g. `pr:acme/cli#12`); `None` for any other shape.
+    pub fn parse(key: &str, prefix: &str) -> Option<Thread> {
+        let (repo, number) = key.strip_prefix(prefix)?.rsplit_once('#')?;
+        let number = number.parse().ok()?;
+        (!repo.is_empty() && !repo.contains('#')).then(|| Thread {
+            repo: repo.to_owned(),
+            number,
+        })
+    }
+
+    /// `<prefix><repo>#<n>`.
+    pub fn key(&self, prefix: &str) -> String {
+        format!("{prefix}{}#{}", self.repo, self.number)
+    }
+}
+
+/// The exact commit a fact is bound to: a git revision `git:<sha>` with a hexadecimal sha.
+pub fn sha_of_revision(revision: &str) -> Option<&str> {
+    revision.strip_prefix("git:").filter(|sha| is_sha(sha))
+}
+
+/// True for 7 to 64 hexadecimal digits.
+pub fn is_sha(text: &str) -> bool {
+    (7..=64).contains(&text.len()) && text.chars().all(|c| c.is_ascii_hexdigit())
+}
+
+/// Where a pull request stands on GitHub (`status` fact of a `pr:` observation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PullStatus {
+    /// Open and ready for review.
+    Open,
+    /// Open as a draft.
+    Draft,
+    /// Merged.
+    Merged,
+    /// Closed without merging.
+    Closed,
+    /// A value the capability does not know.
+    Unknown,
+}
+
+impl PullStatus {
+    /// Reads the `status` fact, with the `draft` fact making an open pull request a draft.
+    pub fn read(observation: &Observation) -> PullStatus {
+        let draft = observation.fact("draft") == Some("true");
+        match observation.fact("status") {
+            Some("merged") => PullStatus::Merged,
+            Some("closed") => PullStatus::Closed,
+            Some("draft") => PullStatus::Draft,
+            Some("open") if draft => PullStatus::Draft,
+            Some("open") => PullStatus::Open,
+            _ => PullStatus::Unknown,
+        }
+    }
+}
+
+/// True when GitHub reports the branch behind its base or in conflict (`mergeable_state`).
+pub fn branch_blocked(observation: &Observation) -> bool {
+    matches!(
+        observation.fact("mergeable_state"),
+        Some("behind" | "dirty")
+    )
+}
+
+/// The verdict of CI, one item or a whole head.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CiVerdict {
+    /// Succeeded (or neutral, or skipped).
+    Passing,
+    /// Failed, errored, was cancelled or timed out.
+    Failing,
+    /// Queued or running, or a required check has not reported.
+    Pending,
+    /// No check or status reported for the head.
+    Absent,
+    /// Facts the capability cannot read; never counts as green.
+    Unknown,
+}
+
+impl CiVerdict {
+    fn from_verdict_fact(value: Option<&str>) -> CiVerdict {
+        match value {
+            Some("passing") => CiVerdict::Passing,
+            Some("failing") => CiVerdict::Failing,
+            Some("pending") => CiVerdict::Pending,
+            Some("none") => CiVerdict::Absent,
+            _ => CiVerdict::Unknown,
+        }
+    }
+
+    fn from_conclusion(status: Option<&str>, conclusion: Option<&str>) -> CiVerdict {
+        match conclusion {
+            Some("success" | "neutral" | "skipped") => CiVerdict::Passing,
+            Some(
+                "failure" | "cancelled" | "timed_out" | "action_required" | "stale"
+                | "startup_failure" | "error",
+            ) => CiVerdict::Failing,
+            Some("none") | None if status != Some("completed") => CiVerdict::Pending,
+            _ => CiVerdict::Unknown,
+        }
+    }
+}
+
+/// What kind of CI fact an observation is, by its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CiSource {
+    /// A check run: `check:<repo>@<sha>/<name>`.
+    CheckRun,
+    /// A check suite: `suite:<repo>@<sha>/<app>`.
+    CheckSuite,
+    /// A commit status: `status:<repo>@<sha>/<context>`.
+    Status,
+    /// The REST roll-up of a pull request's head: `ci:<repo>#<n>`.
+    Rollup,
+}
+
+/// One CI fact about one commit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CiItem {
+    /// Its kind.
+    pub source: CiSource,
+    /// The check-run name, status context or suite app; `rollup` for the roll-up.
+    pub name: String,
+    /// The commit it is about.
+    pub sha: String,
+    /// Its verdict.
+    pub verdict: CiVerdict,
+}
+
+impl CiItem {
+    /// Reads a check-run, check-suite, status or roll-up observation; `None` for anything else
+    /// or for one not bound to an exact commit.
+    pub fn read(observation: &Observation) -> Option<CiItem> {
+        let key = observation.key.as_str();
+        let sha = sha_of_revision(observation.revision.as_str())?.to_owned();
+        let (source, name, verdict) = if key.starts_with("check:") {
+            let verdict = match CiVerdict::from_verdict_fact(observation.fact("verdict")) {
+                CiVerdict::Unknown => CiVerdict::from_conclusion(
+                    observation.fact("status"),
+                    observation.fact("conclusion"),
+                ),
+                known => known,
+            };
+            (CiSource::CheckRun, observation.fact("name")?, verdict)
+        } else if key.starts_with("suite:") {
+            let verdict = CiVerdict::from_conclusion(
+                observation.fact("status"),
+                observation.fact("conclusion"),
+            );
+            (CiSource::CheckSuite, observation.fact("app")?, verdict)
+        } else if key.starts_with("status:") {
+            let verdict = CiVerdict::from_verdict_fact(observation.fact("verdict"));
+            (CiSource::Status, observation.fact("context")?, verdict)
+        } else if key.starts_with("ci:") {
+            let verdict = CiVerdict::from_verdict_fact(observation.fact("verdict"));
+            (CiSource::Rollup, "rollup", verdict)
+        } else {
+            return None;
+        };
+        Some(CiItem {
+            source,
+            name: name.to_owned(),
+            sha,
+            verdict,
+        })
+    }
+}
+
+/// A reviewer's latest review state (`state` fact of a `review:` observation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReviewState {
+    /// Approved.
+    Approved,
+    /// Changes requested.
+    ChangesRequested,
+    /// Commented, dismissed, pending, or a value the capability does not know: neither
+    /// approves nor requests changes.
+    Neutral,
+}
+
+/// One reviewer's latest review.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Review {
+    /// Its state.
+    pub state: ReviewState,
+    /// The exact commit reviewed, if readable.
+    pub commit: Option<String>,
+}
+
+impl Review {
+    /// Reads a `review:` observation.
+    pub fn read(observation: &Observation) -> Review {
+        let state = match observation.fact("state") {
+            Some("approved") => ReviewState::Approved,
+            Some("changes_requested") => ReviewState::ChangesRequested,
+            _ => ReviewState::Neutral,
+        };
+        let commit = observation
+            .fact("commit_id")
+            .filter(|sha| is_sha(sha))
+            .map(str::to_owned);
+        Review { state, commit }
+    }
+}
+
+/// Review threads of a pull request as read at one head (a `threads:<repo>#<n>` observation
+/// with revision `git:<sha>`, facts `unresolved` and `complete`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Threads {
+    /// The head the threads were read at.
+    pub sha: Option<String>,
+    /// True when every thread was read and none is unresolved.
+    pub all_resolved: bool,
+}
+
+impl Threads {
+    /// Reads a `threads:` observation; an unreadable count or an incomplete read is "not all
+    /// resolved".
+    pub fn read(observation: &Observation) -> Threads {
+        let complete = observation.fact("complete") == Some("true");
+        let none_open = observation.fact("unresolved") == Some("0");
+        Threads {
+            sha: sha_of_revision(observation.revision.as_str()).map(str::to_owned),
+            all_resolved: complete && none_open,
+        }
+    }
+}
+
+/// What reproducing an issue showed (`reproduction` fact of a `triage:` observation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reproduction {
+    /// A bug in the product, reproduced.
+    ProductBug,
+    /// A bug in a test or fixture, reproduced.
+    TestBug,
+    /// The failure comes from the reporter's environment.
+    Environment,
+    /// The report does not say enough to reproduce.
+    UnderSpecified,
+    /// Not reproduced (yet), or a value the capability does not know.
+    None,
+}
+
+/// Feasibility facts about one issue, from its `triage:<repo>#<n>` observation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Triage {
+    /// What reproducing it showed.
+    pub reproduction: Reproduction,
+    /// A test fails because of it (`failing_test` = `true`).
+    pub failing_test: bool,
+    /// Repository-relative path prefixes a fix would write (`scope`, comma-separated); `None`
+    /// when absent or unusable (a `..` component).
+    pub scope: Option<Vec<String>>,
+    /// The focused command that validates a fix (`validation`); `None` when absent or blank.
+    pub validation: Option<String>,
+}
+
+impl Triage {
+    /// Reads a `triage:` observation.
+    pub fn read(observation: &Observation) -> Triage {
+        let reproduction = match observation.fact("reproduction") {
+            Some("product_bug") => Reproduction::ProductBug,
+            Some("test_bug") => Reproduction::TestBug,
+            Some("environment") => Reproduction::Environment,
+            Some("under_specified") => Reproduction::UnderSpecified,
+            _ => Reproduction::None,
+        };
+        Triage {
+            reproduction,
+            failing_test: observation.fact("failing_test") == Some("true"),
+            scope: observation.fact("scope").and_then(scope_paths),
+            validation: observation
+                .fact("validation")
+                .map(str::trim)
+                .filter(|command| !command.is_empty())
+                .map(str::to_owned),
+        }
+    }
+}
+
+/// Comma-separated path prefixes; `None` when empty or when one escapes the repository.
+fn scope_paths(text: &str) -> Option<Vec<String>> {
+    let paths: Vec<String> = text
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(str::to_owned)
+        .collect();
+    let escapes = paths.iter().any(|p| p.split('/').any(|c| c == ".."));
+    (!paths.is_empty() && !escapes).then_some(paths)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loopx_kernel::testkit::scenario::observation;
+
+    fn seen(key: &str, revision: &str, facts: &[(&str, &str)]) -> Observation {
+        observation(key, "s", revision, facts).expect("valid test ids")
+    }
+
+    #[test]
+    fn threads_parse_only_their_own_shape() {
+        let pr = Thread::parse("pr:acme/cli#12", "pr:").expect("a pull request key");
+        assert_eq!((pr.repo.as_str(), pr.number), ("acme/cli", 12));
+        assert_eq!(pr.key("ci:"), "ci:acme/cli#12");
+        assert_eq!(Thread::parse("pr:acme/cli#x", "pr:"), None);
+        assert_eq!(Thread::parse("pr:#3", "pr:"), None);
+        assert_eq!(Thread::parse("issue:acme/cli#3", "pr:"), None);
+    }
+
+    #[test]
+    fn revisions_bind_only_hex_shas() {
+        assert_eq!(sha_of_revision("git:ec26c3e5"), Some("ec26c3e5"));
+        assert_eq!(sha_of_revision("git:main"), None);
+        assert_eq!(sha_of_revision("content:ab12cd34"), None);
+    }
+
+    #[test]
+    fn pull_status_reads_draft_and_refuses_nonsense() {
+        let read =
+            |facts: &[(&str, &str)]| PullStatus::read(&seen("pr:a/b#1", "git:abcdef1", facts));
+        assert_eq!(
+            read(&[("status", "open"), ("draft", "true")]),
+            PullStatus::Draft
+        );
+        assert_eq!(read(&[("status", "merged")]), PullStatus::Merged);
+        assert_eq!(read(&[("status", "banana")]), PullStatus::Unknown);
+        assert_eq!(read(&[]), PullStatus::Unknown);
+    }
+
+    #[test]
+    fn ci_items_read_each_source_and_fall_back_to_conclusions() {
+        let check = seen(
+            "check:a/b@abcdef1/lint",
+            "git:abcdef1",
+            &[
+                ("name", "lint"),
+                ("status", "completed"),
+                ("conclusion", "timed_out"),
+            ],
+        );
+        let item = CiItem::read(&check).expect("a check run");
+        assert_eq!(
+            (item.source, item.verdict),
+            (CiSource::CheckRun, CiVerdict::Failing)
+        );
+        let queued = seen(
+            "suite:a/b@abcdef1/app",
+            "git:abcdef1",
+            &[("app", "app"), ("status", "queued"), ("conclusion", "none")],
+        );
+        assert_eq!(
+            CiItem::read(&queued).map(|i| i.verdict),
+            Some(CiVerdict::Pending)
+        );
+        let odd = seen(
+            "status:a/b@abcdef1/ci",
+            "git:abcdef1",
+            &[("context", "ci"), ("verdict", "green?")],
+        );
+        assert_eq!(
+            CiItem::read(&odd).map(|i| i.verdict),
+            Some(CiVerdict::Unknown)
+        );
+        let unbound = seen("check:a/b@x/lint", "git:not-a-sha", &[("name", "lint")]);
+        assert_eq!(CiItem::read(&unbound), None);
+        let nameless = seen(
+            "check:a/b@abcdef1/lint",
+            "git:abcdef1",
+            &[("verdict", "passing")],
+        );
+        assert_eq!(CiItem::read(&nameless), None);
+    }
+
+    #[test]
+    fn reviews_and_threads_read_conservatively() {
+        let review = Review::read(&seen(
+            "review:a/b#1/x",
+            "git:abcdef1",
+            &[("state", "approved"), ("commit_id", "zzz")],
+        ));
+        assert_eq!(
+            review,
+            Review {
+                state: ReviewState::Approved,
+                commit: None
+            }
+        );
+        let threads = Threads::read(&seen(
+            "threads:a/b#1",
+            "git:abcdef1",
+            &[("unresolved", "0")],
+        ));
+        assert!(
+            !threads.all_resolved,
+            "an incomplete read never counts as resolved"
+        );
+    }
+
+    #[test]
+    fn triage_scope_must_stay_inside_the_repository() {
+        let triage = Triage::read(&seen(
+            "triage:a/b#1",
+            "content:1",
+            &[("scope", "src/, ../etc"), ("validation", "  ")],
+        ));
+        assert_eq!((triage.scope, triage.validation), (None, None));
+        let triage = Triage::read(&seen(
+            "triage:a/b#1",
+            "content:1",
+            &[("scope", "src/a, tests"), ("reproduction", "test_bug")],
+        ));
+        assert_eq!(
+            triage.scope,
+            Some(vec!["src/a".to_owned(), "tests".to_owned()])
+        );
+        assert_eq!(triage.reproduction, Reproduction::TestBug);
+    }
+}

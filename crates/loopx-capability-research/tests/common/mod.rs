@@ -1,0 +1,179 @@
+//! Shared helpers for the scenario tables and the property tests: observations in this crate's
+//! vocabulary, and the setting steps (people answering gates, agents finishing work).
+
+#![allow(dead_code)] // each test binary uses its own subset
+
+use loopx_capability_research::{Research, holdout_evidence};
+use loopx_kernel::testkit::roster;
+use loopx_kernel::testkit::scenario::{self, Scenario, ScenarioStep, StepRecord, Transcript};
+use loopx_kernel::{
+    Actor, AgentId, Amounts, Command, Continuation, GateAnswer, GateId, ObligationId, Observation,
+    ObservationKey, PersonId, PlanChange, Settlement, TodoId, Transition, TurnId, Verdict,
+    VerdictOutcome,
+};
+
+/// One step of a table: a testkit step, or holdout evidence built from the goal as it stands
+/// when the step runs (what a validator does) and recorded through `ScenarioStep::Evidence`.
+#[derive(Debug, Clone)]
+pub enum Step {
+    /// A testkit step as it is.
+    Kernel(Box<ScenarioStep>),
+    /// Build holdout evidence for this finding key and record it; a refusal to build is
+    /// recorded as a judge step with no evidence (the transcript shows nothing new).
+    HoldoutEvidence(&'static str),
+}
+
+/// Runs `steps` and returns the transcript; holdout evidence is built just in time.
+pub fn run(scenario: &mut Scenario<'_, Research>, steps: Vec<Step>) -> Transcript {
+    let records: Vec<StepRecord> = steps
+        .into_iter()
+        .map(|step| match step {
+            Step::Kernel(step) => scenario.step(*step),
+            Step::HoldoutEvidence(key) => {
+                let key = ObservationKey::new(key).expect("test keys are valid");
+                match holdout_evidence(scenario.state(), &key) {
+                    Ok(evidence) => scenario.step(ScenarioStep::Evidence(evidence)),
+                    Err(_) => scenario.step(ScenarioStep::Judge),
+                }
+            }
+        })
+        .collect();
+    Transcript { steps: records }
+}
+
+/// A `hypothesis:<id>` observation about subject `research/<id>` at `revision`.
+pub fn hypothesis(id: &str, owner: &str, depends_on: &str, revision: &str) -> Observation {
+    let key = format!("hypothesis:{id}");
+    let subject = format!("research/{id}");
+    let mut facts = vec![
+        ("owner", owner),
+        ("statement", "the change lifts the metric"),
+    ];
+    if !depends_on.is_empty() {
+        facts.push(("depends_on", depends_on));
+    }
+    scenario::observation(&key, &subject, revision, &facts).expect("test ids are valid")
+}
+
+/// A `finding:<id>` observation: `split`, `edge`, evaluated by `evaluator`, produced by the
+/// hypothesis owner unless `producer` is given, with `lift`.
+pub fn finding(
+    id: &str,
+    hypothesis: &str,
+    split: &str,
+    edge: &str,
+    evaluator: &str,
+    producer: Option<&str>,
+    lift: &str,
+) -> Observation {
+    let key = format!("finding:{id}");
+    let subject = format!("run/{id}");
+    let mut facts = vec![
+        ("hypothesis", hypothesis),
+        ("split", split),
+        ("edge", edge),
+        ("evaluator", evaluator),
+        ("lift", lift),
+    ];
+    if let Some(producer) = producer {
+        facts.push(("producer", producer));
+    }
+    scenario::observation(&key, &subject, "r1", &facts).expect("test ids are valid")
+}
+
+/// Observations recorded by the provider in one step.
+pub fn observe(observations: Vec<Observation>) -> Step {
+    Step::Kernel(Box::new(ScenarioStep::Observe(observations)))
+}
+
+/// The capability judges again with nothing new.
+pub fn judge() -> Step {
+    Step::Kernel(Box::new(ScenarioStep::Judge))
+}
+
+/// The person `person` answers gate `gate`.
+pub fn answer(person: &str, gate: &str, resolve: bool) -> Step {
+    let answer = if resolve {
+        GateAnswer::Resolve {
+            answer: "yes".into(),
+        }
+    } else {
+        GateAnswer::Reject {
+            reason: "not convinced".into(),
+        }
+    };
+    Step::Kernel(Box::new(ScenarioStep::Command(
+        Actor::Person(PersonId::new(person).expect("valid person")),
+        Command::AnswerGate {
+            gate: GateId::new(gate).expect("valid gate"),
+            answer,
+        },
+    )))
+}
+
+/// The goal owner answers gate `gate`.
+pub fn owner_answers(gate: &str, resolve: bool) -> Step {
+    answer(roster::owner().as_str(), gate, resolve)
+}
+
+/// `agent` discharges `obligation` by superseding `todo`.
+pub fn discharge_by_superseding(agent: &str, obligation: &str, todo: &str) -> Step {
+    Step::Kernel(Box::new(ScenarioStep::Command(
+        Actor::Agent(agent_id(agent)),
+        Command::Discharge {
+            obligation: ObligationId::new(obligation).expect("valid obligation"),
+            changes: vec![PlanChange::Supersede {
+                todo: TodoId::new(todo).expect("valid todo"),
+                reason: "the line changed".into(),
+                replacement: None,
+            }],
+        },
+    )))
+}
+
+/// `agent` claims `todo` (its first lease), runs turn `turn` and settles it as completed, with
+/// an independent validator's passing verdict.
+pub fn complete(agent: &str, todo: &str, turn: &str) -> Vec<Step> {
+    let actor = Actor::Agent(agent_id(agent));
+    let todo = TodoId::new(todo).expect("valid todo");
+    let turn = TurnId::new(turn).expect("valid turn");
+    let settlement = Settlement {
+        todo: todo.clone(),
+        epoch: 1,
+        turn: turn.clone(),
+        verdict: Verdict {
+            validator: Actor::Validator(roster::validator()),
+            outcome: VerdictOutcome::Passed,
+            summary: "ran".into(),
+        },
+        evidence: vec![],
+        observations: vec![],
+        transition: Transition::Complete {
+            continuation: Continuation::GoalStillActive,
+        },
+        usage: Amounts::default(),
+    };
+    vec![
+        Command::Claim {
+            todo: todo.clone(),
+            ttl: None,
+            workspace: None,
+            grant_reason: None,
+        },
+        Command::BeginTurn {
+            todo,
+            epoch: 1,
+            turn,
+            reserve: None,
+        },
+        Command::SettleTurn(settlement),
+    ]
+    .into_iter()
+    .map(|command| Step::Kernel(Box::new(ScenarioStep::Command(actor.clone(), command))))
+    .collect()
+}
+
+/// An agent id from a test literal.
+pub fn agent_id(agent: &str) -> AgentId {
+    AgentId::new(agent).expect("valid agent")
+}

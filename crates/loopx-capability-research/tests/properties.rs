@@ -1,0 +1,334 @@
+//! Properties over arbitrary observation sequences, nonsense included: the capability never
+//! panics, the kernel's invariants hold after every step, and the domain's promises hold:
+//!
+//! - `proposals_are_legal`: the kernel refuses none of the capability's proposals;
+//! - `no_support_from_dev_alone`: a supported hypothesis always has a holdout finding that
+//!   supports it, evaluated independently or confirmed by evidence;
+//! - `no_silent_retirement`: a retired hypothesis always has a retirement gate that the
+//!   capability opened and a person resolved, and the capability only opens one for a
+//!   hypothesis that is refuted;
+//! - `gaps_route_to_the_line_owner`: every replan obligation the capability raises is owned by
+//!   the agent that owns the hypothesis it names (or by anyone, when that agent is unknown);
+//! - `judgement_converges`: judging twice in a row, the second judgement proposes nothing.
+
+mod common;
+
+use common::agent_id;
+use loopx_capability_research::{
+    Research, ResearchConfig, Status, Weight, holdout_evidence, ledger,
+};
+use loopx_kernel::testkit::roster;
+use loopx_kernel::testkit::scenario::{self, ProposalResult, Scenario, ScenarioStep, StepRecord};
+use loopx_kernel::{
+    Actor, Command, Duration, GateAnswer, GateStatus, GoalState, Observation, ObservationKey,
+};
+use proptest::prelude::*;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Observe(Vec<Observation>),
+    /// Holdout evidence for `finding:f<n>`, when it can be built.
+    Evidence(u8),
+    /// The goal owner answers the n-th pending gate.
+    Answer(u8, bool),
+    Advance(u16),
+    Judge,
+}
+
+fn key() -> impl Strategy<Value = String> {
+    prop_oneof![
+        (1u8..=3).prop_map(|n| format!("hypothesis:h{n}")),
+        (1u8..=5).prop_map(|n| format!("finding:f{n}")),
+        Just("hypothesis:".to_owned()),
+        Just("finding:a:b".to_owned()),
+        Just("hypothesis:h1/x".to_owned()),
+        Just("notes:h1".to_owned()),
+    ]
+}
+
+fn value(samples: &'static [&'static str]) -> impl Strategy<Value = String> {
+    prop_oneof![
+        3 => proptest::sample::select(samples).prop_map(str::to_owned),
+        1 => ".{0,12}",
+    ]
+}
+
+fn fact() -> impl Strategy<Value = (String, String)> {
+    prop_oneof![
+        value(&["alice", "bob", "carol", "mallory", "", "not an id"])
+            .prop_map(|v| ("owner".to_owned(), v)),
+        value(&["h1", "h2", "h3", "h1,h2", "h9", ",", "h1,,h3", "bad id"])
+            .prop_map(|v| ("depends_on".to_owned(), v)),
+        value(&["h1", "h2", "h3", "h9", ""]).prop_map(|v| ("hypothesis".to_owned(), v)),
+        value(&["dev", "holdout", "DEV", ""]).prop_map(|v| ("split".to_owned(), v)),
+        value(&["supports", "refutes", "maybe"]).prop_map(|v| ("edge".to_owned(), v)),
+        value(&["alice", "bob", "carol", "ci-bot"]).prop_map(|v| ("evaluator".to_owned(), v)),
+        value(&["alice", "bob", ""]).prop_map(|v| ("producer".to_owned(), v)),
+        value(&["0.05", "-0.03", "0", "nan", "inf", "1e400", "x"])
+            .prop_map(|v| ("lift".to_owned(), v)),
+        ("[a-z]{1,6}", ".{0,8}"),
+    ]
+}
+
+/// Mostly well-formed hypotheses and findings, so that lines get supported, refuted and
+/// retired, mixed with nonsense and with well-formed facts that one fact spoils.
+fn observation() -> impl Strategy<Value = Observation> {
+    prop_oneof![
+        3 => well_formed_hypothesis(),
+        5 => well_formed_finding(),
+        2 => nonsense(),
+        2 => (well_formed_finding(), fact()).prop_map(|(mut o, (k, v))| {
+            o.facts.insert(k, v);
+            o
+        }),
+    ]
+}
+
+fn well_formed_hypothesis() -> impl Strategy<Value = Observation> {
+    (
+        1u8..=3,
+        proptest::sample::select(&["alice", "bob", "carol", "mallory"][..]),
+        proptest::sample::select(&["", "h1", "h2", "h3", "h1,h2"][..]),
+        proptest::sample::select(&["v1", "v2"][..]),
+    )
+        .prop_map(|(n, owner, depends_on, revision)| {
+            let id = format!("h{n}");
+            let depends_on = if depends_on.contains(&id) {
+                ""
+            } else {
+                depends_on
+            };
+            common::hypothesis(&id, owner, depends_on, revision)
+        })
+}
+
+fn well_formed_finding() -> impl Strategy<Value = Observation> {
+    (
+        1u8..=5,
+        1u8..=3,
+        proptest::sample::select(&["dev", "holdout"][..]),
+        any::<bool>(),
+        proptest::sample::select(&["alice", "bob", "carol", "ci-bot"][..]),
+        proptest::option::of(proptest::sample::select(&["alice", "bob"][..])),
+    )
+        .prop_map(|(n, h, split, supports, evaluator, producer)| {
+            let (edge, lift) = if supports {
+                ("supports", "0.04")
+            } else {
+                ("refutes", "-0.02")
+            };
+            common::finding(
+                &format!("f{n}"),
+                &format!("h{h}"),
+                split,
+                edge,
+                evaluator,
+                producer,
+                lift,
+            )
+        })
+}
+
+fn nonsense() -> impl Strategy<Value = Observation> {
+    (
+        key(),
+        proptest::sample::select(&["research/h1", "research/h2", "run/x"][..]),
+        proptest::sample::select(&["v1", "v2", "r1"][..]),
+        proptest::collection::vec(fact(), 0..8),
+    )
+        .prop_map(|(key, subject, revision, facts)| {
+            let facts: Vec<(&str, &str)> = facts
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
+            scenario::observation(&key, subject, revision, &facts).expect("generated ids are valid")
+        })
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => proptest::collection::vec(observation(), 1..4).prop_map(Op::Observe),
+        2 => (1u8..=5).prop_map(Op::Evidence),
+        2 => (0u8..4, any::<bool>()).prop_map(|(n, resolve)| Op::Answer(n, resolve)),
+        1 => (1u16..600).prop_map(Op::Advance),
+        1 => Just(Op::Judge),
+    ]
+}
+
+/// The step an op stands for against the goal as it stands, if any.
+fn step_for(state: &GoalState, op: Op) -> Option<ScenarioStep> {
+    match op {
+        Op::Observe(observations) => Some(ScenarioStep::Observe(observations)),
+        Op::Evidence(n) => {
+            let key = ObservationKey::new(format!("finding:f{n}")).expect("valid key");
+            holdout_evidence(state, &key)
+                .ok()
+                .map(ScenarioStep::Evidence)
+        }
+        Op::Answer(n, resolve) => {
+            let gate = state
+                .gates
+                .values()
+                .filter(|g| g.status == GateStatus::Pending)
+                .nth(usize::from(n))?;
+            let answer = if resolve {
+                GateAnswer::Resolve {
+                    answer: "yes".into(),
+                }
+            } else {
+                GateAnswer::Reject {
+                    reason: "no".into(),
+                }
+            };
+            Some(ScenarioStep::Command(
+                Actor::Person(roster::owner()),
+                Command::AnswerGate {
+                    gate: gate.id.clone(),
+                    answer,
+                },
+            ))
+        }
+        Op::Advance(minutes) => Some(ScenarioStep::Advance(Duration::minutes(i64::from(minutes)))),
+        Op::Judge => Some(ScenarioStep::Judge),
+    }
+}
+
+fn proposals_are_legal(record: &StepRecord) -> Result<(), TestCaseError> {
+    for proposal in &record.proposals {
+        if let ProposalResult::Refused { code, message } = &proposal.result {
+            return Err(TestCaseError::fail(format!(
+                "proposals_are_legal: {} refused ({code}): {message}",
+                proposal.command
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn no_support_from_dev_alone(state: &GoalState) -> Result<(), TestCaseError> {
+    for entry in ledger(state).hypotheses {
+        if entry.status != Status::Supported {
+            continue;
+        }
+        // Read the raw facts, not the ledger's reading of them.
+        let holdout_support = entry.findings.iter().any(|f| {
+            let raw = &state.observations[&f.key];
+            raw.fact("split") == Some("holdout")
+                && raw.fact("edge") == Some("supports")
+                && matches!(f.weight, Weight::Independent | Weight::Confirmed)
+        });
+        prop_assert!(
+            holdout_support,
+            "no_support_from_dev_alone: {} is supported without a qualifying holdout finding",
+            entry.facts.id
+        );
+    }
+    Ok(())
+}
+
+fn no_silent_retirement(
+    state: &GoalState,
+    record: &StepRecord,
+    capability: &Actor,
+) -> Result<(), TestCaseError> {
+    let ledger = ledger(state);
+    for entry in &ledger.hypotheses {
+        if entry.status != Status::Retired {
+            continue;
+        }
+        let gate = state.gates.get(
+            &format!("retire:{}", entry.facts.id)
+                .as_str()
+                .try_into()
+                .expect("valid id"),
+        );
+        let proposed_and_decided = gate.is_some_and(|g| {
+            &g.opened_by == capability
+                && matches!(
+                    &g.status,
+                    GateStatus::Resolved {
+                        by: Actor::Person(_),
+                        ..
+                    }
+                )
+        });
+        prop_assert!(
+            proposed_and_decided,
+            "no_silent_retirement: {} retired without a proposed, person-resolved gate",
+            entry.facts.id
+        );
+    }
+    for proposal in accepted(record) {
+        if let Command::OpenGate { gate } = &proposal.detail
+            && let Some(h) = gate.id.as_str().strip_prefix("retire:")
+        {
+            prop_assert_eq!(
+                ledger.status(h),
+                Some(Status::Refuted),
+                "no_silent_retirement: retirement proposed for {} while not refuted",
+                h
+            );
+        }
+    }
+    Ok(())
+}
+
+fn gaps_route_to_the_line_owner(
+    state: &GoalState,
+    record: &StepRecord,
+) -> Result<(), TestCaseError> {
+    let ledger = ledger(state);
+    for proposal in accepted(record) {
+        if let Command::RaiseObligation { id, owner, .. } = &proposal.detail {
+            let hypothesis = id.as_str().split(':').nth(2).unwrap_or_default();
+            let line_owner = ledger
+                .get(hypothesis)
+                .map(|h| h.owner().clone())
+                .filter(|o| state.is_registered(o));
+            prop_assert_eq!(
+                owner,
+                &line_owner,
+                "gaps_route_to_the_line_owner: obligation {} for {}",
+                id,
+                hypothesis
+            );
+        }
+    }
+    Ok(())
+}
+
+fn accepted(record: &StepRecord) -> impl Iterator<Item = &scenario::JudgedProposal> {
+    record
+        .proposals
+        .iter()
+        .filter(|p| matches!(p.result, ProposalResult::Accepted { .. }))
+}
+
+proptest! {
+    #[test]
+    fn research_holds_its_promises(ops in proptest::collection::vec(op(), 1..24)) {
+        let capability = Research::new(ResearchConfig::default()).expect("valid config");
+        let actor = Actor::Capability(ResearchConfig::default().name);
+        let spec = scenario::spec("research").expect("valid spec");
+        let mut scenario = Scenario::new(&capability, &spec)
+            .expect("the spec is accepted")
+            .for_agent(agent_id("alice"));
+        for op in ops {
+            let Some(step) = step_for(scenario.state(), op) else { continue };
+            let record = scenario.step(step);
+            prop_assert!(record.violations.is_empty(), "invariants: {:?}", record.violations);
+            proposals_are_legal(&record)?;
+            no_support_from_dev_alone(scenario.state())?;
+            no_silent_retirement(scenario.state(), &record, &actor)?;
+            gaps_route_to_the_line_owner(scenario.state(), &record)?;
+        }
+        let first = scenario.step(ScenarioStep::Judge);
+        proposals_are_legal(&first)?;
+        let second = scenario.step(ScenarioStep::Judge);
+        prop_assert!(
+            second.proposals.is_empty(),
+            "judgement_converges: a second judgement proposed {:?}",
+            second.proposals.iter().map(|p| p.command).collect::<Vec<_>>()
+        );
+    }
+}

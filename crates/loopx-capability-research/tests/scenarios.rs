@@ -1,0 +1,518 @@
+//! Scenario tables: each case is a list of steps run through the testkit `Scenario` with the
+//! research capability, ending in the kernel's decision for one agent. Each case asserts its
+//! decision kind and the proposals the kernel accepted, and snapshots the transcript together
+//! with the final ledger and the evidence recorded.
+
+mod common;
+
+use common::{
+    Step, agent_id, answer, complete, discharge_by_superseding, finding, hypothesis, judge,
+    observe, owner_answers, run,
+};
+use loopx_capability_research::{Research, ResearchConfig, ledger};
+use loopx_kernel::testkit::scenario::{self, JudgedProposal, Scenario, ScenarioStep};
+use loopx_kernel::{Command, Duration, Observation, PersonId};
+
+struct Case {
+    name: &'static str,
+    /// The agent the decisions are made for.
+    agent: &'static str,
+    config: ResearchConfig,
+    steps: Vec<Step>,
+    /// The final decision's kind.
+    decision: &'static str,
+    /// Every accepted proposal, in order, as `<command> <id>`.
+    accepted: &'static [&'static str],
+}
+
+impl Case {
+    fn new(name: &'static str, agent: &'static str, steps: Vec<Step>) -> Self {
+        Case {
+            name,
+            agent,
+            config: ResearchConfig::default(),
+            steps,
+            decision: "",
+            accepted: &[],
+        }
+    }
+
+    fn expect(mut self, decision: &'static str, accepted: &'static [&'static str]) -> Self {
+        self.decision = decision;
+        self.accepted = accepted;
+        self
+    }
+
+    fn with_config(mut self, config: ResearchConfig) -> Self {
+        self.config = config;
+        self
+    }
+}
+
+fn h1() -> Observation {
+    hypothesis("h1", "alice", "", "v1")
+}
+
+fn dev_lift(id: &str, h: &str, evaluator: &str) -> Observation {
+    finding(id, h, "dev", "supports", evaluator, None, "0.04")
+}
+
+fn holdout(id: &str, h: &str, edge: &str, evaluator: &str) -> Observation {
+    let lift = if edge == "supports" { "0.03" } else { "-0.02" };
+    finding(id, h, "holdout", edge, evaluator, None, lift)
+}
+
+fn with(mut steps: Vec<Step>, more: Vec<Step>) -> Vec<Step> {
+    steps.extend(more);
+    steps
+}
+
+/// h1 (alice) supported on holdout by bob's independent evaluation.
+fn supported_h1() -> Vec<Step> {
+    vec![observe(vec![
+        h1(),
+        dev_lift("f1", "h1", "alice"),
+        holdout("f2", "h1", "supports", "bob"),
+    ])]
+}
+
+/// h1 (alice) with its first experiment planned, then refuted on holdout by bob.
+fn refuted_h1() -> Vec<Step> {
+    vec![
+        observe(vec![h1()]),
+        observe(vec![holdout("f1", "h1", "refutes", "bob")]),
+    ]
+}
+
+/// h1 (alice) with a self-evaluated holdout support.
+fn self_evaluated_h1() -> Vec<Step> {
+    vec![observe(vec![
+        h1(),
+        dev_lift("f1", "h1", "alice"),
+        holdout("f2", "h1", "supports", "alice"),
+    ])]
+}
+
+/// h1 (alice) and h2 (bob), h2 depending on h1, then h1 refuted on holdout.
+fn dependency_refuted() -> Vec<Step> {
+    vec![
+        observe(vec![h1(), hypothesis("h2", "bob", "h1", "v1")]),
+        observe(vec![holdout("f1", "h1", "refutes", "carol")]),
+    ]
+}
+
+fn two_lines() -> Vec<Step> {
+    vec![observe(vec![h1(), hypothesis("h2", "bob", "", "v1")])]
+}
+
+#[allow(clippy::too_many_lines)] // the table is data
+fn cases() -> Vec<Case> {
+    vec![
+        Case::new(
+            "hypothesis_without_experiment",
+            "alice",
+            vec![observe(vec![h1()])],
+        )
+        .expect("continue", &["add_todo experiment:h1"]),
+        Case::new(
+            "unregistered_owner_line_goes_to_anyone",
+            "alice",
+            vec![observe(vec![hypothesis("h9", "mallory", "", "v1")])],
+        )
+        .expect("continue", &["add_todo experiment:h9"]),
+        Case::new(
+            "dev_lift_alone_asks_for_holdout",
+            "alice",
+            vec![observe(vec![h1(), dev_lift("f1", "h1", "alice")])],
+        )
+        .expect("continue", &["add_todo holdout:h1"]),
+        Case::new(
+            "dev_lift_by_independent_evaluator_still_needs_holdout",
+            "alice",
+            vec![observe(vec![h1(), dev_lift("f1", "h1", "bob")])],
+        )
+        .expect("continue", &["add_todo holdout:h1"]),
+        Case::new(
+            "self_evaluated_holdout_waits_for_independent_confirmation",
+            "alice",
+            self_evaluated_h1(),
+        )
+        .expect("wait", &["add_todo confirm:h1"]),
+        Case::new(
+            "independent_confirmation_is_another_agents_frontier",
+            "bob",
+            self_evaluated_h1(),
+        )
+        .expect("continue", &["add_todo confirm:h1"]),
+        Case::new(
+            "holdout_evidence_confirms_and_asks_promotion",
+            "alice",
+            with(
+                self_evaluated_h1(),
+                vec![Step::HoldoutEvidence("finding:f2"), judge()],
+            ),
+        )
+        .expect(
+            "ask",
+            &[
+                "add_todo confirm:h1",
+                "supersede confirm:h1",
+                "open_gate promote:h1",
+                "add_todo writeup:h1",
+            ],
+        ),
+        Case::new(
+            "dev_finding_cannot_become_evidence",
+            "alice",
+            vec![
+                observe(vec![h1(), dev_lift("f1", "h1", "alice")]),
+                Step::HoldoutEvidence("finding:f1"),
+                judge(),
+            ],
+        )
+        .expect("continue", &["add_todo holdout:h1"]),
+        Case::new(
+            "independent_holdout_support_asks_promotion",
+            "alice",
+            supported_h1(),
+        )
+        .expect("ask", &["open_gate promote:h1", "add_todo writeup:h1"]),
+        Case::new(
+            "promotion_resolved_unlocks_writeup",
+            "alice",
+            with(
+                supported_h1(),
+                vec![owner_answers("promote:h1", true), judge()],
+            ),
+        )
+        .expect("continue", &["open_gate promote:h1", "add_todo writeup:h1"]),
+        Case::new(
+            "promotion_declined_is_a_replan",
+            "alice",
+            with(
+                supported_h1(),
+                vec![owner_answers("promote:h1", false), judge()],
+            ),
+        )
+        .expect("replan", &["open_gate promote:h1", "add_todo writeup:h1"]),
+        Case::new(
+            "holdout_refutation_proposes_retirement",
+            "alice",
+            refuted_h1(),
+        )
+        .expect(
+            "replan",
+            &[
+                "add_todo experiment:h1",
+                "raise_obligation research:refuted:h1",
+                "open_gate retire:h1",
+            ],
+        ),
+        Case::new("refutation_seen_by_another_agent", "bob", refuted_h1()).expect(
+            "wait",
+            &[
+                "add_todo experiment:h1",
+                "raise_obligation research:refuted:h1",
+                "open_gate retire:h1",
+            ],
+        ),
+        Case::new(
+            "owner_replans_then_person_retires",
+            "alice",
+            with(
+                refuted_h1(),
+                vec![
+                    discharge_by_superseding("alice", "research:refuted:h1", "experiment:h1"),
+                    owner_answers("retire:h1", true),
+                    judge(),
+                ],
+            ),
+        )
+        .expect(
+            "replan",
+            &[
+                "add_todo experiment:h1",
+                "raise_obligation research:refuted:h1",
+                "open_gate retire:h1",
+            ],
+        ),
+        Case::new(
+            "retired_with_open_work_raises_replan",
+            "alice",
+            with(
+                refuted_h1(),
+                vec![owner_answers("retire:h1", true), judge()],
+            ),
+        )
+        .expect(
+            "replan",
+            &[
+                "add_todo experiment:h1",
+                "raise_obligation research:refuted:h1",
+                "open_gate retire:h1",
+                "raise_obligation research:retired:h1",
+            ],
+        ),
+        Case::new(
+            "retirement_declined_stays_refuted",
+            "alice",
+            with(
+                refuted_h1(),
+                vec![owner_answers("retire:h1", false), judge()],
+            ),
+        )
+        .expect(
+            "replan",
+            &[
+                "add_todo experiment:h1",
+                "raise_obligation research:refuted:h1",
+                "open_gate retire:h1",
+            ],
+        ),
+        Case::new(
+            "dev_refutation_only_weakens",
+            "alice",
+            vec![observe(vec![
+                h1(),
+                finding("f1", "h1", "dev", "refutes", "bob", None, "-0.05"),
+            ])],
+        )
+        .expect("continue", &["add_todo holdout:h1"]),
+        Case::new(
+            "self_evaluated_holdout_refutation_does_not_retire",
+            "alice",
+            vec![observe(vec![h1(), holdout("f1", "h1", "refutes", "alice")])],
+        )
+        .expect("wait", &["add_todo confirm:h1"]),
+        Case::new(
+            "refuting_evidence_confirms_the_refutation",
+            "alice",
+            vec![
+                observe(vec![h1(), holdout("f1", "h1", "refutes", "alice")]),
+                Step::HoldoutEvidence("finding:f1"),
+                judge(),
+            ],
+        )
+        .expect(
+            "replan",
+            &[
+                "add_todo confirm:h1",
+                "raise_obligation research:refuted:h1",
+                "supersede confirm:h1",
+                "open_gate retire:h1",
+            ],
+        ),
+        Case::new(
+            "supported_then_refuted_withdraws_promotion",
+            "alice",
+            with(
+                supported_h1(),
+                vec![observe(vec![holdout("f3", "h1", "refutes", "carol")])],
+            ),
+        )
+        .expect(
+            "replan",
+            &[
+                "open_gate promote:h1",
+                "add_todo writeup:h1",
+                "raise_obligation research:refuted:h1",
+                "open_gate retire:h1",
+                "withdraw_gate promote:h1",
+            ],
+        ),
+        Case::new(
+            "dependency_refuted_replans_the_dependants_owner",
+            "bob",
+            dependency_refuted(),
+        )
+        .expect(
+            "replan",
+            &[
+                "add_todo experiment:h1",
+                "add_todo experiment:h2",
+                "raise_obligation research:refuted:h1",
+                "open_gate retire:h1",
+                "raise_obligation research:dependency:h2:h1",
+            ],
+        ),
+        Case::new(
+            "dependency_refuted_seen_by_the_refuted_lines_owner",
+            "alice",
+            dependency_refuted(),
+        )
+        .expect(
+            "replan",
+            &[
+                "add_todo experiment:h1",
+                "add_todo experiment:h2",
+                "raise_obligation research:refuted:h1",
+                "open_gate retire:h1",
+                "raise_obligation research:dependency:h2:h1",
+            ],
+        ),
+        Case::new("two_lines_alice_frontier", "alice", two_lines()).expect(
+            "continue",
+            &["add_todo experiment:h1", "add_todo experiment:h2"],
+        ),
+        Case::new("two_lines_bob_frontier", "bob", two_lines()).expect(
+            "continue",
+            &["add_todo experiment:h1", "add_todo experiment:h2"],
+        ),
+        Case::new("two_lines_carol_owns_nothing", "carol", two_lines()).expect(
+            "wait",
+            &["add_todo experiment:h1", "add_todo experiment:h2"],
+        ),
+        Case::new(
+            "holdout_done_without_finding_replans",
+            "alice",
+            with(
+                vec![observe(vec![h1(), dev_lift("f1", "h1", "alice")])],
+                with(complete("alice", "holdout:h1", "t1"), vec![judge()]),
+            ),
+        )
+        .expect(
+            "replan",
+            &[
+                "add_todo holdout:h1",
+                "raise_obligation research:no-holdout:h1",
+            ],
+        ),
+        Case::new(
+            "revised_hypothesis_makes_holdout_evidence_stale",
+            "alice",
+            with(
+                self_evaluated_h1(),
+                vec![
+                    Step::HoldoutEvidence("finding:f2"),
+                    judge(),
+                    observe(vec![hypothesis("h1", "alice", "", "v2")]),
+                ],
+            ),
+        )
+        .expect(
+            "replan",
+            &[
+                "add_todo confirm:h1",
+                "supersede confirm:h1",
+                "open_gate promote:h1",
+                "add_todo writeup:h1",
+                "raise_obligation research:unconfirmed:h1",
+                "withdraw_gate promote:h1",
+            ],
+        ),
+        Case::new(
+            "judging_again_converges",
+            "alice",
+            with(supported_h1(), vec![judge(), judge()]),
+        )
+        .expect("ask", &["open_gate promote:h1", "add_todo writeup:h1"]),
+        Case::new(
+            "malformed_facts_are_problems_not_proposals",
+            "alice",
+            vec![observe(vec![
+                h1(),
+                scenario::observation("hypothesis:h2", "research/h2", "v1", &[]).expect("valid"),
+                finding("f1", "h1", "DEV", "supports", "alice", None, "0.1"),
+                finding("f2", "h1", "holdout", "supports", "bob", None, "nan"),
+                finding("f3", "h1", "holdout", "supports", "bob", None, "-0.2"),
+                finding("f4", "h7", "holdout", "supports", "bob", None, "0.2"),
+            ])],
+        )
+        .expect("continue", &["add_todo experiment:h1"]),
+        Case::new(
+            "decision_window_makes_the_gate_overdue_not_expired",
+            "alice",
+            with(
+                supported_h1(),
+                vec![Step::Kernel(Box::new(ScenarioStep::Advance(
+                    Duration::hours(3),
+                )))],
+            ),
+        )
+        .with_config(ResearchConfig {
+            decision_window: Some(Duration::hours(2)),
+            ..ResearchConfig::default()
+        })
+        .expect("ask", &["open_gate promote:h1", "add_todo writeup:h1"]),
+        Case::new(
+            "configured_decider_answers_not_the_goal_owner",
+            "alice",
+            with(
+                supported_h1(),
+                vec![
+                    owner_answers("promote:h1", true),
+                    answer("pat", "promote:h1", true),
+                ],
+            ),
+        )
+        .with_config(ResearchConfig {
+            decider: Some(PersonId::new("pat").expect("valid person")),
+            ..ResearchConfig::default()
+        })
+        .expect("continue", &["open_gate promote:h1", "add_todo writeup:h1"]),
+    ]
+}
+
+fn label(proposal: &JudgedProposal) -> String {
+    let id = match &proposal.detail {
+        Command::AddTodo { todo } => todo.id.to_string(),
+        Command::OpenGate { gate } => gate.id.to_string(),
+        Command::WithdrawGate { gate, .. } => gate.to_string(),
+        Command::RaiseObligation { id, .. } => id.to_string(),
+        Command::Supersede { todo, .. } => todo.to_string(),
+        other => other.name().to_owned(),
+    };
+    format!("{} {id}", proposal.command)
+}
+
+#[test]
+fn research_scenarios() {
+    let cases = cases();
+    assert!(cases.len() >= 25, "the table holds {} cases", cases.len());
+    for case in cases {
+        let capability = Research::new(case.config.clone()).expect("valid config");
+        let spec = scenario::spec("research").expect("valid spec");
+        let mut scenario = Scenario::new(&capability, &spec)
+            .expect("the spec is accepted")
+            .for_agent(agent_id(case.agent));
+        let transcript = run(&mut scenario, case.steps);
+        let decision = transcript.final_decision().expect("every case has steps");
+        assert_eq!(decision.kind(), case.decision, "case {}", case.name);
+        let accepted: Vec<String> = transcript.accepted().map(label).collect();
+        assert_eq!(accepted, case.accepted, "case {}", case.name);
+        assert_eq!(transcript.refused().count(), 0, "case {}", case.name);
+        assert!(transcript.violations().is_empty(), "case {}", case.name);
+        let snapshot = serde_json::json!({
+            "agent": case.agent,
+            "transcript": transcript,
+            "ledger": ledger(scenario.state()),
+            "evidence": scenario.state().evidence.values().collect::<Vec<_>>(),
+        });
+        insta::assert_json_snapshot!(case.name, snapshot);
+        let ledger = ledger(scenario.state());
+        let agent = agent_id(case.agent);
+        assert!(
+            ledger.lines_of(&agent).all(|h| h.owner() == &agent),
+            "case {}",
+            case.name
+        );
+    }
+}
+
+#[test]
+fn each_agent_sees_its_own_lines() {
+    let capability = Research::new(ResearchConfig::default()).expect("valid config");
+    let spec = scenario::spec("research").expect("valid spec");
+    let mut scenario = Scenario::new(&capability, &spec).expect("the spec is accepted");
+    run(&mut scenario, dependency_refuted());
+    let ledger = ledger(scenario.state());
+    let lines = |agent: &str| -> Vec<(String, String)> {
+        ledger
+            .lines_of(&agent_id(agent))
+            .map(|h| (h.facts.id.clone(), h.status.name().to_owned()))
+            .collect()
+    };
+    assert_eq!(lines("alice"), [("h1".to_owned(), "refuted".to_owned())]);
+    assert_eq!(lines("bob"), [("h2".to_owned(), "weakened".to_owned())]);
+    assert!(lines("carol").is_empty());
+}
