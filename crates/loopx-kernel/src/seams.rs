@@ -373,10 +373,13 @@ pub struct TurnReport {
     /// The transition the executor proposes.
     pub transition: Transition,
     /// Observations it made.
+    #[serde(default)]
     pub observations: Vec<Observation>,
     /// What it used.
+    #[serde(default)]
     pub usage: Amounts,
     /// A short account, for people.
+    #[serde(default)]
     pub summary: String,
 }
 

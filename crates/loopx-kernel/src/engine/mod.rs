@@ -339,10 +339,12 @@ impl Engine {
             };
             let actor = Actor::Provider(watch.provider.source().clone());
             for observation in observations {
+                let seen = observation.observed_at.as_millis().to_string();
                 let op = operation(&[
                     "observe",
                     observation.key.as_str(),
                     observation.fingerprint.as_str(),
+                    &seen,
                 ]);
                 let command = Command::RecordObservation {
                     observation: observation.clone(),
@@ -375,9 +377,9 @@ impl Engine {
                 let written = self.write(state, &actor, &proposal.command, &op).await?;
                 report.proposals.push(ProposalOutcome {
                     capability: capability.source().clone(),
-                    command: proposal.command.name(),
+                    command: proposal.command.name().to_owned(),
                     rationale: proposal.rationale,
-                    refused: written.err().map(|refusal| refusal.code()),
+                    refused: written.err().map(|refusal| refusal.code().to_owned()),
                 });
             }
         }

@@ -1,29 +1,29 @@
 //! What a step did, as plain data a host can log, show or serialise.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::command::VerdictOutcome;
 use crate::decide::Decision;
 use crate::ids::{GoalId, ObservationKey, SourceId, TodoId, TurnId};
 
 /// The account of one [`Engine::step`](super::Engine::step).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StepReport {
     /// The goal.
     pub goal: GoalId,
     /// The goal revision after the step; a wait watches for commits past it.
     pub revision: u64,
     /// Observation streams whose new facts were recorded.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub observed: Vec<ObservationKey>,
     /// Providers that failed to answer (the step goes on without them).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub provider_errors: Vec<String>,
     /// Every capability proposal and whether the kernel accepted it.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub proposals: Vec<ProposalOutcome>,
     /// The turn taken, if the decision was `continue`.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<TurnOutcome>,
     /// The decision after the step.
     pub decision: Decision,
@@ -48,21 +48,21 @@ impl StepReport {
 }
 
 /// A capability proposal as the engine submitted it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProposalOutcome {
     /// The capability.
     pub capability: SourceId,
     /// The command's name.
-    pub command: &'static str,
+    pub command: String,
     /// Why the capability proposed it.
     pub rationale: String,
     /// The refusal code when the kernel refused it; `None` when it took effect.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub refused: Option<&'static str>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
 }
 
 /// What became of the turn a step tried to take.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum TurnOutcome {
     /// The turn ran (or was recovered) and settled in one commit.
@@ -107,7 +107,7 @@ pub enum TurnOutcome {
 }
 
 /// When [`Engine::run`](super::Engine::run) stops.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Until {
     /// At the first decision that is not `continue`: the host takes over from there.

@@ -1,0 +1,358 @@
+//! `loopx goal create|show|list|amend|close|abandon`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand, ValueEnum};
+use loopx_kernel::{
+    Actor, AgentId, Amendment, BudgetExhaustion, CheckId, Command, Criterion, CriterionId,
+    Duration, GoalId, GoalSpec, Limits, PersonId, Policy, Subject,
+};
+use serde_json::{Value, json};
+
+use crate::cmd::view;
+use crate::context::{Ctx, parse_duration, read_json, written, written_line};
+use crate::error::{CliError, Exit};
+use crate::output::{Table, or_dash};
+
+/// `loopx goal …`
+#[derive(Debug, Subcommand)]
+pub enum GoalVerb {
+    /// Create a goal (as its owner, a person) from flags and/or a `GoalSpec` JSON file.
+    Create(CreateArgs),
+    /// Show one goal: objective, criteria and their status, budget, closure.
+    Show,
+    /// List every goal in the store with its standing.
+    List,
+    /// Amend the goal (owner only) from flags and/or a JSON array of amendments.
+    Amend(AmendArgs),
+    /// Record the intent to close the goal once every condition holds.
+    Close(ReasonArgs),
+    /// Give the goal up (owner only).
+    Abandon(ReasonArgs),
+}
+
+/// Budget limits as flags.
+#[derive(Debug, Args, Default)]
+pub struct LimitArgs {
+    /// Turn limit.
+    #[arg(long)]
+    turns: Option<u64>,
+    /// Token limit.
+    #[arg(long)]
+    tokens: Option<u64>,
+    /// Cost limit, in millionths of the currency unit.
+    #[arg(long)]
+    cost_micros: Option<u64>,
+    /// Wall-clock limit, in milliseconds.
+    #[arg(long)]
+    wall_ms: Option<u64>,
+}
+
+impl LimitArgs {
+    fn any(&self) -> bool {
+        self.turns.is_some()
+            || self.tokens.is_some()
+            || self.cost_micros.is_some()
+            || self.wall_ms.is_some()
+    }
+
+    fn over(&self, mut limits: Limits) -> Limits {
+        limits.turns = self.turns.or(limits.turns);
+        limits.tokens = self.tokens.or(limits.tokens);
+        limits.cost_micros = self.cost_micros.or(limits.cost_micros);
+        limits.wall_ms = self.wall_ms.or(limits.wall_ms);
+        limits
+    }
+}
+
+/// What exhausted budget does.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Exhaustion {
+    /// Ask the owner for more.
+    Ask,
+    /// Wait quietly.
+    Wait,
+}
+
+/// Flags of `loopx goal create`.
+#[derive(Debug, Args)]
+pub struct CreateArgs {
+    /// The goal's id (or --goal, or the file's `id`).
+    #[arg(long)]
+    id: Option<GoalId>,
+    /// What the work is for.
+    #[arg(long)]
+    objective: Option<String>,
+    /// The owning person (default: the acting person).
+    #[arg(long)]
+    owner: Option<PersonId>,
+    /// An acceptance criterion: ID,CHECK,SUBJECT,TEXT (repeatable).
+    #[arg(long = "criterion", value_name = "ID,CHECK,SUBJECT,TEXT")]
+    criteria: Vec<String>,
+    /// An agent that may claim work (repeatable).
+    #[arg(long = "agent")]
+    agents: Vec<AgentId>,
+    #[command(flatten)]
+    limits: LimitArgs,
+    /// Lease time-to-live when a claim does not say (e.g. 15m).
+    #[arg(long, value_parser = parse_duration)]
+    lease_ttl: Option<Duration>,
+    /// What exhausted budget does.
+    #[arg(long, value_enum)]
+    on_budget_exhausted: Option<Exhaustion>,
+    /// A `GoalSpec` as JSON (`-` for standard input); flags override or add to it.
+    #[arg(long)]
+    file: Option<PathBuf>,
+}
+
+/// Flags of `loopx goal amend`.
+#[derive(Debug, Args)]
+pub struct AmendArgs {
+    /// The goal revision the amendments were written against (default: the current one).
+    #[arg(long)]
+    expected_revision: Option<u64>,
+    /// Replace the objective.
+    #[arg(long)]
+    objective: Option<String>,
+    /// Add a criterion: ID,CHECK,SUBJECT,TEXT (repeatable).
+    #[arg(long = "add-criterion", value_name = "ID,CHECK,SUBJECT,TEXT")]
+    add_criteria: Vec<String>,
+    /// Remove a criterion (repeatable).
+    #[arg(long = "remove-criterion")]
+    remove_criteria: Vec<CriterionId>,
+    /// Register an agent (repeatable).
+    #[arg(long = "register-agent")]
+    register: Vec<AgentId>,
+    /// Unregister an agent (repeatable).
+    #[arg(long = "unregister-agent")]
+    unregister: Vec<AgentId>,
+    /// New budget limits (unnamed dimensions keep their current limit).
+    #[command(flatten)]
+    limits: LimitArgs,
+    /// A JSON array of amendments (`-` for standard input), applied before the flags'.
+    #[arg(long)]
+    file: Option<PathBuf>,
+}
+
+/// A reason.
+#[derive(Debug, Args)]
+pub struct ReasonArgs {
+    /// Why.
+    #[arg(long)]
+    reason: String,
+}
+
+pub async fn run(ctx: &Ctx, verb: GoalVerb) -> Result<Exit, CliError> {
+    match verb {
+        GoalVerb::Create(args) => create(ctx, args).await,
+        GoalVerb::Show => show(ctx).await,
+        GoalVerb::List => list(ctx).await,
+        GoalVerb::Amend(args) => amend(ctx, args).await,
+        GoalVerb::Close(args) => {
+            let command = Command::DeclareClosure {
+                reason: args.reason,
+            };
+            write(ctx, &command, "closure intent").await
+        }
+        GoalVerb::Abandon(args) => {
+            let command = Command::AbandonGoal {
+                reason: args.reason,
+            };
+            write(ctx, &command, "abandonment").await
+        }
+    }
+}
+
+/// Parses `ID,CHECK,SUBJECT,TEXT`.
+pub fn criterion(text: &str) -> Result<Criterion, CliError> {
+    let parts: Vec<&str> = text.splitn(4, ',').collect();
+    let [id, check, subject, words] = parts.as_slice() else {
+        return Err(CliError::usage(
+            "invalid_criterion",
+            format!("`{text}` is not a criterion: expected ID,CHECK,SUBJECT,TEXT"),
+            "e.g. --criterion 'text-unchanged,tests.text_output,repo:acme/cli,default text output unchanged'",
+        ));
+    };
+    Ok(Criterion {
+        id: CriterionId::new(id.trim())?,
+        check: CheckId::new(check.trim())?,
+        subject: Subject::new(subject.trim())?,
+        text: words.trim().to_owned(),
+    })
+}
+
+async fn create(ctx: &Ctx, args: CreateArgs) -> Result<Exit, CliError> {
+    let actor = ctx.actor()?;
+    let mut spec = match &args.file {
+        Some(path) => Some(read_json::<GoalSpec>(path, "goal spec")?),
+        None => None,
+    };
+    let id = args
+        .id
+        .or(ctx.goal_opt()?)
+        .or_else(|| spec.as_ref().map(|s| s.id.clone()))
+        .ok_or_else(|| {
+            CliError::usage(
+                "goal_missing",
+                "the new goal needs an id",
+                "pass --id GOAL (or --goal), or an `id` in --file",
+            )
+        })?;
+    let owner = match (args.owner, &actor, &spec) {
+        (Some(owner), _, _) => owner,
+        (None, _, Some(spec)) => spec.owner.clone(),
+        (None, Actor::Person(person), None) => person.clone(),
+        (None, _, None) => {
+            return Err(CliError::usage(
+                "owner_missing",
+                "a goal is owned by a person and none was named",
+                "act as the owner (--as person:NAME) or pass --owner NAME",
+            ));
+        }
+    };
+    let criteria = args
+        .criteria
+        .iter()
+        .map(|c| criterion(c))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut spec = match spec.take() {
+        Some(spec) => spec,
+        None => GoalSpec {
+            id: id.clone(),
+            objective: args.objective.clone().ok_or_else(|| {
+                CliError::usage(
+                    "objective_missing",
+                    "the new goal needs an objective",
+                    "pass --objective TEXT, or a GoalSpec with --file",
+                )
+            })?,
+            owner: owner.clone(),
+            criteria: Vec::new(),
+            agents: std::collections::BTreeSet::new(),
+            budget: Limits::UNLIMITED,
+            policy: Policy::default(),
+            grants: BTreeMap::new(),
+        },
+    };
+    spec.id = id.clone();
+    spec.owner = owner;
+    if let Some(objective) = args.objective {
+        spec.objective = objective;
+    }
+    spec.criteria.extend(criteria);
+    spec.agents.extend(args.agents);
+    spec.budget = args.limits.over(spec.budget);
+    if let Some(ttl) = args.lease_ttl {
+        spec.policy.lease_ttl = ttl;
+    }
+    if let Some(on) = args.on_budget_exhausted {
+        spec.policy.on_budget_exhausted = match on {
+            Exhaustion::Ask => BudgetExhaustion::Ask,
+            Exhaustion::Wait => BudgetExhaustion::Wait,
+        };
+    }
+    let backend = ctx.open().await?;
+    let done = ctx
+        .submit(&backend, &id, &Command::CreateGoal { spec })
+        .await?;
+    let mut value = written(&done);
+    value.insert("goal".into(), view::goal(&done.state, ctx.now));
+    ctx.out.emit(&Value::Object(value), |out| {
+        let mut text = written_line(out, &done, &format!("goal `{id}`"));
+        text.push_str(&view::goal_text(out, &done.state, ctx.now));
+        text
+    });
+    Ok(Exit::Ok)
+}
+
+async fn show(ctx: &Ctx) -> Result<Exit, CliError> {
+    let goal = ctx.goal()?;
+    let backend = ctx.open().await?;
+    let state = ctx.load(&backend, &goal).await?;
+    let value = json!({ "goal": view::goal(&state, ctx.now) });
+    ctx.out
+        .emit(&value, |out| view::goal_text(out, &state, ctx.now));
+    Ok(Exit::Ok)
+}
+
+async fn list(ctx: &Ctx) -> Result<Exit, CliError> {
+    let backend = ctx.open().await?;
+    let goals = backend.store().goals(ctx.now).await?;
+    let value = json!({ "goals": goals });
+    ctx.out.emit(&value, |out| {
+        if goals.is_empty() {
+            return "no goals yet; create one with `loopx goal create`".to_owned();
+        }
+        let mut table = Table::new(&["GOAL", "STATUS", "REVISION", "NEXT WAKE", "OBJECTIVE"]);
+        for goal in &goals {
+            table.row(vec![
+                goal.goal.to_string(),
+                crate::output::compact(&goal.status)
+                    .trim_matches('"')
+                    .to_owned(),
+                goal.revision.to_string(),
+                or_dash(goal.next_wake),
+                goal.objective.clone(),
+            ]);
+        }
+        table.render(out)
+    });
+    Ok(Exit::Ok)
+}
+
+async fn amend(ctx: &Ctx, args: AmendArgs) -> Result<Exit, CliError> {
+    let goal = ctx.goal()?;
+    ctx.actor()?;
+    let mut amendments: Vec<Amendment> = match &args.file {
+        Some(path) => read_json(path, "list of amendments")?,
+        None => Vec::new(),
+    };
+    if let Some(objective) = args.objective {
+        amendments.push(Amendment::SetObjective { objective });
+    }
+    for text in &args.add_criteria {
+        amendments.push(Amendment::AddCriterion {
+            criterion: criterion(text)?,
+        });
+    }
+    for id in args.remove_criteria {
+        amendments.push(Amendment::RemoveCriterion { id });
+    }
+    for agent in args.register {
+        amendments.push(Amendment::RegisterAgent { agent });
+    }
+    for agent in args.unregister {
+        amendments.push(Amendment::UnregisterAgent { agent });
+    }
+    let backend = ctx.open().await?;
+    let state = ctx.load(&backend, &goal).await?;
+    if args.limits.any() {
+        amendments.push(Amendment::SetBudget {
+            limits: args.limits.over(state.spec.budget),
+        });
+    }
+    let command = Command::AmendGoal {
+        expected_revision: args.expected_revision.unwrap_or(state.goal_revision),
+        amendments,
+    };
+    let done = ctx.submit(&backend, &goal, &command).await?;
+    let mut value = written(&done);
+    value.insert("goal".into(), view::goal(&done.state, ctx.now));
+    ctx.out.emit(&Value::Object(value), |out| {
+        written_line(out, &done, &format!("amendment of goal `{goal}`"))
+    });
+    Ok(Exit::Ok)
+}
+
+async fn write(ctx: &Ctx, command: &Command, what: &str) -> Result<Exit, CliError> {
+    let goal = ctx.goal()?;
+    ctx.actor()?;
+    let backend = ctx.open().await?;
+    let done = ctx.submit(&backend, &goal, command).await?;
+    let mut value = written(&done);
+    value.insert("goal".into(), view::goal(&done.state, ctx.now));
+    ctx.out
+        .emit(&Value::Object(value), |out| written_line(out, &done, what));
+    Ok(Exit::Ok)
+}

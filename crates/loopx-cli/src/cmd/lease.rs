@@ -1,0 +1,173 @@
+//! `loopx claim|begin|renew|release`: the lease on a todo and the turn under it.
+
+use std::fmt::Write as _;
+
+use clap::Args;
+use loopx_kernel::{Amounts, Command, Duration, GoalState, TodoId, TurnId, Workspace};
+use loopx_store::Submitted;
+use serde_json::{Value, json};
+
+use crate::context::{Ctx, parse_duration, written, written_line};
+use crate::error::{CliError, Exit};
+
+/// Flags of `loopx claim`.
+#[derive(Debug, Args)]
+pub struct ClaimArgs {
+    /// The todo.
+    #[arg(long)]
+    todo: TodoId,
+    /// Lease time-to-live (e.g. 30m); the goal policy's when absent.
+    #[arg(long, value_parser = parse_duration)]
+    ttl: Option<Duration>,
+    /// The workspace's top level (`git rev-parse --show-toplevel`); required for todos that
+    /// write, with --workspace-common-dir.
+    #[arg(long, requires = "workspace_common_dir")]
+    workspace_top_level: Option<String>,
+    /// The workspace's common git directory (`git rev-parse --git-common-dir`).
+    #[arg(long, requires = "workspace_top_level")]
+    workspace_common_dir: Option<String>,
+    /// Why you may take another agent's todo (under a grant).
+    #[arg(long)]
+    grant_reason: Option<String>,
+}
+
+/// Flags of `loopx begin`.
+#[derive(Debug, Args)]
+pub struct BeginArgs {
+    /// The todo.
+    #[arg(long)]
+    todo: TodoId,
+    /// The lease epoch (from `claim`).
+    #[arg(long)]
+    epoch: u64,
+    /// The turn's id; its charge is bound to it.
+    #[arg(long)]
+    turn: TurnId,
+    /// Turns to reserve (with the other --reserve-* flags; the goal policy's default when
+    /// none is given).
+    #[arg(long)]
+    reserve_turns: Option<u64>,
+    /// Tokens to reserve.
+    #[arg(long)]
+    reserve_tokens: Option<u64>,
+    /// Cost to reserve, in millionths.
+    #[arg(long)]
+    reserve_cost_micros: Option<u64>,
+    /// Wall-clock milliseconds to reserve.
+    #[arg(long)]
+    reserve_wall_ms: Option<u64>,
+}
+
+/// Flags of `loopx renew`.
+#[derive(Debug, Args)]
+pub struct RenewArgs {
+    /// The todo.
+    #[arg(long)]
+    todo: TodoId,
+    /// The holder's epoch.
+    #[arg(long)]
+    epoch: u64,
+    /// New time-to-live from now; the goal policy's when absent.
+    #[arg(long, value_parser = parse_duration)]
+    ttl: Option<Duration>,
+}
+
+/// Flags of `loopx release`.
+#[derive(Debug, Args)]
+pub struct ReleaseArgs {
+    /// The todo.
+    #[arg(long)]
+    todo: TodoId,
+    /// The holder's epoch.
+    #[arg(long)]
+    epoch: u64,
+}
+
+fn lease_json(state: &GoalState, todo: &TodoId) -> Value {
+    let found = state.todos.get(todo);
+    json!({
+        "todo": todo,
+        "status": found.map(|t| t.status.name()),
+        "last_epoch": found.map(|t| t.last_epoch),
+        "lease": found.and_then(|t| t.lease.as_deref()),
+    })
+}
+
+async fn write(ctx: &Ctx, todo: &TodoId, command: &Command, what: &str) -> Result<Exit, CliError> {
+    let goal = ctx.goal()?;
+    ctx.actor()?;
+    let backend = ctx.open().await?;
+    let done: Submitted = ctx.submit(&backend, &goal, command).await?;
+    let mut value = written(&done);
+    value.insert("lease".into(), lease_json(&done.state, todo));
+    ctx.out.emit(&Value::Object(value), |out| {
+        let mut text = written_line(out, &done, &format!("{what} of todo `{todo}`"));
+        if let Some(lease) = done.state.todos.get(todo).and_then(|t| t.lease.as_deref()) {
+            let _ = writeln!(
+                text,
+                "  lease: {} epoch {} until {}",
+                lease.holder, lease.epoch, lease.expires_at
+            );
+            if let Some(turn) = &lease.turn {
+                let _ = writeln!(text, "  turn in flight: {}", turn.id);
+            }
+        }
+        text
+    });
+    Ok(Exit::Ok)
+}
+
+pub async fn claim(ctx: &Ctx, args: ClaimArgs) -> Result<Exit, CliError> {
+    let workspace = match (args.workspace_top_level, args.workspace_common_dir) {
+        (Some(top_level), Some(common_dir)) => Some(Workspace {
+            top_level,
+            common_dir,
+        }),
+        _ => None,
+    };
+    let todo = args.todo.clone();
+    let command = Command::Claim {
+        todo: args.todo,
+        ttl: args.ttl,
+        workspace,
+        grant_reason: args.grant_reason,
+    };
+    write(ctx, &todo, &command, "claim").await
+}
+
+pub async fn begin(ctx: &Ctx, args: &BeginArgs) -> Result<Exit, CliError> {
+    let any = args.reserve_turns.is_some()
+        || args.reserve_tokens.is_some()
+        || args.reserve_cost_micros.is_some()
+        || args.reserve_wall_ms.is_some();
+    let reserve = any.then(|| Amounts {
+        turns: args.reserve_turns.unwrap_or(1),
+        tokens: args.reserve_tokens.unwrap_or(0),
+        cost_micros: args.reserve_cost_micros.unwrap_or(0),
+        wall_ms: args.reserve_wall_ms.unwrap_or(0),
+    });
+    let command = Command::BeginTurn {
+        todo: args.todo.clone(),
+        epoch: args.epoch,
+        turn: args.turn.clone(),
+        reserve,
+    };
+    write(ctx, &args.todo, &command, "turn start").await
+}
+
+pub async fn renew(ctx: &Ctx, args: &RenewArgs) -> Result<Exit, CliError> {
+    let command = Command::Renew {
+        todo: args.todo.clone(),
+        epoch: args.epoch,
+        ttl: args.ttl,
+    };
+    write(ctx, &args.todo, &command, "renewal").await
+}
+
+pub async fn release(ctx: &Ctx, args: &ReleaseArgs) -> Result<Exit, CliError> {
+    let command = Command::Release {
+        todo: args.todo.clone(),
+        epoch: args.epoch,
+    };
+    write(ctx, &args.todo, &command, "release").await
+}

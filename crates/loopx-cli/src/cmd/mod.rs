@@ -1,0 +1,90 @@
+//! The verbs, one module per group. Each module defines its flags (clap `Args`) and a `run`
+//! that returns the exit code of a success (or an error). A new verb group is a new module, a
+//! variant of [`Verb`] and a line in [`run`].
+
+use clap::Subcommand;
+
+use crate::context::Ctx;
+use crate::error::{CliError, Exit};
+
+mod doctor;
+mod evidence;
+mod gate;
+mod goal;
+mod init;
+mod lease;
+mod log;
+mod next;
+mod observe;
+mod settle;
+mod status;
+mod todo;
+mod transfer;
+mod view;
+
+/// The verbs.
+#[derive(Debug, Subcommand)]
+pub enum Verb {
+    /// Create the store (the SQLite file and its directory) or check that it can be opened.
+    Init,
+    /// Create, show, list, amend, close or abandon goals.
+    #[command(subcommand)]
+    Goal(goal::GoalVerb),
+    /// Add, list, defer or supersede todos.
+    #[command(subcommand)]
+    Todo(todo::TodoVerb),
+    /// The next legal step for an agent: continue, wait, ask, replan, repair or terminal.
+    Next(next::NextArgs),
+    /// Acquire the lease on a todo (as an agent).
+    Claim(lease::ClaimArgs),
+    /// Begin a turn under a held lease, reserving its budget.
+    Begin(lease::BeginArgs),
+    /// Extend a held lease.
+    Renew(lease::RenewArgs),
+    /// Give a lease up (a begun turn's reservation is returned uncharged).
+    Release(lease::ReleaseArgs),
+    /// Settle a turn: verdict, evidence, transition, charge and lease release in one commit.
+    Settle(settle::SettleArgs),
+    /// Open, list, answer, reject or withdraw gates (questions for a person).
+    #[command(subcommand)]
+    Gate(gate::GateVerb),
+    /// Record or list evidence.
+    #[command(subcommand)]
+    Evidence(evidence::EvidenceVerb),
+    /// Observe the outside world: a git working tree, a process, a saved GitHub webhook.
+    #[command(subcommand)]
+    Observe(observe::ObserveVerb),
+    /// The goal's event history, with revisions.
+    Log(log::LogArgs),
+    /// The board: todos by column, open gates, budget left, criteria and evidence freshness.
+    Status,
+    /// Check the store: integrity, replay equals stored state, kernel invariants.
+    Doctor,
+    /// Write a goal's recorded events as JSON lines.
+    Export(transfer::ExportArgs),
+    /// Create a goal from exported JSON lines (validated by replay before anything is written).
+    Import(transfer::ImportArgs),
+}
+
+/// Runs one verb.
+pub async fn run(ctx: &Ctx, verb: Verb) -> Result<Exit, CliError> {
+    match verb {
+        Verb::Init => init::run(ctx).await,
+        Verb::Goal(verb) => goal::run(ctx, verb).await,
+        Verb::Todo(verb) => todo::run(ctx, verb).await,
+        Verb::Next(args) => next::run(ctx, &args).await,
+        Verb::Claim(args) => lease::claim(ctx, args).await,
+        Verb::Begin(args) => lease::begin(ctx, &args).await,
+        Verb::Renew(args) => lease::renew(ctx, &args).await,
+        Verb::Release(args) => lease::release(ctx, &args).await,
+        Verb::Settle(args) => settle::run(ctx, &args).await,
+        Verb::Gate(verb) => gate::run(ctx, verb).await,
+        Verb::Evidence(verb) => evidence::run(ctx, verb).await,
+        Verb::Observe(verb) => observe::run(ctx, verb).await,
+        Verb::Log(args) => log::run(ctx, &args).await,
+        Verb::Status => status::run(ctx).await,
+        Verb::Doctor => doctor::run(ctx).await,
+        Verb::Export(args) => transfer::export(ctx, &args).await,
+        Verb::Import(args) => transfer::import(ctx, &args).await,
+    }
+}

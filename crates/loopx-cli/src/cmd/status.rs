@@ -1,0 +1,174 @@
+//! `loopx status`: the board of one goal.
+
+use std::fmt::Write as _;
+
+use loopx_kernel::{GoalState, Timestamp, Todo, terminal};
+use serde_json::{Map, Value, json};
+
+use crate::cmd::{evidence, view};
+use crate::context::Ctx;
+use crate::error::{CliError, Exit};
+use crate::output::{Output, Style, Table, or_dash};
+
+/// The board's columns, in order.
+const COLUMNS: [&str; 6] = [
+    "open",
+    "leased",
+    "blocked",
+    "deferred",
+    "done",
+    "superseded",
+];
+
+fn column(todo: &Todo) -> &'static str {
+    match todo.status.name() {
+        "open" if todo.lease.is_some() => "leased",
+        other => other,
+    }
+}
+
+fn board(state: &GoalState) -> Value {
+    let mut board = Map::new();
+    for name in COLUMNS {
+        let todos: Vec<Value> = state
+            .todos
+            .values()
+            .filter(|t| column(t) == name)
+            .map(|t| {
+                json!({
+                    "id": t.id,
+                    "title": t.title,
+                    "priority": t.priority,
+                    "assignee": t.assignee,
+                    "lease": t.lease.as_deref(),
+                })
+            })
+            .collect();
+        board.insert(name.to_owned(), Value::Array(todos));
+    }
+    Value::Object(board)
+}
+
+pub async fn run(ctx: &Ctx) -> Result<Exit, CliError> {
+    let goal = ctx.goal()?;
+    let backend = ctx.open().await?;
+    let state = ctx.load(&backend, &goal).await?;
+    let now = ctx.now;
+    let gates: Vec<Value> = state
+        .gates
+        .values()
+        .filter(|g| g.state_at(now).is_pending())
+        .map(|g| view::gate(g, now))
+        .collect();
+    let evidence: Vec<Value> = state
+        .evidence
+        .values()
+        .map(|e| view::evidence(&state, e, now))
+        .collect();
+    let goal_view = view::goal(&state, now);
+    let value = json!({
+        "status": {
+            "goal": state.spec.id,
+            "objective": state.spec.objective,
+            "revision": state.revision,
+            "at": now,
+            "terminal": terminal(&state, now),
+            "board": board(&state),
+            "gates": gates,
+            "budget": view::budget(&state.ledger),
+            "criteria": goal_view.get("criteria").cloned().unwrap_or(Value::Null),
+            "evidence": evidence,
+        }
+    });
+    ctx.out.emit(&value, |out| human(out, &state, now));
+    Ok(Exit::Ok)
+}
+
+fn human(out: &Output, state: &GoalState, now: Timestamp) -> String {
+    let mut text = view::goal_text(out, state, now);
+    text.push('\n');
+    for name in COLUMNS {
+        let todos: Vec<&Todo> = state.todos.values().filter(|t| column(t) == name).collect();
+        if todos.is_empty() {
+            continue;
+        }
+        let _ = writeln!(text, "{} ({})", out.paint(Style::Bold, name), todos.len());
+        for todo in todos {
+            let lease = view::lease_cell(todo, now);
+            let lease = if lease == "-" {
+                String::new()
+            } else {
+                format!("  [{lease}]")
+            };
+            let _ = writeln!(text, "  {}  {}{lease}", todo.id, todo.title);
+        }
+    }
+    let pending: Vec<_> = state
+        .gates
+        .values()
+        .filter(|g| g.state_at(now).is_pending())
+        .collect();
+    text.push('\n');
+    if pending.is_empty() {
+        text.push_str("no open gates\n");
+    } else {
+        let mut table = Table::new(&["OPEN GATE", "OWNER", "DEADLINE", "BLOCKS", "QUESTION"]);
+        for gate in pending {
+            table.row(vec![
+                gate.id.to_string(),
+                gate.owner.to_string(),
+                or_dash(gate.deadline),
+                crate::cmd::gate::scope_text(&gate.scope),
+                gate.question.clone(),
+            ]);
+        }
+        text.push_str(&table.render(out));
+    }
+    text.push('\n');
+    let ledger = &state.ledger;
+    let remaining = ledger.remaining();
+    let mut table = Table::new(&["BUDGET", "LIMIT", "SPENT", "RESERVED", "LEFT"]);
+    let rows = [
+        (
+            "turns",
+            ledger.limits.turns,
+            ledger.spent.turns,
+            ledger.reserved.turns,
+            remaining.turns,
+        ),
+        (
+            "tokens",
+            ledger.limits.tokens,
+            ledger.spent.tokens,
+            ledger.reserved.tokens,
+            remaining.tokens,
+        ),
+        (
+            "cost_micros",
+            ledger.limits.cost_micros,
+            ledger.spent.cost_micros,
+            ledger.reserved.cost_micros,
+            remaining.cost_micros,
+        ),
+        (
+            "wall_ms",
+            ledger.limits.wall_ms,
+            ledger.spent.wall_ms,
+            ledger.reserved.wall_ms,
+            remaining.wall_ms,
+        ),
+    ];
+    for (name, limit, spent, reserved, left) in rows {
+        table.row(vec![
+            name.to_owned(),
+            limit.map_or_else(|| "unlimited".to_owned(), |l| l.to_string()),
+            spent.to_string(),
+            reserved.to_string(),
+            left.map_or_else(|| "-".to_owned(), |l| l.to_string()),
+        ]);
+    }
+    text.push_str(&table.render(out));
+    text.push('\n');
+    text.push_str(&evidence::table(out, state, now));
+    text
+}

@@ -1,0 +1,155 @@
+//! JSON views shared by several verbs: a goal, its budget, a gate, a piece of evidence. Each is
+//! built from the kernel's own serde shapes, with derived facts (status at `now`) merged in.
+
+use std::fmt::Write as _;
+
+use loopx_kernel::{Evidence, Gate, GoalState, Ledger, Timestamp, Todo, terminal};
+use serde_json::{Value, json};
+
+use crate::output::Output;
+use crate::output::{Style, Table, or_dash};
+
+/// Merges the fields of `extra` (an object) into `base` (an object).
+pub fn merge(mut base: Value, extra: Value) -> Value {
+    if let (Some(map), Value::Object(extra)) = (base.as_object_mut(), extra) {
+        for (key, value) in extra {
+            map.insert(key, value);
+        }
+    }
+    base
+}
+
+/// The budget: limits, spent, reserved and what is left.
+pub fn budget(ledger: &Ledger) -> Value {
+    merge(json!(ledger), json!({ "remaining": ledger.remaining() }))
+}
+
+/// A goal with its criteria's status and its budget at `now`.
+pub fn goal(state: &GoalState, now: Timestamp) -> Value {
+    let status = state.criteria_status(now);
+    let criteria: Vec<Value> = state
+        .spec
+        .criteria
+        .iter()
+        .map(|criterion| {
+            let found = status.iter().find(|(id, _)| id == &criterion.id);
+            merge(
+                json!(criterion),
+                found.map_or(Value::Null, |(_, s)| json!(s)),
+            )
+        })
+        .collect();
+    json!({
+        "id": state.spec.id,
+        "objective": state.spec.objective,
+        "owner": state.spec.owner,
+        "revision": state.revision,
+        "goal_revision": state.goal_revision,
+        "created_at": state.created_at,
+        "agents": state.spec.agents,
+        "criteria": criteria,
+        "budget": budget(&state.ledger),
+        "policy": state.spec.policy,
+        "closure": state.closure,
+        "abandoned": state.abandoned,
+        "terminal": terminal(state, now),
+        "todos": state.todos.len(),
+    })
+}
+
+/// A gate with its effective state at `now`.
+pub fn gate(gate: &Gate, now: Timestamp) -> Value {
+    merge(json!(gate), json!({ "effective": gate.state_at(now) }))
+}
+
+/// Evidence with its freshness at `now`.
+pub fn evidence(state: &GoalState, evidence: &Evidence, now: Timestamp) -> Value {
+    merge(json!(evidence), json!(state.freshness(&evidence.id, now)))
+}
+
+/// The lease column of a todo: `holder#epoch`, with the turn in flight.
+pub fn lease_cell(todo: &Todo, now: Timestamp) -> String {
+    match todo.lease.as_deref() {
+        Some(lease) => {
+            let live = if lease.is_live(now) { "" } else { " (expired)" };
+            let turn = lease
+                .turn
+                .as_ref()
+                .map_or_else(String::new, |t| format!(" turn {}", t.id));
+            format!("{}#{}{turn}{live}", lease.holder, lease.epoch)
+        }
+        None => "-".to_owned(),
+    }
+}
+
+/// The todos as a table.
+pub fn todo_table(out: &Output, todos: &[&Todo], now: Timestamp) -> String {
+    let mut table = Table::new(&["TODO", "STATUS", "PRI", "ASSIGNEE", "LEASE", "TITLE"]);
+    for todo in todos {
+        let status = todo.status.name();
+        let status = match status {
+            "done" => out.paint(Style::Good, status),
+            "blocked" => out.paint(Style::Bad, status),
+            "deferred" | "superseded" => out.paint(Style::Dim, status),
+            other => other.to_owned(),
+        };
+        table.row(vec![
+            todo.id.to_string(),
+            status,
+            format!("{:?}", todo.priority),
+            or_dash(todo.assignee.as_ref()),
+            lease_cell(todo, now),
+            todo.title.clone(),
+        ]);
+    }
+    table.render(out)
+}
+
+/// A goal in a few human lines.
+pub fn goal_text(out: &Output, state: &GoalState, now: Timestamp) -> String {
+    let mut text = format!(
+        "{} {}\n  objective: {}\n  owner: person:{}   revision {} (goal revision {})\n",
+        out.paint(Style::Bold, "goal"),
+        state.spec.id,
+        state.spec.objective,
+        state.spec.owner,
+        state.revision,
+        state.goal_revision
+    );
+    let agents: Vec<String> = state.spec.agents.iter().map(ToString::to_string).collect();
+    let _ = writeln!(text, "  agents: {}", agents.join(", "));
+    if let Some(outcome) = terminal(state, now) {
+        let _ = writeln!(text, "  terminal: {}", crate::output::compact(&outcome));
+    }
+    let status = state.criteria_status(now);
+    if !status.is_empty() {
+        let mut table = Table::new(&["CRITERION", "STATUS", "CHECK", "SUBJECT", "TEXT"]);
+        for criterion in &state.spec.criteria {
+            let shown = status
+                .iter()
+                .find(|(id, _)| id == &criterion.id)
+                .map_or_else(|| "-".to_owned(), |(_, s)| criterion_status(out, s));
+            table.row(vec![
+                criterion.id.to_string(),
+                shown,
+                criterion.check.to_string(),
+                criterion.subject.to_string(),
+                criterion.text.clone(),
+            ]);
+        }
+        text.push('\n');
+        text.push_str(&table.render(out));
+    }
+    text
+}
+
+/// A criterion's status in words.
+pub fn criterion_status(out: &Output, status: &loopx_kernel::CriterionStatus) -> String {
+    use loopx_kernel::CriterionStatus as S;
+    match status {
+        S::Met { evidence } => out.paint(Style::Good, &format!("met ({evidence})")),
+        S::NoEvidence => out.paint(Style::Warn, "no evidence"),
+        S::Failing { evidence } => out.paint(Style::Bad, &format!("failing ({evidence})")),
+        S::Stale { evidence, .. } => out.paint(Style::Warn, &format!("stale ({evidence})")),
+    }
+}

@@ -1,0 +1,305 @@
+//! What every verb shares: the global flags resolved (store, actor, goal, operation id, time),
+//! the output mode, and the one write path (`submit`).
+
+use std::path::Path;
+
+use clap::Args;
+use loopx_kernel::{
+    Actor, AgentId, Command, Duration, GoalId, GoalState, OperationId, PersonId, SourceId,
+    Timestamp,
+};
+use loopx_store::{Submitted, submit};
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value, json};
+
+use crate::error::CliError;
+use crate::output::Output;
+use crate::store::{self, Backend, Location};
+
+/// Flags every verb accepts.
+#[derive(Debug, Clone, Args)]
+pub struct Global {
+    /// The store: a SQLite file path (default .loopx/loopx.db) or a postgres:// URL.
+    #[arg(
+        long,
+        global = true,
+        env = "LOOPX_STORE",
+        hide_env_values = true,
+        value_name = "PATH|URL"
+    )]
+    pub store: Option<String>,
+    /// Who acts: agent:NAME, person:NAME, validator:NAME (also provider:NAME,
+    /// capability:NAME). Required by every verb that writes.
+    #[arg(
+        long = "as",
+        global = true,
+        env = "LOOPX_ACTOR",
+        value_name = "KIND:NAME"
+    )]
+    pub actor: Option<String>,
+    /// The goal the verb works on.
+    #[arg(long, global = true, env = "LOOPX_GOAL", value_name = "GOAL")]
+    pub goal: Option<String>,
+    /// Operation id of the write, for idempotent retries (a retry with the same id and
+    /// payload returns the first receipt); generated when absent.
+    #[arg(long, global = true, value_name = "ID")]
+    pub op: Option<String>,
+    /// The time to act at (RFC 3339, e.g. 2026-11-29T10:00:00Z); the system clock when absent.
+    #[arg(long, global = true, value_name = "RFC3339")]
+    pub now: Option<String>,
+    /// Print exactly one JSON document (errors as {"error": {...}}).
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+/// One invocation's resolved context.
+#[derive(Debug)]
+pub struct Ctx {
+    pub out: Output,
+    pub now: Timestamp,
+    location: Location,
+    actor: Option<String>,
+    goal: Option<String>,
+    op: Option<String>,
+}
+
+fn system_now() -> Timestamp {
+    let millis = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    Timestamp::from_millis(millis)
+}
+
+/// Parses `kind:name` into an actor.
+pub fn parse_actor(text: &str) -> Result<Actor, CliError> {
+    let bad = |problem: String| {
+        CliError::usage(
+            "actor_invalid",
+            problem,
+            "pass --as agent:NAME, person:NAME or validator:NAME (or set LOOPX_ACTOR)",
+        )
+    };
+    let Some((kind, name)) = text.split_once(':') else {
+        return Err(bad(format!(
+            "`{text}` is not an actor: expected KIND:NAME, e.g. agent:agent-a"
+        )));
+    };
+    let invalid = |e: loopx_kernel::InvalidId| bad(format!("invalid actor `{text}`: {e}"));
+    Ok(match kind {
+        "agent" => Actor::Agent(AgentId::new(name).map_err(invalid)?),
+        "person" => Actor::Person(PersonId::new(name).map_err(invalid)?),
+        "validator" => Actor::Validator(SourceId::new(name).map_err(invalid)?),
+        "provider" => Actor::Provider(SourceId::new(name).map_err(invalid)?),
+        "capability" => Actor::Capability(SourceId::new(name).map_err(invalid)?),
+        other => {
+            return Err(bad(format!(
+                "unknown actor kind `{other}` in `{text}`: use agent, person, validator, provider or capability"
+            )));
+        }
+    })
+}
+
+/// Parses a span: `90s`, `30m`, `2h`, `1d` or plain milliseconds.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (digits, unit) = text
+        .find(|c: char| !c.is_ascii_digit())
+        .map_or((text, ""), |i| text.split_at(i));
+    let value: i64 = digits
+        .parse()
+        .map_err(|_| format!("`{text}` is not a duration (e.g. 90s, 30m, 2h, 1d)"))?;
+    match unit {
+        "" | "ms" => Ok(Duration::from_millis(value)),
+        "s" => Ok(Duration::seconds(value)),
+        "m" => Ok(Duration::minutes(value)),
+        "h" => Ok(Duration::hours(value)),
+        "d" => Ok(Duration::hours(value.saturating_mul(24))),
+        _ => Err(format!(
+            "`{text}` has an unknown unit: use ms, s, m, h or d"
+        )),
+    }
+}
+
+/// Parses an RFC 3339 timestamp (clap value parser).
+pub fn parse_time(text: &str) -> Result<Timestamp, String> {
+    Timestamp::parse(text).map_err(|e| e.to_string())
+}
+
+/// Reads a JSON file (`-` for standard input) into a kernel shape; errors are exit 7.
+pub fn read_json<T: DeserializeOwned>(path: &Path, what: &str) -> Result<T, CliError> {
+    let text = read_text(path)?;
+    serde_json::from_str(&text).map_err(|error| {
+        CliError::input(
+            "invalid_json",
+            format!("{} is not a valid {what}: {error}", shown(path)),
+            format!("fix the file; the shape of a {what} is documented in the README"),
+        )
+    })
+}
+
+fn shown(path: &Path) -> String {
+    if path.as_os_str() == "-" {
+        "standard input".to_owned()
+    } else {
+        format!("`{}`", path.display())
+    }
+}
+
+/// Reads a text file (`-` for standard input).
+pub fn read_text(path: &Path) -> Result<String, CliError> {
+    let bytes = read_bytes(path)?;
+    String::from_utf8(bytes).map_err(|_| {
+        CliError::input(
+            "invalid_input",
+            format!("{} is not UTF-8 text", shown(path)),
+            "pass a UTF-8 JSON file",
+        )
+    })
+}
+
+/// Reads a file's bytes (`-` for standard input).
+pub fn read_bytes(path: &Path) -> Result<Vec<u8>, CliError> {
+    let result = if path.as_os_str() == "-" {
+        let mut buf = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::stdin(), &mut buf).map(|_| buf)
+    } else {
+        std::fs::read(path)
+    };
+    result.map_err(|error| {
+        CliError::input(
+            "unreadable_input",
+            format!("cannot read {}: {error}", shown(path)),
+            "check the path and its permissions",
+        )
+    })
+}
+
+impl Ctx {
+    pub fn new(global: &Global) -> Result<Ctx, CliError> {
+        let out = Output::new(global.json);
+        let now = match &global.now {
+            Some(text) => Timestamp::parse(text).map_err(|e| {
+                CliError::usage(
+                    "invalid_time",
+                    format!("--now: {e}"),
+                    "pass an RFC 3339 time",
+                )
+            })?,
+            None => system_now(),
+        };
+        Ok(Ctx {
+            out,
+            now,
+            location: Location::parse(global.store.as_deref()),
+            actor: global.actor.clone(),
+            goal: global.goal.clone(),
+            op: global.op.clone(),
+        })
+    }
+
+    pub fn location(&self) -> &Location {
+        &self.location
+    }
+
+    /// Opens the store; it must exist.
+    pub async fn open(&self) -> Result<Backend, CliError> {
+        store::open(&self.location, false).await
+    }
+
+    /// The acting actor; an error when missing or malformed.
+    pub fn actor(&self) -> Result<Actor, CliError> {
+        match self
+            .actor
+            .as_deref()
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+        {
+            Some(text) => parse_actor(text),
+            None => Err(CliError::usage(
+                "actor_missing",
+                "this command writes and needs to know who acts",
+                "pass --as agent:NAME, person:NAME or validator:NAME (or set LOOPX_ACTOR)",
+            )),
+        }
+    }
+
+    /// The goal from `--goal` (or `LOOPX_GOAL`), when given.
+    pub fn goal_opt(&self) -> Result<Option<GoalId>, CliError> {
+        self.goal
+            .as_deref()
+            .map(str::trim)
+            .filter(|g| !g.is_empty())
+            .map(|g| GoalId::new(g).map_err(CliError::from))
+            .transpose()
+    }
+
+    /// The goal; an error when missing.
+    pub fn goal(&self) -> Result<GoalId, CliError> {
+        self.goal_opt()?.ok_or_else(|| {
+            CliError::usage(
+                "goal_missing",
+                "this command works on one goal and none was named",
+                "pass --goal GOAL (or set LOOPX_GOAL); `loopx goal list` shows the goals",
+            )
+        })
+    }
+
+    /// The operation id: `--op`, or a new unique one.
+    pub fn operation(&self) -> Result<OperationId, CliError> {
+        match &self.op {
+            Some(op) => OperationId::new(op.as_str()).map_err(CliError::from),
+            None => Ok(OperationId::new(format!("cli-{}", uuid::Uuid::now_v7()))?),
+        }
+    }
+
+    /// The operation id given with `--op`, if any.
+    pub fn operation_given(&self) -> Result<Option<OperationId>, CliError> {
+        self.op
+            .as_deref()
+            .map(|op| OperationId::new(op).map_err(CliError::from))
+            .transpose()
+    }
+
+    /// Loads a goal; an unknown goal is exit 5.
+    pub async fn load(&self, backend: &Backend, goal: &GoalId) -> Result<GoalState, CliError> {
+        backend
+            .store()
+            .load(goal)
+            .await?
+            .ok_or_else(|| CliError::unknown_goal(goal))
+    }
+
+    /// Submits one command as the acting actor at `now` under the operation id: one atomic
+    /// commit, or nothing.
+    pub async fn submit(
+        &self,
+        backend: &Backend,
+        goal: &GoalId,
+        command: &Command,
+    ) -> Result<Submitted, CliError> {
+        let actor = self.actor()?;
+        let operation = self.operation()?;
+        Ok(submit(backend.store(), goal, &actor, self.now, command, &operation).await?)
+    }
+}
+
+/// The common part of every write's JSON document: the receipt and whether it was a retry.
+pub fn written(done: &Submitted) -> Map<String, Value> {
+    let mut map = Map::new();
+    map.insert("receipt".into(), json!(done.receipt));
+    map.insert("replayed".into(), json!(done.replayed));
+    map
+}
+
+/// The human line for a write.
+pub fn written_line(out: &Output, done: &Submitted, what: &str) -> String {
+    let tag = if done.replayed {
+        out.paint(crate::output::Style::Warn, "already committed")
+    } else {
+        out.paint(crate::output::Style::Good, "committed")
+    };
+    format!(
+        "{tag} {what} (goal {} at revision {}, operation {})\n",
+        done.receipt.goal, done.receipt.revision, done.receipt.operation
+    )
+}

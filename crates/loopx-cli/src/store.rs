@@ -1,0 +1,141 @@
+//! Opening the store named by `--store` (or `LOOPX_STORE`): a SQLite file path (default
+//! `.loopx/loopx.db`) or a `postgres://` URL.
+
+use std::path::{Path, PathBuf};
+
+use loopx_kernel::seams::Store;
+#[cfg(feature = "postgres")]
+use loopx_store::PostgresStore;
+use loopx_store::{Retention, SqliteStore};
+
+use crate::error::{CliError, Exit};
+
+/// The store used when neither `--store` nor `LOOPX_STORE` names one.
+pub const DEFAULT_STORE: &str = ".loopx/loopx.db";
+
+/// Where the store is.
+#[derive(Clone)]
+pub enum Location {
+    /// A SQLite file.
+    Sqlite(PathBuf),
+    /// A PostgreSQL URL (never printed: it may hold a password).
+    Postgres(String),
+}
+
+impl std::fmt::Debug for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Location::Sqlite(path) => f.debug_tuple("Sqlite").field(path).finish(),
+            // The URL may hold a password.
+            Location::Postgres(_) => f.write_str("Postgres(<redacted>)"),
+        }
+    }
+}
+
+impl Location {
+    pub fn parse(store: Option<&str>) -> Location {
+        match store.map(str::trim).filter(|s| !s.is_empty()) {
+            Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+                Location::Postgres(url.to_owned())
+            }
+            Some(path) => Location::Sqlite(PathBuf::from(path)),
+            None => Location::Sqlite(PathBuf::from(DEFAULT_STORE)),
+        }
+    }
+}
+
+/// An open store.
+#[derive(Debug)]
+pub enum Backend {
+    /// One SQLite file.
+    Sqlite(SqliteStore),
+    /// A PostgreSQL database.
+    #[cfg(feature = "postgres")]
+    Postgres(PostgresStore),
+}
+
+impl Backend {
+    pub fn store(&self) -> &dyn Store {
+        match self {
+            Backend::Sqlite(store) => store,
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(store) => store,
+        }
+    }
+
+    pub fn retention(&self) -> &dyn Retention {
+        match self {
+            Backend::Sqlite(store) => store,
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(store) => store,
+        }
+    }
+
+    /// `sqlite` or `postgres`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Backend::Sqlite(_) => "sqlite",
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(_) => "postgres",
+        }
+    }
+
+    /// Where it is, safe to print: the file path, or the server without its password.
+    pub fn describe(&self) -> String {
+        match self {
+            Backend::Sqlite(store) => store.path().display().to_string(),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(store) => store.target().to_owned(),
+        }
+    }
+}
+
+fn missing(path: &Path) -> CliError {
+    CliError::new(
+        Exit::Store,
+        "store_missing",
+        format!("no loopx store at `{}`", path.display()),
+        "create it with `loopx init`, or point --store (LOOPX_STORE) at an existing store",
+    )
+}
+
+/// Opens the store. With `create`, a missing SQLite file (and its directory) is created;
+/// otherwise a missing file is an error and nothing is created.
+pub async fn open(location: &Location, create: bool) -> Result<Backend, CliError> {
+    match location {
+        Location::Sqlite(path) => {
+            if !path.exists() {
+                if !create {
+                    return Err(missing(path));
+                }
+                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    std::fs::create_dir_all(dir).map_err(|error| {
+                        CliError::new(
+                            Exit::Store,
+                            "store_unavailable",
+                            format!("cannot create directory `{}`: {error}", dir.display()),
+                            "check the path and its permissions",
+                        )
+                    })?;
+                }
+            }
+            Ok(Backend::Sqlite(SqliteStore::open(path)?))
+        }
+        #[cfg(feature = "postgres")]
+        Location::Postgres(url) => Ok(Backend::Postgres(PostgresStore::connect(url).await?)),
+        #[cfg(not(feature = "postgres"))]
+        Location::Postgres(_) => Err(CliError::usage(
+            "postgres_unsupported",
+            "this loopx was built without the PostgreSQL backend",
+            "rebuild loopx-cli with feature `postgres`, or use a SQLite file",
+        )),
+    }
+}
+
+/// True when the SQLite file exists (always true for PostgreSQL).
+pub fn exists(location: &Location) -> bool {
+    match location {
+        Location::Sqlite(path) => path.exists(),
+        Location::Postgres(_) => true,
+    }
+}

@@ -1,0 +1,488 @@
+//! Runs the real `loopx` binary against a store in a temporary directory, and the seed story
+//! through its verbs alone.
+#![allow(dead_code, reason = "each test binary uses a part of the support")]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+/// A store and a scratch directory for one test.
+pub struct Loopx {
+    pub dir: tempfile::TempDir,
+    pub store: String,
+}
+
+/// One run of the binary.
+#[derive(Debug)]
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    /// The single JSON document printed on stdout.
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|error| {
+            panic!(
+                "stdout is not one JSON document ({error}):\n{}\nstderr:\n{}",
+                self.stdout, self.stderr
+            )
+        })
+    }
+}
+
+/// `2026-11-29T<hh:mm>:00Z`, or another day with `d`.
+pub fn at(day: u32, hhmm: &str) -> String {
+    format!("2026-11-{day:02}T{hhmm}:00Z")
+}
+
+impl Loopx {
+    /// A SQLite store in a new temporary directory.
+    pub fn sqlite() -> Loopx {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let store = dir.path().join("loopx.db").display().to_string();
+        Loopx { dir, store }
+    }
+
+    /// Another store (a PostgreSQL URL), with a scratch directory.
+    pub fn with_store(store: String) -> Loopx {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        Loopx { dir, store }
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// Writes a scratch file; its path.
+    pub fn file(&self, name: &str, content: &str) -> String {
+        let path = self.path(name);
+        std::fs::write(&path, content).expect("write a scratch file");
+        path.display().to_string()
+    }
+
+    /// Writes a JSON scratch file; its path.
+    pub fn json_file(&self, name: &str, value: &Value) -> String {
+        self.file(name, &serde_json::to_string_pretty(value).expect("json"))
+    }
+
+    /// Runs `loopx --store <store> <args>` with a clean environment.
+    pub fn run_env(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_loopx"));
+        command
+            .arg("--store")
+            .arg(&self.store)
+            .args(args)
+            .current_dir(self.dir.path())
+            .env_remove("LOOPX_STORE")
+            .env_remove("LOOPX_ACTOR")
+            .env_remove("LOOPX_GOAL")
+            .env("NO_COLOR", "1");
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        let output = command.output().expect("run loopx");
+        Run {
+            code: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
+
+    pub fn run(&self, args: &[&str]) -> Run {
+        self.run_env(args, &[])
+    }
+
+    /// Runs with `--json`; the exit code and the document.
+    pub fn json(&self, args: &[&str]) -> (i32, Value) {
+        let run = self.run(&[&["--json"][..], args].concat());
+        (run.code, run.json())
+    }
+
+    /// Runs with `--json` and expects success.
+    pub fn ok(&self, args: &[&str]) -> Value {
+        let run = self.run(&[&["--json"][..], args].concat());
+        assert_eq!(
+            run.code, 0,
+            "loopx {args:?} failed:\nstdout:\n{}\nstderr:\n{}",
+            run.stdout, run.stderr
+        );
+        run.json()
+    }
+
+    /// The goal's current revision.
+    pub fn revision(&self, goal: &str) -> u64 {
+        self.ok(&["--goal", goal, "goal", "show"])["goal"]["revision"]
+            .as_u64()
+            .expect("a revision")
+    }
+}
+
+/// Replaces the value at `pointer` (when present) with a placeholder.
+pub fn redact(value: &mut Value, pointer: &str, with: &str) {
+    if let Some(slot) = value.pointer_mut(pointer) {
+        *slot = Value::String(with.to_owned());
+    }
+}
+
+pub const GOAL: &str = "cli-json-output";
+pub const REPO: &str = "repo:acme/cli";
+
+fn passing(check: &str, revision: &str, now: &str) -> Value {
+    json!({
+        "id": format!("{check}@{revision}"),
+        "check": check,
+        "subject": REPO,
+        "revision": revision,
+        "outcome": "pass",
+        "summary": "cargo test passed",
+        "observed_at": now,
+    })
+}
+
+fn head(revision: &str, now: &str) -> Value {
+    json!({
+        "key": "git-head:acme/cli",
+        "subject": REPO,
+        "revision": revision,
+        "fingerprint": revision.replace(':', "-"),
+        "observed_at": now,
+        "summary": format!("head at {revision}"),
+    })
+}
+
+/// A settlement of a passing turn that completes its todo.
+pub fn settlement(
+    todo: &str,
+    epoch: u64,
+    turn: &str,
+    evidence: &[Value],
+    observations: &[Value],
+) -> Value {
+    json!({
+        "todo": todo,
+        "epoch": epoch,
+        "turn": turn,
+        "verdict": {
+            "validator": { "kind": "validator", "id": "cargo-test" },
+            "outcome": "passed",
+            "summary": "cargo test passed",
+        },
+        "evidence": evidence,
+        "observations": observations,
+        "transition": { "kind": "complete", "continuation": { "kind": "goal_still_active" } },
+        "usage": { "turns": 1, "tokens": 18000, "wall_ms": 420_000 },
+    })
+}
+
+/// One turn through the verbs: claim, begin, settle from a file. The claim's epoch.
+pub fn turn(
+    lx: &Loopx,
+    todo: &str,
+    turn: &str,
+    now: &str,
+    evidence: &[Value],
+    obs: &[Value],
+) -> u64 {
+    let me = ["--goal", GOAL, "--as", "agent:agent-a", "--now", now];
+    let op = format!("claim-{todo}");
+    let claim = lx.ok(&[
+        &me[..],
+        &["--op", &op, "claim", "--todo", todo, "--ttl", "30m"],
+    ]
+    .concat());
+    let epoch = claim["lease"]["lease"]["epoch"].as_u64().expect("an epoch");
+    let epoch_text = epoch.to_string();
+    let op = format!("begin-{turn}");
+    lx.ok(&[
+        &me[..],
+        &[
+            "--op",
+            &op,
+            "begin",
+            "--todo",
+            todo,
+            "--epoch",
+            &epoch_text,
+            "--turn",
+            turn,
+            "--reserve-tokens",
+            "30000",
+        ],
+    ]
+    .concat());
+    let file = lx.json_file(
+        &format!("{turn}.json"),
+        &settlement(todo, epoch, turn, evidence, obs),
+    );
+    let op = format!("settle-{turn}");
+    lx.ok(&[&me[..], &["--op", &op, "settle", "--file", &file]].concat());
+    epoch
+}
+
+/// The seed story through the CLI alone. Returns each step's JSON document, by name.
+#[allow(clippy::too_many_lines, reason = "one story, told in order")]
+pub fn seed_story(lx: &Loopx) -> Vec<(String, Value)> {
+    let mut steps: Vec<(String, Value)> = Vec::new();
+    let mut record = |name: &str, value: Value| steps.push((name.to_owned(), value));
+
+    let mut init = lx.ok(&["init"]);
+    redact(&mut init, "/init/store", "[store]");
+    record("init", init);
+
+    let t0 = at(29, "10:02");
+    let maintainer = ["--goal", GOAL, "--as", "person:maintainer"];
+    record(
+        "goal_create",
+        lx.ok(&[
+            &maintainer[..],
+            &[
+                "--now",
+                &t0,
+                "--op",
+                "create",
+                "goal",
+                "create",
+                "--objective",
+                "add --format json to the CLI",
+                "--criterion",
+                "text-unchanged,tests.text_output,repo:acme/cli,default text output unchanged",
+                "--criterion",
+                "json-schema-tested,tests.json_schema,repo:acme/cli,the JSON schema has tests",
+                "--agent",
+                "agent-a",
+                "--turns",
+                "20",
+                "--tokens",
+                "500000",
+            ],
+        ]
+        .concat()),
+    );
+
+    let agent = ["--goal", GOAL, "--as", "agent:agent-a", "--now", &t0];
+    record(
+        "todo_add",
+        lx.ok(&[
+            &agent[..],
+            &[
+                "--op",
+                "add-1",
+                "todo",
+                "add",
+                "--id",
+                "change-output-layer",
+                "--title",
+                "change the output layer and add tests",
+                "--priority",
+                "p1",
+            ],
+        ]
+        .concat()),
+    );
+    lx.ok(&[
+        &agent[..],
+        &[
+            "--op",
+            "add-2",
+            "todo",
+            "add",
+            "--id",
+            "update-help",
+            "--title",
+            "document --format in --help",
+        ],
+    ]
+    .concat());
+    let todo = lx.json_file(
+        "document-json.json",
+        &json!({ "id": "document-json", "title": "document the JSON fields", "class": { "kind": "advance" } }),
+    );
+    lx.ok(&[
+        &agent[..],
+        &["--op", "add-3", "todo", "add", "--file", &todo],
+    ]
+    .concat());
+    record(
+        "todo_list",
+        lx.ok(&["--goal", GOAL, "--now", &t0, "todo", "list"]),
+    );
+    record(
+        "next_first",
+        lx.ok(&["--goal", GOAL, "--now", &t0, "next", "--agent", "agent-a"]),
+    );
+
+    // Turn t1 edits and commits abc123; the validator's passes become evidence there.
+    let t1 = at(29, "10:11");
+    turn(
+        lx,
+        "change-output-layer",
+        "t1",
+        &t1,
+        &[
+            passing("tests.text_output", "git:abc123", &t1),
+            passing("tests.json_schema", "git:abc123", &t1),
+        ],
+        &[head("git:abc123", &t1)],
+    );
+
+    // The question for the maintainer blocks one todo only.
+    let t2 = at(29, "10:14");
+    record(
+        "gate_open",
+        lx.ok(&[
+            "--goal",
+            GOAL,
+            "--as",
+            "agent:agent-a",
+            "--now",
+            &t2,
+            "--op",
+            "gate-1",
+            "gate",
+            "open",
+            "--id",
+            "error-code-name",
+            "--question",
+            "is error_code acceptable as a stable field?",
+            "--owner",
+            "person:maintainer",
+            "--todo",
+            "document-json",
+            "--deadline",
+            &at(30, "17:00"),
+            "--keep-asking",
+        ]),
+    );
+    record(
+        "gate_list",
+        lx.ok(&["--goal", GOAL, "--now", &t2, "gate", "list"]),
+    );
+    record(
+        "next_while_gate_pending",
+        lx.ok(&["--goal", GOAL, "--now", &t2, "next", "--agent", "agent-a"]),
+    );
+
+    // Independent work goes on: t2 commits def456, which makes the abc123 evidence stale.
+    let t3 = at(29, "10:16");
+    turn(
+        lx,
+        "update-help",
+        "t2",
+        &t3,
+        &[],
+        &[head("git:def456", &t3)],
+    );
+    record(
+        "evidence_list_stale",
+        lx.ok(&["--goal", GOAL, "--now", &t3, "evidence", "list"]),
+    );
+
+    // The next day the maintainer answers; the blocked todo proceeds.
+    let t4 = at(30, "09:30");
+    record(
+        "gate_answer",
+        lx.ok(&[
+            &maintainer[..],
+            &[
+                "--now",
+                &t4,
+                "--op",
+                "answer-1",
+                "gate",
+                "answer",
+                "--gate",
+                "error-code-name",
+                "--answer",
+                "yes, keep error_code",
+            ],
+        ]
+        .concat()),
+    );
+    record(
+        "next_after_answer",
+        lx.ok(&["--goal", GOAL, "--now", &t4, "next", "--agent", "agent-a"]),
+    );
+    let t5 = at(30, "09:48");
+    turn(lx, "document-json", "t3", &t5, &[], &[]);
+
+    // The validator re-runs both checks at the head: evidence for both criteria.
+    let t6 = at(30, "09:50");
+    let tests = ["--goal", GOAL, "--as", "validator:cargo-test", "--now", &t6];
+    record(
+        "evidence_add",
+        lx.ok(&[
+            &tests[..],
+            &[
+                "--op",
+                "ev-1",
+                "evidence",
+                "add",
+                "--id",
+                "text@def456",
+                "--check",
+                "tests.text_output",
+                "--subject",
+                REPO,
+                "--revision",
+                "git:def456",
+                "--outcome",
+                "pass",
+                "--summary",
+                "text output unchanged",
+            ],
+        ]
+        .concat()),
+    );
+    let evidence = lx.json_file(
+        "json-evidence.json",
+        &passing("tests.json_schema", "git:def456", &t6),
+    );
+    lx.ok(&[
+        &tests[..],
+        &["--op", "ev-2", "evidence", "add", "--file", &evidence],
+    ]
+    .concat());
+    record("status", lx.ok(&["--goal", GOAL, "--now", &t6, "status"]));
+    record(
+        "goal_close",
+        lx.ok(&[
+            "--goal",
+            GOAL,
+            "--as",
+            "agent:agent-a",
+            "--now",
+            &t6,
+            "--op",
+            "close",
+            "goal",
+            "close",
+            "--reason",
+            "both criteria met at def456",
+        ]),
+    );
+    record(
+        "next_terminal",
+        lx.ok(&["--goal", GOAL, "--now", &t6, "next", "--agent", "agent-a"]),
+    );
+    record(
+        "goal_show",
+        lx.ok(&["--goal", GOAL, "--now", &t6, "goal", "show"]),
+    );
+    record("goal_list", lx.ok(&["--now", &t6, "goal", "list"]));
+    record(
+        "log",
+        lx.ok(&["--goal", GOAL, "--now", &t6, "log", "--after", "20"]),
+    );
+    let mut doctor = lx.ok(&["--now", &t6, "doctor"]);
+    redact(&mut doctor, "/doctor/store", "[store]");
+    record("doctor", doctor);
+    steps
+}
+
+/// Whether `path` holds exactly `bytes`.
+pub fn unchanged(path: &Path, bytes: &[u8]) -> bool {
+    std::fs::read(path).is_ok_and(|now| now == bytes)
+}
