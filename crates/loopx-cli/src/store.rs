@@ -71,6 +71,15 @@ impl Backend {
         }
     }
 
+    /// The store as a shared handle, for the engine.
+    pub fn into_store(self) -> std::sync::Arc<dyn Store> {
+        match self {
+            Backend::Sqlite(store) => std::sync::Arc::new(store),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(store) => std::sync::Arc::new(store),
+        }
+    }
+
     /// `sqlite` or `postgres`.
     pub fn kind(&self) -> &'static str {
         match self {

@@ -16,6 +16,7 @@ mod lease;
 mod log;
 mod next;
 mod observe;
+mod run;
 mod settle;
 mod status;
 mod todo;
@@ -54,6 +55,9 @@ pub enum Verb {
     /// Observe the outside world: a git working tree, a process, a saved GitHub webhook.
     #[command(subcommand)]
     Observe(observe::ObserveVerb),
+    /// The loop for one agent: observe, decide, run a turn with --exec, validate it with
+    /// --validate, settle; until the decision is not `continue` (or, with --wait, needs a host).
+    Run(Box<run::RunArgs>),
     /// The goal's event history, with revisions.
     Log(log::LogArgs),
     /// The board: todos by column, open gates, budget left, criteria and evidence freshness.
@@ -81,6 +85,7 @@ pub async fn run(ctx: &Ctx, verb: Verb) -> Result<Exit, CliError> {
         Verb::Gate(verb) => gate::run(ctx, verb).await,
         Verb::Evidence(verb) => evidence::run(ctx, verb).await,
         Verb::Observe(verb) => observe::run(ctx, verb).await,
+        Verb::Run(args) => run::run(ctx, *args).await,
         Verb::Log(args) => log::run(ctx, &args).await,
         Verb::Status => status::run(ctx).await,
         Verb::Doctor => doctor::run(ctx).await,

@@ -218,14 +218,19 @@ impl Engine {
         let mut state = self.load(goal).await?;
         let mut report = StepReport::new(goal.clone());
         self.report_workspace(&mut state).await?;
-        let changed = self.observe(&mut state, &mut report).await?;
+        let changed = self.observe(&mut state, &mut report, false).await?;
         self.judge(&mut state, &changed, &mut report).await?;
         let decision = decide(&state, &self.agent, self.clock.now());
         report.decision = match decision {
             Decision::Continue(assignment) => {
-                match self.turn(&mut state, &assignment, &mut report).await? {
-                    Some(repair) => repair,
-                    None => decide(&state, &self.agent, self.clock.now()),
+                if let Some(repair) = self.turn(&mut state, &assignment, &mut report).await? {
+                    repair
+                } else {
+                    // A turn changes the world it watches: look again before deciding, so the
+                    // decision judges the turn's evidence against the head it produced.
+                    let changed = self.observe(&mut state, &mut report, true).await?;
+                    self.judge(&mut state, &changed, &mut report).await?;
+                    decide(&state, &self.agent, self.clock.now())
                 }
             }
             other => other,
@@ -311,17 +316,19 @@ impl Engine {
         Ok(())
     }
 
-    /// Polls the due watches; returns the observations that changed something.
+    /// Polls the due watches (every watch when `all`); returns the observations that changed
+    /// something.
     async fn observe(
         &self,
         state: &mut GoalState,
         report: &mut StepReport,
+        all: bool,
     ) -> Result<Vec<Observation>, EngineError> {
         let now = self.clock.now();
         let mut changed = Vec::new();
         for watch in &self.watches {
             let last = state.observations.get(&watch.key);
-            if last.is_some_and(|o| o.observed_at.plus(watch.every) > now) {
+            if !all && last.is_some_and(|o| o.observed_at.plus(watch.every) > now) {
                 continue;
             }
             let request = ObserveRequest {

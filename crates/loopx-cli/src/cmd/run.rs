@@ -1,0 +1,338 @@
+//! `loopx run`: the engine's loop for one agent, with commands as executor and validator.
+//!
+//! Each step observes the workspace's git head, lets the kernel decide, and on `continue`
+//! claims the todo, journals the prepared turn, runs `--exec` in the workspace (renewing the
+//! lease), runs `--validate` as the independent validator whose verdict becomes evidence at the
+//! commit it ran on, and settles everything in one commit. A `run` killed at any point is
+//! resumed by the next `run`: the store and the turn journal say what happened.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::Args;
+use loopx_kernel::engine::{Engine, EngineError, EngineOptions, StepReport, TurnOutcome, Until};
+use loopx_kernel::seams::{Clock, Store};
+use loopx_kernel::{AgentId, CheckId, Duration, ObservationKey, SourceId, Subject};
+use loopx_provider::clock::SystemClock;
+use loopx_provider::executor::CommandExecutor;
+use loopx_provider::git::{Git, GitProvider};
+use loopx_provider::process::CommandSpec;
+use loopx_provider::validator::CommandValidator;
+use serde_json::json;
+
+use crate::context::{Ctx, parse_duration};
+use crate::error::{CliError, Exit};
+use crate::output::{Output, Style};
+use crate::store::Location;
+
+/// Flags of `loopx run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The agent to work as.
+    #[arg(long)]
+    agent: AgentId,
+    /// The executor: run once per turn in the workspace, with the turn in `LOOPX_*` variables.
+    /// Split into words like a shell would (quotes, backslashes) but never run by a shell: no
+    /// pipes, globs or variables; use `sh -c '…'` explicitly for those.
+    #[arg(long, value_name = "COMMAND")]
+    exec: String,
+    /// The independent validator: exit code zero passes the turn; its result becomes evidence
+    /// of --check about --subject at the workspace's git head. Split like --exec.
+    #[arg(long, value_name = "COMMAND")]
+    validate: String,
+    /// The check the validator's evidence establishes.
+    #[arg(long, default_value = "validate")]
+    check: CheckId,
+    /// What the evidence is about, e.g. `repo:acme/cli`; its revision is the git head.
+    #[arg(long)]
+    subject: Subject,
+    /// The git working tree turns run in.
+    #[arg(long, default_value = ".")]
+    workspace: PathBuf,
+    /// The turn journal (a directory that must survive restarts); by default `journal/AGENT`
+    /// beside a SQLite store, or `.loopx/journal/AGENT` in the workspace for PostgreSQL.
+    #[arg(long)]
+    journal: Option<PathBuf>,
+    /// Environment variables passed through to the executor and validator (PATH and HOME always
+    /// are); repeat the flag for more.
+    #[arg(long = "pass-env", value_name = "NAME")]
+    pass_env: Vec<String>,
+    /// Longest time one executor or validator run may take (e.g. 30m).
+    #[arg(long, value_parser = parse_duration, default_value = "30m")]
+    timeout: Duration,
+    /// Lease time-to-live; the goal policy's when absent.
+    #[arg(long, value_parser = parse_duration)]
+    lease_ttl: Option<Duration>,
+    /// Keep waiting through `wait` and `ask` (a person's answer wakes the loop) instead of
+    /// stopping at them; `replan`, `repair` and `terminal` always stop.
+    #[arg(long)]
+    wait: bool,
+    /// Stop after this many steps.
+    #[arg(long)]
+    max_steps: Option<usize>,
+}
+
+pub async fn run(ctx: &Ctx, args: RunArgs) -> Result<Exit, CliError> {
+    let goal = ctx.goal()?;
+    let store: Arc<dyn Store> = ctx.open().await?.into_store();
+    let engine = build(ctx, &args, store).await?;
+    let until = if args.wait {
+        Until::NeedsHost
+    } else {
+        Until::Idle
+    };
+    let mut reports = Vec::new();
+    loop {
+        let report = engine.step(&goal).await.map_err(engine_error)?;
+        if !ctx.out.json {
+            println!("{}", progress(&ctx.out, reports.len() + 1, &report));
+        }
+        let stop = until.stops_at(&report.decision)
+            || args.max_steps.is_some_and(|max| reports.len() + 1 >= max);
+        reports.push(report);
+        if stop {
+            break;
+        }
+        if let Some(last) = reports.last() {
+            engine.wait(last).await.map_err(engine_error)?;
+        }
+    }
+    let decision = reports.last().map(|r| r.decision.clone());
+    if ctx.out.json {
+        Output::document(&json!({ "goal": goal, "steps": reports, "decision": decision }));
+    }
+    Ok(Exit::Ok)
+}
+
+async fn build(ctx: &Ctx, args: &RunArgs, store: Arc<dyn Store>) -> Result<Engine, CliError> {
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let workspace = std::fs::canonicalize(&args.workspace).map_err(|error| {
+        CliError::usage(
+            "workspace_missing",
+            format!(
+                "cannot open workspace `{}`: {error}",
+                args.workspace.display()
+            ),
+            "point --workspace at a git working tree",
+        )
+    })?;
+    let git = Git::new();
+    let identity = git.workspace(&workspace).await.map_err(|error| {
+        CliError::usage(
+            "workspace_not_git",
+            format!(
+                "`{}` is not a git working tree: {error}",
+                workspace.display()
+            ),
+            "run `git init` there or point --workspace at a checkout",
+        )
+    })?;
+    let journal = args
+        .journal
+        .clone()
+        .unwrap_or_else(|| match ctx.location() {
+            Location::Sqlite(path) => path.with_file_name("journal").join(args.agent.as_str()),
+            Location::Postgres(_) => workspace.join(".loopx/journal").join(args.agent.as_str()),
+        });
+    let executor = CommandExecutor::new(command(args, "--exec", &args.exec, &workspace)?, journal);
+    let validator = CommandValidator::new(
+        SourceId::new(format!("validate.{}", args.agent))?,
+        args.check.clone(),
+        args.subject.clone(),
+        &workspace,
+        command(args, "--validate", &args.validate, &workspace)?,
+        clock.clone(),
+    );
+    let head = GitProvider::new(
+        SourceId::new("git")?,
+        git,
+        &workspace,
+        args.subject.as_str(),
+        clock.clone(),
+    );
+    let options = EngineOptions {
+        lease_ttl: args.lease_ttl,
+        workspace: Some(identity),
+        ..EngineOptions::default()
+    };
+    let key = ObservationKey::new(format!("head:{}", args.subject))?;
+    Ok(Engine::builder(
+        args.agent.clone(),
+        store,
+        clock,
+        Arc::new(executor),
+        Arc::new(validator),
+    )
+    .watch(Arc::new(head), key, Duration::ZERO)
+    .options(options)
+    .build())
+}
+
+fn command(
+    args: &RunArgs,
+    flag: &str,
+    text: &str,
+    workspace: &PathBuf,
+) -> Result<CommandSpec, CliError> {
+    let words = split_words(text).map_err(|problem| {
+        CliError::usage(
+            "command_invalid",
+            format!("{flag}: {problem}"),
+            "quote arguments with ' or \"",
+        )
+    })?;
+    let mut spec = CommandSpec::from_argv(&words).map_err(|error| {
+        CliError::usage(
+            "command_invalid",
+            format!("{flag}: {error}"),
+            "give a program to run",
+        )
+    })?;
+    let millis = u64::try_from(args.timeout.as_millis()).unwrap_or(0);
+    spec = spec
+        .current_dir(workspace)
+        .allow_env("PATH")
+        .allow_env("HOME")
+        .timeout(std::time::Duration::from_millis(millis));
+    for name in &args.pass_env {
+        spec = spec.allow_env(name);
+    }
+    Ok(spec)
+}
+
+/// Splits a command line into words: whitespace separates, single quotes keep everything,
+/// double quotes keep everything but backslash escapes, a backslash escapes the next character.
+fn split_words(text: &str) -> Result<Vec<String>, String> {
+    let mut words = Vec::new();
+    let mut word: Option<String> = None;
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            c if c.is_whitespace() => words.extend(word.take()),
+            '\'' => {
+                let current = word.get_or_insert_with(String::new);
+                loop {
+                    match chars.next() {
+                        Some('\'') => break,
+                        Some(c) => current.push(c),
+                        None => return Err("unterminated single quote".into()),
+                    }
+                }
+            }
+            '"' => {
+                let current = word.get_or_insert_with(String::new);
+                loop {
+                    match chars.next() {
+                        Some('"') => break,
+                        Some('\\') => current.push(chars.next().ok_or("a trailing backslash")?),
+                        Some(c) => current.push(c),
+                        None => return Err("unterminated double quote".into()),
+                    }
+                }
+            }
+            '\\' => word
+                .get_or_insert_with(String::new)
+                .push(chars.next().ok_or("a trailing backslash")?),
+            c => word.get_or_insert_with(String::new).push(c),
+        }
+    }
+    words.extend(word);
+    if words.is_empty() {
+        return Err("the command is empty".into());
+    }
+    Ok(words)
+}
+
+fn progress(out: &Output, n: usize, report: &StepReport) -> String {
+    let mut line = format!("step {n:>3}  ");
+    if !report.observed.is_empty() {
+        let _ = write!(line, "observed {} · ", report.observed.len());
+    }
+    let accepted = report
+        .proposals
+        .iter()
+        .filter(|p| p.refused.is_none())
+        .count();
+    if !report.proposals.is_empty() {
+        let _ = write!(line, "proposals {accepted}/{} · ", report.proposals.len());
+    }
+    match &report.turn {
+        Some(TurnOutcome::Settled {
+            todo,
+            verdict,
+            resumed,
+            ..
+        }) => {
+            let again = if *resumed { " (resumed)" } else { "" };
+            let _ = write!(line, "turn on `{todo}` settled: {verdict:?}{again} · ");
+        }
+        Some(TurnOutcome::NotStarted { todo, reason }) => {
+            let _ = write!(line, "`{todo}` not started: {reason} · ");
+        }
+        Some(TurnOutcome::LeaseLost { todo, reason, .. }) => {
+            let _ = write!(
+                line,
+                "{} on `{todo}`: {reason} · ",
+                out.paint(Style::Warn, "lease lost")
+            );
+        }
+        Some(TurnOutcome::Unknown { todo, turn }) => {
+            let _ = write!(
+                line,
+                "{} of turn {turn} on `{todo}` · ",
+                out.paint(Style::Bad, "unknown outcome")
+            );
+        }
+        None => {}
+    }
+    let _ = write!(
+        line,
+        "next: {}",
+        out.paint(Style::Bold, report.decision.kind())
+    );
+    line
+}
+
+fn engine_error(error: EngineError) -> CliError {
+    match error {
+        EngineError::UnknownGoal(goal) => CliError::unknown_goal(&goal),
+        EngineError::Store(error) => error.into(),
+        EngineError::Contended { goal } => CliError::new(
+            Exit::Conflict,
+            "contended",
+            format!("goal `{goal}` is contended: other writers keep committing"),
+            "run again; nothing was half-written",
+        ),
+        other => CliError::new(
+            Exit::Other,
+            "validator_failed",
+            other.to_string(),
+            "check the --validate command; the prepared turn is recovered by the next run",
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_words;
+
+    #[test]
+    fn words_split_like_a_shell_without_one() {
+        assert_eq!(
+            split_words("cargo test -q").unwrap(),
+            ["cargo", "test", "-q"]
+        );
+        assert_eq!(
+            split_words(r#"sh -c 'echo "$X" | wc'"#).unwrap(),
+            ["sh", "-c", r#"echo "$X" | wc"#]
+        );
+        assert_eq!(
+            split_words(r#"a "b \"c\"" d\ e"#).unwrap(),
+            ["a", r#"b "c""#, "d e"]
+        );
+        assert_eq!(split_words("''").unwrap(), [""]);
+        assert!(split_words("'open").is_err());
+        assert!(split_words("   ").is_err());
+    }
+}

@@ -1,0 +1,208 @@
+//! `loopx run` with real processes and real git: the loop to the end of a goal, and a run
+//! killed with SIGKILL in the middle of a turn, resumed by the next run.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+use support::Loopx;
+
+const GOAL: &str = "demo";
+
+/// The turn: append a line to `work.txt` and commit. With `hang` present it first leaves its
+/// pid in `turn.pid` and stands still (to be killed). With `last` present it reports the todo
+/// complete with nothing to follow, so the goal may close.
+const TURN: &str = r#"
+if [ -e ../hang ]; then echo $$ > ../turn.pid; sleep 60; fi
+echo "$LOOPX_TODO $LOOPX_TURN" >> work.txt
+git add work.txt && git -c user.name=a -c user.email=a@example.com commit -q -m "$LOOPX_TODO"
+if [ -e ../last ]; then
+  echo '{"transition":{"kind":"complete","continuation":{"kind":"no_follow_up"}},"summary":"done"}'
+fi
+"#;
+
+/// The validator: the work file exists at the committed head.
+const CHECK: &str = "git diff --quiet HEAD && test -s work.txt\n";
+
+fn git(dir: &Path, args: &[&str]) {
+    let status = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=a", "-c", "user.email=a@example.com"])
+        .args(args)
+        .status()
+        .expect("git runs");
+    assert!(status.success(), "git {args:?}");
+}
+
+/// A store, a goal with one criterion on `repo:demo`, the given todos, and a git repository
+/// `repo` holding the turn and check scripts.
+fn setup(todos: &[&[&str]]) -> Loopx {
+    let lx = Loopx::sqlite();
+    lx.ok(&["init"]);
+    let owner = ["--goal", GOAL, "--as", "person:olivia"];
+    lx.ok(&[
+        &owner[..],
+        &[
+            "goal",
+            "create",
+            "--objective",
+            "write the work file",
+            "--criterion",
+            "work-done,validate,repo:demo,the work file is committed",
+            "--agent",
+            "agent-a",
+        ],
+    ]
+    .concat());
+    for todo in todos {
+        lx.ok(&[&owner[..], &["todo", "add"], todo].concat());
+    }
+    let repo = lx.path("repo");
+    std::fs::create_dir_all(&repo).expect("repo dir");
+    std::fs::write(repo.join("turn.sh"), TURN).expect("turn script");
+    std::fs::write(repo.join("check.sh"), CHECK).expect("check script");
+    git(&repo, &["init", "-q"]);
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "start"]);
+    lx
+}
+
+const RUN: [&str; 13] = [
+    "--goal",
+    GOAL,
+    "run",
+    "--agent",
+    "agent-a",
+    "--exec",
+    "sh turn.sh",
+    "--validate",
+    "sh check.sh",
+    "--subject",
+    "repo:demo",
+    "--workspace",
+    "repo",
+];
+
+#[test]
+fn run_works_the_goal_to_terminal_with_real_processes() {
+    let lx = setup(&[
+        &["--id", "first", "--title", "first line"],
+        &[
+            "--id",
+            "second",
+            "--title",
+            "second line",
+            "--depends-on",
+            "first",
+        ],
+    ]);
+    std::fs::write(lx.path("last"), "").expect("marker");
+
+    let out = lx.ok(&RUN);
+
+    let steps = out["steps"].as_array().expect("steps");
+    let settled: Vec<&str> = steps
+        .iter()
+        .filter(|s| s["turn"]["outcome"] == "settled")
+        .filter_map(|s| s["turn"]["todo"].as_str())
+        .collect();
+    assert_eq!(settled, ["first", "second"]);
+    assert_eq!(out["decision"]["kind"], "terminal", "{out:#}");
+    let work = std::fs::read_to_string(lx.path("repo/work.txt")).expect("the work file");
+    assert_eq!(work.lines().count(), 2, "each todo ran exactly once");
+}
+
+#[test]
+fn run_shows_progress_for_people() {
+    let lx = setup(&[&["--id", "only", "--title", "the only line"]]);
+
+    let run = lx.run(&RUN);
+
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.contains("step   1"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("turn on `only` settled: Passed"),
+        "{}",
+        run.stdout
+    );
+}
+
+/// Starts `loopx run` in the background with `hang` present, waits until its turn is under
+/// way, and kills both the run and its turn with SIGKILL.
+fn kill_mid_turn(lx: &Loopx) {
+    std::fs::write(lx.path("hang"), "").expect("marker");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_loopx"))
+        .arg("--store")
+        .arg(&lx.store)
+        .args(RUN)
+        .current_dir(lx.dir.path())
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("loopx run starts");
+    let pid_file = lx.path("turn.pid");
+    let mut turn_pid = String::new();
+    for _ in 0..400 {
+        turn_pid = std::fs::read_to_string(&pid_file).unwrap_or_default();
+        if !turn_pid.trim().is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!turn_pid.trim().is_empty(), "the turn never started");
+    child.kill().expect("SIGKILL the run");
+    child.wait().expect("reaped");
+    let _ = Command::new("kill")
+        .args(["-KILL", turn_pid.trim()])
+        .status();
+    std::fs::remove_file(lx.path("hang")).expect("marker removed");
+}
+
+fn next_lease_step(lx: &Loopx) -> Value {
+    let next = lx.ok(&["--goal", GOAL, "next", "--agent", "agent-a"]);
+    next["decision"]["lease"].clone()
+}
+
+#[test]
+fn a_killed_run_is_resumed_under_the_same_turn_id_when_the_todo_is_idempotent() {
+    let lx = setup(&[&["--id", "edit", "--title", "append a line", "--idempotent"]]);
+    kill_mid_turn(&lx);
+    let lease = next_lease_step(&lx);
+    assert_eq!(lease["step"], "resume", "{lease:#}");
+
+    let out = lx.ok(&RUN);
+
+    let turn = &out["steps"][0]["turn"];
+    assert_eq!(turn["outcome"], "settled", "{out:#}");
+    assert_eq!(turn["resumed"], true);
+    assert_eq!(turn["turn"], lease["turn"], "the same turn id");
+    let log = lx.ok(&["--goal", GOAL, "log"]);
+    let settlements = log["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|e| e["event"]["type"] == "turn_settled")
+        .count();
+    assert_eq!(settlements, 1, "settled once, never twice");
+}
+
+#[test]
+fn a_killed_run_with_an_uncertain_effect_goes_to_repair() {
+    let lx = setup(&[&["--id", "publish", "--title", "append a line"]]);
+    kill_mid_turn(&lx);
+
+    let out = lx.ok(&RUN);
+
+    assert_eq!(out["steps"][0]["turn"]["outcome"], "unknown", "{out:#}");
+    assert_eq!(out["decision"]["kind"], "repair");
+    let work = std::fs::read_to_string(lx.path("repo/work.txt")).unwrap_or_default();
+    assert!(
+        work.is_empty(),
+        "the uncertain turn was not silently re-run"
+    );
+}
