@@ -12,14 +12,15 @@
 use std::collections::BTreeMap;
 use std::error::Error;
 
+use loopx_examples::describe;
 use loopx_kernel::seams::Store;
 use loopx_kernel::{
     Actor, AgentId, Amounts, CheckId, Command, Continuation, Criterion, CriterionId,
     CriterionStatus, Decision, DecisionScope, Duration, EvidenceId, ExpiryPolicy, Fingerprint,
     GateAnswer, GateId, GateScope, GoalId, GoalSpec, GoalState, Limits, NewEvidence, NewGate,
-    NewTodo, Observation, ObservationKey, OperationId, Outcome, PersonId, Policy, Question,
-    Revision, Settlement, SourceId, Subject, Timestamp, TodoId, Transition, TurnId, Verdict,
-    VerdictOutcome, decide,
+    NewTodo, Observation, ObservationKey, OperationId, Outcome, PersonId, Policy, Revision,
+    Settlement, SourceId, Subject, Timestamp, TodoId, Transition, TurnId, Verdict, VerdictOutcome,
+    decide,
 };
 use loopx_store::{SqliteStore, submit};
 use tokio::runtime::{Builder, Runtime};
@@ -266,45 +267,6 @@ fn head_observation(revision: &Revision, now: Timestamp) -> Result<Observation> 
         summary: format!("head at {revision}"),
         facts: BTreeMap::new(),
     })
-}
-
-fn describe(decision: &Decision) -> String {
-    match decision {
-        Decision::Continue(a) if a.pending_gates.is_empty() => {
-            format!("continue with `{}`", a.todo)
-        }
-        Decision::Continue(a) => {
-            let gates: Vec<&str> = a.pending_gates.iter().map(GateId::as_str).collect();
-            format!(
-                "continue with `{}` while `{}` waits",
-                a.todo,
-                gates.join("`, `")
-            )
-        }
-        Decision::Wait { until: Some(t), .. } => format!("wait until {t}"),
-        Decision::Wait { until: None, .. } => "wait for an event".into(),
-        Decision::Ask { questions, until } => {
-            let asked: Vec<String> = questions.iter().map(question).collect();
-            let wake = until.map_or_else(String::new, |t| format!(", wake at {t}"));
-            format!("ask {}{wake}", asked.join("; "))
-        }
-        Decision::Replan { reason } => format!("replan: {}", json(reason)),
-        Decision::Repair { issue } => format!("repair: {}", json(issue)),
-        Decision::Terminal { outcome } => format!("terminal ({outcome:?})").to_lowercase(),
-    }
-}
-
-fn question(question: &Question) -> String {
-    match question {
-        Question::Gate {
-            question, owner, ..
-        } => format!("{owner}: \"{question}\""),
-        Question::Budget { dimension, .. } => format!("the owner for more {dimension}"),
-    }
-}
-
-fn json(value: &impl serde::Serialize) -> String {
-    serde_json::to_string(value).unwrap_or_default()
 }
 
 fn plan(story: &mut Story) -> Result<()> {

@@ -12,9 +12,9 @@ use std::collections::BTreeSet;
 
 use loopx_kernel::seams::{Capability, Proposal};
 use loopx_kernel::{
-    Actor, AgentId, Command, DecisionScope, ExpiryPolicy, GateId, GateScope, GoalState, NewGate,
-    NewTodo, ObligationId, ObligationKind, Observation, Priority, Proposals, Revision, SourceId,
-    Timestamp, TodoId,
+    Actor, AgentId, DecisionScope, ExpiryPolicy, GateId, GateScope, GoalState, NewGate, NewTodo,
+    ObligationId, ObligationKind, Observation, Priority, Proposals, Revision, SourceId, Timestamp,
+    TodoId,
 };
 
 use crate::classify::{Inconclusive, InfraCause, Verdict};
@@ -88,7 +88,7 @@ impl<'a> Plan<'a> {
             state,
             owner: state.is_registered(agent).then(|| agent.clone()),
             now,
-            out: Proposals::new(state),
+            out: Proposals::at(state, now),
             wanted_todos: BTreeSet::new(),
             wanted_gates: BTreeSet::new(),
         }
@@ -307,39 +307,24 @@ impl<'a> Plan<'a> {
     /// no longer call for. Todos under a lease are left alone: their holder settles them.
     fn retract_the_rest(&mut self) {
         let me = Actor::Capability(self.capability.source.clone());
-        let stale_todos: Vec<TodoId> = self
+        for todo in self
             .state
-            .pending_todos()
-            .filter(|t| t.created_by == me && t.lease.is_none())
+            .pending_todos_by(&me)
             .filter(|t| !self.wanted_todos.contains(&t.id))
-            .map(|t| t.id.clone())
-            .collect();
-        for todo in stale_todos {
-            self.out.push(
-                Command::Supersede {
-                    todo,
-                    reason: "the experiment facts no longer call for it (a new revision, a new classification, or the facts it was for are in)".into(),
-                    replacement: None,
-                    grant_reason: None,
-                },
-                "retract work the current facts do not call for",
+        {
+            self.out.retire(
+                &todo.id,
+                "the experiment facts no longer call for it (a new revision, a new classification, or the facts it was for are in)",
             );
         }
-        let stale_gates: Vec<GateId> = self
+        for gate in self
             .state
-            .gates
-            .values()
-            .filter(|g| g.opened_by == me && g.state_at(self.now).is_pending())
+            .pending_gates_by(&me, self.now)
             .filter(|g| !self.wanted_gates.contains(&g.id))
-            .map(|g| g.id.clone())
-            .collect();
-        for gate in stale_gates {
-            self.out.push(
-                Command::WithdrawGate {
-                    gate,
-                    reason: "the experiment is no longer a candidate with passing holdout evidence at its current revision".into(),
-                },
-                "never leave a person a promotion question about a stale revision",
+        {
+            self.out.withdraw_gate(
+                &gate.id,
+                "the experiment is no longer a candidate with passing holdout evidence at its current revision",
             );
         }
     }

@@ -13,7 +13,7 @@
 //!
 //! The holdout evaluation of experiment `<e>` is the experiment `<e>@holdout`.
 
-use loopx_kernel::{GoalState, Observation, ObservationKey, Revision};
+use loopx_kernel::{GoalState, Observation, Revision};
 use serde::Serialize;
 
 /// The suffix naming an experiment's holdout evaluation: `<e>@holdout`.
@@ -189,13 +189,13 @@ impl Run {
         primary: &str,
         secondary: &[&str],
     ) -> Option<Run> {
-        let status = observed(state, &run_key(experiment))?;
+        let status = state.observation(&run_key(experiment))?;
         let metric = |name: &str| metric_value(state, experiment, name, &status.revision);
         let mut inputs = vec![status.clone()];
         inputs.extend(
             std::iter::once(primary)
                 .chain(secondary.iter().copied())
-                .filter_map(|name| observed(state, &metric_key(experiment, name)))
+                .filter_map(|name| state.observation(&metric_key(experiment, name)))
                 .filter(|o| o.revision == status.revision)
                 .cloned(),
         );
@@ -225,21 +225,15 @@ impl Run {
 /// Every experiment with a run-status observation in the goal, in key order.
 pub fn experiments(state: &GoalState) -> Vec<String> {
     state
-        .observations
-        .keys()
-        .filter_map(|key| key.as_str().strip_prefix(RUN_PREFIX))
+        .observations_with_prefix(RUN_PREFIX)
+        .filter_map(|o| o.key.as_str().strip_prefix(RUN_PREFIX))
         .filter(|experiment| !experiment.is_empty())
         .map(str::to_owned)
         .collect()
 }
 
-fn observed<'s>(state: &'s GoalState, key: &str) -> Option<&'s Observation> {
-    let key = ObservationKey::new(key).ok()?;
-    state.observations.get(&key)
-}
-
 fn metric_value(state: &GoalState, experiment: &str, name: &str, revision: &Revision) -> Fact<f64> {
-    match observed(state, &metric_key(experiment, name)) {
+    match state.observation(&metric_key(experiment, name)) {
         Some(o) if &o.revision == revision => number(o.fact("last_value")),
         _ => Fact::Missing,
     }

@@ -73,10 +73,7 @@ fn alice() -> Actor {
 
 fn answer(answer: GateAnswer) -> Step {
     let gate = GateId::new(scoped_id("promote", "exp-a", &[R1])).expect("valid gate");
-    Step::Kernel(ScenarioStep::Command(
-        owner(),
-        Command::AnswerGate { gate, answer },
-    ))
+    ScenarioStep::Command(owner(), Command::AnswerGate { gate, answer })
 }
 
 /// The agent's own monitor of the candidate's run stream.
@@ -86,15 +83,15 @@ fn watch() -> Step {
         watches: ObservationKey::new("run:exp-a").expect("key"),
         cadence: Duration::from_millis(600_000),
     });
-    Step::Kernel(ScenarioStep::Command(alice(), Command::AddTodo { todo }))
+    ScenarioStep::Command(alice(), Command::AddTodo { todo })
 }
 
 fn promoted_to_gate() -> Vec<Step> {
     vec![
         dev("0.85", "20"),
         holdout("0.83"),
-        Step::RecordHoldout("exp-a"),
-        Step::Kernel(ScenarioStep::Judge),
+        record_holdout("exp-a"),
+        ScenarioStep::Judge,
     ]
 }
 
@@ -144,8 +141,8 @@ fn cases() -> Vec<Case> {
             "preempted_retry_is_idempotent",
             vec![
                 with_run(&run("exp-a", R1).failed("preempted"), "0.5"),
-                Step::Kernel(ScenarioStep::Judge),
-                Step::Kernel(ScenarioStep::Advance(Duration::from_millis(60_000))),
+                ScenarioStep::Judge,
+                ScenarioStep::Advance(Duration::from_millis(60_000)),
             ],
             "continue",
             &["add_todo retry:exp-a"],
@@ -303,8 +300,8 @@ fn cases() -> Vec<Case> {
             vec![
                 dev("0.85", "20"),
                 holdout("0.77"),
-                Step::RecordHoldout("exp-a"),
-                Step::Kernel(ScenarioStep::Judge),
+                record_holdout("exp-a"),
+                ScenarioStep::Judge,
             ],
             "replan",
             &[
@@ -397,8 +394,8 @@ fn cases() -> Vec<Case> {
             "repeated_judgement_converges",
             vec![
                 dev("0.85", "20"),
-                Step::Kernel(ScenarioStep::Judge),
-                Step::Kernel(ScenarioStep::Advance(Duration::from_millis(3_600_000))),
+                ScenarioStep::Judge,
+                ScenarioStep::Advance(Duration::from_millis(3_600_000)),
             ],
             "continue",
             &["add_todo holdout:exp-a"],

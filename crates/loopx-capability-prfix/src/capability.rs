@@ -6,8 +6,8 @@ use std::collections::BTreeSet;
 use loopx_kernel::seams::{Capability, Proposal};
 use loopx_kernel::{
     Actor, AgentId, Command, DecisionScope, GateId, GateScope, GoalState, MonitorSpec, NewGate,
-    NewTodo, Observation, ObservationKey, Priority, Proposals, ResumeCondition, SourceId,
-    Timestamp, Todo, TodoClass, TodoId, WriteSet,
+    NewTodo, Observation, Priority, Proposals, ResumeCondition, SourceId, Timestamp, Todo,
+    TodoClass, TodoId, TodoStatus, WriteSet, bounded_id,
 };
 
 use crate::config::{ConfigError, PrFixConfig};
@@ -51,7 +51,9 @@ impl PrFix {
             Some(head) => {
                 let items = ci_items(state, &thread, head);
                 let reviews = reviews(state, &thread);
-                let threads = observed(state, &thread.key("threads:")).map(Threads::read);
+                let threads = state
+                    .observation(&thread.key("threads:"))
+                    .map(Threads::read);
                 (
                     ci_at_head(&items, &self.config.required_checks),
                     review_standing(&reviews, threads.as_ref(), head),
@@ -106,7 +108,9 @@ impl PrFix {
             return;
         };
         let line = Line::new(self, out.state(), &thread.key("route:"), now);
-        let closed = observed(out.state(), &thread.key("issue:"))
+        let closed = out
+            .state()
+            .observation(&thread.key("issue:"))
             .is_some_and(|issue| issue.fact("state") == Some("closed"));
         if closed {
             line.close(
@@ -150,7 +154,7 @@ impl PrFix {
         let pr = thread.key("");
         let at = short(head);
         let line = ids::line(&thread.key("pr:"));
-        let id = TodoId::new(ids::bounded(&format!("{line}/{}@{at}", phase.slug()))).ok()?;
+        let id = TodoId::new(bounded_id(&format!("{line}/{}@{at}", phase.slug()))).ok()?;
         let monitor = |title: String| NewTodo {
             class: TodoClass::Monitor(MonitorSpec {
                 watches: pull.key.clone(),
@@ -251,7 +255,7 @@ impl PrFix {
         mut todo: NewTodo,
         rationale: String,
     ) -> Option<Step> {
-        let scope = DecisionScope::new(ids::bounded(&format!("{line}/{what}@{at}"))).ok()?;
+        let scope = DecisionScope::new(bounded_id(&format!("{line}/{what}@{at}"))).ok()?;
         let owner = self
             .config
             .merge_owner
@@ -259,7 +263,7 @@ impl PrFix {
             .unwrap_or_else(|| state.spec.owner.clone());
         todo.requires_decisions.insert(scope.clone());
         let gate = NewGate {
-            id: GateId::new(ids::bounded(&format!("{line}/{what}-gate@{at}"))).ok()?,
+            id: GateId::new(bounded_id(&format!("{line}/{what}-gate@{at}"))).ok()?,
             question,
             owner: Actor::Person(owner),
             scope: GateScope {
@@ -292,14 +296,14 @@ impl Capability for PrFix {
         _observations: &[Observation],
         now: Timestamp,
     ) -> Vec<Proposal> {
-        let mut out = Proposals::new(state);
+        let mut out = Proposals::at(state, now);
         if state.abandoned.is_some() {
             return out.into_vec();
         }
-        for pull in with_prefix(state, "pr:".to_owned()) {
+        for pull in state.observations_with_prefix("pr:") {
             self.plan_pull(&mut out, pull, now);
         }
-        for triage in with_prefix(state, "triage:".to_owned()) {
+        for triage in state.observations_with_prefix("triage:") {
             self.plan_issue(&mut out, triage, now);
         }
         out.into_vec()
@@ -352,41 +356,52 @@ impl<'s> Line<'s> {
 
     fn open_todos(&self) -> Vec<&'s Todo> {
         self.state
-            .pending_todos()
-            .filter(|t| t.created_by == self.me && self.owns(t.id.as_str()))
+            .pending_todos_by(&self.me)
+            .filter(|t| self.owns(t.id.as_str()))
             .collect()
     }
 
-    /// An agent holds or owns the todo: only it (or a grant) may change it, so the line waits.
-    fn held(&self, todo: &Todo) -> bool {
-        self.state.todo_owner(todo, self.now).is_some()
-            || todo.lease.as_ref().is_some_and(|l| l.turn.is_some())
+    /// The agent who works the line: the holder or assignee of its latest todo that has one,
+    /// or whoever finished it; `None` when nobody has yet (or the goal no longer knows them).
+    fn owner(&self) -> Option<AgentId> {
+        self.todos()
+            .into_iter()
+            .rev()
+            .find_map(|t| match &t.status {
+                TodoStatus::Done { by, .. } => Some(by.clone()),
+                _ => t
+                    .lease
+                    .as_ref()
+                    .map(|l| l.holder.clone())
+                    .or_else(|| t.assignee.clone()),
+            })
+            .filter(|agent| self.state.is_registered(agent))
     }
 
     fn pending_gates(&self) -> impl Iterator<Item = &'s GateId> + '_ {
         self.state
-            .gates
-            .values()
-            .filter(|g| g.opened_by == self.me && self.owns(g.id.as_str()))
-            .filter(|g| g.state_at(self.now).is_pending())
+            .pending_gates_by(&self.me, self.now)
+            .filter(|g| self.owns(g.id.as_str()))
             .map(|g| &g.id)
     }
 
     /// Moves the line to `step`: withdraws gates asking about anything else, opens its gate,
     /// and replaces the open todo with its todo (one open todo per line).
-    fn advance(&self, out: &mut Proposals, step: Step) {
+    fn advance(&self, out: &mut Proposals, mut step: Step) {
+        // Work that writes goes to whoever works the line, so the same agent keeps its context;
+        // the capability may still retire it later, since it created it.
+        if step.todo.writes.is_some()
+            && step.todo.assignee.is_none()
+            && let Some(owner) = self.owner()
+        {
+            step.todo = step.todo.for_agent(owner);
+        }
         let wanted_gate = step.gate.as_ref().map(|g| g.id.clone());
         for gate in self
             .pending_gates()
             .filter(|g| Some(*g) != wanted_gate.as_ref())
         {
-            out.push(
-                Command::WithdrawGate {
-                    gate: gate.clone(),
-                    reason: format!("no longer asked: {}", step.rationale),
-                },
-                "the question is about facts that changed",
-            );
+            out.withdraw_gate(gate, format!("no longer asked: {}", step.rationale));
         }
         if let Some(gate) = step.gate {
             out.open_gate(gate, step.rationale.clone());
@@ -396,14 +411,14 @@ impl<'s> Line<'s> {
             .into_iter()
             .filter(|t| t.id != step.todo.id)
             .collect();
-        if open.iter().any(|t| self.held(t)) {
+        if open.iter().any(|t| out.held(t)) {
             return; // the agent working on it finishes first; the next judgement moves on
         }
         if self.state.todos.contains_key(&step.todo.id) {
             // Already planned (and maybe done): repeated judgements converge, and whatever
             // else is open on the line is stale.
             for todo in open {
-                supersede(out, todo, &step.rationale);
+                out.retire(&todo.id, step.rationale.clone());
             }
             return;
         }
@@ -415,7 +430,7 @@ impl<'s> Line<'s> {
             Some((current, rest)) => {
                 out.supersede(&current.id, step.todo, step.rationale.clone());
                 for todo in rest {
-                    supersede(out, todo, &step.rationale);
+                    out.retire(&todo.id, step.rationale.clone());
                 }
             }
         }
@@ -435,31 +450,13 @@ impl<'s> Line<'s> {
 
     /// Ends the line: supersedes every open todo no agent holds, withdraws every pending gate.
     fn close(&self, out: &mut Proposals, reason: &str) {
-        for todo in self.open_todos().into_iter().filter(|t| !self.held(t)) {
-            supersede(out, todo, reason);
+        for todo in self.open_todos() {
+            out.retire(&todo.id, reason);
         }
         for gate in self.pending_gates() {
-            out.push(
-                Command::WithdrawGate {
-                    gate: gate.clone(),
-                    reason: reason.to_owned(),
-                },
-                reason,
-            );
+            out.withdraw_gate(gate, reason);
         }
     }
-}
-
-fn supersede(out: &mut Proposals, todo: &Todo, reason: &str) {
-    out.push(
-        Command::Supersede {
-            todo: todo.id.clone(),
-            reason: reason.to_owned(),
-            replacement: None,
-            grant_reason: None,
-        },
-        reason,
-    );
 }
 
 /// The route a route todo stands for, from its id (`…/<generation>-<route>`).
@@ -470,7 +467,7 @@ fn route_of(todo: &Todo) -> Option<Route> {
 
 /// The todo that works an issue along `route`.
 fn route_todo(thread: &Thread, triage: &Observation, route: Route, id: &str) -> Option<NewTodo> {
-    let id = TodoId::new(ids::bounded(id)).ok()?;
+    let id = TodoId::new(bounded_id(id)).ok()?;
     let facts = Triage::read(triage);
     let issue = thread.key("");
     Some(match route {
@@ -501,31 +498,14 @@ fn route_todo(thread: &Thread, triage: &Observation, route: Route, id: &str) -> 
     })
 }
 
-/// The latest observation of stream `key`, if any.
-fn observed<'s>(state: &'s GoalState, key: &str) -> Option<&'s Observation> {
-    state.observations.get(&ObservationKey::new(key).ok()?)
-}
-
-/// The latest observation of every stream whose key starts with `prefix`.
-fn with_prefix(state: &GoalState, prefix: String) -> impl Iterator<Item = &Observation> {
-    let streams = ObservationKey::new(prefix.as_str())
-        .ok()
-        .map(|from| state.observations.range(from..));
-    streams
-        .into_iter()
-        .flatten()
-        .take_while(move |(key, _)| key.as_str().starts_with(&prefix))
-        .map(|(_, observation)| observation)
-}
-
 /// CI items about the exact `head` of the pull request: check runs, suites and statuses of
 /// that commit, and the REST roll-up when it was read at that head.
 fn ci_items(state: &GoalState, thread: &Thread, head: &str) -> Vec<CiItem> {
     let repo = &thread.repo;
     ["check", "suite", "status"]
         .iter()
-        .flat_map(|kind| with_prefix(state, format!("{kind}:{repo}@{head}/")))
-        .chain(observed(state, &thread.key("ci:")))
+        .flat_map(|kind| state.observations_with_prefix(&format!("{kind}:{repo}@{head}/")))
+        .chain(state.observation(&thread.key("ci:")))
         .filter_map(CiItem::read)
         .filter(|item| item.sha == head)
         .collect()
@@ -533,7 +513,8 @@ fn ci_items(state: &GoalState, thread: &Thread, head: &str) -> Vec<CiItem> {
 
 /// Each reviewer's latest review of the pull request.
 fn reviews(state: &GoalState, thread: &Thread) -> Vec<Review> {
-    with_prefix(state, format!("{}/", thread.key("review:")))
+    state
+        .observations_with_prefix(&format!("{}/", thread.key("review:")))
         .map(Review::read)
         .collect()
 }

@@ -8,11 +8,11 @@
 
 use loopx_kernel::{
     CheckId, EvidenceId, Lineage, NewEvidence, Observation, ObservedInput, Outcome, Revision,
-    Subject,
+    Subject, bounded_id,
 };
 
 use crate::facts::{CiItem, CiSource, CiVerdict, Thread, sha_of_revision};
-use crate::ids::{bounded, short};
+use crate::ids::short;
 
 /// Why no evidence can be built from a pair of observations.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -140,7 +140,7 @@ fn build(
     item: &CiItem,
     outcome: Outcome,
 ) -> Option<NewEvidence> {
-    let check = bounded(&check_name(item));
+    let check = bounded_id(&check_name(item));
     let pull = thread.key("pr:");
     let summary = format!(
         "{} {} at {}",
@@ -153,7 +153,7 @@ fn build(
         item.sha
     );
     Some(NewEvidence {
-        id: EvidenceId::new(bounded(&format!(
+        id: EvidenceId::new(bounded_id(&format!(
             "{pull}@{}/{check}/{}",
             short(&item.sha),
             tail(ci.fingerprint.as_str(), 12)

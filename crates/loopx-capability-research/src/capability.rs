@@ -8,8 +8,8 @@ use std::collections::BTreeSet;
 
 use loopx_kernel::seams::{Capability, Proposal};
 use loopx_kernel::{
-    Actor, AgentId, Command, ExpiryPolicy, GateScope, GateStatus, GoalState, NewGate, NewTodo,
-    ObligationKind, Observation, PersonId, Priority, Proposals, SourceId, Timestamp, Todo,
+    Actor, AgentId, ExpiryPolicy, GateScope, GoalState, NewGate, NewTodo, ObligationKind,
+    Observation, PersonId, Priority, Proposals, SourceId, Timestamp, Todo,
 };
 
 use crate::config::{ConfigError, ResearchConfig};
@@ -72,11 +72,12 @@ impl Research {
         let state = proposals.state();
         // Work for an owner the goal does not know goes to anyone rather than being refused.
         let owner = Some(entry.owner().clone()).filter(|o| state.is_registered(o));
+        let me = Actor::Capability(self.config.name.clone());
         for gap in &entry.gaps {
-            answer_gap(entry, gap, owner.as_ref(), proposals);
+            answer_gap(entry, gap, owner.as_ref(), &me, proposals);
         }
         if !entry.gaps.contains(&Gap::Unconfirmed) {
-            retire_confirmation(entry, proposals, now);
+            retire_confirmation(entry, proposals);
         }
         match entry.status {
             Status::Supported if entry.promotion == Promotion::NotAsked => {
@@ -159,24 +160,18 @@ impl Research {
             return;
         };
         let ours = Actor::Capability(self.config.name.clone());
-        let pending_and_ours = proposals
+        if proposals
             .state()
             .gates
             .get(&id)
-            .is_some_and(|g| g.opened_by == ours && g.status == GateStatus::Pending);
-        if pending_and_ours {
+            .is_some_and(|g| g.opened_by == ours)
+        {
             let reason = format!(
                 "hypothesis {} is no longer supported (now {})",
                 entry.facts.id,
                 entry.status.name()
             );
-            proposals.push(
-                Command::WithdrawGate {
-                    gate: id,
-                    reason: reason.clone(),
-                },
-                reason,
-            );
+            proposals.withdraw_gate(&id, reason);
         }
     }
 
@@ -215,7 +210,7 @@ impl Capability for Research {
         now: Timestamp,
     ) -> Vec<Proposal> {
         let ledger = ledger(state);
-        let mut proposals = Proposals::new(state);
+        let mut proposals = Proposals::at(state, now);
         for entry in &ledger.hypotheses {
             self.plan_line(entry, &mut proposals, now);
         }
@@ -223,30 +218,16 @@ impl Capability for Research {
     }
 }
 
-/// Supersedes the independent-confirmation todo once its gap is gone. It is nobody's own todo
-/// (it is unassigned by design), so the capability may close it while no lease holds it.
-fn retire_confirmation(entry: &HypothesisEntry, proposals: &mut Proposals<'_>, now: Timestamp) {
+/// Supersedes the independent-confirmation todo once its gap is gone, unless an agent holds it.
+fn retire_confirmation(entry: &HypothesisEntry, proposals: &mut Proposals<'_>) {
     let Some(id) = LineTodo::Confirm.id(&entry.facts.id) else {
         return;
     };
-    let idle = proposals.state().todos.get(&id).is_some_and(|t| {
-        !t.status.is_closed() && t.assignee.is_none() && t.live_lease(now).is_none()
-    });
-    if idle {
-        let reason = format!(
-            "hypothesis {} no longer lacks an independent holdout evaluation",
-            entry.facts.id
-        );
-        proposals.push(
-            Command::Supersede {
-                todo: id,
-                reason: reason.clone(),
-                replacement: None,
-                grant_reason: None,
-            },
-            reason,
-        );
-    }
+    let reason = format!(
+        "hypothesis {} no longer lacks an independent holdout evaluation",
+        entry.facts.id
+    );
+    proposals.retire(&id, reason);
 }
 
 /// Answers one gap: a line todo, or a replan obligation owned by the line's owner.
@@ -254,6 +235,7 @@ fn answer_gap(
     entry: &HypothesisEntry,
     gap: &Gap,
     owner: Option<&AgentId>,
+    me: &Actor,
     proposals: &mut Proposals<'_>,
 ) {
     let h = entry.facts.id.as_str();
@@ -279,6 +261,24 @@ fn answer_gap(
             }
         }
         Gap::OpenWorkAfterRetirement => {
+            // The capability retires the line's open work it planned itself; what it cannot
+            // (work an agent holds, or work someone else planned) is left to the line's owner.
+            let state = proposals.state();
+            let mut left = false;
+            for id in open_line_todos(state, h) {
+                match state.todos.get(&id) {
+                    Some(t) if &t.created_by == me && !proposals.held(t) => {
+                        proposals.retire(
+                            &id,
+                            format!("hypothesis {h} was retired by a person: its open work ends"),
+                        );
+                    }
+                    _ => left = true,
+                }
+            }
+            if !left {
+                return;
+            }
             if let Some(id) = ids::obligation("retired", h) {
                 let detail = format!(
                     "hypothesis {h} was retired by a person: supersede the line's open work"
@@ -421,7 +421,7 @@ fn deciding_findings(entry: &HypothesisEntry, edge: Edge) -> String {
 #[cfg(test)]
 mod tests {
     use loopx_kernel::testkit::{roster, scenario};
-    use loopx_kernel::{Duration, TodoId};
+    use loopx_kernel::{Command, Duration, TodoId};
 
     use super::*;
 

@@ -6,8 +6,8 @@
 mod common;
 
 use common::{
-    Step, agent_id, answer, complete, discharge_by_superseding, finding, hypothesis, judge,
-    observe, owner_answers, run,
+    Step, agent_id, answer, complete, discharge_by_superseding, finding, holdout_step, hypothesis,
+    judge, observe, owner_answers,
 };
 use loopx_capability_research::{Research, ResearchConfig, ledger};
 use loopx_kernel::testkit::scenario::{self, JudgedProposal, Scenario, ScenarioStep};
@@ -149,7 +149,7 @@ fn cases() -> Vec<Case> {
             "alice",
             with(
                 self_evaluated_h1(),
-                vec![Step::HoldoutEvidence("finding:f2"), judge()],
+                vec![holdout_step("finding:f2"), judge()],
             ),
         )
         .expect(
@@ -166,7 +166,7 @@ fn cases() -> Vec<Case> {
             "alice",
             vec![
                 observe(vec![h1(), dev_lift("f1", "h1", "alice")]),
-                Step::HoldoutEvidence("finding:f1"),
+                holdout_step("finding:f1"),
                 judge(),
             ],
         )
@@ -250,7 +250,7 @@ fn cases() -> Vec<Case> {
                 "add_todo experiment:h1",
                 "raise_obligation research:refuted:h1",
                 "open_gate retire:h1",
-                "raise_obligation research:retired:h1",
+                "supersede experiment:h1",
             ],
         ),
         Case::new(
@@ -289,7 +289,7 @@ fn cases() -> Vec<Case> {
             "alice",
             vec![
                 observe(vec![h1(), holdout("f1", "h1", "refutes", "alice")]),
-                Step::HoldoutEvidence("finding:f1"),
+                holdout_step("finding:f1"),
                 judge(),
             ],
         )
@@ -383,7 +383,7 @@ fn cases() -> Vec<Case> {
             with(
                 self_evaluated_h1(),
                 vec![
-                    Step::HoldoutEvidence("finding:f2"),
+                    holdout_step("finding:f2"),
                     judge(),
                     observe(vec![hypothesis("h1", "alice", "", "v2")]),
                 ],
@@ -424,9 +424,7 @@ fn cases() -> Vec<Case> {
             "alice",
             with(
                 supported_h1(),
-                vec![Step::Kernel(Box::new(ScenarioStep::Advance(
-                    Duration::hours(3),
-                )))],
+                vec![ScenarioStep::Advance(Duration::hours(3))],
             ),
         )
         .with_config(ResearchConfig {
@@ -475,7 +473,7 @@ fn research_scenarios() {
         let mut scenario = Scenario::new(&capability, &spec)
             .expect("the spec is accepted")
             .for_agent(agent_id(case.agent));
-        let transcript = run(&mut scenario, case.steps);
+        let transcript = scenario.run(case.steps);
         let decision = transcript.final_decision().expect("every case has steps");
         assert_eq!(decision.kind(), case.decision, "case {}", case.name);
         let accepted: Vec<String> = transcript.accepted().map(label).collect();
@@ -504,7 +502,7 @@ fn each_agent_sees_its_own_lines() {
     let capability = Research::new(ResearchConfig::default()).expect("valid config");
     let spec = scenario::spec("research").expect("valid spec");
     let mut scenario = Scenario::new(&capability, &spec).expect("the spec is accepted");
-    run(&mut scenario, dependency_refuted());
+    scenario.run(dependency_refuted());
     let ledger = ledger(scenario.state());
     let lines = |agent: &str| -> Vec<(String, String)> {
         ledger

@@ -159,6 +159,65 @@ id_type!(
     /// A decision scope a todo needs settled before it may run, e.g. `api:error_code`.
     DecisionScope, "decision scope");
 
+/// Lower-case hexadecimal of `bytes`, two digits per byte.
+pub fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
+        out.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        out.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
+    }
+    out
+}
+
+/// The SHA-256 of `bytes`, as 64 lower-case hexadecimal digits. Stable across platforms and
+/// releases, so ids and fingerprints derived from it replay the same.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::{Digest as _, Sha256};
+    hex(&Sha256::digest(bytes))
+}
+
+/// How many hexadecimal digits of the SHA-256 [`bounded_to`] appends to a cut text.
+const BOUND_DIGITS: usize = 24;
+
+/// Keeps `text` within `max` bytes: text that fits is returned unchanged; longer text keeps a
+/// prefix (cut on a character boundary) and ends with `=` and 24 hexadecimal digits of the
+/// SHA-256 of the whole text, so distinct long texts stay distinct and equal texts give equal
+/// results. The result is at most `max` bytes whenever `max` is at least 25.
+pub fn bounded_to(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let digest = sha256_hex(text.as_bytes());
+    let mut cut = max.saturating_sub(BOUND_DIGITS + 1);
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}={}", &text[..cut], &digest[..BOUND_DIGITS])
+}
+
+/// Keeps `text` within [`MAX_ID_LEN`], as [`bounded_to`] does: text within the limit is
+/// returned unchanged, longer text keeps a prefix and ends with a digest of the whole. The
+/// result is a valid id whenever `text` holds only id characters.
+pub fn bounded_id(text: &str) -> String {
+    bounded_to(text, MAX_ID_LEN)
+}
+
+/// A stable id for a thing named by `prefix` and the facts `parts`:
+/// `<prefix>#<16 hexadecimal digits>`, the digits a SHA-256 over the parts (each followed by a
+/// separator byte, so `["ab", "c"]` and `["a", "bc"]` differ), the whole kept within
+/// [`MAX_ID_LEN`] by [`bounded_id`]. Equal arguments always give equal ids, so a capability
+/// that derives its ids this way proposes the same things on every judgement.
+pub fn stable_id(prefix: &str, parts: &[&str]) -> String {
+    let mut joined = Vec::new();
+    for part in parts {
+        joined.extend_from_slice(part.as_bytes());
+        joined.push(0x1f);
+    }
+    let digest = sha256_hex(&joined);
+    bounded_id(&format!("{prefix}#{}", &digest[..16]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -184,5 +243,33 @@ mod tests {
         assert!(bad.is_err());
         let good: TodoId = serde_json::from_str("\"t1\"").unwrap();
         assert_eq!(good.as_str(), "t1");
+    }
+
+    #[test]
+    fn bounded_ids_keep_short_text_and_cut_long_text_with_a_digest() {
+        assert_eq!(bounded_id("pr:a/b#1"), "pr:a/b#1");
+        let a = bounded_id(&"a".repeat(300));
+        let b = bounded_id(&format!("{}b", "a".repeat(299)));
+        assert_eq!(a.len(), MAX_ID_LEN);
+        assert_ne!(a, b);
+        assert!(TodoId::new(a.clone()).is_ok());
+        assert_eq!(a, bounded_id(&"a".repeat(300)));
+        let wide = "é".repeat(100);
+        assert!(bounded_id(&wide).len() <= MAX_ID_LEN);
+        assert_eq!(bounded_to(&"x".repeat(100), 80).len(), 80);
+    }
+
+    #[test]
+    fn stable_ids_are_stable_bounded_and_separate_parts() {
+        assert_eq!(stable_id("k:e", &["a", "b"]), stable_id("k:e", &["a", "b"]));
+        assert_ne!(
+            stable_id("k:e", &["ab", "c"]),
+            stable_id("k:e", &["a", "bc"])
+        );
+        assert!(stable_id("k:e", &["a"]).starts_with("k:e#"));
+        let long = stable_id(&"x".repeat(200), &["run:a+b+c"]);
+        assert!(long.len() <= MAX_ID_LEN && TodoId::new(long).is_ok());
+        assert_eq!(hex(&[0, 0xab, 0x10]), "00ab10");
+        assert_eq!(sha256_hex(b"").len(), 64);
     }
 }

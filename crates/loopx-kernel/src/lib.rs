@@ -82,7 +82,7 @@ pub use goal::{Amendment, BudgetExhaustion, Criterion, GoalSpec, GrantedAction, 
 pub use ids::{
     AgentId, CheckId, CriterionId, DecisionScope, EvidenceId, Fingerprint, GateId, GoalId,
     InvalidId, MAX_ID_LEN, ObligationId, ObservationKey, OperationId, PersonId, Revision, SourceId,
-    Subject, TodoId, TurnId,
+    Subject, TodoId, TurnId, bounded_id, bounded_to, hex, sha256_hex, stable_id,
 };
 pub use invariants::{Violation, check_invariants};
 pub use obligation::{Discharge, Obligation, ObligationCause, ObligationKind};
@@ -102,3 +102,8 @@ pub use todos::Todos;
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]
 struct ReadmeDoctests;
+
+/// The capability guide's worked example, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/writing-a-capability.md")]
+struct CapabilityGuideDoctests;

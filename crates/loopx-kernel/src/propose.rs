@@ -6,15 +6,20 @@
 //! capability can derive stable ids from domain facts (`ci-fix@<sha>`) and simply propose what
 //! the facts call for on every judgement. It decides nothing about lifecycle: every proposal
 //! still goes through the kernel's validation as any other command.
+//!
+//! The lookups on [`GoalState`] here (observations by key or key prefix, the pending todos and
+//! gates one actor made) are what capabilities read the goal with; they are plain reads.
 
+use crate::actor::Actor;
 use crate::command::Command;
 use crate::evidence::Observation;
-use crate::gate::NewGate;
-use crate::ids::{AgentId, ObligationId, TodoId};
+use crate::gate::{Gate, GateStatus, NewGate};
+use crate::ids::{AgentId, GateId, ObligationId, ObservationKey, TodoId};
 use crate::obligation::ObligationKind;
 use crate::seams::Proposal;
 use crate::state::GoalState;
-use crate::todo::{NewTodo, Priority, ResumeCondition};
+use crate::time::Timestamp;
+use crate::todo::{NewTodo, Priority, ResumeCondition, Todo};
 
 impl Proposal {
     /// A proposal of `command` for the reason `rationale`.
@@ -30,6 +35,58 @@ impl Observation {
     /// The named domain fact, if the provider recorded it.
     pub fn fact(&self, name: &str) -> Option<&str> {
         self.facts.get(name).map(String::as_str)
+    }
+}
+
+impl GoalState {
+    /// The latest observation of stream `key`; `None` when there is none (or `key` is not a
+    /// valid observation key, so no stream can have it).
+    pub fn observation(&self, key: &str) -> Option<&Observation> {
+        self.observations.get(&ObservationKey::new(key).ok()?)
+    }
+
+    /// The latest observation of every stream whose key starts with `prefix`, in key order.
+    /// An empty prefix yields every stream.
+    pub fn observations_with_prefix<'a>(
+        &'a self,
+        prefix: &str,
+    ) -> impl Iterator<Item = &'a Observation> + use<'a> {
+        let prefix = prefix.to_owned();
+        let streams = if prefix.is_empty() {
+            Some(self.observations.range::<ObservationKey, _>(..))
+        } else {
+            // A prefix that is no valid key holds characters no key has, or is too long for
+            // one: no stream starts with it.
+            ObservationKey::new(prefix.as_str())
+                .ok()
+                .map(|from| self.observations.range(from..))
+        };
+        streams
+            .into_iter()
+            .flatten()
+            .take_while(move |(key, _)| key.as_str().starts_with(prefix.as_str()))
+            .map(|(_, observation)| observation)
+    }
+
+    /// The todos `actor` created that are not done or superseded, in frontier order.
+    pub fn pending_todos_by<'a>(
+        &'a self,
+        actor: &Actor,
+    ) -> impl Iterator<Item = &'a Todo> + use<'a> {
+        let actor = actor.clone();
+        self.pending_todos().filter(move |t| t.created_by == actor)
+    }
+
+    /// The gates `actor` opened that still ask for an answer at `now` (pending or overdue).
+    pub fn pending_gates_by<'a>(
+        &'a self,
+        actor: &Actor,
+        now: Timestamp,
+    ) -> impl Iterator<Item = &'a Gate> + use<'a> {
+        let actor = actor.clone();
+        self.gates
+            .values()
+            .filter(move |g| g.opened_by == actor && g.state_at(now).is_pending())
     }
 }
 
@@ -60,13 +117,30 @@ impl NewTodo {
 #[derive(Debug)]
 pub struct Proposals<'s> {
     state: &'s GoalState,
+    now: Option<Timestamp>,
     out: Vec<Proposal>,
 }
 
 impl<'s> Proposals<'s> {
-    /// An empty list of proposals against `state`.
+    /// An empty list of proposals against `state`, with no time: [`Proposals::retire`] then
+    /// treats every lease as held and [`Proposals::withdraw_gate`] every gate with a passed
+    /// deadline as asking. Prefer [`Proposals::at`].
     pub fn new(state: &'s GoalState) -> Self {
-        Proposals { state, out: vec![] }
+        Proposals {
+            state,
+            now: None,
+            out: vec![],
+        }
+    }
+
+    /// An empty list of proposals against `state` as it stands at `now`, the time of the
+    /// judgement (leases and gate deadlines are read at it).
+    pub fn at(state: &'s GoalState, now: Timestamp) -> Self {
+        Proposals {
+            state,
+            now: Some(now),
+            out: vec![],
+        }
     }
 
     /// The goal the proposals are judged against.
@@ -133,6 +207,67 @@ impl<'s> Proposals<'s> {
             );
         }
         self
+    }
+
+    /// Proposes superseding the open todo `todo` without a replacement, unless it is closed,
+    /// unknown, held (a live lease, or any lease when no time is known, or a turn in flight) or
+    /// already proposed for supersession.
+    pub fn retire(&mut self, todo: &TodoId, reason: impl Into<String>) -> &mut Self {
+        let retirable = self
+            .state
+            .todos
+            .get(todo)
+            .is_some_and(|t| !t.status.is_closed() && !self.held(t));
+        let proposed = self
+            .out
+            .iter()
+            .any(|p| matches!(&p.command, Command::Supersede { todo: t, .. } if t == todo));
+        if retirable && !proposed {
+            let reason = reason.into();
+            self.push(
+                Command::Supersede {
+                    todo: todo.clone(),
+                    reason: reason.clone(),
+                    replacement: None,
+                    grant_reason: None,
+                },
+                reason,
+            );
+        }
+        self
+    }
+
+    /// Proposes withdrawing `gate` while it still asks for an answer (pending or overdue at
+    /// the judgement's time; without a time, while no answer or withdrawal is recorded), unless
+    /// it is unknown or its withdrawal is already proposed.
+    pub fn withdraw_gate(&mut self, gate: &GateId, reason: impl Into<String>) -> &mut Self {
+        let asking = self.state.gates.get(gate).is_some_and(|g| match self.now {
+            Some(now) => g.state_at(now).is_pending(),
+            None => g.status == GateStatus::Pending,
+        });
+        let proposed = self
+            .out
+            .iter()
+            .any(|p| matches!(&p.command, Command::WithdrawGate { gate: g, .. } if g == gate));
+        if asking && !proposed {
+            let reason = reason.into();
+            self.push(
+                Command::WithdrawGate {
+                    gate: gate.clone(),
+                    reason: reason.clone(),
+                },
+                reason,
+            );
+        }
+        self
+    }
+
+    /// True when an agent holds `todo`: a turn is in flight, or a lease is live at the
+    /// judgement's time (any lease when no time is known).
+    pub fn held(&self, todo: &Todo) -> bool {
+        todo.lease.as_ref().is_some_and(|lease| {
+            lease.turn.is_some() || self.now.is_none_or(|now| lease.is_live(now))
+        })
     }
 
     /// Proposes opening `gate` unless a gate with its id exists or is already proposed.

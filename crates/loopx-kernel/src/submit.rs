@@ -1,8 +1,6 @@
 //! The write path every host takes: load the goal, let the kernel validate the command, stamp
 //! the events and append them under compare-and-set, idempotent by operation id.
 
-use std::fmt::Write as _;
-
 use crate::actor::Actor;
 use crate::command::Command;
 use crate::event::RecordedEvent;
@@ -85,11 +83,7 @@ pub fn digest(actor: &Actor, command: &Command) -> String {
     hasher.update(canonical(actor).as_bytes());
     hasher.update(b"\n");
     hasher.update(canonical(command).as_bytes());
-    let mut out = String::with_capacity(64);
-    for byte in hasher.finalize() {
-        let _ = write!(out, "{byte:02x}");
-    }
-    out
+    crate::ids::hex(&hasher.finalize())
 }
 
 fn canonical<T: serde::Serialize>(value: &T) -> String {

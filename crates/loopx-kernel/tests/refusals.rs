@@ -16,8 +16,8 @@ use loopx_kernel::{
     ResumeCondition, Transition, VerdictOutcome, execute,
 };
 use world::{
-    EvidenceExt, GateExt, TodoExt, World, ag, agent, capability, ev, gate, gid, obs, owner,
-    provider, settlement, tid, todo, ts, turn, ws,
+    EvidenceExt, GateExt, TodoExt, World, ag, agent, capability, ev, gate, gid, obs,
+    other_capability, owner, provider, settlement, tid, todo, ts, turn, ws,
 };
 
 macro_rules! refusals {
@@ -259,6 +259,37 @@ refusals! {
         let mut w = World::new();
         w.add(edit());
         w.claim("a", "edit");
+        w.refuse(
+            &capability(),
+            Command::Block { todo: tid("edit"), reason: "CI is red".into(), grant_reason: None },
+        )
+    }
+
+    /// A capability acts on its own todos only: one another capability created is the other's.
+    assigned_todo_of_another_capability_superseded => "grant_required" {
+        let mut w = World::new();
+        w.run(&capability(), Command::AddTodo { todo: edit().assigned("a") });
+        w.refuse(&other_capability(), supersede("edit", None))
+    }
+
+    /// Its own todo stops being the capability's to change while an agent holds a live lease.
+    own_todo_deferred_by_its_capability_under_a_live_lease => "grant_required" {
+        let mut w = World::new();
+        w.run(&capability(), Command::AddTodo { todo: edit().assigned("a") });
+        w.claim("a", "edit");
+        w.refuse(
+            &capability(),
+            Command::Defer {
+                todo: tid("edit"),
+                until: ResumeCondition::At { at: ts("11:00") },
+                grant_reason: None,
+            },
+        )
+    }
+
+    /// A todo the owner planned for an agent is not the capability's to change.
+    assigned_todo_of_the_owner_blocked_by_a_capability => "grant_required" {
+        let mut w = assigned_to_a(&[]);
         w.refuse(
             &capability(),
             Command::Block { todo: tid("edit"), reason: "CI is red".into(), grant_reason: None },

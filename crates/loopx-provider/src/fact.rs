@@ -10,23 +10,11 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use loopx_kernel::{
-    Fingerprint, InvalidId, MAX_ID_LEN, Observation, ObservationKey, Revision, Subject, Timestamp,
+    Fingerprint, InvalidId, Observation, ObservationKey, Revision, Subject, Timestamp,
 };
 use sha2::{Digest as _, Sha256};
 
-/// Lower-case hexadecimal of `bytes`.
-pub fn hex(bytes: &[u8]) -> String {
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for byte in bytes {
-        let _ = write!(out, "{byte:02x}");
-    }
-    out
-}
-
-/// The SHA-256 of `bytes`, as 64 lower-case hexadecimal digits.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex(&Sha256::digest(bytes))
-}
+pub use loopx_kernel::{hex, sha256_hex};
 
 fn id_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || "._:/@#+-".contains(c)
@@ -55,21 +43,7 @@ pub fn id_component(text: &str) -> String {
     out
 }
 
-/// Cuts an id text to the kernel's length limit: text within the limit is returned unchanged;
-/// longer text keeps a prefix and ends with `=` and 24 hexadecimal digits of its SHA-256, so
-/// distinct long texts stay distinct.
-pub fn bounded_id(text: &str) -> String {
-    if text.len() <= MAX_ID_LEN {
-        return text.to_owned();
-    }
-    let digest = sha256_hex(text.as_bytes());
-    let keep = MAX_ID_LEN - 25;
-    let mut cut = keep;
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    format!("{}={}", &text[..cut], &digest[..24])
-}
+pub use loopx_kernel::bounded_id;
 
 /// Accumulates the meaningful fields of one fact and builds the kernel [`Observation`].
 #[derive(Debug, Clone)]
@@ -174,6 +148,7 @@ impl FactBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use loopx_kernel::MAX_ID_LEN;
 
     #[test]
     fn components_encode_outside_characters_injectively() {

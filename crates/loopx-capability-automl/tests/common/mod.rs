@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use loopx_capability_automl::{
     AutoMl, Direction, ExperimentContract, Guardrails, SecondaryMetric, holdout_evidence,
 };
-use loopx_kernel::testkit::scenario::{self, Scenario, ScenarioStep, StepRecord, Transcript};
+use loopx_kernel::testkit::scenario::{self, Scenario, ScenarioStep, Transcript};
 use loopx_kernel::{Observation, SourceId};
 
 /// The baseline's dev revision and the candidate's two revisions (a config change between).
@@ -16,15 +16,18 @@ pub const BASE: &str = "run:base000+cfg0+ds1";
 pub const R1: &str = "run:abc1234+cfg1+ds1";
 pub const R2: &str = "run:abc1234+cfg2+ds1";
 
-/// One step of a table: a testkit step, or a validator recording holdout evidence built by
-/// the crate from the goal as it stands.
-#[derive(Debug, Clone)]
-#[allow(clippy::large_enum_variant)] // test data, built once per case
-pub enum Step {
-    /// A testkit step.
-    Kernel(ScenarioStep),
-    /// The holdout evidence for this experiment, recorded by the scenario's provider.
-    RecordHoldout(&'static str),
+/// One step of a table: the testkit's step.
+pub type Step = ScenarioStep;
+
+/// The holdout evidence for `experiment` under the table's [`contract`], built by the crate from
+/// the goal as it stands when the step runs and recorded by the scenario's provider.
+pub fn record_holdout(experiment: &'static str) -> Step {
+    let contract = contract();
+    ScenarioStep::derived(move |state, now| {
+        let evidence = holdout_evidence(&contract, state, experiment, now)
+            .expect("the holdout evaluation is conclusive");
+        Some(ScenarioStep::Evidence(evidence))
+    })
 }
 
 /// accuracy (higher is better, min effect 0.01) against `base`; cost cap 100, time cap 7200 s,
@@ -154,28 +157,12 @@ pub fn baseline_holdout() -> Vec<Observation> {
 }
 
 pub fn observe(observations: Vec<Observation>) -> Step {
-    Step::Kernel(ScenarioStep::Observe(observations))
+    ScenarioStep::Observe(observations)
 }
 
 /// Runs a table's steps and returns the transcript.
 pub fn play(capability: &AutoMl, steps: Vec<Step>) -> Transcript {
     let spec = scenario::spec("automl").expect("valid spec");
     let mut scenario = Scenario::new(capability, &spec).expect("goal created");
-    let records: Vec<StepRecord> = steps
-        .into_iter()
-        .map(|step| match step {
-            Step::Kernel(step) => scenario.step(step),
-            Step::RecordHoldout(experiment) => {
-                let evidence = holdout_evidence(
-                    capability.contract(),
-                    scenario.state(),
-                    experiment,
-                    scenario.now(),
-                )
-                .expect("the holdout evaluation is conclusive");
-                scenario.step(ScenarioStep::Evidence(evidence))
-            }
-        })
-        .collect();
-    Transcript { steps: records }
+    scenario.run(steps)
 }

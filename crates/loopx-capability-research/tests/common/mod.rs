@@ -3,42 +3,29 @@
 
 #![allow(dead_code)] // each test binary uses its own subset
 
-use loopx_capability_research::{Research, holdout_evidence};
+use loopx_capability_research::holdout_evidence;
 use loopx_kernel::testkit::roster;
-use loopx_kernel::testkit::scenario::{self, Scenario, ScenarioStep, StepRecord, Transcript};
+use loopx_kernel::testkit::scenario::{self, ScenarioStep};
 use loopx_kernel::{
     Actor, AgentId, Amounts, Command, Continuation, GateAnswer, GateId, ObligationId, Observation,
     ObservationKey, PersonId, PlanChange, Settlement, TodoId, Transition, TurnId, Verdict,
     VerdictOutcome,
 };
 
-/// One step of a table: a testkit step, or holdout evidence built from the goal as it stands
-/// when the step runs (what a validator does) and recorded through `ScenarioStep::Evidence`.
-#[derive(Debug, Clone)]
-pub enum Step {
-    /// A testkit step as it is.
-    Kernel(Box<ScenarioStep>),
-    /// Build holdout evidence for this finding key and record it; a refusal to build is
-    /// recorded as a judge step with no evidence (the transcript shows nothing new).
-    HoldoutEvidence(&'static str),
-}
+/// One step of a table: the testkit's step.
+pub type Step = ScenarioStep;
 
-/// Runs `steps` and returns the transcript; holdout evidence is built just in time.
-pub fn run(scenario: &mut Scenario<'_, Research>, steps: Vec<Step>) -> Transcript {
-    let records: Vec<StepRecord> = steps
-        .into_iter()
-        .map(|step| match step {
-            Step::Kernel(step) => scenario.step(*step),
-            Step::HoldoutEvidence(key) => {
-                let key = ObservationKey::new(key).expect("test keys are valid");
-                match holdout_evidence(scenario.state(), &key) {
-                    Ok(evidence) => scenario.step(ScenarioStep::Evidence(evidence)),
-                    Err(_) => scenario.step(ScenarioStep::Judge),
-                }
-            }
+/// Holdout evidence built for this finding key from the goal as it stands when the step runs
+/// (what a validator does) and recorded by the provider; when it cannot be built, the
+/// capability judges with no evidence (the transcript shows nothing new).
+pub fn holdout_step(key: &'static str) -> Step {
+    ScenarioStep::derived(move |state, _| {
+        let key = ObservationKey::new(key).expect("test keys are valid");
+        Some(match holdout_evidence(state, &key) {
+            Ok(evidence) => ScenarioStep::Evidence(evidence),
+            Err(_) => ScenarioStep::Judge,
         })
-        .collect();
-    Transcript { steps: records }
+    })
 }
 
 /// A `hypothesis:<id>` observation about subject `research/<id>` at `revision`.
@@ -83,12 +70,12 @@ pub fn finding(
 
 /// Observations recorded by the provider in one step.
 pub fn observe(observations: Vec<Observation>) -> Step {
-    Step::Kernel(Box::new(ScenarioStep::Observe(observations)))
+    ScenarioStep::Observe(observations)
 }
 
 /// The capability judges again with nothing new.
 pub fn judge() -> Step {
-    Step::Kernel(Box::new(ScenarioStep::Judge))
+    ScenarioStep::Judge
 }
 
 /// The person `person` answers gate `gate`.
@@ -102,13 +89,13 @@ pub fn answer(person: &str, gate: &str, resolve: bool) -> Step {
             reason: "not convinced".into(),
         }
     };
-    Step::Kernel(Box::new(ScenarioStep::Command(
+    ScenarioStep::Command(
         Actor::Person(PersonId::new(person).expect("valid person")),
         Command::AnswerGate {
             gate: GateId::new(gate).expect("valid gate"),
             answer,
         },
-    )))
+    )
 }
 
 /// The goal owner answers gate `gate`.
@@ -118,7 +105,7 @@ pub fn owner_answers(gate: &str, resolve: bool) -> Step {
 
 /// `agent` discharges `obligation` by superseding `todo`.
 pub fn discharge_by_superseding(agent: &str, obligation: &str, todo: &str) -> Step {
-    Step::Kernel(Box::new(ScenarioStep::Command(
+    ScenarioStep::Command(
         Actor::Agent(agent_id(agent)),
         Command::Discharge {
             obligation: ObligationId::new(obligation).expect("valid obligation"),
@@ -128,7 +115,7 @@ pub fn discharge_by_superseding(agent: &str, obligation: &str, todo: &str) -> St
                 replacement: None,
             }],
         },
-    )))
+    )
 }
 
 /// `agent` claims `todo` (its first lease), runs turn `turn` and settles it as completed, with
@@ -169,7 +156,7 @@ pub fn complete(agent: &str, todo: &str, turn: &str) -> Vec<Step> {
         Command::SettleTurn(settlement),
     ]
     .into_iter()
-    .map(|command| Step::Kernel(Box::new(ScenarioStep::Command(actor.clone(), command))))
+    .map(|command| ScenarioStep::Command(actor.clone(), command))
     .collect()
 }
 

@@ -25,12 +25,10 @@
 
 mod report;
 
-use std::fmt::Write as _;
 use std::sync::Arc;
 
 use futures::future::{Either, select};
 use futures::pin_mut;
-use sha2::{Digest as _, Sha256};
 
 pub use report::{ProposalOutcome, StepReport, TurnOutcome, Until};
 
@@ -40,7 +38,9 @@ use crate::command::{Command, Settlement, Transition, Verdict, VerdictOutcome};
 use crate::decide::{Assignment, Decision, LeaseStep, RepairIssue, decide};
 use crate::event::RecordedEvent;
 use crate::evidence::{NewEvidence, Observation};
-use crate::ids::{AgentId, GoalId, ObservationKey, OperationId, TodoId, TurnId};
+use crate::ids::{
+    AgentId, GoalId, ObservationKey, OperationId, TodoId, TurnId, bounded_id, sha256_hex,
+};
 use crate::refusal::Refusal;
 use crate::seams::{
     Capability, Clock, Executor, ObserveRequest, Provider, Recovery, Store, StoreError, TurnError,
@@ -750,25 +750,20 @@ impl Engine {
 }
 
 /// A turn id unique within the goal: the todo and the revision the turn was prepared at (each
-/// revision is one commit, so no two turns share it). Hashed when too long for an id.
+/// revision is one commit, so no two turns share it), cut with a digest when too long.
 fn turn_id(todo: &TodoId, revision: u64) -> TurnId {
     let text = format!("{todo}@r{revision}");
-    TurnId::new(text.as_str()).unwrap_or_else(|_| hashed(&text))
+    TurnId::new(bounded_id(&text)).unwrap_or_else(|_| hashed(&text))
 }
 
 /// A deterministic operation id from its parts, so a retried step commits nothing twice.
 fn operation(parts: &[&str]) -> OperationId {
     let text = parts.join(":");
-    OperationId::new(text.as_str()).unwrap_or_else(|_| hashed(&text))
+    OperationId::new(bounded_id(&text)).unwrap_or_else(|_| hashed(&text))
 }
 
 fn hashed<T: TryFrom<String>>(text: &str) -> T {
-    let digest = Sha256::digest(text.as_bytes());
-    let hex = digest.iter().take(16).fold(String::new(), |mut out, b| {
-        let _ = write!(out, "{b:02x}");
-        out
-    });
-    match T::try_from(format!("h-{hex}")) {
+    match T::try_from(format!("h-{}", &sha256_hex(text.as_bytes())[..32])) {
         Ok(id) => id,
         Err(_) => unreachable!("`h-` and 32 hexadecimal digits form a valid id"),
     }

@@ -366,6 +366,9 @@ impl Ctx<'_> {
                     Some(owner) => self.use_grant(agent, todo, owner, action, grant_reason),
                 }
             }
+            // A capability may act on what it created itself while no live lease holds it:
+            // an assignee it (or someone) gave that todo is a plan, not work in progress.
+            Actor::Capability(_) if self.capability_made(todo) => Ok(None),
             Actor::Capability(_) => match owner {
                 None => Ok(None),
                 Some(owner) => Err(Refusal::GrantRequired {
@@ -376,6 +379,13 @@ impl Ctx<'_> {
             },
             _ => Err(self.not_permitted(command)),
         }
+    }
+
+    /// The actor is the capability that created `todo`, and no live lease holds it.
+    fn capability_made(&self, todo: &Todo) -> bool {
+        matches!(self.actor, Actor::Capability(_))
+            && &todo.created_by == self.actor
+            && todo.live_lease(self.now).is_none()
     }
 
     /// Acting on a lease someone holds: the holder and the goal owner may; another registered

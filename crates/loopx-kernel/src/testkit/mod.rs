@@ -120,6 +120,11 @@ pub mod roster {
         id("planner")
     }
 
+    /// A second capability: it may act on the todos it created, never on the planner's.
+    pub fn other_capability() -> SourceId {
+        id("scout")
+    }
+
     /// When generated goals are created.
     pub fn start() -> Timestamp {
         Timestamp::from_millis(START_MILLIS)

@@ -62,6 +62,8 @@ pub(crate) struct MTodo {
     pub(crate) status: MStatus,
     pub(crate) lease: Option<MLease>,
     pub(crate) last_epoch: u64,
+    /// Who added it (a capability may act on its own todos while no live lease holds them).
+    pub(crate) creator: Actor,
 }
 
 #[derive(Debug, Clone)]
@@ -421,6 +423,11 @@ impl LifecycleModel {
                 }
             }
             Actor::Capability(_) if belongs.is_none() => Ok(()),
+            Actor::Capability(_)
+                if &todo.creator == actor && todo.live_lease(self.now).is_none() =>
+            {
+                Ok(())
+            }
             Actor::Capability(_) => Err("a capability may not act on an agent's todo"),
             _ => Err("actor may not act on todos"),
         }
@@ -707,7 +714,7 @@ impl LifecycleModel {
             Command::AddTodo { todo } => {
                 self.planner(actor)?;
                 let todo = self.vet_new_todo(todo, &BTreeSet::new())?;
-                self.insert_todo(&todo);
+                self.insert_todo(&todo, actor);
                 Ok(vec!["todo_added"])
             }
             Command::Reassign {
@@ -998,7 +1005,7 @@ impl LifecycleModel {
         Ok(recorded)
     }
 
-    fn insert_todo(&mut self, new: &NewTodo) {
+    fn insert_todo(&mut self, new: &NewTodo, creator: &Actor) {
         let seq = self.seq;
         self.seq += 1;
         let monitor = match &new.class {
@@ -1030,6 +1037,7 @@ impl LifecycleModel {
                 status: MStatus::Open,
                 lease: None,
                 last_epoch: 0,
+                creator: creator.clone(),
             },
         );
     }
@@ -1175,7 +1183,7 @@ impl LifecycleModel {
         if let Some(new) = replacement {
             self.planner(actor)?;
             let new = self.vet_new_todo(new, &BTreeSet::new())?;
-            self.insert_todo(&new);
+            self.insert_todo(&new, actor);
             events.push("todo_added");
         }
         self.drop_lease(id);
@@ -1549,7 +1557,7 @@ impl LifecycleModel {
             );
             events.push("obligation_raised");
         }
-        self.finish_transition(s, &turn, &successors);
+        self.finish_transition(actor, s, &turn, &successors);
         Ok(events)
     }
 
@@ -1576,7 +1584,13 @@ impl LifecycleModel {
             .unwrap_or_else(|| super::id(&base))
     }
 
-    fn finish_transition(&mut self, s: &Settlement, turn: &TurnId, successors: &[NewTodo]) {
+    fn finish_transition(
+        &mut self,
+        actor: &Actor,
+        s: &Settlement,
+        turn: &TurnId,
+        successors: &[NewTodo],
+    ) {
         let status = match &s.transition {
             Transition::KeepOpen => return,
             Transition::Block { .. } => MStatus::Blocked,
@@ -1601,7 +1615,7 @@ impl LifecycleModel {
                     ),
                 };
                 for successor in successors {
-                    self.insert_todo(successor);
+                    self.insert_todo(successor, actor);
                 }
                 MStatus::Done {
                     by,
@@ -1934,6 +1948,15 @@ impl LifecycleModel {
                     format!(
                         "todo {id} assignee {:?} excluded {:?} but model {:?} {:?}",
                         t.assignee, t.excluded_agents, m.assignee, m.excluded
+                    ),
+                ));
+            }
+            if t.created_by != m.creator {
+                out.push(Finding::new(
+                    "model",
+                    format!(
+                        "todo {id} created by {:?} but model {:?}",
+                        t.created_by, m.creator
                     ),
                 ));
             }

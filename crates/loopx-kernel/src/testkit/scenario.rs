@@ -50,18 +50,21 @@
 //! ```
 
 use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
 
 use serde::Serialize;
 
 use super::{id, roster};
 use crate::actor::Actor;
 use crate::budget::Limits;
-use crate::command::Command;
+use crate::command::{Command, GateAnswer};
 use crate::decide::{Decision, decide};
 use crate::evidence::{NewEvidence, Observation};
 use crate::goal::{Criterion, GoalSpec, Policy};
 use crate::ids::{
-    AgentId, Fingerprint, GoalId, InvalidId, ObservationKey, Revision, SourceId, Subject,
+    AgentId, Fingerprint, GateId, GoalId, InvalidId, ObservationKey, PersonId, Revision, SourceId,
+    Subject, sha256_hex,
 };
 use crate::invariants::{Violation, check_invariants};
 use crate::refusal::Refusal;
@@ -69,8 +72,11 @@ use crate::seams::Capability;
 use crate::state::GoalState;
 use crate::time::{Duration, Timestamp};
 
+/// Builds a step from the goal as it stands and the scenario time, or `None` to skip it.
+pub type StepBuilder = Arc<dyn Fn(&GoalState, Timestamp) -> Option<ScenarioStep> + Send + Sync>;
+
 /// One step of a scenario table.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub enum ScenarioStep {
     /// Observations made by the scenario's provider; the capability judges the changed ones.
     Observe(Vec<Observation>),
@@ -79,10 +85,77 @@ pub enum ScenarioStep {
     Command(Actor, Command),
     /// Evidence recorded by the scenario's provider (CI results, metrics files).
     Evidence(NewEvidence),
+    /// Evidence recorded by another actor (an independent validator, an agent).
+    EvidenceBy(Actor, NewEvidence),
+    /// A step built when it runs, from the goal as it stands (evidence derived from recorded
+    /// observations, an answer to whichever gate is pending). When the builder returns `None`
+    /// the step is recorded as `skipped`, with no judgement.
+    Derived(StepBuilder),
     /// Time passes; the capability is asked to judge again with no new observations.
     Advance(Duration),
     /// The capability judges the goal as it stands, with no new observations.
     Judge,
+}
+
+impl fmt::Debug for ScenarioStep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ScenarioStep::Observe(o) => f.debug_tuple("Observe").field(o).finish(),
+            ScenarioStep::Command(a, c) => f.debug_tuple("Command").field(a).field(c).finish(),
+            ScenarioStep::Evidence(e) => f.debug_tuple("Evidence").field(e).finish(),
+            ScenarioStep::EvidenceBy(a, e) => {
+                f.debug_tuple("EvidenceBy").field(a).field(e).finish()
+            }
+            ScenarioStep::Derived(_) => f.write_str("Derived(..)"),
+            ScenarioStep::Advance(d) => f.debug_tuple("Advance").field(d).finish(),
+            ScenarioStep::Judge => f.write_str("Judge"),
+        }
+    }
+}
+
+impl ScenarioStep {
+    /// A step built from the goal as it stands when it runs (see [`ScenarioStep::Derived`]).
+    pub fn derived(
+        build: impl Fn(&GoalState, Timestamp) -> Option<ScenarioStep> + Send + Sync + 'static,
+    ) -> Self {
+        ScenarioStep::Derived(Arc::new(build))
+    }
+
+    /// `person` answers `gate`: resolved with `yes`, or rejected with `no`.
+    pub fn answer(person: PersonId, gate: GateId, resolve: bool) -> Self {
+        ScenarioStep::Command(Actor::Person(person), answer_command(gate, resolve))
+    }
+
+    /// The goal owner answers the `n`-th gate (in id order) that still asks at the time the
+    /// step runs, if there is one.
+    pub fn owner_answers_pending(n: usize, resolve: bool) -> Self {
+        ScenarioStep::derived(move |state, now| {
+            let gate = state
+                .gates
+                .values()
+                .filter(|g| g.state_at(now).is_pending())
+                .nth(n)?;
+            Some(ScenarioStep::answer(
+                state.spec.owner.clone(),
+                gate.id.clone(),
+                resolve,
+            ))
+        })
+    }
+}
+
+/// The command answering `gate`: resolve with `yes`, or reject with `no`.
+pub fn answer_command(gate: GateId, resolve: bool) -> Command {
+    let answer = if resolve {
+        GateAnswer::Resolve {
+            answer: "yes".into(),
+        }
+    } else {
+        GateAnswer::Reject {
+            reason: "no".into(),
+        }
+    };
+    Command::AnswerGate { gate, answer }
 }
 
 /// What happened to one proposal.
@@ -120,7 +193,8 @@ pub struct JudgedProposal {
 /// The record of one step.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StepRecord {
-    /// What the step was (`observe`, `command`, `evidence`, `advance`, `judge`).
+    /// What the step was (`observe`, `command`, `evidence`, `advance`, `judge`, or `skipped`
+    /// for a derived step that built nothing).
     pub step: &'static str,
     /// The scenario time at the end of the step.
     pub at: Timestamp,
@@ -138,6 +212,39 @@ pub struct StepRecord {
     /// Invariant violations after the step (always empty for a correct kernel).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub violations: Vec<Violation>,
+}
+
+impl StepRecord {
+    /// The step's proposals the kernel accepted, in order.
+    pub fn accepted(&self) -> impl Iterator<Item = &JudgedProposal> {
+        self.proposals
+            .iter()
+            .filter(|p| matches!(p.result, ProposalResult::Accepted { .. }))
+    }
+
+    /// Checks what every capability promises after every step: the kernel's invariants hold
+    /// and the kernel refused none of its proposals.
+    ///
+    /// # Errors
+    /// A failing test case naming the first violation or refused proposal.
+    pub fn check_legal(&self) -> Result<(), proptest::test_runner::TestCaseError> {
+        use proptest::test_runner::TestCaseError;
+        if let Some(violation) = self.violations.first() {
+            return Err(TestCaseError::fail(format!(
+                "kernel invariants hold after `{}`: {violation:?}",
+                self.step
+            )));
+        }
+        for proposal in &self.proposals {
+            if let ProposalResult::Refused { code, message } = &proposal.result {
+                return Err(TestCaseError::fail(format!(
+                    "proposals are legal: {} refused ({code}): {message}",
+                    proposal.command
+                )));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Everything a scenario did, in order.
@@ -182,6 +289,7 @@ pub struct Scenario<'c, C: Capability + ?Sized> {
     agent: AgentId,
     provider: SourceId,
     now: Timestamp,
+    judge_after_settings: bool,
 }
 
 impl<'c, C: Capability + ?Sized> Scenario<'c, C> {
@@ -205,6 +313,7 @@ impl<'c, C: Capability + ?Sized> Scenario<'c, C> {
             agent,
             provider: roster::provider(),
             now,
+            judge_after_settings: false,
         })
     }
 
@@ -219,6 +328,15 @@ impl<'c, C: Capability + ?Sized> Scenario<'c, C> {
     #[must_use]
     pub fn with_provider(mut self, provider: SourceId) -> Self {
         self.provider = provider;
+        self
+    }
+
+    /// With `true`, the capability judges right after every setting step (a command or
+    /// evidence), as a host does after every commit; its proposals are part of that step's
+    /// record. The default is `false`: setting steps are not judged.
+    #[must_use]
+    pub fn judge_after_settings(mut self, judge: bool) -> Self {
+        self.judge_after_settings = judge;
         self
     }
 
@@ -250,13 +368,22 @@ impl<'c, C: Capability + ?Sized> Scenario<'c, C> {
             ScenarioStep::Observe(observations) => self.observe(observations),
             ScenarioStep::Command(actor, command) => {
                 let refused = self.setting(&actor, &command);
-                self.record("command", vec![], refused, vec![])
+                let proposals = self.judge_setting();
+                self.record("command", vec![], refused, proposals)
             }
             ScenarioStep::Evidence(evidence) => {
                 let actor = Actor::Provider(self.provider.clone());
-                let refused = self.setting(&actor, &Command::RecordEvidence { evidence });
-                self.record("evidence", vec![], refused, vec![])
+                self.step(ScenarioStep::EvidenceBy(actor, evidence))
             }
+            ScenarioStep::EvidenceBy(actor, evidence) => {
+                let refused = self.setting(&actor, &Command::RecordEvidence { evidence });
+                let proposals = self.judge_setting();
+                self.record("evidence", vec![], refused, proposals)
+            }
+            ScenarioStep::Derived(build) => match build(&self.state, self.now) {
+                Some(step) => self.step(step),
+                None => self.record("skipped", vec![], None, vec![]),
+            },
             ScenarioStep::Advance(span) => {
                 self.now = self.now.plus(span);
                 let proposals = self.judge(&[]);
@@ -287,6 +414,14 @@ impl<'c, C: Capability + ?Sized> Scenario<'c, C> {
         let proposals = self.judge(&changed);
         let keys = changed.into_iter().map(|o| o.key).collect();
         self.record("observe", keys, refused, proposals)
+    }
+
+    fn judge_setting(&mut self) -> Vec<JudgedProposal> {
+        if self.judge_after_settings {
+            self.judge(&[])
+        } else {
+            vec![]
+        }
     }
 
     fn setting(&mut self, actor: &Actor, command: &Command) -> Option<String> {
@@ -393,16 +528,9 @@ pub fn observation(
         key: ObservationKey::new(key)?,
         subject: Subject::new(subject)?,
         revision: Revision::new(revision)?,
-        fingerprint: Fingerprint::new(format!("{:016x}", fnv1a(fingerprint.as_bytes())))?,
+        fingerprint: Fingerprint::new(&sha256_hex(fingerprint.as_bytes())[..16])?,
         observed_at: roster::start(),
         summary: String::new(),
         facts,
-    })
-}
-
-/// FNV-1a: a stable, dependency-free digest for test fingerprints (not a security boundary).
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
-        (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3)
     })
 }

@@ -115,7 +115,16 @@ fn any_actor(p: &mut Picker) -> Actor {
         5 | 6 => owner(),
         7 => Actor::Person(roster::stranger()),
         8 => Actor::Validator(roster::validator()),
-        _ => Actor::Capability(roster::capability()),
+        _ => capability(p),
+    }
+}
+
+/// One of the two capabilities, mostly the planner.
+fn capability(p: &mut Picker) -> Actor {
+    if p.chance(33) {
+        Actor::Capability(roster::other_capability())
+    } else {
+        Actor::Capability(roster::capability())
     }
 }
 
@@ -127,7 +136,7 @@ fn planner(p: &mut Picker) -> Actor {
     match p.below(5) {
         0 | 1 => owner(),
         2 | 3 => agent(&roster::agents()[p.below(2)]),
-        _ => Actor::Capability(roster::capability()),
+        _ => capability(p),
     }
 }
 

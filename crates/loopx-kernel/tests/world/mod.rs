@@ -63,6 +63,11 @@ pub fn capability() -> Actor {
     Actor::Capability(SourceId::new("prfix").unwrap())
 }
 
+/// A second capability, distinct from [`capability`].
+pub fn other_capability() -> Actor {
+    Actor::Capability(SourceId::new("automl").unwrap())
+}
+
 pub fn tid(id: &str) -> TodoId {
     TodoId::new(id).unwrap()
 }

@@ -1,0 +1,459 @@
+//! A learning-rate sweep run as real processes. The agent plans four training runs; the engine
+//! hands each experiment todo to the cluster executor, which launches the toy trainer through
+//! the process runner (an argument vector, a timeout, an empty environment) as a journalled
+//! `CommandExecutor` turn, then reports how the job ended and what the metrics provider read
+//! from the metrics file it wrote. The automl capability classifies every run against the
+//! baseline and proposes what follows:
+//!
+//! the baseline → a candidate that beats it → its holdout run (with the baseline's), whose
+//! validator records the holdout evidence → an out-of-memory run, retried and never counted as
+//! a regression → a regressed run and the replan it forces → the promotion gate, waiting on a
+//! person.
+//!
+//! Run it with `cargo run -p loopx-examples --bin automl`.
+
+#[path = "toy_trainer.rs"]
+#[allow(dead_code)] // its `main` is the toy-trainer binary's
+mod toy_trainer;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use async_trait::async_trait;
+use loopx_capability_automl::{
+    AutoMl, Direction, ExperimentContract, Guardrails, holdout_evidence,
+};
+use loopx_examples::{Result, Story, ensure, with_observations};
+use loopx_kernel::engine::Engine;
+use loopx_kernel::seams::{
+    Clock, Executor, Store, TurnError, TurnReport, TurnRequest, Validation, Validator,
+};
+use loopx_kernel::{
+    Actor, AgentId, Amounts, Command, Continuation, Decision, GoalId, GoalSpec, Limits, NewTodo,
+    Observation, PersonId, PlanChange, Policy, Question, SourceId, TodoId, Transition, Verdict,
+    VerdictOutcome, sha256_hex,
+};
+use loopx_provider::executor::CommandExecutor;
+use loopx_provider::fact::FactBuilder;
+use loopx_provider::metrics::{MetricsProvider, RunRevision};
+use loopx_provider::process::CommandSpec;
+
+/// The commit of the training code (the toy trainer does not change in this story).
+const CODE: &str = "7a1c0de";
+const DATASET: &str = "digits-v1";
+const STEPS: u64 = 200;
+
+/// One configuration of the sweep.
+struct Config {
+    name: &'static str,
+    lr: f64,
+    seed: u64,
+    batch: u64,
+    plan: &'static str,
+}
+
+const SWEEP: [Config; 4] = [
+    Config {
+        name: "base",
+        lr: 0.01,
+        seed: 1,
+        batch: 64,
+        plan: "the baseline: lr 0.01",
+    },
+    Config {
+        name: "exp-a",
+        lr: 0.05,
+        seed: 1,
+        batch: 64,
+        plan: "lr 0.05",
+    },
+    Config {
+        name: "exp-b",
+        lr: 0.01,
+        seed: 2,
+        batch: 256,
+        plan: "the baseline's lr with a batch of 256",
+    },
+    Config {
+        name: "exp-c",
+        lr: 0.5,
+        seed: 1,
+        batch: 64,
+        plan: "lr 0.5",
+    },
+];
+
+fn config(experiment: &str) -> Option<&'static Config> {
+    let name = experiment.strip_suffix("@holdout").unwrap_or(experiment);
+    SWEEP.iter().find(|c| c.name == name)
+}
+
+/// The experiments a todo runs: `train:<e>` and `retry:<e>#…` run `<e>`; the capability's
+/// `holdout:<e>#…` runs `<e>` and the baseline on the holdout split.
+fn jobs(todo: &TodoId) -> Vec<String> {
+    let (kind, rest) = todo.as_str().split_once(':').unwrap_or_default();
+    let experiment = rest.split('#').next().unwrap_or_default();
+    match kind {
+        "train" | "retry" => vec![experiment.to_owned()],
+        "holdout" => vec![format!("{experiment}@holdout"), "base@holdout".to_owned()],
+        _ => Vec::new(),
+    }
+}
+
+/// The run's revision: the code, a hash of the configuration, the dataset. The split is not
+/// part of it: a holdout run evaluates the same revision as its dev run.
+fn revision(config: &Config) -> RunRevision {
+    let text = format!(
+        "lr={} seed={} batch={} steps={STEPS}",
+        config.lr, config.seed, config.batch
+    );
+    RunRevision {
+        code_sha: CODE.into(),
+        config_hash: sha256_hex(text.as_bytes())[..12].to_owned(),
+        dataset: DATASET.into(),
+    }
+}
+
+/// The executor: launches the trainer for each job of a todo, then reads how the job ended
+/// (the job watcher's `run:<e>` status) and its metrics file (the metrics provider). The first
+/// attempt of any job lands on a shared node with 512 MB free, a retry on a dedicated one.
+struct Cluster {
+    dir: PathBuf,
+    trainer: PathBuf,
+    clock: Arc<dyn Clock>,
+    attempts: Mutex<BTreeMap<String, u32>>,
+}
+
+impl Cluster {
+    async fn launch(
+        &self,
+        turn: &TurnRequest,
+        experiment: &str,
+    ) -> std::result::Result<Vec<Observation>, TurnError> {
+        let failed = |e: &dyn std::fmt::Display| TurnError::Failed(format!("{experiment}: {e}"));
+        let config = config(experiment).ok_or_else(|| failed(&"not in the sweep"))?;
+        let attempt = {
+            let mut attempts = self.attempts.lock().unwrap_or_else(PoisonError::into_inner);
+            let n = attempts.entry(experiment.to_owned()).or_insert(0);
+            *n += 1;
+            *n
+        };
+        let split = if experiment.ends_with("@holdout") {
+            "holdout"
+        } else {
+            "dev"
+        };
+        let memory = if attempt == 1 { "512" } else { "4096" };
+        let run_dir = self.dir.join(format!("{experiment}-{attempt}"));
+        std::fs::create_dir_all(&run_dir).map_err(|e| failed(&e))?;
+        let metrics = run_dir.join("metrics.jsonl");
+        let mut command = CommandSpec::new(&self.trainer);
+        if self.trainer.file_stem().is_some_and(|s| s != "toy-trainer") {
+            command = command.arg("toy-trainer");
+        }
+        let command = command
+            .args([
+                "--lr",
+                &config.lr.to_string(),
+                "--seed",
+                &config.seed.to_string(),
+            ])
+            .args(["--dataset", DATASET, "--split", split])
+            .args(["--steps", &STEPS.to_string()])
+            .args(["--batch", &config.batch.to_string(), "--memory-mb", memory])
+            .arg("--out")
+            .arg(&metrics)
+            .timeout(std::time::Duration::from_secs(30));
+        let started = Instant::now();
+        let ran = CommandExecutor::new(command, run_dir.join("journal"))
+            .run(turn)
+            .await?;
+        let seconds = started.elapsed().as_secs_f64();
+        let run = revision(config);
+        let (state, reason) = match ran.transition {
+            Transition::Complete { .. } => ("finished", None),
+            // The executor reports the exit only in its summary: 137 is a kill for memory.
+            _ if ran.summary.ends_with("exit 137") => ("failed", Some("oom")),
+            _ => ("failed", Some("crash")),
+        };
+        #[allow(clippy::cast_precision_loss)] // small numbers
+        let cost = (STEPS * config.batch) as f64 / 1000.0;
+        let status = FactBuilder::new(
+            &format!("run:{experiment}"),
+            &format!("experiment:{experiment}"),
+            &run.revision(),
+        )
+        .summary(format!(
+            "{experiment} {state}{} (attempt {attempt}, {memory} MB node)",
+            reason.map_or_else(String::new, |r| format!(": {r}"))
+        ))
+        .fact("state", state)
+        .fact_opt("exit_reason", reason)
+        .fact("split", split)
+        .fact("dataset", DATASET)
+        .fact("eval_window", "2026-11")
+        .fact("budget", format!("steps={STEPS}"))
+        .fact("cost", cost)
+        .fact("wall_time_secs", format!("{seconds:.3}"))
+        .fact("attempt", attempt)
+        .build(self.clock.now())
+        .map_err(|e| failed(&e))?;
+        let provider = MetricsProvider::new(
+            SourceId::new("metrics").map_err(|e| failed(&e))?,
+            &metrics,
+            experiment,
+            run,
+            self.clock.clone(),
+        );
+        let mut observations = vec![status];
+        observations.extend(provider.read().await.map_err(|e| failed(&e))?);
+        Ok(observations)
+    }
+}
+
+#[async_trait]
+impl Executor for Cluster {
+    async fn run(&self, turn: &TurnRequest) -> std::result::Result<TurnReport, TurnError> {
+        let mut observations = Vec::new();
+        let mut ran = Vec::new();
+        for experiment in jobs(&turn.todo) {
+            let seen = self.launch(turn, &experiment).await?;
+            ran.extend(
+                seen.iter()
+                    .filter(|o| o.key.as_str().starts_with("run:"))
+                    .map(|o| o.summary.clone()),
+            );
+            ran.extend(
+                seen.iter()
+                    .filter(|o| o.key.as_str().ends_with("/accuracy"))
+                    .map(|o| o.summary.clone()),
+            );
+            observations.extend(seen);
+        }
+        if ran.is_empty() {
+            return Err(TurnError::Failed(format!("no job runs `{}`", turn.todo)));
+        }
+        Ok(TurnReport {
+            transition: Transition::Complete {
+                continuation: Continuation::GoalStillActive,
+            },
+            observations,
+            usage: Amounts::ONE_TURN,
+            summary: ran.join("; "),
+        })
+    }
+}
+
+/// The validator: a job must have reported how it ended; a holdout turn is judged by the
+/// holdout evidence built from both holdout runs, which it records with the settlement.
+struct Referee {
+    source: SourceId,
+    store: Arc<dyn Store>,
+    contract: ExperimentContract,
+    clock: Arc<dyn Clock>,
+}
+
+#[async_trait]
+impl Validator for Referee {
+    fn actor(&self) -> Actor {
+        Actor::Validator(self.source.clone())
+    }
+
+    async fn validate(
+        &self,
+        turn: &TurnRequest,
+        report: &TurnReport,
+    ) -> std::result::Result<Validation, TurnError> {
+        let verdict = |outcome, summary: String| Verdict {
+            validator: self.actor(),
+            outcome,
+            summary,
+        };
+        let reported = jobs(&turn.todo).iter().all(|e| {
+            report
+                .observations
+                .iter()
+                .any(|o| o.key.as_str() == format!("run:{e}"))
+        });
+        if !reported {
+            let summary = "a job did not report how it ended".to_owned();
+            let verdict = verdict(VerdictOutcome::Failed, summary);
+            return Ok(Validation {
+                verdict,
+                evidence: Vec::new(),
+            });
+        }
+        let Some(experiment) = turn
+            .todo
+            .as_str()
+            .strip_prefix("holdout:")
+            .and_then(|rest| rest.split('#').next())
+        else {
+            let summary = "every job reported its end".to_owned();
+            let verdict = verdict(VerdictOutcome::Passed, summary);
+            return Ok(Validation {
+                verdict,
+                evidence: Vec::new(),
+            });
+        };
+        let failed = |e: &dyn std::fmt::Display| TurnError::Failed(e.to_string());
+        let state = self.store.load(&turn.goal).await.map_err(|e| failed(&e))?;
+        let state = state.ok_or_else(|| failed(&"the goal is gone"))?;
+        let now = self.clock.now();
+        let state = with_observations(&state, &report.observations, &self.actor(), now)
+            .map_err(|e| failed(&e))?;
+        match holdout_evidence(&self.contract, &state, experiment, now) {
+            Ok(evidence) => Ok(Validation {
+                verdict: verdict(VerdictOutcome::Passed, evidence.summary.clone()),
+                evidence: vec![evidence],
+            }),
+            Err(why) => Ok(Validation {
+                verdict: verdict(VerdictOutcome::Failed, why.to_string()),
+                evidence: Vec::new(),
+            }),
+        }
+    }
+}
+
+fn contract() -> Result<ExperimentContract> {
+    Ok(ExperimentContract {
+        primary: "accuracy".into(),
+        direction: Direction::HigherIsBetter,
+        min_effect: 0.01,
+        baseline: "base".into(),
+        guardrails: Guardrails {
+            cost_cap: Some(100.0),
+            time_cap_secs: Some(600.0),
+            warn_fraction: 0.9,
+            secondary: Vec::new(),
+        },
+        approver: Some(PersonId::new("olivia")?),
+        max_attempts: 3,
+    })
+}
+
+fn spec(agent: &AgentId) -> Result<GoalSpec> {
+    Ok(GoalSpec {
+        id: GoalId::new("lr-sweep")?,
+        objective: "find a learning rate that beats the baseline's accuracy on digits-v1".into(),
+        owner: PersonId::new("olivia")?,
+        criteria: Vec::new(),
+        agents: [agent.clone()].into(),
+        budget: Limits {
+            turns: Some(20),
+            ..Limits::UNLIMITED
+        },
+        policy: Policy::default(),
+        grants: BTreeMap::new(),
+    })
+}
+
+/// The trainer: the toy-trainer binary next to this one when it was built, else this binary
+/// playing it (`automl toy-trainer …`), so one `cargo run` is enough.
+fn trainer() -> Result<PathBuf> {
+    let me = std::env::current_exe()?;
+    let sibling = me.with_file_name(format!("toy-trainer{}", std::env::consts::EXE_SUFFIX));
+    Ok(if sibling.exists() { sibling } else { me })
+}
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("toy-trainer") {
+        let code = toy_trainer::train(&args[1..])?;
+        std::process::exit(code);
+    }
+    let agent = AgentId::new("agent-a")?;
+    let story = Story::real_time(spec(&agent)?)?;
+    let contract = contract()?;
+    let engine = Engine::builder(
+        agent.clone(),
+        story.store(),
+        story.clock(),
+        Arc::new(Cluster {
+            dir: story.dir().join("runs"),
+            trainer: trainer()?,
+            clock: story.clock(),
+            attempts: Mutex::new(BTreeMap::new()),
+        }),
+        Arc::new(Referee {
+            source: SourceId::new("holdout-referee")?,
+            store: story.store(),
+            contract: contract.clone(),
+            clock: story.clock(),
+        }),
+    )
+    .capability(Arc::new(AutoMl::new(SourceId::new("automl")?, contract)?))
+    .build();
+
+    story.say("goal: beat the baseline's accuracy on digits-v1 (min effect 0.01, olivia promotes)");
+    let me = Actor::Agent(agent.clone());
+    for config in &SWEEP {
+        let todo = NewTodo::advance(
+            TodoId::new(format!("train:{}", config.name))?,
+            format!("train {}: {}", config.name, config.plan),
+        );
+        story.submit(&me, &Command::AddTodo { todo })?;
+    }
+    let mut long = NewTodo::advance(
+        TodoId::new("train:exp-c-long")?,
+        "train exp-c for 1000 steps if its short run holds up",
+    );
+    long.depends_on = [TodoId::new("train:exp-c")?].into();
+    story.submit(&me, &Command::AddTodo { todo: long })?;
+    story.say("the agent plans the sweep: base, exp-a, exp-b, exp-c, then a long run of exp-c");
+    let stopped = story.run(&engine)?;
+    let Decision::Replan { .. } = stopped else {
+        return Err(format!(
+            "the regressed run should force a replan, not {}",
+            stopped.kind()
+        )
+        .into());
+    };
+
+    let state = story.state()?;
+    let regressed = state
+        .obligations
+        .keys()
+        .find(|o| o.as_str().starts_with("regressed:"))
+        .ok_or("a regression obligation was raised")?
+        .clone();
+    ensure(
+        regressed.as_str().starts_with("regressed:exp-c"),
+        "only exp-c regressed",
+    )?;
+    ensure(
+        state
+            .todos
+            .values()
+            .any(|t| t.id.as_str().starts_with("retry:exp-b")),
+        "the out-of-memory run was retried",
+    )?;
+    story.say("the agent answers the replan: exp-c regressed, so its long run is dropped");
+    let discharge = Command::Discharge {
+        obligation: regressed,
+        changes: vec![PlanChange::Supersede {
+            todo: TodoId::new("train:exp-c-long")?,
+            reason: "exp-c regressed against the baseline: lr 0.5 is out of the sweep".into(),
+            replacement: None,
+        }],
+    };
+    story.submit(&me, &discharge)?;
+    let decision = story.decide(&agent)?;
+    let asks_olivia = match &decision {
+        Decision::Ask { questions, .. } => questions.iter().any(|q| {
+            matches!(q, Question::Gate { gate, .. } if gate.as_str().starts_with("promote:exp-a"))
+        }),
+        _ => false,
+    };
+    ensure(
+        asks_olivia,
+        format!(
+            "the promotion of exp-a waits on olivia, not {}",
+            decision.kind()
+        ),
+    )?;
+    story.say("the promotion of exp-a waits on olivia; the agent has nothing else to do");
+    Ok(())
+}

@@ -1,0 +1,332 @@
+//! What the stories share: a goal on the embedded default store (SQLite, one file in a
+//! temporary directory), a clock, a runtime, and a timeline that prints what each engine step
+//! did and what the kernel decided after it.
+//!
+//! ```no_run
+//! use loopx_examples::{Result, Story};
+//! # fn spec() -> loopx_kernel::GoalSpec { unimplemented!() }
+//! # fn main() -> Result<()> {
+//! let story = Story::manual(spec(), "2026-11-29T10:00")?;
+//! story.say("the goal is created; nothing has happened yet");
+//! story.at("10:05")?;
+//! # Ok(())
+//! # }
+//! ```
+
+use std::error::Error;
+use std::future::Future;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use loopx_kernel::engine::{Engine, StepReport, TurnOutcome, Until};
+use loopx_kernel::seams::{Clock, ManualClock, Store};
+use loopx_kernel::{
+    Actor, AgentId, Command, CriterionStatus, Decision, GateId, GoalId, GoalSpec, GoalState,
+    Observation, OperationId, Question, Refusal, Timestamp, decide,
+};
+use loopx_store::{SqliteStore, submit};
+use tokio::runtime::{Builder, Runtime};
+
+/// Every story's result: any error, with a message that says what went wrong.
+pub type Result<T> = std::result::Result<T, Box<dyn Error>>;
+
+/// One goal on a SQLite store of its own, with the clock the story runs on and a timeline.
+pub struct Story {
+    dir: tempfile::TempDir,
+    store: Arc<SqliteStore>,
+    runtime: Runtime,
+    clock: Arc<dyn Clock>,
+    manual: Option<Arc<ManualClock>>,
+    day: String,
+    goal: GoalId,
+    operations: AtomicU64,
+}
+
+impl Story {
+    /// A story on a clock that moves only when told to ([`Story::at`]), starting at `start`
+    /// (`YYYY-MM-DDTHH:MM`, UTC). The goal is created by its owner.
+    ///
+    /// # Errors
+    /// An invalid time, a store that cannot be opened or a goal the kernel refuses.
+    pub fn manual(spec: GoalSpec, start: &str) -> Result<Story> {
+        let clock = Arc::new(ManualClock::new(minute(start)?));
+        let day = start.get(..10).ok_or("a start time is YYYY-MM-DDTHH:MM")?;
+        Story::open(spec, clock.clone(), Some(clock), day)
+    }
+
+    /// A story on real time (the system clock). The goal is created by its owner.
+    ///
+    /// # Errors
+    /// A store that cannot be opened or a goal the kernel refuses.
+    pub fn real_time(spec: GoalSpec) -> Result<Story> {
+        Story::open(spec, Arc::new(loopx_provider::clock::SystemClock), None, "")
+    }
+
+    fn open(
+        spec: GoalSpec,
+        clock: Arc<dyn Clock>,
+        manual: Option<Arc<ManualClock>>,
+        day: &str,
+    ) -> Result<Story> {
+        let dir = tempfile::tempdir()?;
+        let store = Arc::new(SqliteStore::open(dir.path().join("loopx.db"))?);
+        let runtime = Builder::new_current_thread().enable_all().build()?;
+        let opened = Story {
+            dir,
+            store,
+            runtime,
+            clock,
+            manual,
+            day: day.to_owned(),
+            goal: spec.id.clone(),
+            operations: AtomicU64::new(0),
+        };
+        let owner = Actor::Person(spec.owner.clone());
+        opened.submit(&owner, &Command::CreateGoal { spec })?;
+        Ok(opened)
+    }
+
+    /// The store, as the engine takes it.
+    pub fn store(&self) -> Arc<dyn Store> {
+        self.store.clone()
+    }
+
+    /// The clock, as the engine takes it.
+    pub fn clock(&self) -> Arc<dyn Clock> {
+        self.clock.clone()
+    }
+
+    /// The goal.
+    pub fn goal(&self) -> &GoalId {
+        &self.goal
+    }
+
+    /// The story's temporary directory (removed with the story), for files it writes.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Runs a future on the story's runtime.
+    pub fn block_on<F: Future>(&self, future: F) -> F::Output {
+        self.runtime.block_on(future)
+    }
+
+    /// Moves a manual clock to `hh:mm` of the story's first day.
+    ///
+    /// # Errors
+    /// On real time, or for an invalid time.
+    pub fn at(&self, hhmm: &str) -> Result<()> {
+        let clock = self.manual.as_ref().ok_or("this story runs on real time")?;
+        clock.set(minute(&format!("{}T{hhmm}", self.day))?);
+        Ok(())
+    }
+
+    /// Prints a line of the timeline.
+    pub fn say(&self, text: &str) {
+        println!("{}  {text}", hhmm(self.clock.now()));
+    }
+
+    /// Prints a detail under the last line.
+    pub fn note(&self, text: &str) {
+        println!("          {text}");
+    }
+
+    /// Commits `command` as `actor` now, and returns the goal as committed.
+    ///
+    /// # Errors
+    /// The kernel's refusal or a store failure.
+    pub fn submit(&self, actor: &Actor, command: &Command) -> Result<GoalState> {
+        let n = self.operations.fetch_add(1, Ordering::Relaxed);
+        let operation = OperationId::new(format!("story-{n}"))?;
+        let done = self.block_on(submit(
+            &*self.store,
+            &self.goal,
+            actor,
+            self.clock.now(),
+            command,
+            &operation,
+        ))?;
+        Ok(done.state)
+    }
+
+    /// The goal as stored.
+    ///
+    /// # Errors
+    /// A store failure, or no such goal.
+    pub fn state(&self) -> Result<GoalState> {
+        let state = self.block_on(self.store.load(&self.goal))?;
+        Ok(state.ok_or("the goal is in the store")?)
+    }
+
+    /// Runs `engine` until its agent has nothing to do now (`Until::Idle`), printing every
+    /// step; returns the last decision.
+    ///
+    /// # Errors
+    /// An engine failure.
+    pub fn run(&self, engine: &Engine) -> Result<Decision> {
+        let agent = engine.agent().clone();
+        let clock = self.clock.clone();
+        let last = self.block_on(engine.run(&self.goal, Until::Idle, |report| {
+            print_report(&agent, clock.now(), report);
+        }))?;
+        Ok(last.decision)
+    }
+
+    /// Takes one engine step, printing it; returns the decision after it.
+    ///
+    /// # Errors
+    /// An engine failure.
+    pub fn step(&self, engine: &Engine) -> Result<Decision> {
+        let report = self.block_on(engine.step(&self.goal))?;
+        print_report(engine.agent(), self.clock.now(), &report);
+        Ok(report.decision)
+    }
+
+    /// Prints and returns the kernel's decision for `agent` now, changing nothing.
+    ///
+    /// # Errors
+    /// A store failure.
+    pub fn decide(&self, agent: &AgentId) -> Result<Decision> {
+        let decision = decide(&self.state()?, agent, self.clock.now());
+        self.say(&format!("-> {agent}: {}", describe(&decision)));
+        Ok(decision)
+    }
+
+    /// Prints where every acceptance criterion stands.
+    ///
+    /// # Errors
+    /// A store failure.
+    pub fn criteria(&self) -> Result<Vec<CriterionStatus>> {
+        let state = self.state()?;
+        let mut all = Vec::new();
+        for (id, status) in state.criteria_status(self.clock.now()) {
+            let shown = match &status {
+                CriterionStatus::Met { evidence } => format!("met by {evidence}"),
+                CriterionStatus::Stale { evidence, .. } => format!("stale ({evidence})"),
+                CriterionStatus::Failing { evidence } => format!("failing ({evidence})"),
+                CriterionStatus::NoEvidence => "no evidence".into(),
+            };
+            self.note(&format!("criterion {id}: {shown}"));
+            all.push(status);
+        }
+        Ok(all)
+    }
+}
+
+/// Fails the story with `message` unless `holds`.
+///
+/// # Errors
+/// `message`, when the story did not go as told.
+pub fn ensure(holds: bool, message: impl Into<String>) -> Result<()> {
+    if holds {
+        Ok(())
+    } else {
+        Err(format!("the story went wrong: {}", message.into()).into())
+    }
+}
+
+/// The goal as it will stand once `observations` are recorded: what a validator judges a
+/// turn's report against before the settlement commits them.
+///
+/// # Errors
+/// The kernel's refusal of one of the observations.
+pub fn with_observations(
+    state: &GoalState,
+    observations: &[Observation],
+    actor: &Actor,
+    now: Timestamp,
+) -> std::result::Result<GoalState, Refusal> {
+    let mut state = state.clone();
+    for observation in observations {
+        let command = Command::RecordObservation {
+            observation: observation.clone(),
+        };
+        state.handle(actor, now, &command)?;
+    }
+    Ok(state)
+}
+
+/// A decision in one line.
+pub fn describe(decision: &Decision) -> String {
+    match decision {
+        Decision::Continue(a) if a.pending_gates.is_empty() => {
+            format!("continue with `{}`", a.todo)
+        }
+        Decision::Continue(a) => {
+            let gates: Vec<&str> = a.pending_gates.iter().map(GateId::as_str).collect();
+            format!(
+                "continue with `{}` while `{}` waits",
+                a.todo,
+                gates.join("`, `")
+            )
+        }
+        Decision::Wait { until: Some(t), .. } => format!("wait until {t}"),
+        Decision::Wait { until: None, .. } => "wait for an event".into(),
+        Decision::Ask { questions, until } => {
+            let asked: Vec<String> = questions.iter().map(question).collect();
+            let wake = until.map_or_else(String::new, |t| format!(", wake at {t}"));
+            format!("ask {}{wake}", asked.join("; "))
+        }
+        Decision::Replan { reason } => format!("replan: {}", json(reason)),
+        Decision::Repair { issue } => format!("repair: {}", json(issue)),
+        Decision::Terminal { outcome } => format!("terminal ({outcome:?})").to_lowercase(),
+    }
+}
+
+fn question(question: &Question) -> String {
+    match question {
+        Question::Gate {
+            question, owner, ..
+        } => format!("{owner}: \"{question}\""),
+        Question::Budget { dimension, .. } => format!("the owner for more {dimension}"),
+    }
+}
+
+fn json(value: &impl serde::Serialize) -> String {
+    serde_json::to_string(value).unwrap_or_default()
+}
+
+fn minute(text: &str) -> Result<Timestamp> {
+    Ok(Timestamp::parse(&format!("{text}:00Z"))?)
+}
+
+fn hhmm(now: Timestamp) -> String {
+    now.to_string().get(11..19).unwrap_or_default().to_owned()
+}
+
+fn print_report(agent: &AgentId, now: Timestamp, report: &StepReport) {
+    let indent = "          ";
+    for error in &report.provider_errors {
+        println!("{indent}provider error: {error}");
+    }
+    match &report.turn {
+        Some(TurnOutcome::Settled {
+            todo,
+            verdict,
+            summary,
+            ..
+        }) => println!("{indent}{agent}'s turn on `{todo}`: {summary} (verdict: {verdict:?})"),
+        Some(TurnOutcome::NotStarted { todo, reason }) => {
+            println!("{indent}no turn on `{todo}`: {reason}");
+        }
+        Some(TurnOutcome::LeaseLost { todo, reason, .. }) => {
+            println!("{indent}lease on `{todo}` lost: {reason}");
+        }
+        Some(TurnOutcome::Unknown { todo, turn }) => {
+            println!("{indent}turn `{turn}` on `{todo}`: outcome unknown");
+        }
+        None => {}
+    }
+    for proposal in &report.proposals {
+        let refused = proposal
+            .refused
+            .as_ref()
+            .map_or_else(String::new, |code| format!(" [refused: {code}]"));
+        println!(
+            "{indent}{} judged: {}{refused} ({})",
+            proposal.capability, proposal.command, proposal.rationale
+        );
+    }
+    println!("{}  -> {agent}: {}", hhmm(now), describe(&report.decision));
+}

@@ -1,0 +1,112 @@
+//! Runs the quickstart, embed-host, pr-fix, automl and research stories as their binaries and checks that each ends as
+//! told (each also checks itself and exits non-zero when it does not), and the toy trainer on
+//! its own.
+
+use std::process::{Command, Output};
+
+fn run(program: &str, args: &[&str]) -> (Output, String) {
+    let output = Command::new(program)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{program} runs: {e}"));
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success() || !args.is_empty(),
+        "{program} failed: {}\n{stdout}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output, stdout)
+}
+
+fn has_line(stdout: &str, parts: &[&str]) -> bool {
+    stdout
+        .lines()
+        .any(|line| parts.iter().all(|part| line.contains(part)))
+}
+
+#[test]
+fn pr_fix_ends_with_the_merge() {
+    let (_, out) = run(env!("CARGO_BIN_EXE_pr-fix"), &[]);
+    assert!(
+        has_line(&out, &["agent-a's turn on", "/ci-fix@ec26c3e57ca3"]),
+        "{out}"
+    );
+    assert!(has_line(&out, &["criterion linter-green: stale"]), "{out}");
+    assert!(
+        has_line(&out, &["-> agent-a: terminal (accepted)"]),
+        "{out}"
+    );
+}
+
+#[test]
+fn automl_ends_at_the_promotion_gate() {
+    let (_, out) = run(env!("CARGO_BIN_EXE_automl"), &[]);
+    assert!(has_line(&out, &["exp-b failed: oom"]), "{out}");
+    assert!(
+        has_line(&out, &["-> agent-a: replan", "regressed:exp-c"]),
+        "{out}"
+    );
+    assert!(
+        has_line(&out, &["-> agent-a: ask person:olivia", "Promote exp-a"]),
+        "{out}"
+    );
+}
+
+#[test]
+fn research_gives_each_agent_its_own_frontier() {
+    let (_, out) = run(env!("CARGO_BIN_EXE_research"), &[]);
+    assert!(
+        has_line(&out, &["dev lift alone supports nothing: h1 is active"]),
+        "{out}"
+    );
+    assert!(
+        has_line(
+            &out,
+            &["-> alice: ask person:olivia", "promote hypothesis h1"]
+        ),
+        "{out}"
+    );
+    assert!(
+        has_line(&out, &["-> bob: replan", "research:refuted:h2"]),
+        "{out}"
+    );
+}
+
+#[test]
+fn the_toy_trainer_writes_metrics_and_runs_out_of_memory() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let trainer = env!("CARGO_BIN_EXE_toy-trainer");
+    let metrics = dir.path().join("m.jsonl");
+    let path = metrics.to_str().expect("a UTF-8 path");
+    let (ok, _) = run(trainer, &["--lr", "0.05", "--out", path]);
+    assert!(ok.status.success());
+    let text = std::fs::read_to_string(&metrics).expect("metrics written");
+    let points: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON point per line"))
+        .collect();
+    assert_eq!(points.len(), 20, "accuracy and loss every 20 of 200 steps");
+    let (oom, _) = run(
+        trainer,
+        &["--batch", "256", "--memory-mb", "512", "--out", path],
+    );
+    assert_eq!(oom.status.code(), Some(137));
+}
+
+#[test]
+fn quickstart_survives_a_killed_agent_and_ends_accepted() {
+    let (_, out) = run(env!("CARGO_BIN_EXE_quickstart"), &[]);
+    assert!(has_line(&out, &["crash", "killed with SIGKILL"]), "{out}");
+    assert!(has_line(&out, &["recover", "resume turn docs@"]), "{out}");
+    assert!(has_line(&out, &["settled `docs`", "same turn id"]), "{out}");
+    assert!(has_line(&out, &["decide", "terminal (accepted)"]), "{out}");
+    assert!(has_line(&out, &["after 3 charged turns"]), "{out}");
+}
+
+#[test]
+fn the_embedded_host_runs_its_goal_to_the_end() {
+    let (_, out) = run(env!("CARGO_BIN_EXE_embed-host"), &[]);
+    assert!(has_line(&out, &["replan"]), "{out}");
+    assert!(has_line(&out, &["terminal (Accepted)"]), "{out}");
+}
