@@ -254,6 +254,39 @@ impl Command {
             Command::ReportWorkspace { .. } => "report_workspace",
         }
     }
+
+    /// The id of the thing the command is about (a todo, gate, evidence, observation stream or
+    /// obligation), for logs and reports; `None` for goal-wide commands.
+    pub fn target(&self) -> Option<&str> {
+        match self {
+            Command::AddTodo { todo } => Some(todo.id.as_str()),
+            Command::Reassign { todo, .. }
+            | Command::Defer { todo, .. }
+            | Command::Block { todo, .. }
+            | Command::Unblock { todo, .. }
+            | Command::Supersede { todo, .. }
+            | Command::Claim { todo, .. }
+            | Command::Renew { todo, .. }
+            | Command::Release { todo, .. }
+            | Command::Handoff { todo, .. }
+            | Command::BeginTurn { todo, .. }
+            | Command::ResolveOutcome { todo, .. } => Some(todo.as_str()),
+            Command::SettleTurn(settlement) => Some(settlement.todo.as_str()),
+            Command::OpenGate { gate } => Some(gate.id.as_str()),
+            Command::AnswerGate { gate, .. } | Command::WithdrawGate { gate, .. } => {
+                Some(gate.as_str())
+            }
+            Command::RecordObservation { observation } => Some(observation.key.as_str()),
+            Command::RecordEvidence { evidence } => Some(evidence.id.as_str()),
+            Command::RaiseObligation { id, .. } => Some(id.as_str()),
+            Command::Discharge { obligation, .. } => Some(obligation.as_str()),
+            Command::CreateGoal { .. }
+            | Command::AmendGoal { .. }
+            | Command::AbandonGoal { .. }
+            | Command::DeclareClosure { .. }
+            | Command::ReportWorkspace { .. } => None,
+        }
+    }
 }
 
 /// Everything a turn hands back, settled in one atomic commit: the validator's verdict, the

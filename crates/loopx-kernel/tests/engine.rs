@@ -597,6 +597,8 @@ fn observations_feed_capabilities_whose_proposals_become_work() {
         assert_eq!(report.observed, vec![id::<ObservationKey>("check:ci")]);
         assert_eq!(report.proposals.len(), 1);
         assert_eq!(report.proposals[0].refused, None);
+        assert_eq!(report.proposals[0].target.as_deref(), Some("fix-r1"));
+        assert!(!report.proposals[0].after_turn, "judged before the turn it led to");
         assert!(
             matches!(&report.turn, Some(TurnOutcome::Settled { todo, .. }) if todo.as_str() == "fix-r1")
         );

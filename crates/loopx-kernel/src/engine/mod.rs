@@ -385,6 +385,8 @@ impl Engine {
                 report.proposals.push(ProposalOutcome {
                     capability: capability.source().clone(),
                     command: proposal.command.name().to_owned(),
+                    target: proposal.command.target().map(str::to_owned),
+                    after_turn: report.turn.is_some(),
                     rationale: proposal.rationale,
                     refused: written.err().map(|refusal| refusal.code().to_owned()),
                 });

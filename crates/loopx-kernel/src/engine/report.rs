@@ -54,6 +54,13 @@ pub struct ProposalOutcome {
     pub capability: SourceId,
     /// The command's name.
     pub command: String,
+    /// What it is about (the todo, gate or obligation id), when it is about one thing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// True when it was judged after the step's turn (on what the turn changed), false when
+    /// judged before deciding.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub after_turn: bool,
     /// Why the capability proposed it.
     pub rationale: String,
     /// The refusal code when the kernel refused it; `None` when it took effect.
