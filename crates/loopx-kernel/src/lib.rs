@@ -90,7 +90,9 @@ pub use propose::Proposals;
 pub use refusal::Refusal;
 pub use rules::{GateHold, GuardBlock};
 pub use state::{CriterionStatus, GoalState, Intent, ReplayError, Snapshot};
-pub use submit::{MAX_ATTEMPTS, SubmitError, Submitted, digest, submit};
+pub use submit::{
+    MAX_ATTEMPTS, MAX_BACKOFF, SubmitError, Submitted, backoff, digest, submit, submit_paced,
+};
 pub use time::{Duration, Timestamp, TimestampError};
 pub use todo::{
     ContinuationRecord, HandoffNote, Lease, MonitorSpec, MonitorState, NewTodo, Priority,

@@ -1,6 +1,8 @@
 //! The write path every host takes: load the goal, let the kernel validate the command, stamp
 //! the events and append them under compare-and-set, idempotent by operation id.
 
+use std::future::Future;
+
 use crate::actor::Actor;
 use crate::command::Command;
 use crate::event::RecordedEvent;
@@ -9,7 +11,7 @@ use crate::ids::{GoalId, OperationId};
 use crate::refusal::Refusal;
 use crate::seams::{AppendRequest, Receipt, Store, StoreError};
 use crate::state::{GoalState, ReplayError};
-use crate::time::Timestamp;
+use crate::time::{Duration, Timestamp};
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
@@ -18,6 +20,21 @@ use sha2::{Digest as _, Sha256};
 /// compare-and-set; several agents committing to one goal at once can lose a handful in a row,
 /// so the bound is generous while still finite.
 pub const MAX_ATTEMPTS: u32 = 64;
+
+/// The longest pause [`backoff`] proposes: 16 ms. All pauses of one call stay below
+/// `MAX_ATTEMPTS × MAX_BACKOFF` (about one second).
+pub const MAX_BACKOFF: Duration = Duration::from_millis(16);
+
+/// How long to pause before retry number `retry` of `operation`: a bound that doubles from
+/// 1 ms up to [`MAX_BACKOFF`], and a part of it derived from the operation id and the retry
+/// (deterministic, so replays pace alike; different operations spread apart, which is what
+/// stops contending writers from colliding again in step).
+pub fn backoff(operation: &OperationId, retry: u32) -> Duration {
+    let bound = (1_i64 << retry.min(4)).min(MAX_BACKOFF.as_millis());
+    let digest = Sha256::digest(format!("{operation}\n{retry}").as_bytes());
+    let spread = i64::from(digest[0]) * (bound + 1) / 256;
+    Duration::from_millis(spread.min(bound))
+}
 
 /// A command that took effect (or had already taken effect under the same operation id).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -134,7 +151,8 @@ fn write_canonical(value: &Value, out: &mut String) {
 ///   receipt is checked by the append itself, inside its transaction, and read separately only
 ///   when the kernel refuses the command or it records a no-op.
 /// - When the goal moved between load and append, validates again against the new state, up
-///   to [`MAX_ATTEMPTS`] times.
+///   to [`MAX_ATTEMPTS`] times, at once. Use [`submit_paced`] to pause between attempts when
+///   several writers contend for one goal.
 /// - A command the kernel accepts with no events (an unchanged observation) is recorded as a
 ///   no-op receipt: nothing else changes.
 /// - A commit whose outcome the store reports as [`StoreError::Ambiguous`] is resolved by
@@ -152,6 +170,29 @@ pub async fn submit<S: Store + ?Sized>(
     command: &Command,
     operation: &OperationId,
 ) -> Result<Submitted, SubmitError> {
+    submit_paced(store, goal, actor, now, command, operation, |_| async {}).await
+}
+
+/// [`submit`], pausing before each re-validation: `pause(retry)` is awaited before retry
+/// number `retry` (0 for the first), so a caller can back off with its own timer, typically
+/// for [`backoff`]`(operation, retry)`.
+///
+/// # Errors
+/// As [`submit`].
+pub async fn submit_paced<S, P, F>(
+    store: &S,
+    goal: &GoalId,
+    actor: &Actor,
+    now: Timestamp,
+    command: &Command,
+    operation: &OperationId,
+    pause: P,
+) -> Result<Submitted, SubmitError>
+where
+    S: Store + ?Sized,
+    P: Fn(u32) -> F,
+    F: Future<Output = ()>,
+{
     if let Command::CreateGoal { spec } = command
         && &spec.id != goal
     {
@@ -161,7 +202,10 @@ pub async fn submit<S: Store + ?Sized>(
         });
     }
     let digest = digest(actor, command);
-    for _ in 0..MAX_ATTEMPTS {
+    for attempt in 0..MAX_ATTEMPTS {
+        if attempt > 0 {
+            pause(attempt - 1).await;
+        }
         // The receipt is not read first: the append checks it inside its own transaction and
         // answers a committed operation with its first receipt (or a conflict). Only a refusal
         // needs it read here, since a retry of a command that took effect may no longer apply.
@@ -312,6 +356,21 @@ mod tests {
         assert_eq!(digest(&agent, &add("x")), digest_a);
         assert_ne!(digest(&other, &add("x")), digest_a);
         assert_ne!(digest(&agent, &add("y")), digest_a);
+    }
+
+    #[test]
+    fn backoff_grows_within_its_bound_and_spreads_operations() {
+        let op = |name: &str| OperationId::new(name).unwrap();
+        for retry in 0..64 {
+            let pause = backoff(&op("a"), retry);
+            assert!(pause.as_millis() >= 0 && pause.as_millis() <= MAX_BACKOFF.as_millis());
+            assert!(pause.as_millis() <= 1 << retry.min(4), "retry {retry}: {pause}");
+            assert_eq!(pause, backoff(&op("a"), retry), "deterministic");
+        }
+        let late: Vec<i64> = (0..32)
+            .map(|n| backoff(&op(&format!("op-{n}")), 10).as_millis())
+            .collect();
+        assert!(late.iter().any(|p| *p != late[0]), "operations spread apart: {late:?}");
     }
 
     #[test]

@@ -47,7 +47,7 @@ use crate::seams::{
     TurnReport, TurnRequest, Validator,
 };
 use crate::state::GoalState;
-use crate::submit::{SubmitError, Submitted, digest, submit};
+use crate::submit::{SubmitError, Submitted, backoff, digest, submit_paced};
 use crate::time::Duration;
 use crate::todo::{TodoClass, Workspace};
 
@@ -630,7 +630,7 @@ impl Engine {
             ]);
             // A store hiccup is not a lost lease: the next renewal tries again, and the
             // settlement's epoch check is the real fence.
-            let renewed = submit(&*self.store, goal, &actor, self.clock.now(), &command, &op).await;
+            let renewed = self.submit(goal, &actor, &command, &op).await;
             if let Err(SubmitError::Refused(refusal)) = renewed {
                 return format!("{}: {refusal}", refusal.code());
             }
@@ -718,6 +718,27 @@ impl Engine {
 
     // ----- plumbing -------------------------------------------------------------------------
 
+    /// The write path, pausing on the engine's clock between attempts on a contended goal.
+    async fn submit(
+        &self,
+        goal: &GoalId,
+        actor: &Actor,
+        command: &Command,
+        op: &OperationId,
+    ) -> Result<Submitted, SubmitError> {
+        let pause = |retry| self.clock.sleep(backoff(op, retry));
+        submit_paced(
+            &*self.store,
+            goal,
+            actor,
+            self.clock.now(),
+            command,
+            op,
+            pause,
+        )
+        .await
+    }
+
     fn as_agent(&self) -> Actor {
         Actor::Agent(self.agent.clone())
     }
@@ -733,7 +754,7 @@ impl Engine {
         op: &OperationId,
     ) -> Result<Result<Vec<RecordedEvent>, Refusal>, EngineError> {
         let goal = state.spec.id.clone();
-        match submit(&*self.store, &goal, actor, self.clock.now(), command, op).await {
+        match self.submit(&goal, actor, command, op).await {
             Ok(Submitted {
                 state: committed,
                 events,
