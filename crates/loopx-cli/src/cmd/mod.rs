@@ -1,6 +1,6 @@
 //! The verbs, one module per group. Each module defines its flags (clap `Args`) and a `run`
 //! that returns the exit code of a success (or an error). A new verb group is a new module, a
-//! variant of [`Verb`] and a line in [`run`].
+//! variant of [`Verb`] and a line in [`run()`].
 
 use clap::Subcommand;
 

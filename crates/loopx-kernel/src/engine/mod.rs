@@ -19,7 +19,8 @@
 //! its todo is idempotent, and otherwise reported as a `repair` — never silently re-run. A turn
 //! already settled is simply no longer in flight, so the loop moves on.
 //!
-//! Every write goes through [`submit`] with a deterministic operation id, so a step retried
+//! Every write goes through [`submit_paced`] with a deterministic operation
+//! id (pausing on the engine's clock when the goal is contended), so a step retried
 //! after a lost reply commits nothing twice. Waiting ([`Engine::wait`]) sleeps until the
 //! decision's wake time or a store notification, whichever comes first.
 
