@@ -52,7 +52,8 @@ pub enum Verb {
     /// Record or list evidence.
     #[command(subcommand)]
     Evidence(evidence::EvidenceVerb),
-    /// Observe the outside world: a git working tree, a process, a saved GitHub webhook.
+    /// Observe the outside world: a git working tree, a process, a GitHub pull request (REST),
+    /// a saved GitHub webhook.
     #[command(subcommand)]
     Observe(observe::ObserveVerb),
     /// The loop for one agent: observe, decide, run a turn with --exec, validate it with

@@ -1,5 +1,7 @@
-//! `loopx observe git|process|webhook`: run a provider once and record its observation.
-//! An unchanged observation (same fingerprint) is recorded as a no-op.
+//! `loopx observe git|process|webhook|github`: run a provider once and record its
+//! observations. An unchanged observation (same fingerprint) is recorded as a no-op.
+
+mod github;
 
 use std::fmt::Write as _;
 
@@ -27,6 +29,8 @@ pub enum ObserveVerb {
     Process(ProcessArgs),
     /// Ingest a saved GitHub webhook delivery (event name and body file).
     Webhook(WebhookArgs),
+    /// Poll a GitHub pull request: its state, latest reviews and CI at its exact head.
+    Github(github::GitHubArgs),
 }
 
 /// Flags of `loopx observe git`.
@@ -90,8 +94,12 @@ pub struct WebhookArgs {
 
 pub async fn run(ctx: &Ctx, verb: ObserveVerb) -> Result<Exit, CliError> {
     let goal = ctx.goal()?;
-    ctx.actor()?;
+    if !matches!(verb, ObserveVerb::Github(_)) {
+        ctx.actor()?;
+    }
     let (observation, extra) = match verb {
+        // A poll records several observations, as the GitHub provider unless --as says else.
+        ObserveVerb::Github(args) => return github::run(ctx, &args).await,
         ObserveVerb::Git(args) => (git(ctx, &args).await?, Value::Null),
         ObserveVerb::Process(args) => process(ctx, &args).await?,
         ObserveVerb::Webhook(args) => (webhook(ctx, &args)?, Value::Null),
