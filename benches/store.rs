@@ -3,7 +3,10 @@
 //!
 //! - settle-turn commits per second through `submit`, against raw single-row commits per second
 //!   of the same engine with the same settings (target ≥ 0.7× on SQLite at `synchronous=FULL`,
-//!   ≥ 0.5× on PostgreSQL over loopback);
+//!   ≥ 0.5× on PostgreSQL over loopback). The two alternate in ten blocks of 30, so that both
+//!   see the same machine (disk and CPU load from anything else running weighs on both
+//!   alike); the line also shows the ratio of median commit latencies, which stalls caused by
+//!   other processes do not move;
 //! - turn cycles per second with several agents committing at once;
 //! - cold load of a goal with 100k events (target ≤ 100 ms);
 //! - stored bytes per settled turn (target ≤ 2 KiB): file growth on SQLite, growth of
@@ -35,6 +38,17 @@ use tokio_postgres::NoTls;
 const TURNS: usize = 300;
 /// Raw single-row commits timed for the baseline.
 const RAW_COMMITS: usize = 300;
+/// Untimed commits before either is timed, so that both run in steady state: on SQLite, past
+/// the first checkpoint, after which the write-ahead log is reused rather than grown (a growing
+/// log costs every commit a metadata sync, a reused one does not). A raw commit writes one or
+/// two pages of the log; a turn cycles three commits of about eight pages each.
+const WARM_RAW: usize = 1_200;
+/// Untimed turns before the timed ones (see [`WARM_RAW`]).
+const WARM_TURNS: usize = 60;
+/// Rounds in which raw commits and settle turns alternate (each round runs a share of both):
+/// 30 raw commits, then 30 settled turns. Blocks rather than single commits, so that one
+/// engine's `fsync` does not land in the other's timing at every step.
+const ROUNDS: usize = 10;
 /// Concurrent agents in the batched figure, and turns each runs.
 const AGENTS: usize = 4;
 const TURNS_PER_AGENT: usize = 60;
@@ -63,14 +77,21 @@ fn main() -> Result<(), Failure> {
             Durability::Full => "full",
             Durability::Normal => "normal",
         };
-        let raw = raw_commits_per_second(&dir.path().join(format!("raw-{name}.db")), name)?;
+        let raw_db = raw_sqlite(&dir.path().join(format!("raw-{name}.db")), name)?;
         let path = dir.path().join(format!("settle-{name}.db"));
         let options = SqliteOptions::default().durability(durability);
         let store = SqliteStore::open_with(&path, options)?;
-        let (settles, bytes) = settle_commits(&runtime, &store, &|| {
-            checkpoint(&path)?;
-            Ok(file_bytes(&path))
-        })?;
+        let figures = settle_commits(
+            &runtime,
+            &store,
+            &mut |n| raw_sqlite_commits(&raw_db, n),
+            &|| {
+                checkpoint(&path)?;
+                Ok(vec![("file".to_owned(), file_bytes(&path))])
+            },
+        )?;
+        let (settles, raw, bytes) = (figures.settles, figures.raw, figures.bytes);
+        let medians = figures.median_ratio;
         // The target is set for the durable default; without an fsync per commit the store's own
         // work (load, validate, fold, index rows) dominates, and the ratio is shown as is.
         let verdict = match durability {
@@ -81,7 +102,7 @@ fn main() -> Result<(), Failure> {
             Durability::Normal => "no target".to_owned(),
         };
         println!(
-            "settle-turn commits @{name}: {settles:.0}/s vs raw single-row commits {raw:.0}/s = {:.2}x ({verdict})",
+            "settle-turn commits @{name}: {settles:.0}/s vs raw single-row commits {raw:.0}/s = {:.2}x ({verdict}; median latencies {medians:.2}x)",
             settles / raw,
         );
         println!(
@@ -109,21 +130,36 @@ fn main() -> Result<(), Failure> {
 /// per figure.
 fn postgres_figures(runtime: &Runtime, cluster: &Cluster) -> Result<(), Failure> {
     println!("store @postgres (loopback, fsync on), figures from one run on this machine's disk");
-    let raw = runtime.block_on(raw_postgres_commits(&cluster.create_database("raw")?))?;
+    let (raw_client, insert) = runtime.block_on(raw_postgres(&cluster.create_database("raw")?))?;
     let url = cluster.create_database("settle")?;
     let store = runtime.block_on(PostgresStore::connect(&url))?;
     let (client, connection) = runtime.block_on(tokio_postgres::connect(&url, NoTls))?;
     runtime.spawn(connection);
-    let (settles, bytes) =
-        settle_commits(runtime, &store, &|| runtime.block_on(stored_bytes(&client)))?;
+    let figures = settle_commits(
+        runtime,
+        &store,
+        &mut |n| runtime.block_on(raw_postgres_commits(&raw_client, &insert, n)),
+        &|| runtime.block_on(stored_bytes(&client)),
+    )?;
+    let (settles, raw, bytes) = (figures.settles, figures.raw, figures.bytes);
     println!(
-        "settle-turn commits @postgres: {settles:.0}/s vs raw single-row commits {raw:.0}/s = {:.2}x (target ≥ 0.5x: {})",
+        "settle-turn commits @postgres: {settles:.0}/s vs raw single-row commits {raw:.0}/s = {:.2}x (target ≥ 0.5x: {}; median latencies {:.2}x)",
         settles / raw,
         against(settles / raw, 0.5, Goal::AtLeast),
+        figures.median_ratio,
     );
     println!(
         "stored bytes per settled turn @postgres: {bytes:.0} B (pg_total_relation_size of the store's tables, with indexes and TOAST; target 2048 B: {})",
         against(bytes, 2048.0, Goal::AtMost),
+    );
+    println!(
+        "  of which, per settled turn: {}",
+        figures
+            .by_part
+            .iter()
+            .map(|(table, bytes)| format!("{table} {bytes:.0} B"))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     let batched_url = cluster.create_database("batched")?;
     let batched =
@@ -144,10 +180,12 @@ fn postgres_figures(runtime: &Runtime, cluster: &Cluster) -> Result<(), Failure>
     Ok(())
 }
 
-/// Single-row commits on the same server over one tokio-postgres connection: `BEGIN`, one
-/// prepared `INSERT` of a 400-byte row, `COMMIT`.
-async fn raw_postgres_commits(url: &str) -> Result<f64, Failure> {
-    let (mut client, connection) = tokio_postgres::connect(url, NoTls).await?;
+/// The raw baseline's connection on the same server: one tokio-postgres connection (no pool),
+/// a table of 400-byte rows and its prepared `INSERT`.
+async fn raw_postgres(
+    url: &str,
+) -> Result<(tokio_postgres::Client, tokio_postgres::Statement), Failure> {
+    let (client, connection) = tokio_postgres::connect(url, NoTls).await?;
     tokio::spawn(connection);
     client
         .batch_execute("CREATE TABLE rows (id BIGSERIAL PRIMARY KEY, body BYTEA NOT NULL)")
@@ -155,31 +193,51 @@ async fn raw_postgres_commits(url: &str) -> Result<f64, Failure> {
     let insert = client
         .prepare("INSERT INTO rows (body) VALUES ($1)")
         .await?;
-    let body = vec![7u8; 400];
-    let start = Instant::now();
-    for _ in 0..RAW_COMMITS {
-        let transaction = client.transaction().await?;
-        transaction.execute(&insert, &[&body]).await?;
-        transaction.commit().await?;
-    }
-    Ok(per_second(RAW_COMMITS, start.elapsed()))
+    Ok((client, insert))
 }
 
-/// Bytes on disk of every table of the store's schema, with their indexes and TOAST.
-async fn stored_bytes(client: &tokio_postgres::Client) -> Result<u64, Failure> {
-    let row = client
-        .query_one(
-            "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0)::BIGINT \
+/// `n` single-row commits, each `BEGIN`, one prepared `INSERT` of a 400-byte row, `COMMIT`;
+/// returns the time each took.
+async fn raw_postgres_commits(
+    client: &tokio_postgres::Client,
+    insert: &tokio_postgres::Statement,
+    n: usize,
+) -> Result<Vec<StdDuration>, Failure> {
+    let body = vec![7u8; 400];
+    let mut times = Vec::with_capacity(n);
+    for _ in 0..n {
+        let start = Instant::now();
+        client.batch_execute("BEGIN").await?;
+        client.execute(insert, &[&body]).await?;
+        client.batch_execute("COMMIT").await?;
+        times.push(start.elapsed());
+    }
+    Ok(times)
+}
+
+/// Bytes on disk of each table of the store's schema, with its indexes and TOAST.
+async fn stored_bytes(client: &tokio_postgres::Client) -> Result<Vec<(String, u64)>, Failure> {
+    let rows = client
+        .query(
+            "SELECT c.relname::text, pg_total_relation_size(c.oid)::BIGINT \
              FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
-             WHERE n.nspname = current_schema() AND c.relkind = 'r'",
+             WHERE n.nspname = current_schema() AND c.relkind = 'r' ORDER BY 1",
             &[],
         )
         .await?;
-    Ok(u64::try_from(row.get::<_, i64>(0))?)
+    rows.iter()
+        .map(|row| {
+            Ok((
+                row.get::<_, String>(0),
+                u64::try_from(row.get::<_, i64>(1))?,
+            ))
+        })
+        .collect()
 }
 
-/// Single-row commits with the engine and settings the store uses: WAL, the same `synchronous`.
-fn raw_commits_per_second(path: &Path, synchronous: &str) -> Result<f64, Failure> {
+/// The raw baseline's database: the engine and settings the store uses (WAL, the same
+/// `synchronous`), one table of 400-byte rows.
+fn raw_sqlite(path: &Path, synchronous: &str) -> Result<rusqlite::Connection, Failure> {
     let conn = rusqlite::Connection::open(path)?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", synchronous)?;
@@ -187,14 +245,27 @@ fn raw_commits_per_second(path: &Path, synchronous: &str) -> Result<f64, Failure
         "CREATE TABLE rows (id INTEGER PRIMARY KEY, body BLOB NOT NULL)",
         [],
     )?;
+    Ok(conn)
+}
+
+/// `n` single-row commits, each `BEGIN IMMEDIATE`, one `INSERT` of a 400-byte row, `COMMIT`;
+/// returns the time each took.
+fn raw_sqlite_commits(conn: &rusqlite::Connection, n: usize) -> Result<Vec<StdDuration>, Failure> {
     let body = vec![7u8; 400];
-    let start = Instant::now();
-    for _ in 0..RAW_COMMITS {
+    let mut times = Vec::with_capacity(n);
+    for _ in 0..n {
+        let start = Instant::now();
         conn.execute_batch("BEGIN IMMEDIATE")?;
         conn.execute("INSERT INTO rows (body) VALUES (?1)", [&body])?;
         conn.execute_batch("COMMIT")?;
+        times.push(start.elapsed());
     }
-    Ok(per_second(RAW_COMMITS, start.elapsed()))
+    Ok(times)
+}
+
+fn median(times: &mut [StdDuration]) -> StdDuration {
+    times.sort();
+    times.get(times.len() / 2).copied().unwrap_or_default()
 }
 
 fn per_second(count: usize, elapsed: StdDuration) -> f64 {
@@ -337,34 +408,87 @@ fn file_bytes(path: &Path) -> u64 {
         .sum()
 }
 
-/// Settle commits per second, and stored bytes per settled turn (growth of `size` over the
-/// turns: on SQLite the files after a checkpoint folds the log into the database).
+/// What [`settle_commits`] measured.
+struct SettleFigures {
+    /// Settle commits per second.
+    settles: f64,
+    /// Raw single-row commits per second, in the same rounds.
+    raw: f64,
+    /// Median raw commit latency over median settle commit latency.
+    median_ratio: f64,
+    /// Stored bytes per settled turn.
+    bytes: f64,
+    /// Stored bytes per settled turn, by part (table).
+    by_part: Vec<(String, f64)>,
+}
+
+/// Settle commits per second against raw commits per second (`raw(n)` runs `n` raw commits and
+/// returns the time of each), alternating in [`ROUNDS`] rounds after [`WARM_RAW`] raw commits and
+/// [`WARM_TURNS`] turns that are not timed; and stored bytes per settled turn (growth of `size`,
+/// by part, over all the turns: on SQLite the files after a checkpoint folds the log into the
+/// database).
 fn settle_commits<S: Store>(
     runtime: &Runtime,
     store: &S,
-    size: &dyn Fn() -> Result<u64, Failure>,
-) -> Result<(f64, f64), Failure> {
+    raw: &mut dyn FnMut(usize) -> Result<Vec<StdDuration>, Failure>,
+    size: &dyn Fn() -> Result<Vec<(String, u64)>, Failure>,
+) -> Result<SettleFigures, Failure> {
     let now = Timestamp::parse("2026-11-29T10:00:00Z")?;
     let todos = 20;
     let goal = runtime.block_on(seeded_goal(store, "settle", todos, now))?;
     let before = size()?;
-    let mut settling = StdDuration::ZERO;
-    for n in 0..TURNS {
+    raw(WARM_RAW)?;
+    for n in 0..WARM_TURNS {
         let todo: TodoId = id(format!("t{}", n % todos));
-        let who = agent(n % AGENTS);
-        settling += runtime.block_on(turn_cycle(
+        runtime.block_on(turn_cycle(
             store,
             &goal,
-            &who,
+            &agent(n % AGENTS),
             &todo,
-            &format!("turn-{n}"),
+            &format!("warm-{n}"),
             now,
         ))?;
     }
-    let grown = size()?.saturating_sub(before);
+    let mut settling = Vec::with_capacity(TURNS);
+    let mut raw_times = Vec::with_capacity(RAW_COMMITS);
+    for round in 0..ROUNDS {
+        raw_times.extend(raw(RAW_COMMITS / ROUNDS)?);
+        for n in (round * TURNS / ROUNDS)..((round + 1) * TURNS / ROUNDS) {
+            let todo: TodoId = id(format!("t{}", n % todos));
+            let who = agent(n % AGENTS);
+            settling.push(runtime.block_on(turn_cycle(
+                store,
+                &goal,
+                &who,
+                &todo,
+                &format!("turn-{n}"),
+                now,
+            ))?);
+        }
+    }
+    let after = size()?;
     #[allow(clippy::cast_precision_loss)] // byte counts stay far below 2^52
-    let per_turn = grown as f64 / TURNS as f64;
-    Ok((per_second(TURNS, settling), per_turn))
+    let by_part: Vec<(String, f64)> = after
+        .iter()
+        .map(|(part, bytes)| {
+            let was = before
+                .iter()
+                .find(|(p, _)| p == part)
+                .map_or(0, |(_, b)| *b);
+            (
+                part.clone(),
+                bytes.saturating_sub(was) as f64 / (WARM_TURNS + TURNS) as f64,
+            )
+        })
+        .collect();
+    Ok(SettleFigures {
+        settles: per_second(settling.len(), settling.iter().sum()),
+        raw: per_second(raw_times.len(), raw_times.iter().sum()),
+        median_ratio: median(&mut raw_times).as_secs_f64()
+            / median(&mut settling).as_secs_f64().max(1e-9),
+        bytes: by_part.iter().map(|(_, b)| b).sum(),
+        by_part,
+    })
 }
 
 fn checkpoint(path: &Path) -> Result<(), Failure> {

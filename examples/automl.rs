@@ -25,15 +25,12 @@ use async_trait::async_trait;
 use loopx_capability_automl::{
     AutoMl, Direction, ExperimentContract, Guardrails, holdout_evidence,
 };
-use loopx_examples::{Result, Story, ensure, with_observations};
+use loopx_examples::{Judged, Judgement, Result, Story, StoryValidator, ensure};
 use loopx_kernel::engine::Engine;
-use loopx_kernel::seams::{
-    Clock, Executor, Store, TurnError, TurnReport, TurnRequest, Validation, Validator,
-};
+use loopx_kernel::seams::{Clock, Executor, TurnError, TurnReport, TurnRequest};
 use loopx_kernel::{
     Actor, AgentId, Amounts, Command, Continuation, Decision, GoalId, GoalSpec, Limits, NewTodo,
-    Observation, PersonId, PlanChange, Policy, Question, SourceId, TodoId, Transition, Verdict,
-    VerdictOutcome, sha256_hex,
+    Observation, PersonId, PlanChange, Policy, Question, SourceId, TodoId, Transition, sha256_hex,
 };
 use loopx_provider::executor::CommandExecutor;
 use loopx_provider::fact::FactBuilder;
@@ -248,90 +245,51 @@ impl Executor for Cluster {
 
 /// The validator: a job must have reported how it ended; a holdout turn is judged by the
 /// holdout evidence built from both holdout runs, which it records with the settlement.
-struct Referee {
-    source: SourceId,
-    store: Arc<dyn Store>,
-    contract: ExperimentContract,
-    clock: Arc<dyn Clock>,
-}
-
-#[async_trait]
-impl Validator for Referee {
-    fn actor(&self) -> Actor {
-        Actor::Validator(self.source.clone())
+fn referee(
+    turn: &Judged<'_>,
+    contract: &ExperimentContract,
+) -> std::result::Result<Judgement, String> {
+    let reported = jobs(&turn.turn.todo).iter().all(|e| {
+        turn.report
+            .observations
+            .iter()
+            .any(|o| o.key.as_str() == format!("run:{e}"))
+    });
+    if !reported {
+        return Ok(Judgement::failed("a job did not report how it ended"));
     }
-
-    async fn validate(
-        &self,
-        turn: &TurnRequest,
-        report: &TurnReport,
-    ) -> std::result::Result<Validation, TurnError> {
-        let verdict = |outcome, summary: String| Verdict {
-            validator: self.actor(),
-            outcome,
-            summary,
-        };
-        let reported = jobs(&turn.todo).iter().all(|e| {
-            report
-                .observations
-                .iter()
-                .any(|o| o.key.as_str() == format!("run:{e}"))
-        });
-        if !reported {
-            let summary = "a job did not report how it ended".to_owned();
-            let verdict = verdict(VerdictOutcome::Failed, summary);
-            return Ok(Validation {
-                verdict,
-                evidence: Vec::new(),
-            });
-        }
-        let Some(experiment) = turn
-            .todo
-            .as_str()
-            .strip_prefix("holdout:")
-            .and_then(|rest| rest.split('#').next())
-        else {
-            let summary = "every job reported its end".to_owned();
-            let verdict = verdict(VerdictOutcome::Passed, summary);
-            return Ok(Validation {
-                verdict,
-                evidence: Vec::new(),
-            });
-        };
-        let failed = |e: &dyn std::fmt::Display| TurnError::Failed(e.to_string());
-        let state = self.store.load(&turn.goal).await.map_err(|e| failed(&e))?;
-        let state = state.ok_or_else(|| failed(&"the goal is gone"))?;
-        let now = self.clock.now();
-        let state = with_observations(&state, &report.observations, &self.actor(), now)
-            .map_err(|e| failed(&e))?;
-        match holdout_evidence(&self.contract, &state, experiment, now) {
-            Ok(evidence) => Ok(Validation {
-                verdict: verdict(VerdictOutcome::Passed, evidence.summary.clone()),
+    let Some(experiment) = turn
+        .turn
+        .todo
+        .as_str()
+        .strip_prefix("holdout:")
+        .and_then(|rest| rest.split('#').next())
+    else {
+        return Ok(Judgement::passed("every job reported its end"));
+    };
+    let state = turn.goal_after().map_err(|e| e.to_string())?;
+    Ok(
+        match holdout_evidence(contract, &state, experiment, turn.now) {
+            Ok(evidence) => Judgement {
+                summary: evidence.summary.clone(),
                 evidence: vec![evidence],
-            }),
-            Err(why) => Ok(Validation {
-                verdict: verdict(VerdictOutcome::Failed, why.to_string()),
-                evidence: Vec::new(),
-            }),
-        }
-    }
+                ..Judgement::passed("")
+            },
+            Err(why) => Judgement::failed(why.to_string()),
+        },
+    )
 }
 
 fn contract() -> Result<ExperimentContract> {
-    Ok(ExperimentContract {
-        primary: "accuracy".into(),
-        direction: Direction::HigherIsBetter,
-        min_effect: 0.01,
-        baseline: "base".into(),
-        guardrails: Guardrails {
-            cost_cap: Some(100.0),
-            time_cap_secs: Some(600.0),
-            warn_fraction: 0.9,
-            secondary: Vec::new(),
-        },
-        approver: Some(PersonId::new("olivia")?),
-        max_attempts: 3,
-    })
+    let guardrails = Guardrails::default()
+        .with_cost_cap(100.0)
+        .with_time_cap_secs(600.0);
+    Ok(
+        ExperimentContract::new("accuracy", Direction::HigherIsBetter, "base")
+            .with_min_effect(0.01)
+            .with_guardrails(guardrails)
+            .with_approver(PersonId::new("olivia")?),
+    )
 }
 
 fn spec(agent: &AgentId) -> Result<GoalSpec> {
@@ -377,12 +335,14 @@ fn main() -> Result<()> {
             clock: story.clock(),
             attempts: Mutex::new(BTreeMap::new()),
         }),
-        Arc::new(Referee {
-            source: SourceId::new("holdout-referee")?,
-            store: story.store(),
-            contract: contract.clone(),
-            clock: story.clock(),
-        }),
+        Arc::new(StoryValidator::new(
+            SourceId::new("holdout-referee")?,
+            &story,
+            {
+                let contract = contract.clone();
+                move |turn| referee(turn, &contract)
+            },
+        )),
     )
     .capability(Arc::new(AutoMl::new(SourceId::new("automl")?, contract)?))
     .build();

@@ -15,14 +15,12 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use loopx_capability_research::{Research, ResearchConfig, Status, holdout_evidence, ledger};
-use loopx_examples::{Result, Story, ensure, with_observations};
+use loopx_examples::{Judged, Judgement, Result, Story, StoryValidator, ensure};
 use loopx_kernel::engine::Engine;
-use loopx_kernel::seams::{
-    Clock, Executor, Store, TurnError, TurnReport, TurnRequest, Validation, Validator,
-};
+use loopx_kernel::seams::{Clock, Executor, TurnError, TurnReport, TurnRequest};
 use loopx_kernel::{
     Actor, AgentId, Amounts, Command, Continuation, Decision, GoalId, GoalSpec, Limits,
-    Observation, PersonId, Policy, Question, SourceId, Transition, Verdict, VerdictOutcome,
+    Observation, PersonId, Policy, Question, SourceId, Transition,
 };
 use loopx_provider::fact::FactBuilder;
 
@@ -110,47 +108,20 @@ impl Executor for Lab {
 
 /// The independent evaluator as the turns' validator: a finding must be reported; a holdout
 /// finding is checked and its holdout evidence recorded with the settlement.
-struct Evaluator {
-    source: SourceId,
-    store: Arc<dyn Store>,
-    clock: Arc<dyn Clock>,
-}
-
-#[async_trait]
-impl Validator for Evaluator {
-    fn actor(&self) -> Actor {
-        Actor::Validator(self.source.clone())
+fn evaluate(turn: &Judged<'_>) -> std::result::Result<Judgement, String> {
+    let finding = turn
+        .report
+        .observations
+        .iter()
+        .find(|o| o.key.as_str().starts_with("finding:"))
+        .ok_or("the turn reported no finding")?;
+    let mut judgement = Judgement::passed(format!("{} recorded", finding.key));
+    if turn.turn.todo.as_str().starts_with("holdout:") {
+        let state = turn.goal_after().map_err(|e| e.to_string())?;
+        let evidence = holdout_evidence(&state, &finding.key).map_err(|e| e.to_string())?;
+        judgement.evidence.push(evidence);
     }
-
-    async fn validate(
-        &self,
-        turn: &TurnRequest,
-        report: &TurnReport,
-    ) -> std::result::Result<Validation, TurnError> {
-        let failed = |e: &dyn std::fmt::Display| TurnError::Failed(e.to_string());
-        let finding = report
-            .observations
-            .iter()
-            .find(|o| o.key.as_str().starts_with("finding:"))
-            .ok_or_else(|| failed(&"the turn reported no finding"))?;
-        let mut evidence = Vec::new();
-        if turn.todo.as_str().starts_with("holdout:") {
-            let state = self.store.load(&turn.goal).await.map_err(|e| failed(&e))?;
-            let state = state.ok_or_else(|| failed(&"the goal is gone"))?;
-            let now = self.clock.now();
-            let state = with_observations(&state, &report.observations, &self.actor(), now)
-                .map_err(|e| failed(&e))?;
-            evidence.push(holdout_evidence(&state, &finding.key).map_err(|e| failed(&e))?);
-        }
-        Ok(Validation {
-            verdict: Verdict {
-                validator: self.actor(),
-                outcome: VerdictOutcome::Passed,
-                summary: format!("{} recorded", finding.key),
-            },
-            evidence,
-        })
-    }
+    Ok(judgement)
 }
 
 fn spec(agents: &[&AgentId]) -> Result<GoalSpec> {
@@ -205,11 +176,7 @@ fn main() -> Result<()> {
             Arc::new(Lab {
                 clock: story.clock(),
             }),
-            Arc::new(Evaluator {
-                source: evaluator.clone(),
-                store: story.store(),
-                clock: story.clock(),
-            }),
+            Arc::new(StoryValidator::new(evaluator.clone(), &story, evaluate)),
         )
         .capability(research.clone())
         .build()

@@ -19,11 +19,15 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use async_trait::async_trait;
 use loopx_kernel::engine::{Engine, StepReport, TurnOutcome, Until};
-use loopx_kernel::seams::{Clock, ManualClock, Store};
+use loopx_kernel::seams::{
+    Clock, ManualClock, Store, TurnError, TurnReport, TurnRequest, Validation, Validator,
+};
 use loopx_kernel::{
     Actor, AgentId, Command, CriterionStatus, Decision, GateId, GoalId, GoalSpec, GoalState,
-    Observation, OperationId, Question, Refusal, Timestamp, decide,
+    NewEvidence, Observation, OperationId, Question, Refusal, SourceId, Timestamp, Verdict,
+    VerdictOutcome, decide,
 };
 use loopx_store::{SqliteStore, submit};
 use tokio::runtime::{Builder, Runtime};
@@ -245,6 +249,125 @@ pub fn with_observations(
         state.handle(actor, now, &command)?;
     }
     Ok(state)
+}
+
+/// One turn as a [`StoryValidator`] sees it.
+pub struct Judged<'a> {
+    /// The turn.
+    pub turn: &'a TurnRequest,
+    /// What the executor reported.
+    pub report: &'a TurnReport,
+    /// The validator's time.
+    pub now: Timestamp,
+    stored: GoalState,
+    actor: Actor,
+}
+
+impl Judged<'_> {
+    /// The goal as it will stand once the report's observations are recorded: what a
+    /// validator judges a turn's report against before the settlement commits them.
+    ///
+    /// # Errors
+    /// The kernel's refusal of one of the observations.
+    pub fn goal_after(&self) -> std::result::Result<GoalState, Refusal> {
+        with_observations(
+            &self.stored,
+            &self.report.observations,
+            &self.actor,
+            self.now,
+        )
+    }
+}
+
+/// What a [`StoryValidator`]'s judge decides about one turn.
+pub struct Judgement {
+    /// Whether the turn passed.
+    pub outcome: VerdictOutcome,
+    /// Why, in words.
+    pub summary: String,
+    /// Evidence recorded with the settlement.
+    pub evidence: Vec<NewEvidence>,
+}
+
+impl Judgement {
+    /// A pass, with no evidence.
+    pub fn passed(summary: impl Into<String>) -> Self {
+        Judgement {
+            outcome: VerdictOutcome::Passed,
+            summary: summary.into(),
+            evidence: Vec::new(),
+        }
+    }
+
+    /// A failure, with no evidence.
+    pub fn failed(summary: impl Into<String>) -> Self {
+        Judgement {
+            outcome: VerdictOutcome::Failed,
+            summary: summary.into(),
+            evidence: Vec::new(),
+        }
+    }
+}
+
+/// The function a [`StoryValidator`] judges each turn with; an error fails the turn.
+pub type Judge = Box<dyn Fn(&Judged<'_>) -> std::result::Result<Judgement, String> + Send + Sync>;
+
+/// A story's validator: judges every turn with its [`Judge`], given the turn, its report and
+/// the goal as stored when the turn is validated, and records the evidence it returns with
+/// the settlement. The verdict is always signed by this validator.
+pub struct StoryValidator {
+    source: SourceId,
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    judge: Judge,
+}
+
+impl StoryValidator {
+    /// A validator named `source` over `story`'s store and clock.
+    pub fn new(
+        source: SourceId,
+        story: &Story,
+        judge: impl Fn(&Judged<'_>) -> std::result::Result<Judgement, String> + Send + Sync + 'static,
+    ) -> Self {
+        StoryValidator {
+            source,
+            store: story.store(),
+            clock: story.clock(),
+            judge: Box::new(judge),
+        }
+    }
+}
+
+#[async_trait]
+impl Validator for StoryValidator {
+    fn actor(&self) -> Actor {
+        Actor::Validator(self.source.clone())
+    }
+
+    async fn validate(
+        &self,
+        turn: &TurnRequest,
+        report: &TurnReport,
+    ) -> std::result::Result<Validation, TurnError> {
+        let failed = |e: &dyn std::fmt::Display| TurnError::Failed(e.to_string());
+        let stored = self.store.load(&turn.goal).await.map_err(|e| failed(&e))?;
+        let judged = Judged {
+            turn,
+            report,
+            now: self.clock.now(),
+            stored: stored.ok_or_else(|| failed(&"the goal is gone"))?,
+            actor: self.actor(),
+        };
+        let judgement = (self.judge)(&judged).map_err(TurnError::Failed)?;
+        Ok(Validation {
+            verdict: Verdict {
+                validator: self.actor(),
+                outcome: judgement.outcome,
+                summary: judgement.summary,
+            },
+            evidence: judgement.evidence,
+        })
+    }
 }
 
 /// A decision in one line.

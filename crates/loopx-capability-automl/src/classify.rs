@@ -513,27 +513,16 @@ mod tests {
     use loopx_kernel::Revision;
 
     use super::*;
-    use crate::contract::{Guardrails, SecondaryMetric};
 
     fn contract() -> ExperimentContract {
-        ExperimentContract {
-            primary: "accuracy".into(),
-            direction: Direction::HigherIsBetter,
-            min_effect: 0.01,
-            baseline: "base".into(),
-            guardrails: Guardrails {
-                cost_cap: Some(100.0),
-                time_cap_secs: None,
-                warn_fraction: 0.9,
-                secondary: vec![SecondaryMetric {
-                    metric: "latency_ms".into(),
-                    direction: Direction::LowerIsBetter,
-                    tolerance: 5.0,
-                }],
-            },
-            approver: None,
-            max_attempts: 3,
-        }
+        let guardrails = Guardrails::default().with_cost_cap(100.0).with_secondary(
+            "latency_ms",
+            Direction::LowerIsBetter,
+            5.0,
+        );
+        ExperimentContract::new("accuracy", Direction::HigherIsBetter, "base")
+            .with_min_effect(0.01)
+            .with_guardrails(guardrails)
     }
 
     fn run(experiment: &str, accuracy: f64) -> Run {

@@ -154,6 +154,48 @@ pub enum ContractError {
 }
 
 impl ExperimentContract {
+    /// A contract that compares every experiment's `primary` metric, better in `direction`,
+    /// with the experiment `baseline`; every other field has the value a serialised contract
+    /// that omits it gets: no minimum effect, no guardrails, promotions decided by the goal
+    /// owner, 3 attempts. Nothing is checked yet: [`ExperimentContract::validate`] (which
+    /// `AutoMl::new` calls) does that.
+    pub fn new(
+        primary: impl Into<String>,
+        direction: Direction,
+        baseline: impl Into<String>,
+    ) -> Self {
+        ExperimentContract {
+            primary: primary.into(),
+            direction,
+            min_effect: 0.0,
+            baseline: baseline.into(),
+            guardrails: Guardrails::default(),
+            approver: None,
+            max_attempts: default_max_attempts(),
+        }
+    }
+
+    /// The same contract, with `min_effect` as the smallest improvement that counts.
+    #[must_use]
+    pub fn with_min_effect(mut self, min_effect: f64) -> Self {
+        self.min_effect = min_effect;
+        self
+    }
+
+    /// The same contract, with `guardrails` in place of its guardrails.
+    #[must_use]
+    pub fn with_guardrails(mut self, guardrails: Guardrails) -> Self {
+        self.guardrails = guardrails;
+        self
+    }
+
+    /// The same contract, with promotions decided by `approver` instead of the goal owner.
+    #[must_use]
+    pub fn with_approver(mut self, approver: PersonId) -> Self {
+        self.approver = Some(approver);
+        self
+    }
+
     /// Checks every name and threshold.
     ///
     /// # Errors
@@ -176,6 +218,37 @@ impl ExperimentContract {
 }
 
 impl Guardrails {
+    /// The same guardrails, with runs capped at `cap` (the `cost` fact's unit).
+    #[must_use]
+    pub fn with_cost_cap(mut self, cap: f64) -> Self {
+        self.cost_cap = Some(cap);
+        self
+    }
+
+    /// The same guardrails, with runs capped at `secs` seconds of wall time.
+    #[must_use]
+    pub fn with_time_cap_secs(mut self, secs: f64) -> Self {
+        self.time_cap_secs = Some(secs);
+        self
+    }
+
+    /// The same guardrails, plus the secondary metric `metric`, better in `direction`, which
+    /// may regress against the baseline by at most `tolerance` (in its own units).
+    #[must_use]
+    pub fn with_secondary(
+        mut self,
+        metric: impl Into<String>,
+        direction: Direction,
+        tolerance: f64,
+    ) -> Self {
+        self.secondary.push(SecondaryMetric {
+            metric: metric.into(),
+            direction,
+            tolerance,
+        });
+        self
+    }
+
     fn validate(&self, primary: &str) -> Result<(), ContractError> {
         check_cap("guardrails.cost_cap", self.cost_cap)?;
         check_cap("guardrails.time_cap_secs", self.time_cap_secs)?;
@@ -242,15 +315,7 @@ mod tests {
     use super::*;
 
     fn contract() -> ExperimentContract {
-        ExperimentContract {
-            primary: "accuracy".into(),
-            direction: Direction::HigherIsBetter,
-            min_effect: 0.0,
-            baseline: "base".into(),
-            guardrails: Guardrails::default(),
-            approver: None,
-            max_attempts: 3,
-        }
+        ExperimentContract::new("accuracy", Direction::HigherIsBetter, "base")
     }
 
     #[test]

@@ -19,11 +19,9 @@ use loopx_capability_automl::{
     AutoMl, HoldoutStanding, Verdict, assess_run, classify, holdout_evidence, holdout_standing,
     scoped_id,
 };
-use loopx_kernel::testkit::scenario::{self, ScenarioStep, StepRecord};
-use loopx_kernel::testkit::scenario::{ProposalResult, Scenario};
+use loopx_kernel::testkit::scenario::{self, Scenario, ScenarioStep, StepRecord};
 use loopx_kernel::{
-    Actor, Command, Duration, GateAnswer, GoalState, Observation, PersonId, Revision, Subject,
-    Timestamp,
+    Actor, Command, Duration, GoalState, Observation, PersonId, Revision, Subject, Timestamp,
 };
 use proptest::prelude::*;
 
@@ -195,40 +193,14 @@ fn step_for(
                 .iter()
                 .find_map(|e| holdout_evidence(capability.contract(), state, e, now).ok())?,
         ),
-        Action::Answer(yes) => {
-            let gate = state
-                .gates
-                .values()
-                .find(|g| g.state_at(now).is_pending())?;
-            let answer = if *yes {
-                GateAnswer::Resolve {
-                    answer: "yes".into(),
-                }
-            } else {
-                GateAnswer::Reject {
-                    reason: "no".into(),
-                }
-            };
-            let owner = Actor::Person(PersonId::new("olivia").expect("person"));
-            ScenarioStep::Command(
-                owner,
-                Command::AnswerGate {
-                    gate: gate.id.clone(),
-                    answer,
-                },
-            )
-        }
+        Action::Answer(yes) => ScenarioStep::owner_answers_pending(0, *yes),
         Action::Advance(minutes) => ScenarioStep::Advance(Duration::minutes(i64::from(*minutes))),
         Action::Judge => ScenarioStep::Judge,
     })
 }
 
 fn accepted(record: &StepRecord) -> impl Iterator<Item = &Command> {
-    record
-        .proposals
-        .iter()
-        .filter(|p| matches!(p.result, ProposalResult::Accepted { .. }))
-        .map(|p| &p.detail)
+    record.accepted().map(|p| &p.detail)
 }
 
 /// The experiment's current revision: its run-status observation's, when that is also the
@@ -290,12 +262,8 @@ fn check_no_infra_regression(record: &StepRecord, state: &GoalState) -> Result<(
 }
 
 fn check(record: &StepRecord, state: &GoalState, now: Timestamp) -> Result<(), TestCaseError> {
-    // never_panics_and_keeps_invariants
-    prop_assert!(
-        record.violations.is_empty(),
-        "violations: {:?}",
-        record.violations
-    );
+    // never_panics_and_keeps_invariants, and proposes nothing the kernel refuses
+    record.check_legal()?;
     // promotion_gate_needs_passing_holdout_at_current_revision
     check_promotions(record, state, now)?;
     // infrastructure_failure_never_regresses
@@ -303,24 +271,20 @@ fn check(record: &StepRecord, state: &GoalState, now: Timestamp) -> Result<(), T
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    #![proptest_config(loopx_kernel::testkit::config(256))]
 
     #[test]
     fn scenario_properties(actions in prop::collection::vec(action(), 1..16)) {
         let capability = capability(contract());
         let spec = scenario::spec("automl").expect("spec");
-        let mut scenario = Scenario::new(&capability, &spec).expect("goal");
+        // The capability judges after every commit, as the engine does on its next pass.
+        let mut scenario = Scenario::new(&capability, &spec).expect("goal").judge_after_settings(true);
         for action in &actions {
             let Some(step) = step_for(action, &capability, scenario.state(), scenario.now()) else {
                 continue;
             };
             let record = scenario.step(step);
             check(&record, scenario.state(), scenario.now())?;
-            if matches!(record.step, "evidence" | "command") {
-                // A setting step is not judged; the engine judges on its next pass.
-                let judged = scenario.step(ScenarioStep::Judge);
-                check(&judged, scenario.state(), scenario.now())?;
-            }
             // judging_twice_changes_nothing
             let again = scenario.step(ScenarioStep::Judge);
             prop_assert_eq!(accepted(&again).count(), 0, "a second judgement changed the goal: {:?}", again.proposals);

@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 use loopx_capability_automl::scoped_id;
-use loopx_kernel::testkit::scenario::{ScenarioStep, Transcript};
+use loopx_kernel::testkit::scenario::{JudgedProposal, ScenarioStep};
 use loopx_kernel::{
     Actor, AgentId, Command, Duration, GateAnswer, GateId, MonitorSpec, NewTodo, ObservationKey,
     PersonId, TodoClass, TodoId,
@@ -470,22 +470,9 @@ fn provider_observations() -> Vec<loopx_kernel::Observation> {
 }
 
 /// `command id` without the digest, for the proposals the kernel accepted.
-fn accepted(transcript: &Transcript) -> Vec<String> {
-    transcript
-        .accepted()
-        .map(|p| {
-            let id = match &p.detail {
-                Command::AddTodo { todo } => todo.id.to_string(),
-                Command::Supersede { todo, .. } => todo.to_string(),
-                Command::OpenGate { gate } => gate.id.to_string(),
-                Command::WithdrawGate { gate, .. } => gate.to_string(),
-                Command::RaiseObligation { id, .. } => id.to_string(),
-                other => other.name().to_owned(),
-            };
-            let id = id.split('#').next().unwrap_or_default().to_owned();
-            format!("{} {id}", p.command)
-        })
-        .collect()
+fn label(proposal: &JudgedProposal) -> String {
+    let label = proposal.label();
+    label.split('#').next().unwrap_or_default().to_owned()
 }
 
 #[test]
@@ -496,26 +483,6 @@ fn scenario_table() {
         let capability = capability(case.contract.clone());
         let transcript = play(&capability, case.steps);
         insta::assert_json_snapshot!(case.name, transcript);
-        let decision = transcript
-            .final_decision()
-            .map(loopx_kernel::Decision::kind);
-        assert_eq!(decision, Some(case.decision), "{}: decision", case.name);
-        assert_eq!(
-            accepted(&transcript),
-            case.accepted,
-            "{}: accepted proposals",
-            case.name
-        );
-        assert_eq!(
-            transcript.refused().count(),
-            0,
-            "{}: nothing refused",
-            case.name
-        );
-        assert!(
-            transcript.violations().is_empty(),
-            "{}: invariants hold",
-            case.name
-        );
+        transcript.assert_case(case.name, case.decision, case.accepted, label);
     }
 }

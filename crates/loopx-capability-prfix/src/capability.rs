@@ -396,6 +396,16 @@ impl<'s> Line<'s> {
         {
             step.todo = step.todo.for_agent(owner);
         }
+        let open: Vec<&Todo> = self
+            .open_todos()
+            .into_iter()
+            .filter(|t| t.id != step.todo.id)
+            .collect();
+        // The agent working on the line finishes first; the next judgement moves it on, gates
+        // included, so a gate is never asked (or withdrawn) for work that cannot follow yet.
+        if open.iter().any(|t| out.held(t)) {
+            return;
+        }
         let wanted_gate = step.gate.as_ref().map(|g| g.id.clone());
         for gate in self
             .pending_gates()
@@ -405,14 +415,6 @@ impl<'s> Line<'s> {
         }
         if let Some(gate) = step.gate {
             out.open_gate(gate, step.rationale.clone());
-        }
-        let open: Vec<&Todo> = self
-            .open_todos()
-            .into_iter()
-            .filter(|t| t.id != step.todo.id)
-            .collect();
-        if open.iter().any(|t| out.held(t)) {
-            return; // the agent working on it finishes first; the next judgement moves on
         }
         if self.state.todos.contains_key(&step.todo.id) {
             // Already planned (and maybe done): repeated judgements converge, and whatever

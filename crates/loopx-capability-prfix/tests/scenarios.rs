@@ -596,31 +596,7 @@ fn scenario_table() {
             .expect("valid spec")
             .with_provider(github());
         let transcript = scenario.run(case.steps);
-        assert!(
-            transcript.violations().is_empty(),
-            "{}: invariants hold",
-            case.name
-        );
-        assert_eq!(
-            transcript.refused().count(),
-            0,
-            "{}: nothing proposed is refused",
-            case.name
-        );
-        assert_eq!(
-            accepted(&transcript),
-            case.accepted,
-            "{}: accepted proposals",
-            case.name
-        );
-        assert_eq!(
-            transcript
-                .final_decision()
-                .map(loopx_kernel::Decision::kind),
-            Some(case.decision),
-            "{}: final decision",
-            case.name
-        );
+        transcript.assert_case(case.name, case.decision, &case.accepted, summary);
         let criteria: Vec<String> = scenario
             .state()
             .criteria_status(scenario.now())

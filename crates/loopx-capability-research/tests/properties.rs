@@ -17,11 +17,8 @@ use common::agent_id;
 use loopx_capability_research::{
     Research, ResearchConfig, Status, Weight, holdout_evidence, ledger,
 };
-use loopx_kernel::testkit::roster;
-use loopx_kernel::testkit::scenario::{self, ProposalResult, Scenario, ScenarioStep, StepRecord};
-use loopx_kernel::{
-    Actor, Command, Duration, GateAnswer, GateStatus, GoalState, Observation, ObservationKey,
-};
+use loopx_kernel::testkit::scenario::{self, Scenario, ScenarioStep, StepRecord};
+use loopx_kernel::{Actor, Command, Duration, GateStatus, GoalState, Observation, ObservationKey};
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
@@ -166,43 +163,11 @@ fn step_for(state: &GoalState, op: Op) -> Option<ScenarioStep> {
                 .map(ScenarioStep::Evidence)
         }
         Op::Answer(n, resolve) => {
-            let gate = state
-                .gates
-                .values()
-                .filter(|g| g.status == GateStatus::Pending)
-                .nth(usize::from(n))?;
-            let answer = if resolve {
-                GateAnswer::Resolve {
-                    answer: "yes".into(),
-                }
-            } else {
-                GateAnswer::Reject {
-                    reason: "no".into(),
-                }
-            };
-            Some(ScenarioStep::Command(
-                Actor::Person(roster::owner()),
-                Command::AnswerGate {
-                    gate: gate.id.clone(),
-                    answer,
-                },
-            ))
+            Some(ScenarioStep::owner_answers_pending(usize::from(n), resolve))
         }
         Op::Advance(minutes) => Some(ScenarioStep::Advance(Duration::minutes(i64::from(minutes)))),
         Op::Judge => Some(ScenarioStep::Judge),
     }
-}
-
-fn proposals_are_legal(record: &StepRecord) -> Result<(), TestCaseError> {
-    for proposal in &record.proposals {
-        if let ProposalResult::Refused { code, message } = &proposal.result {
-            return Err(TestCaseError::fail(format!(
-                "proposals_are_legal: {} refused ({code}): {message}",
-                proposal.command
-            )));
-        }
-    }
-    Ok(())
 }
 
 fn no_support_from_dev_alone(state: &GoalState) -> Result<(), TestCaseError> {
@@ -258,7 +223,7 @@ fn no_silent_retirement(
             entry.facts.id
         );
     }
-    for proposal in accepted(record) {
+    for proposal in record.accepted() {
         if let Command::OpenGate { gate } = &proposal.detail
             && let Some(h) = gate.id.as_str().strip_prefix("retire:")
         {
@@ -278,7 +243,7 @@ fn gaps_route_to_the_line_owner(
     record: &StepRecord,
 ) -> Result<(), TestCaseError> {
     let ledger = ledger(state);
-    for proposal in accepted(record) {
+    for proposal in record.accepted() {
         if let Command::RaiseObligation { id, owner, .. } = &proposal.detail {
             let hypothesis = id.as_str().split(':').nth(2).unwrap_or_default();
             let line_owner = ledger
@@ -297,13 +262,6 @@ fn gaps_route_to_the_line_owner(
     Ok(())
 }
 
-fn accepted(record: &StepRecord) -> impl Iterator<Item = &scenario::JudgedProposal> {
-    record
-        .proposals
-        .iter()
-        .filter(|p| matches!(p.result, ProposalResult::Accepted { .. }))
-}
-
 proptest! {
     #[test]
     fn research_holds_its_promises(ops in proptest::collection::vec(op(), 1..24)) {
@@ -316,14 +274,13 @@ proptest! {
         for op in ops {
             let Some(step) = step_for(scenario.state(), op) else { continue };
             let record = scenario.step(step);
-            prop_assert!(record.violations.is_empty(), "invariants: {:?}", record.violations);
-            proposals_are_legal(&record)?;
+            record.check_legal()?;
             no_support_from_dev_alone(scenario.state())?;
             no_silent_retirement(scenario.state(), &record, &actor)?;
             gaps_route_to_the_line_owner(scenario.state(), &record)?;
         }
         let first = scenario.step(ScenarioStep::Judge);
-        proposals_are_legal(&first)?;
+        first.check_legal()?;
         let second = scenario.step(ScenarioStep::Judge);
         prop_assert!(
             second.proposals.is_empty(),

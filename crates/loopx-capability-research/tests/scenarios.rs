@@ -11,7 +11,7 @@ use common::{
 };
 use loopx_capability_research::{Research, ResearchConfig, ledger};
 use loopx_kernel::testkit::scenario::{self, JudgedProposal, Scenario, ScenarioStep};
-use loopx_kernel::{Command, Duration, Observation, PersonId};
+use loopx_kernel::{Duration, Observation, PersonId};
 
 struct Case {
     name: &'static str,
@@ -451,18 +451,6 @@ fn cases() -> Vec<Case> {
     ]
 }
 
-fn label(proposal: &JudgedProposal) -> String {
-    let id = match &proposal.detail {
-        Command::AddTodo { todo } => todo.id.to_string(),
-        Command::OpenGate { gate } => gate.id.to_string(),
-        Command::WithdrawGate { gate, .. } => gate.to_string(),
-        Command::RaiseObligation { id, .. } => id.to_string(),
-        Command::Supersede { todo, .. } => todo.to_string(),
-        other => other.name().to_owned(),
-    };
-    format!("{} {id}", proposal.command)
-}
-
 #[test]
 fn research_scenarios() {
     let cases = cases();
@@ -474,12 +462,12 @@ fn research_scenarios() {
             .expect("the spec is accepted")
             .for_agent(agent_id(case.agent));
         let transcript = scenario.run(case.steps);
-        let decision = transcript.final_decision().expect("every case has steps");
-        assert_eq!(decision.kind(), case.decision, "case {}", case.name);
-        let accepted: Vec<String> = transcript.accepted().map(label).collect();
-        assert_eq!(accepted, case.accepted, "case {}", case.name);
-        assert_eq!(transcript.refused().count(), 0, "case {}", case.name);
-        assert!(transcript.violations().is_empty(), "case {}", case.name);
+        transcript.assert_case(
+            case.name,
+            case.decision,
+            case.accepted,
+            JudgedProposal::label,
+        );
         let snapshot = serde_json::json!({
             "agent": case.agent,
             "transcript": transcript,

@@ -530,33 +530,28 @@ fn observe_records_git_processes_and_verified_webhooks() {
     let secret = "s3cret-value-never-printed";
     let signature = loopx_provider::github::webhook::WebhookVerifier::new(secret).sign(&body);
     let env = [("LOOPX_TEST_WEBHOOK_SECRET", secret)];
-    let hook = |signature: &str| {
-        lx.run_env(
-            &[
-                &provider[..],
-                &[
-                    "--json",
-                    "observe",
-                    "webhook",
-                    "--event",
-                    "pull_request",
-                    "--body",
-                    body_path,
-                    "--signature",
-                    signature,
-                    "--secret-env",
-                    "LOOPX_TEST_WEBHOOK_SECRET",
-                ],
-            ]
-            .concat(),
-            &env,
-        )
+    let hook = |signature: &str, secret_env: &str| {
+        let webhook = [
+            "--json",
+            "observe",
+            "webhook",
+            "--event",
+            "pull_request",
+            "--body",
+            body_path,
+            "--signature",
+            signature,
+            "--secret-env",
+            secret_env,
+        ];
+        lx.run_env(&[&provider[..], &webhook[..]].concat(), &env)
     };
-    let good = hook(&signature);
+    let good = hook(&signature, "LOOPX_TEST_WEBHOOK_SECRET");
     assert_eq!(good.code, 0, "{}{}", good.stdout, good.stderr);
     assert_eq!(good.json()["recorded"], true);
     let revision = lx.revision("g");
-    let bad = hook("sha256=0000000000000000000000000000000000000000000000000000000000000000");
+    let zeros = format!("sha256={}", "0".repeat(64));
+    let bad = hook(&zeros, "LOOPX_TEST_WEBHOOK_SECRET");
     assert_eq!(bad.code, 7);
     assert_eq!(bad.json()["error"]["code"], "signature_mismatch");
     assert_eq!(lx.revision("g"), revision);
@@ -564,25 +559,7 @@ fn observe_records_git_processes_and_verified_webhooks() {
         assert!(!run.stdout.contains(secret) && !run.stderr.contains(secret));
     }
     // Without the variable set, a clear usage error.
-    let run = lx.run(
-        &[
-            &provider[..],
-            &[
-                "--json",
-                "observe",
-                "webhook",
-                "--event",
-                "pull_request",
-                "--body",
-                body_path,
-                "--signature",
-                &signature,
-                "--secret-env",
-                "LOOPX_TEST_UNSET_SECRET",
-            ],
-        ]
-        .concat(),
-    );
+    let run = hook(&signature, "LOOPX_TEST_UNSET_SECRET");
     assert_eq!(run.code, 2);
     assert_eq!(run.json()["error"]["code"], "secret_missing");
 }
@@ -592,38 +569,12 @@ fn observe_records_git_processes_and_verified_webhooks() {
 fn the_other_verbs_json_shapes() {
     let lx = small_store();
     let t0 = at(29, "10:00");
-    let agent = |op: &str, rest: &[&str]| -> Value {
-        lx.ok(&[
-            &[
-                "--goal",
-                "g",
-                "--as",
-                "agent:agent-a",
-                "--now",
-                &t0,
-                "--op",
-                op,
-            ][..],
-            rest,
-        ]
-        .concat())
+    let by = |actor: &str, op: &str, rest: &[&str]| -> Value {
+        let head = ["--goal", "g", "--as", actor, "--now", &t0, "--op", op];
+        lx.ok(&[&head[..], rest].concat())
     };
-    let owner = |op: &str, rest: &[&str]| -> Value {
-        lx.ok(&[
-            &[
-                "--goal",
-                "g",
-                "--as",
-                "person:owner",
-                "--now",
-                &t0,
-                "--op",
-                op,
-            ][..],
-            rest,
-        ]
-        .concat())
-    };
+    let agent = |op: &str, rest: &[&str]| by("agent:agent-a", op, rest);
+    let owner = |op: &str, rest: &[&str]| by("person:owner", op, rest);
     let mut shapes: Vec<(&str, Value)> = Vec::new();
     shapes.push((
         "claim",

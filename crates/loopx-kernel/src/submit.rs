@@ -364,13 +364,19 @@ mod tests {
         for retry in 0..64 {
             let pause = backoff(&op("a"), retry);
             assert!(pause.as_millis() >= 0 && pause.as_millis() <= MAX_BACKOFF.as_millis());
-            assert!(pause.as_millis() <= 1 << retry.min(4), "retry {retry}: {pause}");
+            assert!(
+                pause.as_millis() <= 1 << retry.min(4),
+                "retry {retry}: {pause}"
+            );
             assert_eq!(pause, backoff(&op("a"), retry), "deterministic");
         }
         let late: Vec<i64> = (0..32)
             .map(|n| backoff(&op(&format!("op-{n}")), 10).as_millis())
             .collect();
-        assert!(late.iter().any(|p| *p != late[0]), "operations spread apart: {late:?}");
+        assert!(
+            late.iter().any(|p| *p != late[0]),
+            "operations spread apart: {late:?}"
+        );
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use futures::future::BoxFuture;
-use loopx_kernel::engine::{Engine, EngineOptions, TurnOutcome, Until};
+use loopx_kernel::engine::{Engine, EngineBuilder, EngineOptions, TurnOutcome, Until};
 use loopx_kernel::seams::{
     Capability, Clock, Executor, ManualClock, ObserveRequest, Proposal, Provider, ProviderError,
     Recovery, Store, TurnError, TurnReport, TurnRequest, Validation, Validator,
@@ -94,9 +94,16 @@ struct Scripted {
 
 impl Scripted {
     fn completing() -> Self {
+        Scripted::during(|_| Box::pin(async {}))
+    }
+
+    /// Completes every todo after acting with `during`.
+    fn during(
+        during: impl Fn(&TurnRequest) -> BoxFuture<'static, ()> + Send + Sync + 'static,
+    ) -> Self {
         Scripted {
             runs: AtomicUsize::new(0),
-            during: Box::new(|_| Box::pin(async {})),
+            during: Box::new(during),
             recovery: Recovery::Unknown,
         }
     }
@@ -189,7 +196,9 @@ impl Harness {
         }
     }
 
-    fn engine(&self, executor: Arc<dyn Executor>) -> Engine {
+    /// The engine of `agent()` over the harness's store and clock, with `executor` and a
+    /// validator that always passes, ready for more settings.
+    fn builder(&self, executor: Arc<dyn Executor>) -> EngineBuilder {
         Engine::builder(
             agent(),
             self.store.clone(),
@@ -197,7 +206,20 @@ impl Harness {
             executor,
             Arc::new(Passing),
         )
-        .build()
+    }
+
+    fn engine(&self, executor: Arc<dyn Executor>) -> Engine {
+        self.builder(executor).build()
+    }
+
+    /// The engine with leases of `ttl`, renewed every `renew_every` while a turn runs.
+    fn leasing(&self, executor: Arc<dyn Executor>, ttl: Duration, renew_every: Duration) -> Engine {
+        let options = EngineOptions {
+            lease_ttl: Some(ttl),
+            renew_every,
+            ..EngineOptions::default()
+        };
+        self.builder(executor).options(options).build()
     }
 
     async fn events(&self, goal: &GoalId) -> Vec<RecordedEvent> {
@@ -291,32 +313,16 @@ fn a_long_turn_renews_its_lease_and_still_settles() {
         let goal = goal(&h.store, &[todo("long")]).await;
         let clock = h.clock.clone();
         // Ten minutes of work against a two-minute lease, renewed every minute.
-        let executor = Arc::new(Scripted {
-            during: Box::new(move |_| {
-                let clock = clock.clone();
-                Box::pin(async move {
-                    for _ in 0..30 {
-                        clock.advance(Duration::seconds(20));
-                        YieldOnce(false).await;
-                    }
-                })
-            }),
-            ..Scripted::completing()
-        });
-        let options = EngineOptions {
-            lease_ttl: Some(Duration::minutes(2)),
-            renew_every: Duration::seconds(30),
-            ..EngineOptions::default()
-        };
-        let engine = Engine::builder(
-            agent(),
-            h.store.clone(),
-            h.clock.clone(),
-            executor,
-            Arc::new(Passing),
-        )
-        .options(options)
-        .build();
+        let executor = Arc::new(Scripted::during(move |_| {
+            let clock = clock.clone();
+            Box::pin(async move {
+                for _ in 0..30 {
+                    clock.advance(Duration::seconds(20));
+                    YieldOnce(false).await;
+                }
+            })
+        }));
+        let engine = h.leasing(executor, Duration::minutes(2), Duration::seconds(30));
 
         let report = engine.step(&goal).await.expect("a step");
 
@@ -339,39 +345,23 @@ fn a_lease_lost_mid_turn_is_reported_and_nothing_is_settled() {
         let goal = goal(&h.store, &[todo("edit").idempotent()]).await;
         let (store, clock, goal_id) = (h.store.clone(), h.clock.clone(), goal.clone());
         // The turn outlives its one-minute lease without renewing it, and bob takes the todo.
-        let executor = Arc::new(Scripted {
-            during: Box::new(move |turn| {
-                let claim = Command::Claim {
-                    todo: turn.todo.clone(),
-                    ttl: None,
-                    workspace: None,
-                    grant_reason: None,
-                };
-                let (store, clock, goal) = (store.clone(), clock.clone(), goal_id.clone());
-                Box::pin(async move {
-                    clock.advance(Duration::minutes(2));
-                    let bob = Actor::Agent(id("bob"));
-                    submit(&*store, &goal, &bob, clock.now(), &claim, &id("op-bob"))
-                        .await
-                        .expect("an expired lease may be claimed");
-                })
-            }),
-            ..Scripted::completing()
-        });
-        let options = EngineOptions {
-            lease_ttl: Some(Duration::minutes(1)),
-            renew_every: Duration::minutes(10),
-            ..EngineOptions::default()
-        };
-        let engine = Engine::builder(
-            agent(),
-            h.store.clone(),
-            h.clock.clone(),
-            executor,
-            Arc::new(Passing),
-        )
-        .options(options)
-        .build();
+        let executor = Arc::new(Scripted::during(move |turn| {
+            let claim = Command::Claim {
+                todo: turn.todo.clone(),
+                ttl: None,
+                workspace: None,
+                grant_reason: None,
+            };
+            let (store, clock, goal) = (store.clone(), clock.clone(), goal_id.clone());
+            Box::pin(async move {
+                clock.advance(Duration::minutes(2));
+                let bob = Actor::Agent(id("bob"));
+                submit(&*store, &goal, &bob, clock.now(), &claim, &id("op-bob"))
+                    .await
+                    .expect("an expired lease may be claimed");
+            })
+        }));
+        let engine = h.leasing(executor, Duration::minutes(1), Duration::minutes(10));
 
         let report = engine.step(&goal).await.expect("a step");
 
@@ -581,16 +571,11 @@ fn observations_feed_capabilities_whose_proposals_become_work() {
             next: Mutex::new(vec![check("r1", "fail")]),
         });
         let executor = Arc::new(Scripted::completing());
-        let engine = Engine::builder(
-            agent(),
-            h.store.clone(),
-            h.clock.clone(),
-            executor.clone(),
-            Arc::new(Passing),
-        )
-        .watch(feed.clone(), id("check:ci"), Duration::minutes(5))
-        .capability(Arc::new(FixFailures(id("fixer"))))
-        .build();
+        let engine = h
+            .builder(executor.clone())
+            .watch(feed.clone(), id("check:ci"), Duration::minutes(5))
+            .capability(Arc::new(FixFailures(id("fixer"))))
+            .build();
 
         let report = engine.step(&goal).await.expect("a step");
 
@@ -598,7 +583,10 @@ fn observations_feed_capabilities_whose_proposals_become_work() {
         assert_eq!(report.proposals.len(), 1);
         assert_eq!(report.proposals[0].refused, None);
         assert_eq!(report.proposals[0].target.as_deref(), Some("fix-r1"));
-        assert!(!report.proposals[0].after_turn, "judged before the turn it led to");
+        assert!(
+            !report.proposals[0].after_turn,
+            "judged before the turn it led to"
+        );
         assert!(
             matches!(&report.turn, Some(TurnOutcome::Settled { todo, .. }) if todo.as_str() == "fix-r1")
         );
@@ -626,18 +614,13 @@ fn waiting_returns_on_a_commit_by_someone_else() {
         let mut gated = todo("ship");
         gated.requires_decisions = [id::<DecisionScope>("release")].into();
         let goal = goal(&h.store, &[gated]).await;
-        let engine = Engine::builder(
-            agent(),
-            h.store.clone(),
-            h.clock.clone(),
-            Arc::new(Scripted::completing()),
-            Arc::new(Passing),
-        )
-        .options(EngineOptions {
-            max_wait: Duration::minutes(10),
-            ..EngineOptions::default()
-        })
-        .build();
+        let engine = h
+            .builder(Arc::new(Scripted::completing()))
+            .options(EngineOptions {
+                max_wait: Duration::minutes(10),
+                ..EngineOptions::default()
+            })
+            .build();
         let report = engine.step(&goal).await.expect("a step");
         assert_ne!(report.decision.kind(), "continue");
 

@@ -3,7 +3,9 @@
 //! A goal's history up to a revision never changes once committed (compaction folds it into a
 //! snapshot of the same state), so a state folded at revision `r` stays the state at `r`. A
 //! load reads the goal's current revision from the database first and uses the cached state
-//! only when it is at exactly that revision; otherwise it decodes snapshot and tail as usual.
+//! only when it is at exactly that revision. A cached state at an older revision is still a
+//! valid starting point: a load then reads only the events after it and folds them on (see
+//! [`StateCache::behind`]), instead of decoding the snapshot and the whole tail again.
 
 use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
@@ -18,9 +20,16 @@ pub(crate) struct StateCache {
     capacity: usize,
 }
 
+#[derive(Debug)]
+struct Entry {
+    state: GoalState,
+    /// The revision of the goal's latest snapshot when the state was cached.
+    snapshot_revision: u64,
+}
+
 #[derive(Debug, Default)]
 struct Inner {
-    states: HashMap<GoalId, GoalState>,
+    states: HashMap<GoalId, Entry>,
     order: VecDeque<GoalId>,
 }
 
@@ -38,20 +47,56 @@ impl StateCache {
         inner
             .states
             .get(goal)
-            .filter(|state| state.revision == revision)
-            .cloned()
+            .filter(|entry| entry.state.revision == revision)
+            .map(|entry| entry.state.clone())
     }
 
-    pub(crate) fn put(&self, state: &GoalState) {
-        self.keep(Cow::Borrowed(state));
+    /// The cached state of `goal` at `revision`, with the revision of the goal's latest
+    /// snapshot as it was when the state was cached.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub(crate) fn get_with_snapshot(
+        &self,
+        goal: &GoalId,
+        revision: u64,
+    ) -> Option<(GoalState, u64)> {
+        let inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        inner
+            .states
+            .get(goal)
+            .filter(|entry| entry.state.revision == revision)
+            .map(|entry| (entry.state.clone(), entry.snapshot_revision))
+    }
+
+    /// The revision of the cached state of `goal`, if one is cached.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub(crate) fn latest_revision(&self, goal: &GoalId) -> Option<u64> {
+        let inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        inner.states.get(goal).map(|entry| entry.state.revision)
+    }
+
+    /// The cached state of `goal` when it is older than `revision`: the caller folds the events
+    /// after it on. `None` when nothing, or nothing older, is cached.
+    pub(crate) fn behind(&self, goal: &GoalId, revision: u64) -> Option<GoalState> {
+        let inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        inner
+            .states
+            .get(goal)
+            .filter(|entry| entry.state.revision < revision)
+            .map(|entry| entry.state.clone())
+    }
+
+    /// Keeps `state`, whose goal's latest snapshot is at `snapshot_revision`, unless a newer
+    /// state of the goal is cached.
+    pub(crate) fn put(&self, state: &GoalState, snapshot_revision: u64) {
+        self.keep(Cow::Borrowed(state), snapshot_revision);
     }
 
     /// Like [`put`](Self::put), taking the state over instead of copying it.
-    pub(crate) fn put_owned(&self, state: GoalState) {
-        self.keep(Cow::Owned(state));
+    pub(crate) fn put_owned(&self, state: GoalState, snapshot_revision: u64) {
+        self.keep(Cow::Owned(state), snapshot_revision);
     }
 
-    fn keep(&self, state: Cow<'_, GoalState>) {
+    fn keep(&self, state: Cow<'_, GoalState>, snapshot_revision: u64) {
         if self.capacity == 0 {
             return;
         }
@@ -60,13 +105,19 @@ impl StateCache {
         let newer = inner
             .states
             .get(&goal)
-            .is_none_or(|cached| cached.revision < state.revision);
+            .is_none_or(|cached| cached.state.revision < state.revision);
         if !newer {
             return;
         }
         if inner
             .states
-            .insert(goal.clone(), state.into_owned())
+            .insert(
+                goal.clone(),
+                Entry {
+                    state: state.into_owned(),
+                    snapshot_revision,
+                },
+            )
             .is_none()
         {
             inner.order.push_back(goal);

@@ -4,7 +4,7 @@
 use loopx_kernel::GoalState;
 use loopx_kernel::seams::{AppendRequest, StoreError};
 
-use crate::fold::{Folded, encode, fold_batch};
+use crate::fold::{Folded, encode, encode_event, fold_batch};
 use crate::index::Projection;
 
 /// A commit ready to write.
@@ -13,7 +13,7 @@ pub(crate) struct Prepared {
     pub folded: Folded,
     /// The goal's index rows after the commit, computed at the commit time.
     pub projection: Projection,
-    /// The events as stored JSON, in order.
+    /// The events as stored JSON (without the revision and time the rows hold), in order.
     pub events: Vec<String>,
     /// The snapshot to write, when one is due.
     pub snapshot: Option<String>,
@@ -35,7 +35,7 @@ pub(crate) fn prepare(
     let events = request
         .events
         .iter()
-        .map(encode)
+        .map(encode_event)
         .collect::<Result<_, _>>()?;
     Ok(Prepared {
         folded,

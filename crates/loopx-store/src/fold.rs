@@ -2,7 +2,9 @@
 //! the kernel, so a batch that does not apply is refused before anything is written.
 
 use loopx_kernel::seams::{AppendRequest, Receipt, StoreError};
-use loopx_kernel::{Event, GoalId, GoalState, RecordedEvent, ReplayError, SCHEMA_VERSION};
+use loopx_kernel::{
+    Actor, Event, GoalId, GoalState, RecordedEvent, ReplayError, SCHEMA_VERSION, Timestamp,
+};
 
 /// A batch folded into the goal's state, ready to write.
 #[derive(Debug)]
@@ -79,16 +81,29 @@ pub(crate) fn unfoldable(goal: &GoalId, error: &ReplayError) -> StoreError {
     }
 }
 
-/// Folds stored event rows `(revision, json)` onto `state` (the snapshot they follow, `None`
-/// to start from the genesis), decoding each with [`decode_event`].
+/// One stored event row: the revision and time the row's own columns hold, and the stored
+/// JSON (see [`encode_event`]).
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+#[derive(Debug, Clone)]
+pub(crate) struct EventRow {
+    /// The revision the row is keyed by.
+    pub revision: u64,
+    /// The row's time column, milliseconds since the Unix epoch.
+    pub at: i64,
+    /// The stored JSON.
+    pub json: String,
+}
+
+/// Folds stored event rows onto `state` (the snapshot they follow, `None` to start from the
+/// genesis), decoding each with [`decode_event`].
 #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
 pub(crate) fn fold_stored(
     goal: &GoalId,
     mut state: Option<GoalState>,
-    rows: &[(u64, String)],
+    rows: &[EventRow],
 ) -> Result<Option<GoalState>, StoreError> {
-    for (revision, json) in rows {
-        let event = decode_event(goal, *revision, json)?;
+    for row in rows {
+        let event = decode_event(goal, row)?;
         state = Some(match state {
             None => GoalState::genesis(&event).map_err(|e| unfoldable(goal, &e))?,
             Some(mut s) => {
@@ -98,6 +113,22 @@ pub(crate) fn fold_stored(
         });
     }
     Ok(state)
+}
+
+/// Whether a cached state at `cached` is worth folding the goal's later events onto, for a goal
+/// at `current` whose events up to `base` were compacted and whose latest snapshot is at
+/// `snapshot`: the events after `cached` must still be kept, and folding them must be no more
+/// work than decoding the snapshot and its tail (it starts at or after the snapshot, or at most
+/// `snapshot_every` events behind).
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+pub(crate) fn tail_usable(
+    cached: u64,
+    current: u64,
+    base: u64,
+    snapshot: u64,
+    snapshot_every: u64,
+) -> bool {
+    cached < current && cached >= base && (cached >= snapshot || current - cached <= snapshot_every)
 }
 
 /// Checks a state folded from stored rows against the revision the goal row records.
@@ -147,29 +178,73 @@ fn declared_schema(json: &str) -> Result<Option<u64>, serde_json::Error> {
     serde_json::from_str::<Declared>(json).map(|d| d.schema)
 }
 
-/// Decodes one stored event row of `goal` at `revision`.
+/// An event as stored from store schema 2 on: the row's columns hold its revision and time,
+/// so the JSON carries only the kernel's schema version, the actor and the fact. Rows written
+/// by schema 1 also carry `revision` and `at`; both forms decode.
+#[derive(serde::Serialize)]
+struct StoredEventRef<'a> {
+    schema: u32,
+    actor: &'a Actor,
+    event: &'a Event,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StoredEvent {
+    schema: u32,
+    #[serde(default)]
+    revision: Option<u64>,
+    #[serde(default)]
+    at: Option<Timestamp>,
+    actor: Actor,
+    event: Event,
+}
+
+/// The stored JSON of an event: its schema version, actor and fact; the revision and time go
+/// into the row's own columns.
 #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
-pub(crate) fn decode_event(
-    goal: &GoalId,
-    revision: u64,
-    json: &str,
-) -> Result<RecordedEvent, StoreError> {
+pub(crate) fn encode_event(event: &RecordedEvent) -> Result<String, StoreError> {
+    encode(&StoredEventRef {
+        schema: event.schema,
+        actor: &event.actor,
+        event: &event.event,
+    })
+}
+
+/// Decodes one stored event row of `goal`. The JSON is parsed once; only when it does not
+/// parse is its declared schema read, so that a row written by a newer version is reported as
+/// [`StoreError::NewerSchema`] rather than as damage.
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+pub(crate) fn decode_event(goal: &GoalId, row: &EventRow) -> Result<RecordedEvent, StoreError> {
+    let revision = row.revision;
     let damaged = |problem: String| StoreError::Corrupt {
         detail: format!(
             "event {revision} of goal `{goal}` cannot be read ({problem}); the row was changed \
              outside loopx: restore the store from a backup"
         ),
     };
-    newer(declared_schema(json).map_err(|error| damaged(error.to_string()))?)?;
-    let event: RecordedEvent =
-        serde_json::from_str(json).map_err(|error| damaged(error.to_string()))?;
-    if event.revision != revision {
+    let stored: StoredEvent = match serde_json::from_str(&row.json) {
+        Ok(stored) => stored,
+        Err(error) => {
+            newer(declared_schema(&row.json).map_err(|e| damaged(e.to_string()))?)?;
+            return Err(damaged(error.to_string()));
+        }
+    };
+    newer(Some(u64::from(stored.schema)))?;
+    if let Some(written) = stored.revision
+        && written != revision
+    {
         return Err(damaged(format!(
-            "it says revision {} but is stored at revision {revision}",
-            event.revision
+            "it says revision {written} but is stored at revision {revision}"
         )));
     }
-    Ok(event)
+    Ok(RecordedEvent {
+        schema: stored.schema,
+        revision,
+        at: stored.at.unwrap_or(Timestamp::from_millis(row.at)),
+        actor: stored.actor,
+        event: stored.event,
+    })
 }
 
 /// Decodes one stored snapshot of `goal` at `revision`.
@@ -185,9 +260,13 @@ pub(crate) fn decode_snapshot(
              the row was changed outside loopx: restore the store from a backup"
         ),
     };
-    newer(declared_schema(json).map_err(|error| damaged(error.to_string()))?)?;
-    let snapshot: loopx_kernel::Snapshot =
-        serde_json::from_str(json).map_err(|error| damaged(error.to_string()))?;
+    let snapshot: loopx_kernel::Snapshot = match serde_json::from_str(json) {
+        Ok(snapshot) => snapshot,
+        Err(error) => {
+            newer(declared_schema(json).map_err(|e| damaged(e.to_string()))?)?;
+            return Err(damaged(error.to_string()));
+        }
+    };
     let state = snapshot
         .into_state()
         .map_err(|error| unfoldable(goal, &error))?;

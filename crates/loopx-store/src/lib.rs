@@ -108,4 +108,4 @@ pub use postgres::{PostgresOptions, PostgresStore, SCHEMA_VERSION as POSTGRES_SC
 pub use retention::{Compaction, OperationRecord, Retention};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{Durability, SCHEMA_VERSION as SQLITE_SCHEMA_VERSION, SqliteOptions, SqliteStore};
-pub use submit::{MAX_ATTEMPTS, SubmitError, Submitted, digest, submit};
+pub use submit::{MAX_ATTEMPTS, MAX_BACKOFF, SubmitError, Submitted, digest, submit};

@@ -1,151 +1,20 @@
-//! The write path every host takes: load the goal, let the kernel validate the command, stamp
-//! the events and append them under compare-and-set, idempotent by operation id.
+//! The write path every host takes: the kernel's [`submit_paced`] (load, validate, stamp,
+//! compare-and-set append under an operation id), pausing between attempts on a contended goal.
 
-use std::fmt::Write as _;
+use loopx_kernel::seams::Store;
+use loopx_kernel::{Actor, Command, GoalId, OperationId, Timestamp, backoff, submit_paced};
+pub use loopx_kernel::{MAX_ATTEMPTS, MAX_BACKOFF, SubmitError, Submitted, digest};
 
-use loopx_kernel::seams::{AppendRequest, Receipt, Store, StoreError};
-use loopx_kernel::{
-    Actor, Command, GoalId, GoalState, OperationId, RecordedEvent, Refusal, Timestamp, execute,
-    stamp,
-};
-use serde_json::Value;
-use sha2::{Digest as _, Sha256};
-
-/// How many times [`submit`] re-validates a command against a goal that moved under it before
-/// giving up with [`SubmitError::Contended`]. Each attempt is one load, one validation and one
-/// compare-and-set; several agents committing to one goal at once can lose a handful in a row,
-/// so the bound is generous while still finite.
-pub const MAX_ATTEMPTS: u32 = 64;
-
-/// A command that took effect (or had already taken effect under the same operation id).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Submitted {
-    /// The operation's receipt.
-    pub receipt: Receipt,
-    /// The events this call committed, in order; empty for a recorded no-op and when the
-    /// operation had already committed (`replayed`).
-    pub events: Vec<RecordedEvent>,
-    /// The goal's state right after this call's commit; when `replayed`, its current state as
-    /// loaded.
-    pub state: GoalState,
-    /// True when the operation had already committed with the same payload (a retry): nothing
-    /// changed and `receipt` is the first one.
-    pub replayed: bool,
-}
-
-/// Why [`submit`] did not commit.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum SubmitError {
-    /// The kernel refused the command; nothing changed and nothing was charged.
-    #[error("refused: {0}")]
-    Refused(Refusal),
-    /// The store failed; see [`StoreError`] for what each case means. An
-    /// [`StoreError::OperationConflict`] says the operation id was used for another payload.
-    #[error(transparent)]
-    Store(StoreError),
-    /// The goal moved under every attempt: other writers keep committing to it.
-    #[error(
-        "goal `{goal}` moved under each of {attempts} attempts; other writers are busy on it: retry later with the same operation id"
-    )]
-    Contended {
-        /// The goal.
-        goal: GoalId,
-        /// Attempts made.
-        attempts: u32,
-    },
-    /// A `create_goal` command names another goal than the one it was submitted for.
-    #[error("the command creates goal `{created}` but was submitted for goal `{goal}`")]
-    GoalMismatch {
-        /// The goal it was submitted for.
-        goal: GoalId,
-        /// The goal the command creates.
-        created: GoalId,
-    },
-}
-
-impl From<StoreError> for SubmitError {
-    fn from(error: StoreError) -> Self {
-        SubmitError::Store(error)
-    }
-}
-
-/// The payload digest of a command issued by an actor: the lowercase hex SHA-256 of
-/// `loopx.submit.v1`, the actor's canonical JSON and the command's canonical JSON, each
-/// followed by a newline except the last (canonical: object keys sorted at every depth, no
-/// whitespace). The time of issue is not part of it, so a retry of the same command by the
-/// same actor has the same digest.
-pub fn digest(actor: &Actor, command: &Command) -> String {
-    let mut hasher = Sha256::new();
-    hasher.update(b"loopx.submit.v1\n");
-    hasher.update(canonical(actor).as_bytes());
-    hasher.update(b"\n");
-    hasher.update(canonical(command).as_bytes());
-    let mut out = String::with_capacity(64);
-    for byte in hasher.finalize() {
-        let _ = write!(out, "{byte:02x}");
-    }
-    out
-}
-
-fn canonical<T: serde::Serialize>(value: &T) -> String {
-    let value = serde_json::to_value(value)
-        .unwrap_or_else(|error| Value::String(format!("unencodable: {error}")));
-    let mut out = String::new();
-    write_canonical(&value, &mut out);
-    out
-}
-
-fn write_canonical(value: &Value, out: &mut String) {
-    match value {
-        Value::Object(map) => {
-            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            entries.sort_by(|a, b| a.0.cmp(b.0));
-            out.push('{');
-            for (i, (key, item)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(key.clone()).to_string());
-                out.push(':');
-                write_canonical(item, out);
-            }
-            out.push('}');
-        }
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_canonical(item, out);
-            }
-            out.push(']');
-        }
-        scalar => out.push_str(&scalar.to_string()),
-    }
-}
-
-/// Submits one command to a goal: loads the goal, validates the command with the kernel's
-/// [`execute`], stamps the events after the loaded revision and appends them under
-/// compare-and-set with `operation` and the [`digest`] of (actor, command).
-///
-/// - When `operation` already committed with the same payload, returns its first receipt with
-///   `replayed` set, whatever the command would do against the goal now (a retry after a crash
-///   or a lost reply is safe). With another payload it is `Store(OperationConflict)`. The
-///   receipt is checked by the append itself, inside its transaction, and read separately only
-///   when the kernel refuses the command or it records a no-op.
-/// - When the goal moved between load and append, validates again against the new state, up
-///   to [`MAX_ATTEMPTS`] times.
-/// - A command the kernel accepts with no events (an unchanged observation) is recorded as a
-///   no-op receipt: nothing else changes.
-/// - A commit whose outcome the store reports as [`StoreError::Ambiguous`] is resolved by
-///   reading the receipt back, never guessed.
+/// Submits one command to a goal, exactly as [`loopx_kernel::submit`] does, except that a
+/// retry on a goal that moved under it first pauses for [`loopx_kernel::backoff`] of the
+/// operation and the retry, so agents contending for one goal spread out instead of colliding
+/// again in step. All pauses of one call together stay under `MAX_ATTEMPTS × MAX_BACKOFF`
+/// (about one second). Inside a tokio runtime a pause runs on its blocking pool (no timer
+/// needed) and never blocks the caller's task; outside one it sleeps the calling thread.
 ///
 /// # Errors
-/// [`SubmitError::Refused`] with the kernel's refusal (nothing changed);
-/// [`SubmitError::Store`] for store failures; [`SubmitError::Contended`] when every attempt
-/// found the goal moved; [`SubmitError::GoalMismatch`] for a `create_goal` of another goal.
+/// As [`loopx_kernel::submit`]: the kernel's refusal (nothing changed), a store failure, a goal
+/// contended on every attempt, or a `create_goal` of another goal.
 pub async fn submit<S: Store + ?Sized>(
     store: &S,
     goal: &GoalId,
@@ -154,174 +23,19 @@ pub async fn submit<S: Store + ?Sized>(
     command: &Command,
     operation: &OperationId,
 ) -> Result<Submitted, SubmitError> {
-    if let Command::CreateGoal { spec } = command
-        && &spec.id != goal
-    {
-        return Err(SubmitError::GoalMismatch {
-            goal: goal.clone(),
-            created: spec.id.clone(),
-        });
-    }
-    let digest = digest(actor, command);
-    for _ in 0..MAX_ATTEMPTS {
-        // The receipt is not read first: the append checks it inside its own transaction and
-        // answers a committed operation with its first receipt (or a conflict). Only a refusal
-        // needs it read here, since a retry of a command that took effect may no longer apply.
-        let current = store.load(goal).await?;
-        let events = match execute(current.as_ref(), actor, now, command) {
-            Ok(events) => events,
-            Err(refusal) => {
-                return match committed(store, goal, operation, &digest).await? {
-                    Some(done) => Ok(done),
-                    None => Err(SubmitError::Refused(refusal)),
-                };
-            }
-        };
-        // A recorded no-op leaves no revision behind to tell a first commit from a retry by, so
-        // its receipt is read before appending.
-        if events.is_empty()
-            && let Some(done) = committed(store, goal, operation, &digest).await?
-        {
-            return Ok(done);
-        }
-        let after = current.as_ref().map_or(0, |s| s.revision);
-        let recorded = stamp(after, actor, now, events);
-        let state = fold(current, &recorded, goal)?;
-        let request = AppendRequest {
-            goal: goal.clone(),
-            expected_revision: after,
-            operation: operation.clone(),
-            digest: digest.clone(),
-            at: now,
-            events: recorded.clone(),
-        };
-        let receipt = match store.append(request).await {
-            Ok(receipt) => receipt,
-            Err(StoreError::Conflict { .. }) => continue,
-            Err(StoreError::Ambiguous { operation: op }) => match store.receipt(goal, &op).await {
-                Ok(Some(receipt)) if receipt.digest == digest => receipt,
-                Ok(Some(_)) => {
-                    return Err(StoreError::OperationConflict { operation: op }.into());
-                }
-                Ok(None) => continue,
-                Err(_) => return Err(StoreError::Ambiguous { operation: op }.into()),
-            },
-            Err(error) => return Err(error.into()),
-        };
-        let ours = receipt.revision == state.revision
-            && receipt.events == recorded.len() as u64
-            && (recorded.is_empty() || receipt.committed_at == now);
-        if ours {
-            return Ok(Submitted {
-                receipt,
-                events: recorded,
-                state,
-                replayed: false,
-            });
-        }
-        return replayed(store, goal, receipt).await;
-    }
-    Err(SubmitError::Contended {
-        goal: goal.clone(),
-        attempts: MAX_ATTEMPTS,
-    })
+    let pause = |retry| pause(backoff(operation, retry));
+    submit_paced(store, goal, actor, now, command, operation, pause).await
 }
 
-/// The first receipt of `operation`, when it already committed with this digest.
-async fn committed<S: Store + ?Sized>(
-    store: &S,
-    goal: &GoalId,
-    operation: &OperationId,
-    digest: &str,
-) -> Result<Option<Submitted>, SubmitError> {
-    match store.receipt(goal, operation).await? {
-        None => Ok(None),
-        Some(receipt) if receipt.digest == digest => replayed(store, goal, receipt).await.map(Some),
-        Some(_) => Err(StoreError::OperationConflict {
-            operation: operation.clone(),
-        }
-        .into()),
-    }
-}
-
-async fn replayed<S: Store + ?Sized>(
-    store: &S,
-    goal: &GoalId,
-    receipt: Receipt,
-) -> Result<Submitted, SubmitError> {
-    let state = store
-        .load(goal)
-        .await?
-        .ok_or_else(|| StoreError::UnknownGoal { goal: goal.clone() })?;
-    Ok(Submitted {
-        receipt,
-        events: Vec::new(),
-        state,
-        replayed: true,
-    })
-}
-
-/// The state after `events`, folded locally so the caller gets it without a reload.
-fn fold(
-    current: Option<GoalState>,
-    events: &[RecordedEvent],
-    goal: &GoalId,
-) -> Result<GoalState, SubmitError> {
-    let kernel_bug = |error: loopx_kernel::ReplayError| {
-        SubmitError::Store(StoreError::Corrupt {
-            detail: format!(
-                "events the kernel validated for goal `{goal}` do not apply ({error}); this is a kernel bug, nothing was written"
-            ),
-        })
-    };
-    match current {
-        None => GoalState::replay(events).map_err(kernel_bug),
-        Some(mut state) => {
-            for event in events {
-                state.apply(event).map_err(kernel_bug)?;
-            }
-            Ok(state)
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use loopx_kernel::{AgentId, NewTodo, TodoId};
-
-    use super::*;
-
-    fn add(title: &str) -> Command {
-        Command::AddTodo {
-            todo: NewTodo::advance(TodoId::new("t1").unwrap(), title),
-        }
-    }
-
-    #[test]
-    fn the_digest_is_stable_and_binds_actor_and_payload() {
-        let agent = Actor::Agent(AgentId::new("a").unwrap());
-        let other = Actor::Agent(AgentId::new("b").unwrap());
-        // Pinned to the documented input: the tag, the actor's and the command's canonical
-        // JSON, one line each. A change here breaks idempotency across versions.
-        let owner = Actor::Person(loopx_kernel::PersonId::new("olivia").unwrap());
-        let abandon = Command::AbandonGoal { reason: "x".into() };
-        assert_eq!(
-            digest(&owner, &abandon),
-            "24a637872dfbbd9574d23d19aea1f0508c2a4ee41a1f302d5c0d7067aee0f992"
-        );
-        let digest_a = digest(&agent, &add("x"));
-        assert_eq!(digest_a.len(), 64);
-        assert_eq!(digest(&agent, &add("x")), digest_a);
-        assert_ne!(digest(&other, &add("x")), digest_a);
-        assert_ne!(digest(&agent, &add("y")), digest_a);
-    }
-
-    #[test]
-    fn canonical_json_sorts_keys_at_every_depth() {
-        let value: Value =
-            serde_json::from_str(r#"{"b": [{"z": 1, "a": "é\n"}], "a": null}"#).unwrap();
-        let mut out = String::new();
-        write_canonical(&value, &mut out);
-        assert_eq!(out, r#"{"a":null,"b":[{"a":"é\n","z":1}]}"#);
+async fn pause(span: loopx_kernel::Duration) {
+    let span = std::time::Duration::from_millis(u64::try_from(span.as_millis()).unwrap_or(0));
+    match tokio::runtime::Handle::try_current() {
+        // A pause that could not run is simply skipped: the retry is still correct.
+        Ok(handle) => drop(
+            handle
+                .spawn_blocking(move || std::thread::sleep(span))
+                .await,
+        ),
+        Err(_) => std::thread::sleep(span),
     }
 }

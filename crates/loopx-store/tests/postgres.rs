@@ -1,7 +1,8 @@
 //! The PostgreSQL backend against a real server: bad input (an unreachable server, a newer
 //! schema, another program's database) as typed errors with nothing modified and no password
 //! in any message, and a connection lost after `COMMIT` was sent reported as ambiguous and
-//! resolved by `submit` from the receipt.
+//! resolved by `submit` from the receipt; a database written by schema 1 migrating and reading
+//! as before; a retry from a handle whose cache missed the first commit.
 #![cfg(feature = "postgres")]
 
 mod support;
@@ -12,7 +13,9 @@ use std::time::Duration as StdDuration;
 
 use loopx_kernel::seams::{AppendRequest, Store, StoreError};
 use loopx_kernel::{Command, NewTodo, OperationId, TodoId, stamp};
-use loopx_store::{POSTGRES_SCHEMA_VERSION, PostgresOptions, PostgresStore, digest, submit};
+use loopx_store::{
+    POSTGRES_SCHEMA_VERSION, PostgresOptions, PostgresStore, Retention, digest, submit,
+};
 use support::postgres::cluster;
 use support::{create_goal, goal_id, now, owner, spec};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -314,5 +317,166 @@ fn a_commit_whose_answer_is_lost_is_ambiguous_and_submit_resolves_it() {
         let loaded = direct.load(&goal).await.unwrap().unwrap();
         assert_eq!(loaded, done.state);
         assert_eq!(direct.events(&goal, 0, usize::MAX).await.unwrap().len(), 3);
+    });
+}
+
+/// Turns the database at `url` back into what schema 1 wrote: whole recorded events as the
+/// rows' JSON, schema 1's indexes and keys, no commit function, version 1. Returns a client on
+/// it.
+async fn rewrite_as_schema_1(
+    url: &str,
+    events: &[loopx_kernel::RecordedEvent],
+) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    for event in events {
+        let json = serde_json::to_string(event).unwrap();
+        let revision = i64::try_from(event.revision).unwrap();
+        let changed = client
+            .execute(
+                "UPDATE events SET json = $1 WHERE goal = 'g' AND revision = $2",
+                &[&json, &revision],
+            )
+            .await
+            .unwrap();
+        assert_eq!(changed, 1);
+    }
+    client
+        .batch_execute(
+            "DROP FUNCTION loopx_append;
+             ALTER TABLE goals RESET (fillfactor);
+             ALTER TABLE frontier RESET (fillfactor);
+             DROP INDEX receipts_by_revision;
+             ALTER TABLE receipts ADD PRIMARY KEY (seq);
+             CREATE INDEX receipts_by_revision ON receipts (goal, revision);
+             CREATE INDEX goals_by_status ON goals (status);
+             UPDATE schema_version SET version = 1;",
+        )
+        .await
+        .unwrap();
+    client
+}
+
+/// The JSON of every event row, in revision order.
+async fn event_json(client: &tokio_postgres::Client) -> Vec<String> {
+    client
+        .query("SELECT json FROM events ORDER BY revision", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
+#[test]
+fn a_database_written_by_schema_1_migrates_and_reads_as_before() {
+    let url = cluster().database();
+    let rt = runtime();
+    rt.block_on(async {
+        let store = PostgresStore::connect_with(
+            &url,
+            PostgresOptions::default().snapshot_every(4),
+            tokio_postgres::NoTls,
+        )
+        .await
+        .unwrap();
+        create_goal(&store).await;
+        for i in 0..9 {
+            let todo = NewTodo::advance(TodoId::new(format!("t{i}")).unwrap(), "work");
+            submit(
+                &store,
+                &goal_id(),
+                &owner(),
+                now(),
+                &Command::AddTodo { todo },
+                &OperationId::new(format!("add-{i}")).unwrap(),
+            )
+            .await
+            .unwrap();
+        }
+        let state = store.load(&goal_id()).await.unwrap();
+        let events = store.events(&goal_id(), 0, usize::MAX).await.unwrap();
+        let operations = store.operations(&goal_id(), 0, usize::MAX).await.unwrap();
+        drop(store);
+
+        let client = rewrite_as_schema_1(&url, &events).await;
+        let old_rows = event_json(&client).await;
+        assert!(old_rows[0].contains("\"revision\":1"));
+
+        // A fresh handle migrates and reads the old rows as they were.
+        let store = PostgresStore::connect(&url).await.unwrap();
+        assert_eq!(
+            version(&url).await,
+            i32::try_from(POSTGRES_SCHEMA_VERSION).unwrap()
+        );
+        assert_eq!(store.load(&goal_id()).await.unwrap(), state);
+        assert_eq!(
+            store.events(&goal_id(), 0, usize::MAX).await.unwrap(),
+            events
+        );
+        assert_eq!(
+            store.operations(&goal_id(), 0, usize::MAX).await.unwrap(),
+            operations
+        );
+
+        // New commits go through the new path; the old rows stay as they were.
+        let todo = NewTodo::advance(TodoId::new("after").unwrap(), "after the upgrade");
+        let done = submit(
+            &store,
+            &goal_id(),
+            &owner(),
+            now(),
+            &Command::AddTodo { todo },
+            &OperationId::new("after-upgrade").unwrap(),
+        )
+        .await
+        .unwrap();
+        let now_rows = event_json(&client).await;
+        assert_eq!(now_rows[..old_rows.len()], old_rows[..]);
+        let newest = now_rows.last().unwrap();
+        assert!(!newest.contains("\"revision\"") && !newest.contains("\"at\""));
+        let fresh = PostgresStore::connect(&url).await.unwrap();
+        let replayed = loopx_kernel::GoalState::replay(
+            &fresh.events(&goal_id(), 0, usize::MAX).await.unwrap(),
+        )
+        .unwrap();
+        assert_eq!(replayed, done.state);
+        assert_eq!(fresh.load(&goal_id()).await.unwrap(), Some(done.state));
+    });
+}
+
+#[test]
+fn a_retry_from_a_handle_that_missed_the_commit_returns_the_first_receipt_and_caches_nothing_new() {
+    let url = cluster().database();
+    let rt = runtime();
+    rt.block_on(async {
+        let stale = PostgresStore::connect(&url).await.unwrap();
+        let other = PostgresStore::connect(&url).await.unwrap();
+        create_goal(&stale).await;
+        // `stale` caches the goal at revision 1; `other` commits the operation meanwhile.
+        let at_one = stale.load(&goal_id()).await.unwrap().unwrap();
+        let command = Command::AddTodo {
+            todo: NewTodo::advance(TodoId::new("t1").unwrap(), "one"),
+        };
+        let operation = OperationId::new("add-t1").unwrap();
+        let first = submit(&other, &goal_id(), &owner(), now(), &command, &operation)
+            .await
+            .unwrap();
+        // The same operation and payload from `stale`, stamped at another time: its folded
+        // batch differs from the history, so it must neither commit nor be cached.
+        let later = now().plus(loopx_kernel::Duration::seconds(60));
+        let events = loopx_kernel::execute(Some(&at_one), &owner(), later, &command).unwrap();
+        let request = AppendRequest {
+            goal: goal_id(),
+            expected_revision: 1,
+            operation: operation.clone(),
+            digest: digest(&owner(), &command),
+            at: later,
+            events: stamp(1, &owner(), later, events),
+        };
+        assert_eq!(stale.append(request).await, Ok(first.receipt.clone()));
+        assert_eq!(stale.load(&goal_id()).await.unwrap(), Some(first.state));
     });
 }

@@ -1,5 +1,6 @@
 //! SQLite specifics: file permissions and journal mode, concurrent opens, snapshots bounding
-//! the tail a load reads, and the durability setting.
+//! the tail a load reads, the durability setting, and a file written by schema 1 migrating and
+//! reading as before.
 
 mod support;
 
@@ -183,4 +184,115 @@ fn an_empty_file_becomes_a_store_and_concurrent_opens_agree() {
         .query_row("SELECT count(*) FROM schema_version", [], |r| r.get(0))
         .unwrap();
     assert_eq!(rows, 1);
+}
+
+/// Turns a store written by this build back into what schema 1 wrote: every event row's JSON
+/// is the whole recorded event (revision and time included), the standing index exists, and
+/// the recorded version is 1.
+fn rewrite_as_schema_1(path: &Path, store: &SqliteStore) {
+    let events = block_on(store.events(&goal_id(), 0, usize::MAX)).unwrap();
+    let conn = Connection::open(path).unwrap();
+    for event in &events {
+        let json = serde_json::to_string(event).unwrap();
+        let revision = i64::try_from(event.revision).unwrap();
+        let changed = conn
+            .execute(
+                "UPDATE events SET json = ?1 WHERE goal = 'g' AND revision = ?2",
+                rusqlite::params![json, revision],
+            )
+            .unwrap();
+        assert_eq!(changed, 1);
+    }
+    conn.execute_batch(
+        "CREATE INDEX goals_by_status ON goals (status); UPDATE schema_version SET version = 1;",
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_store_written_by_schema_1_opens_migrates_and_reads_as_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.db");
+    let options = SqliteOptions::default().snapshot_every(4);
+    let store = SqliteStore::open_with(&path, options.clone()).unwrap();
+    let state = populate(&store, 9);
+    let events = block_on(store.events(&goal_id(), 0, usize::MAX)).unwrap();
+    let operations = block_on(store.operations(&goal_id(), 0, usize::MAX)).unwrap();
+    rewrite_as_schema_1(&path, &store);
+    drop(store);
+    let old_rows: Vec<String> = {
+        let conn = Connection::open(&path).unwrap();
+        let mut stmt = conn
+            .prepare("SELECT json FROM events ORDER BY revision")
+            .unwrap();
+        stmt.query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    };
+    assert!(
+        old_rows[0].contains("\"revision\":1"),
+        "the rows are in the old form"
+    );
+
+    // A fresh handle (nothing cached) migrates the file and reads the old rows as they were.
+    let store = SqliteStore::open_with(&path, options).unwrap();
+    let conn = Connection::open(&path).unwrap();
+    let version: u32 = conn
+        .query_row("SELECT version FROM schema_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, SQLITE_SCHEMA_VERSION);
+    let status_index: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE name = 'goals_by_status'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(status_index, 0, "migration 2 drops the unused index");
+    assert_eq!(block_on(store.load(&goal_id())).unwrap(), Some(state));
+    assert_eq!(
+        block_on(store.events(&goal_id(), 0, usize::MAX)).unwrap(),
+        events
+    );
+    assert_eq!(
+        block_on(store.operations(&goal_id(), 0, usize::MAX)).unwrap(),
+        operations
+    );
+
+    // New commits land after the old rows, which stay untouched; old and new fold together.
+    let agent = Actor::Agent(AgentId::new("a").unwrap());
+    let todo = NewTodo::advance(TodoId::new("after").unwrap(), "after the upgrade");
+    let done = block_on(submit(
+        &store,
+        &goal_id(),
+        &agent,
+        now(),
+        &Command::AddTodo { todo },
+        &OperationId::new("after-upgrade").unwrap(),
+    ))
+    .unwrap();
+    let rows: Vec<String> = {
+        let mut stmt = conn
+            .prepare("SELECT json FROM events ORDER BY revision")
+            .unwrap();
+        stmt.query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    };
+    assert_eq!(rows[..old_rows.len()], old_rows[..]);
+    let newest = rows.last().unwrap();
+    assert!(
+        !newest.contains("\"revision\"") && !newest.contains("\"at\""),
+        "new rows leave revision and time to their columns: {newest}"
+    );
+    let reopened = SqliteStore::open(&path).unwrap();
+    let replayed =
+        GoalState::replay(&block_on(reopened.events(&goal_id(), 0, usize::MAX)).unwrap()).unwrap();
+    assert_eq!(replayed, done.state);
+    assert_eq!(
+        block_on(reopened.load(&goal_id())).unwrap(),
+        Some(done.state)
+    );
 }

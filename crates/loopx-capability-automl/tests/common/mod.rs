@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use loopx_capability_automl::{
-    AutoMl, Direction, ExperimentContract, Guardrails, SecondaryMetric, holdout_evidence,
+    AutoMl, Direction, ExperimentContract, Guardrails, holdout_evidence,
 };
 use loopx_kernel::testkit::scenario::{self, Scenario, ScenarioStep, Transcript};
 use loopx_kernel::{Observation, SourceId};
@@ -33,24 +33,13 @@ pub fn record_holdout(experiment: &'static str) -> Step {
 /// accuracy (higher is better, min effect 0.01) against `base`; cost cap 100, time cap 7200 s,
 /// `latency_ms` (lower is better) may regress by 5.
 pub fn contract() -> ExperimentContract {
-    ExperimentContract {
-        primary: "accuracy".into(),
-        direction: Direction::HigherIsBetter,
-        min_effect: 0.01,
-        baseline: "base".into(),
-        guardrails: Guardrails {
-            cost_cap: Some(100.0),
-            time_cap_secs: Some(7200.0),
-            warn_fraction: 0.9,
-            secondary: vec![SecondaryMetric {
-                metric: "latency_ms".into(),
-                direction: Direction::LowerIsBetter,
-                tolerance: 5.0,
-            }],
-        },
-        approver: None,
-        max_attempts: 3,
-    }
+    let guardrails = Guardrails::default()
+        .with_cost_cap(100.0)
+        .with_time_cap_secs(7200.0)
+        .with_secondary("latency_ms", Direction::LowerIsBetter, 5.0);
+    ExperimentContract::new("accuracy", Direction::HigherIsBetter, "base")
+        .with_min_effect(0.01)
+        .with_guardrails(guardrails)
 }
 
 pub fn capability(contract: ExperimentContract) -> AutoMl {

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use loopx_capability_prfix::{PrFix, PrFixConfig, ci_evidence};
 use loopx_kernel::testkit::roster;
-use loopx_kernel::testkit::scenario::{self, JudgedProposal, ScenarioStep, Transcript};
+use loopx_kernel::testkit::scenario::{self, JudgedProposal, ScenarioStep};
 use loopx_kernel::{Command, Observation, SourceId};
 use serde_json::Value;
 
@@ -148,29 +148,19 @@ pub fn evidence(ci: &Observation, pull: &Observation) -> ScenarioStep {
     ScenarioStep::Evidence(ci_evidence(ci, pull).expect("CI concluded at the head"))
 }
 
-/// Each accepted proposal as `command target`, in order: the point of a case at a glance.
-pub fn accepted(transcript: &Transcript) -> Vec<String> {
-    transcript.accepted().map(summary).collect()
-}
-
-fn summary(proposal: &JudgedProposal) -> String {
-    let target = match &proposal.detail {
-        Command::AddTodo { todo } => todo.id.to_string(),
+/// One accepted proposal as `command target`, the point of a case at a glance; a supersession
+/// names its replacement too.
+pub fn summary(proposal: &JudgedProposal) -> String {
+    match &proposal.detail {
         Command::Supersede {
             todo, replacement, ..
         } => format!(
-            "{todo} -> {}",
+            "{} {todo} -> {}",
+            proposal.command,
             replacement
                 .as_ref()
                 .map_or("none".to_owned(), |r| r.id.to_string())
         ),
-        Command::Defer { todo, .. }
-        | Command::Block { todo, .. }
-        | Command::Unblock { todo, .. } => todo.to_string(),
-        Command::OpenGate { gate } => gate.id.to_string(),
-        Command::WithdrawGate { gate, .. } => gate.to_string(),
-        Command::RaiseObligation { id, .. } => id.to_string(),
-        other => other.name().to_owned(),
-    };
-    format!("{} {target}", proposal.command)
+        _ => proposal.label(),
+    }
 }

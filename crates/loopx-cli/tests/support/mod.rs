@@ -227,6 +227,13 @@ pub fn turn(
 pub fn seed_story(lx: &Loopx) -> Vec<(String, Value)> {
     let mut steps: Vec<(String, Value)> = Vec::new();
     let mut record = |name: &str, value: Value| steps.push((name.to_owned(), value));
+    // A command by `actor` at `now`.
+    let by = |actor: &str, now: &str, args: &[&str]| {
+        lx.ok(&[&["--goal", GOAL, "--as", actor, "--now", now][..], args].concat())
+    };
+    // A query of the goal at `now`, by no one in particular.
+    let read =
+        |now: &str, args: &[&str]| lx.ok(&[&["--goal", GOAL, "--now", now][..], args].concat());
 
     let mut init = lx.ok(&["init"]);
     redact(&mut init, "/init/store", "[store]");
@@ -305,14 +312,8 @@ pub fn seed_story(lx: &Loopx) -> Vec<(String, Value)> {
         &["--op", "add-3", "todo", "add", "--file", &todo],
     ]
     .concat());
-    record(
-        "todo_list",
-        lx.ok(&["--goal", GOAL, "--now", &t0, "todo", "list"]),
-    );
-    record(
-        "next_first",
-        lx.ok(&["--goal", GOAL, "--now", &t0, "next", "--agent", "agent-a"]),
-    );
+    record("todo_list", read(&t0, &["todo", "list"]));
+    record("next_first", read(&t0, &["next", "--agent", "agent-a"]));
 
     // Turn t1 edits and commits abc123; the validator's passes become evidence there.
     let t1 = at(29, "10:11");
@@ -332,37 +333,32 @@ pub fn seed_story(lx: &Loopx) -> Vec<(String, Value)> {
     let t2 = at(29, "10:14");
     record(
         "gate_open",
-        lx.ok(&[
-            "--goal",
-            GOAL,
-            "--as",
+        by(
             "agent:agent-a",
-            "--now",
             &t2,
-            "--op",
-            "gate-1",
-            "gate",
-            "open",
-            "--id",
-            "error-code-name",
-            "--question",
-            "is error_code acceptable as a stable field?",
-            "--owner",
-            "person:maintainer",
-            "--todo",
-            "document-json",
-            "--deadline",
-            &at(30, "17:00"),
-            "--keep-asking",
-        ]),
+            &[
+                "--op",
+                "gate-1",
+                "gate",
+                "open",
+                "--id",
+                "error-code-name",
+                "--question",
+                "is error_code acceptable as a stable field?",
+                "--owner",
+                "person:maintainer",
+                "--todo",
+                "document-json",
+                "--deadline",
+                &at(30, "17:00"),
+                "--keep-asking",
+            ],
+        ),
     );
-    record(
-        "gate_list",
-        lx.ok(&["--goal", GOAL, "--now", &t2, "gate", "list"]),
-    );
+    record("gate_list", read(&t2, &["gate", "list"]));
     record(
         "next_while_gate_pending",
-        lx.ok(&["--goal", GOAL, "--now", &t2, "next", "--agent", "agent-a"]),
+        read(&t2, &["next", "--agent", "agent-a"]),
     );
 
     // Independent work goes on: t2 commits def456, which makes the abc123 evidence stale.
@@ -375,10 +371,7 @@ pub fn seed_story(lx: &Loopx) -> Vec<(String, Value)> {
         &[],
         &[head("git:def456", &t3)],
     );
-    record(
-        "evidence_list_stale",
-        lx.ok(&["--goal", GOAL, "--now", &t3, "evidence", "list"]),
-    );
+    record("evidence_list_stale", read(&t3, &["evidence", "list"]));
 
     // The next day the maintainer answers; the blocked todo proceeds.
     let t4 = at(30, "09:30");
@@ -403,7 +396,7 @@ pub fn seed_story(lx: &Loopx) -> Vec<(String, Value)> {
     );
     record(
         "next_after_answer",
-        lx.ok(&["--goal", GOAL, "--now", &t4, "next", "--agent", "agent-a"]),
+        read(&t4, &["next", "--agent", "agent-a"]),
     );
     let t5 = at(30, "09:48");
     turn(lx, "document-json", "t3", &t5, &[], &[]);
@@ -445,37 +438,26 @@ pub fn seed_story(lx: &Loopx) -> Vec<(String, Value)> {
         &["--op", "ev-2", "evidence", "add", "--file", &evidence],
     ]
     .concat());
-    record("status", lx.ok(&["--goal", GOAL, "--now", &t6, "status"]));
+    record("status", read(&t6, &["status"]));
     record(
         "goal_close",
-        lx.ok(&[
-            "--goal",
-            GOAL,
-            "--as",
+        by(
             "agent:agent-a",
-            "--now",
             &t6,
-            "--op",
-            "close",
-            "goal",
-            "close",
-            "--reason",
-            "both criteria met at def456",
-        ]),
+            &[
+                "--op",
+                "close",
+                "goal",
+                "close",
+                "--reason",
+                "both criteria met at def456",
+            ],
+        ),
     );
-    record(
-        "next_terminal",
-        lx.ok(&["--goal", GOAL, "--now", &t6, "next", "--agent", "agent-a"]),
-    );
-    record(
-        "goal_show",
-        lx.ok(&["--goal", GOAL, "--now", &t6, "goal", "show"]),
-    );
+    record("next_terminal", read(&t6, &["next", "--agent", "agent-a"]));
+    record("goal_show", read(&t6, &["goal", "show"]));
     record("goal_list", lx.ok(&["--now", &t6, "goal", "list"]));
-    record(
-        "log",
-        lx.ok(&["--goal", GOAL, "--now", &t6, "log", "--after", "20"]),
-    );
+    record("log", read(&t6, &["log", "--after", "20"]));
     let mut doctor = lx.ok(&["--now", &t6, "doctor"]);
     redact(&mut doctor, "/doctor/store", "[store]");
     record("doctor", doctor);

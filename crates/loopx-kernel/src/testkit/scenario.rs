@@ -190,6 +190,19 @@ pub struct JudgedProposal {
     pub result: ProposalResult,
 }
 
+impl JudgedProposal {
+    /// `command target`: the command's name and the id it is about ([`Command::target`]), or
+    /// its name twice for a goal-wide command. What a scenario table lists as the point of a
+    /// case.
+    pub fn label(&self) -> String {
+        format!(
+            "{} {}",
+            self.command,
+            self.detail.target().unwrap_or(self.command)
+        )
+    }
+}
+
 /// The record of one step.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StepRecord {
@@ -279,6 +292,41 @@ impl Transcript {
             .iter()
             .flat_map(|s| &s.proposals)
             .filter(|p| matches!(p.result, ProposalResult::Refused { .. }))
+    }
+
+    /// Asserts what a row `case` of a scenario table expects: the kernel's invariants held
+    /// after every step, it refused none of the capability's proposals, the accepted
+    /// proposals, each shown by `label`, are `accepted` in order, and the final decision is of
+    /// kind `decision`.
+    ///
+    /// # Panics
+    /// When one of these does not hold, with a message naming `case` and what differs.
+    #[track_caller]
+    pub fn assert_case<S: AsRef<str>>(
+        &self,
+        case: &str,
+        decision: &str,
+        accepted: &[S],
+        label: impl Fn(&JudgedProposal) -> String,
+    ) {
+        assert!(
+            self.violations().is_empty(),
+            "{case}: invariants hold: {:?}",
+            self.violations()
+        );
+        let refused: Vec<&str> = self.refused().map(|p| p.command).collect();
+        assert!(
+            refused.is_empty(),
+            "{case}: nothing proposed is refused: {refused:?}"
+        );
+        let shown: Vec<String> = self.accepted().map(label).collect();
+        let expected: Vec<&str> = accepted.iter().map(AsRef::as_ref).collect();
+        assert_eq!(shown, expected, "{case}: accepted proposals");
+        assert_eq!(
+            self.final_decision().map(Decision::kind),
+            Some(decision),
+            "{case}: final decision"
+        );
     }
 }
 

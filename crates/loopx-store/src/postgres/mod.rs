@@ -91,8 +91,10 @@ impl PostgresOptions {
 /// - **Row-level compare-and-set**: every append is one transaction that locks the goal's row
 ///   (`SELECT ... FOR UPDATE`), checks the operation id and the expected revision, and writes
 ///   the events, the receipt, the goal's index rows and, every
-///   [`PostgresOptions::snapshot_every`] events, a snapshot. Writers of different goals never
-///   wait for each other; writers of one goal queue on its row.
+///   [`PostgresOptions::snapshot_every`] events, a snapshot. The commit is folded and encoded
+///   on the host first, then `BEGIN` and one call of the schema's `loopx_append` function are
+///   sent together, then `COMMIT`: two network round trips per commit. Writers of different goals
+///   never wait for each other; writers of one goal queue on its row.
 /// - **Ambiguous commits are reported, not guessed**: when the connection is lost after
 ///   `COMMIT` was sent and before its answer arrived, the append fails with
 ///   [`StoreError::Ambiguous`]; [`submit`](crate::submit) then reads the receipt back.

@@ -17,7 +17,8 @@ use super::schema::{column, is_unique_violation, pg};
 use crate::cache::StateCache;
 use crate::commit::{Prepared, prepare};
 use crate::fold::{
-    check_loaded, decode_event, decode_snapshot, encode, fold_stored, kinds, missing_base,
+    EventRow, check_loaded, decode_event, decode_snapshot, encode, fold_stored, kinds,
+    missing_base, tail_usable,
 };
 use crate::index::{Projection, covers, merge_frontiers, parse_status, status_name};
 use crate::retention::{Compaction, OperationRecord, decode_operation};
@@ -115,24 +116,31 @@ async fn goal_row<C: GenericClient>(
 
 // ----- load ---------------------------------------------------------------------------------
 
-/// Event rows `(revision, json)` of `goal` in `(after, up_to]`, in order.
+/// An event row from the columns `revision, at, json` starting at `from`.
+fn event_row(row: &Row, from: usize) -> Result<EventRow, StoreError> {
+    Ok(EventRow {
+        revision: count(get(row, from)?, "revision")?,
+        at: get(row, from + 1)?,
+        json: get(row, from + 2)?,
+    })
+}
+
+/// Event rows of `goal` in `(after, up_to]`, in order.
 async fn event_rows<C: GenericClient>(
     c: &C,
     cx: &Cx<'_>,
     goal: &GoalId,
     after: u64,
     up_to: u64,
-) -> Result<Vec<(u64, String)>, StoreError> {
+) -> Result<Vec<EventRow>, StoreError> {
     let rows = query(
         c,
-        "SELECT revision, json FROM events WHERE goal = $1 AND revision > $2 AND revision <= $3 ORDER BY revision",
+        "SELECT revision, at, json FROM events WHERE goal = $1 AND revision > $2 AND revision <= $3 ORDER BY revision",
         &[&goal.as_str(), &int(after), &int(up_to)],
     )
     .await
     .map_err(cx.err())?;
-    rows.iter()
-        .map(|row| Ok((count(get(row, 0)?, "revision")?, get(row, 1)?)))
-        .collect()
+    rows.iter().map(|row| event_row(row, 0)).collect()
 }
 
 /// The goal's state at `revision`: the newest snapshot at or before it plus the events up to
@@ -156,7 +164,7 @@ async fn state_at<C: GenericClient>(
         Some(r) => Some(decode_snapshot(
             goal,
             count(get(r, 0)?, "revision")?,
-            &get::<String>(r, 1)?,
+            get::<&str>(r, 1)?,
         )?),
         None if row.base_revision > 0 => return Err(missing_base(goal, row.base_revision)),
         None => None,
@@ -181,8 +189,101 @@ async fn load_state<C: GenericClient>(
     }
     let state = state_at(c, cx, goal, row, row.revision).await?;
     let state = check_loaded(goal, state, row.revision)?;
-    cx.cache.put(&state);
+    cx.cache.put(&state, row.snapshot_revision);
     Ok(Some((state, row)))
+}
+
+/// The goal's current state and row in one statement (one round trip), when the cache holds
+/// the goal at its current revision or a little behind it: the statement reads the goal's row
+/// and the events after the cached state, which are folded on. `Err(None)`-like outcomes are
+/// returned as `Ok(Quick::Unknown)`: nothing cached that helps, read the goal the long way.
+async fn load_quick<C: GenericClient>(
+    c: &C,
+    cx: &Cx<'_>,
+    goal: &GoalId,
+) -> Result<Quick, StoreError> {
+    let Some(after) = cx.cache.latest_revision(goal) else {
+        return Ok(Quick::Unknown);
+    };
+    let up_to = after.saturating_add(cx.snapshot_every);
+    let rows = query(
+        c,
+        "SELECT g.revision, g.base_revision, g.snapshot_revision, e.revision, e.at, e.json
+         FROM goals g LEFT JOIN events e ON e.goal = g.goal AND e.revision > $2 AND e.revision <= $3
+         WHERE g.goal = $1 ORDER BY e.revision",
+        &[&goal.as_str(), &int(after), &int(up_to)],
+    )
+    .await
+    .map_err(cx.err())?;
+    let Some(first) = rows.first() else {
+        return Ok(Quick::Absent);
+    };
+    let row = GoalRow {
+        revision: count(get(first, 0)?, "revision")?,
+        base_revision: count(get(first, 1)?, "revision")?,
+        snapshot_revision: count(get(first, 2)?, "revision")?,
+    };
+    if let Some(state) = cx.cache.get(goal, row.revision) {
+        return Ok(Quick::Loaded(Box::new(state), row));
+    }
+    let Some(older) = cx.cache.behind(goal, row.revision) else {
+        return Ok(Quick::Unknown);
+    };
+    if !tail_usable(
+        older.revision,
+        row.revision,
+        row.base_revision,
+        row.snapshot_revision,
+        cx.snapshot_every,
+    ) {
+        return Ok(Quick::Unknown);
+    }
+    let mut tail = Vec::with_capacity(rows.len());
+    for r in &rows {
+        if get::<Option<i64>>(r, 3)?.is_some() {
+            tail.push(event_row(r, 3)?);
+        }
+    }
+    let contiguous = tail
+        .iter()
+        .zip(older.revision + 1..)
+        .all(|(event, revision)| event.revision == revision)
+        && tail.len() as u64 == row.revision - older.revision;
+    if !contiguous {
+        return Ok(Quick::Unknown);
+    }
+    let state = fold_stored(goal, Some(older), &tail)?;
+    let state = check_loaded(goal, state, row.revision)?;
+    cx.cache.put(&state, row.snapshot_revision);
+    Ok(Quick::Loaded(Box::new(state), row))
+}
+
+/// What [`load_quick`] found.
+enum Quick {
+    /// The goal does not exist.
+    Absent,
+    /// The goal's current state and row.
+    Loaded(Box<GoalState>, GoalRow),
+    /// The cache did not help: read the snapshot and its tail.
+    Unknown,
+}
+
+/// The goal's current state and row: [`load_quick`] when the cache helps, otherwise the
+/// snapshot and its tail inside one read-only snapshot of the database.
+async fn load_current(
+    client: &mut Object,
+    cx: &Cx<'_>,
+    goal: &GoalId,
+) -> Result<Option<(GoalState, GoalRow)>, StoreError> {
+    match load_quick(&*client, cx, goal).await? {
+        Quick::Absent => return Ok(None),
+        Quick::Loaded(state, row) => return Ok(Some((*state, row))),
+        Quick::Unknown => {}
+    }
+    let tx = read_only(client, cx).await?;
+    let loaded = load_state(&tx, cx, goal, false).await?;
+    tx.rollback().await.map_err(cx.err())?;
+    Ok(loaded)
 }
 
 /// A read-only transaction over one snapshot of the database; it ends with a rollback (it
@@ -205,13 +306,16 @@ pub(super) async fn load(
     cx: &Cx<'_>,
     goal: &GoalId,
 ) -> Result<Option<GoalState>, StoreError> {
-    let tx = read_only(client, cx).await?;
-    let loaded = load_state(&tx, cx, goal, false).await?;
-    tx.rollback().await.map_err(cx.err())?;
-    Ok(loaded.map(|(state, _)| state))
+    Ok(load_current(client, cx, goal)
+        .await?
+        .map(|(state, _)| state))
 }
 
 // ----- append -------------------------------------------------------------------------------
+
+/// The statement that commits through the `loopx_append` function (schema 2).
+const APPEND: &str = "SELECT r_outcome, r_digest, r_revision, r_events, r_committed_at FROM loopx_append(
+    $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)";
 
 pub(super) async fn append(
     client: &mut Object,
@@ -219,58 +323,211 @@ pub(super) async fn append(
     request: &AppendRequest,
 ) -> Result<Receipt, StoreError> {
     let goal = &request.goal;
-    let tx = client.transaction().await.map_err(cx.err())?;
-    // The row lock is the compare-and-set: a concurrent writer of this goal waits here until
-    // this transaction ends, then sees its result.
-    let row = goal_row(&tx, cx, goal, true).await?;
-    if let Some(first) = receipt_in(&tx, cx, goal, &request.operation).await? {
-        return same_operation(first, request);
-    }
-    let current = row.map_or(0, |r| r.revision);
-    if current != request.expected_revision {
-        return Err(StoreError::Conflict {
-            expected: request.expected_revision,
-            current,
-        });
-    }
-    let state = match row {
-        Some(_) => load_state(&tx, cx, goal, false)
-            .await?
-            .map(|(state, _)| state),
-        None => None,
+    let expected = request.expected_revision;
+    // The goal's state at the expected revision, to fold the batch onto before the commit: from
+    // the cache, or read in one statement. A state at a revision never changes, so one taken
+    // from the cache is exact whenever the commit's revision check passes.
+    let start = match cx.cache.get_with_snapshot(goal, expected) {
+        Some((state, snapshot)) => Some((Some(state), snapshot)),
+        None if expected == 0 => Some((None, 0)),
+        None => match load_current(client, cx, goal).await? {
+            Some((state, row)) if row.revision == expected => {
+                Some((Some(state), row.snapshot_revision))
+            }
+            Some((_, row)) => {
+                // Not at the expected revision: the operation committed already, or the
+                // compare-and-set fails (revisions only grow).
+                if let Some(first) = receipt_in(&*client, cx, goal, &request.operation).await? {
+                    return same_operation(first, request);
+                }
+                return Err(StoreError::Conflict {
+                    expected,
+                    current: row.revision,
+                });
+            }
+            None => None,
+        },
     };
-    let mut prepared = prepare(state, request)?;
-    prepared.plan_snapshot(row.map_or(0, |r| r.snapshot_revision), cx.snapshot_every)?;
-    let encoded = Encoded {
-        frontier: frontier_rows(&prepared.projection)?,
-        actor: request
-            .events
-            .first()
-            .map(|e| encode(&e.actor))
-            .transpose()?,
-        kinds: encode(&kinds(&request.events))?,
-    };
-    if let Err(error) = write_commit(&tx, request, &prepared, row, &encoded).await {
-        if is_unique_violation(&error) {
-            // Another writer created the goal (or committed this operation) first.
-            drop(tx);
-            return after_race(client, cx, request).await;
+    let Some((state, snapshot_revision)) = start else {
+        // The goal does not exist but the batch expects it to.
+        if let Some(first) = receipt_in(&*client, cx, goal, &request.operation).await? {
+            return same_operation(first, request);
         }
-        return Err(pg(cx.target, &error));
+        return Err(StoreError::Conflict {
+            expected,
+            current: 0,
+        });
+    };
+    let mut prepared = match prepare(state, request) {
+        Ok(prepared) => prepared,
+        Err(error) => {
+            // An operation that committed already answers with its first receipt (or a
+            // conflict), whatever its batch would do now.
+            if let Some(first) = receipt_in(&*client, cx, goal, &request.operation).await? {
+                return same_operation(first, request);
+            }
+            return Err(error);
+        }
+    };
+    prepared.plan_snapshot(snapshot_revision, cx.snapshot_every)?;
+    let (receipt, committed) = call_append(client, cx, request, &prepared).await?;
+    if !committed {
+        // The operation had committed before: the batch folded here is not the goal's history.
+        return Ok(receipt);
     }
-    match tx.commit().await {
-        Ok(()) => {}
-        // The server answered: the transaction did not commit.
-        Err(error) if error.as_db_error().is_some() => return Err(pg(cx.target, &error)),
-        // No answer to COMMIT: it may or may not have happened.
+    let snapshot_revision = if prepared.snapshot.is_some() {
+        prepared.folded.state.revision
+    } else {
+        snapshot_revision
+    };
+    cx.cache.put_owned(prepared.folded.state, snapshot_revision);
+    Ok(receipt)
+}
+
+/// Commits `prepared` through `loopx_append`: `BEGIN` and the call pipelined (one round trip),
+/// then `COMMIT` (a second). Returns the new receipt with `true`, the first receipt of an operation
+/// that had committed already with `false`, or the error that says why nothing (or possibly
+/// something) committed.
+async fn call_append(
+    client: &mut Object,
+    cx: &Cx<'_>,
+    request: &AppendRequest,
+    prepared: &Prepared,
+) -> Result<(Receipt, bool), StoreError> {
+    let goal = &request.goal;
+    let expected = request.expected_revision;
+    let frontier = frontier_rows(&prepared.projection)?;
+    let actor = request
+        .events
+        .first()
+        .map(|e| encode(&e.actor))
+        .transpose()?;
+    let kinds = encode(&kinds(&request.events))?;
+    let receipt = &prepared.folded.receipt;
+    let state = &prepared.folded.state;
+    let projection = &prepared.projection;
+    let revisions: Vec<i64> = request.events.iter().map(|e| int(e.revision)).collect();
+    let times: Vec<i64> = request.events.iter().map(|e| e.at.as_millis()).collect();
+    let agents: Option<Vec<&str>> = prepared
+        .agents_changed
+        .then(|| projection.agents.iter().map(AgentId::as_str).collect());
+    let status = status_name(projection.summary.status);
+    let valid_until = projection.summary.next_wake.map(Timestamp::as_millis);
+    let note = payload(goal, state.revision);
+    let params: Params<'_> = &[
+        &goal.as_str(),
+        &int(expected),
+        &receipt.operation.as_str(),
+        &receipt.digest,
+        &int(receipt.revision),
+        &int(receipt.events),
+        &receipt.committed_at.as_millis(),
+        &actor,
+        &kinds,
+        &revisions,
+        &times,
+        &prepared.events,
+        &projection.summary.objective,
+        &status,
+        &projection.valid_from.as_millis(),
+        &valid_until,
+        &prepared.snapshot,
+        &agents,
+        &frontier.0,
+        &frontier.1,
+        &CHANNEL,
+        &note,
+    ];
+    let statement = client.prepare_cached(APPEND).await.map_err(cx.err())?;
+    // BEGIN and the call are sent together (pipelined): one round trip; COMMIT follows once
+    // the call answered, so an answer lost before COMMIT was sent means nothing committed.
+    let (begun, called) = tokio::join!(
+        client.batch_execute("BEGIN"),
+        client.query(&statement, params),
+    );
+    // Without a transaction (BEGIN refused), the call committed on its own, or not at all.
+    let in_transaction = begun.is_ok();
+    let rows = match called {
+        Ok(rows) => rows,
+        Err(error) if is_unique_violation(&error) => {
+            // Another writer created the goal (or committed this operation) first.
+            end_transaction(client, in_transaction).await;
+            return after_race(client, cx, request)
+                .await
+                .map(|first| (first, false));
+        }
+        // The server refused the call: nothing was committed.
+        Err(error) if error.as_db_error().is_some() => {
+            end_transaction(client, in_transaction).await;
+            return Err(pg(cx.target, &error));
+        }
+        // No answer to the call: inside the transaction nothing committed (COMMIT was never
+        // sent); outside one, the call may have committed on its own.
+        Err(error) if in_transaction => return Err(pg(cx.target, &error)),
         Err(_) => {
             return Err(StoreError::Ambiguous {
                 operation: request.operation.clone(),
             });
         }
+    };
+    if let Some(answer) = not_committed(&rows, request)? {
+        // Nothing was written.
+        end_transaction(client, in_transaction).await;
+        return answer.map(|first| (first, false));
     }
-    cx.cache.put_owned(prepared.folded.state);
-    Ok(prepared.folded.receipt)
+    if in_transaction {
+        match client.batch_execute("COMMIT").await {
+            Ok(()) => {}
+            // The server answered: the transaction did not commit.
+            Err(error) if error.as_db_error().is_some() => return Err(pg(cx.target, &error)),
+            // No answer to COMMIT: it may or may not have happened.
+            Err(_) => {
+                return Err(StoreError::Ambiguous {
+                    operation: request.operation.clone(),
+                });
+            }
+        }
+    }
+    Ok((prepared.folded.receipt.clone(), true))
+}
+
+/// Ends a transaction that wrote nothing (or failed), so the pooled connection is clean. A
+/// connection that cannot even roll back is broken, and the pool drops it.
+async fn end_transaction(client: &Object, in_transaction: bool) {
+    if in_transaction {
+        let _ = client.batch_execute("ROLLBACK").await;
+    }
+}
+
+/// Reads the answer of `loopx_append`: `None` when it committed (the caller still checks its
+/// `COMMIT`), otherwise what the append returns: the operation's first receipt, or a conflict.
+fn not_committed(
+    rows: &[Row],
+    request: &AppendRequest,
+) -> Result<Option<Result<Receipt, StoreError>>, StoreError> {
+    let outcome = rows.first().and_then(|row| row.try_get::<_, i32>(0).ok());
+    match (outcome, rows.first()) {
+        (Some(0), _) => Ok(None),
+        (Some(1), Some(row)) => {
+            let first = Receipt {
+                goal: request.goal.clone(),
+                operation: request.operation.clone(),
+                digest: get(row, 1)?,
+                revision: count(get(row, 2)?, "revision")?,
+                events: count(get(row, 3)?, "event count")?,
+                committed_at: Timestamp::from_millis(get(row, 4)?),
+            };
+            Ok(Some(same_operation(first, request)))
+        }
+        (Some(2), Some(row)) => Ok(Some(Err(StoreError::Conflict {
+            expected: request.expected_revision,
+            current: count(get(row, 2)?, "revision")?,
+        }))),
+        // An answer this build cannot read: whether it committed is unknown.
+        _ => Ok(Some(Err(StoreError::Ambiguous {
+            operation: request.operation.clone(),
+        }))),
+    }
 }
 
 fn same_operation(first: Receipt, request: &AppendRequest) -> Result<Receipt, StoreError> {
@@ -310,123 +567,6 @@ fn frontier_rows(projection: &Projection) -> Result<(Vec<String>, Vec<String>), 
         todos.push(encode(list)?);
     }
     Ok((agents, todos))
-}
-
-/// The rows of a commit beyond [`Prepared`], encoded before the transaction writes.
-struct Encoded {
-    frontier: (Vec<String>, Vec<String>),
-    actor: Option<String>,
-    kinds: String,
-}
-
-async fn write_commit<C: GenericClient>(
-    tx: &C,
-    request: &AppendRequest,
-    prepared: &Prepared,
-    row: Option<GoalRow>,
-    encoded: &Encoded,
-) -> Result<(), tokio_postgres::Error> {
-    let goal = request.goal.as_str();
-    let receipt = &prepared.folded.receipt;
-    let state = &prepared.folded.state;
-    let projection = &prepared.projection;
-    let changed = !request.events.is_empty();
-    let mut snapshot_revision = row.map_or(0, |r| r.snapshot_revision);
-    if prepared.snapshot.is_some() {
-        snapshot_revision = state.revision;
-    }
-    if changed {
-        // The goal row first: a concurrent creator of the same goal fails here.
-        let status = status_name(projection.summary.status);
-        let valid_until = projection.summary.next_wake.map(Timestamp::as_millis);
-        let params: Params<'_> = &[
-            &goal,
-            &int(state.revision),
-            &projection.summary.objective,
-            &status,
-            &projection.valid_from.as_millis(),
-            &valid_until,
-            &receipt.committed_at.as_millis(),
-            &int(snapshot_revision),
-        ];
-        if row.is_some() {
-            execute(
-                tx,
-                "UPDATE goals SET revision = $2, objective = $3, status = $4, valid_from = $5,
-                     valid_until = $6, updated_at = $7, snapshot_revision = $8 WHERE goal = $1",
-                params,
-            )
-            .await?;
-        } else {
-            execute(
-                tx,
-                "INSERT INTO goals (goal, revision, objective, status, valid_from, valid_until, updated_at, base_revision, snapshot_revision)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8)",
-                params,
-            )
-            .await?;
-        }
-        let revisions: Vec<i64> = request.events.iter().map(|e| int(e.revision)).collect();
-        let times: Vec<i64> = request.events.iter().map(|e| e.at.as_millis()).collect();
-        execute(
-            tx,
-            "INSERT INTO events (goal, revision, at, json)
-             SELECT $1, r, a, j FROM unnest($2::bigint[], $3::bigint[], $4::text[]) AS e(r, a, j)",
-            &[&goal, &revisions, &times, &prepared.events],
-        )
-        .await?;
-    }
-    execute(
-        tx,
-        "INSERT INTO receipts (goal, operation, digest, revision, events, committed_at, actor, kinds)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-        &[
-            &goal,
-            &receipt.operation.as_str(),
-            &receipt.digest,
-            &int(receipt.revision),
-            &int(receipt.events),
-            &receipt.committed_at.as_millis(),
-            &encoded.actor,
-            &encoded.kinds,
-        ],
-    )
-    .await?;
-    if !changed {
-        // A recorded no-op changes nothing but its receipt, and wakes nobody.
-        return Ok(());
-    }
-    if let Some(json) = &prepared.snapshot {
-        let base = row.map_or(0, |r| r.base_revision);
-        execute(
-            tx,
-            "INSERT INTO snapshots (goal, revision, json) VALUES ($1, $2, $3)
-             ON CONFLICT (goal, revision) DO UPDATE SET json = excluded.json",
-            &[&goal, &int(state.revision), json],
-        )
-        .await?;
-        execute(
-            tx,
-            "DELETE FROM snapshots WHERE goal = $1 AND revision < $2 AND revision <> $3",
-            &[&goal, &int(state.revision), &int(base)],
-        )
-        .await?;
-    }
-    if prepared.agents_changed {
-        let agents: Vec<&str> = projection.agents.iter().map(AgentId::as_str).collect();
-        execute(tx, "DELETE FROM goal_agents WHERE goal = $1", &[&goal]).await?;
-        execute(
-            tx,
-            "INSERT INTO goal_agents (agent, goal) SELECT a, $1 FROM unnest($2::text[]) AS g(a)",
-            &[&goal, &agents],
-        )
-        .await?;
-    }
-    write_frontier(tx, goal, &encoded.frontier).await?;
-    // Delivered to listeners only if, and when, this transaction commits.
-    let note = payload(&request.goal, state.revision);
-    execute(tx, "SELECT pg_notify($1, $2)", &[&CHANNEL, &note]).await?;
-    Ok(())
 }
 
 async fn write_frontier<C: GenericClient>(
@@ -495,13 +635,13 @@ pub(super) async fn events(
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let rows = query(
         client,
-        "SELECT revision, json FROM events WHERE goal = $1 AND revision > $2 ORDER BY revision LIMIT $3",
+        "SELECT revision, at, json FROM events WHERE goal = $1 AND revision > $2 ORDER BY revision LIMIT $3",
         &[&goal.as_str(), &int(after), &limit],
     )
     .await
     .map_err(cx.err())?;
     rows.iter()
-        .map(|r| decode_event(goal, count(get(r, 0)?, "revision")?, &get::<String>(r, 1)?))
+        .map(|r| decode_event(goal, &event_row(r, 0)?))
         .collect()
 }
 
@@ -825,7 +965,7 @@ pub(super) async fn operations(
     let rows = query(
         client,
         "SELECT operation, digest, revision, events, committed_at, actor, kinds FROM receipts
-         WHERE goal = $1 AND revision > $2 ORDER BY seq LIMIT $3",
+         WHERE goal = $1 AND revision > $2 ORDER BY revision, seq LIMIT $3",
         &[&goal.as_str(), &int(after), &limit],
     )
     .await

@@ -5,13 +5,19 @@ use tokio_postgres::config::Host;
 use tokio_postgres::error::SqlState;
 
 /// The newest database schema this build reads and writes.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// The migrations, in order: migration `n` takes the schema from `n - 1` to `n`.
-const MIGRATIONS: &[(u32, &str)] = &[(
-    1,
-    include_str!("../../migrations/postgres/0001_initial.sql"),
-)];
+const MIGRATIONS: &[(u32, &str)] = &[
+    (
+        1,
+        include_str!("../../migrations/postgres/0001_initial.sql"),
+    ),
+    (
+        2,
+        include_str!("../../migrations/postgres/0002_append_function.sql"),
+    ),
+];
 
 /// The tables schema 1 creates, to tell an empty database from another program's.
 const TABLES: &[&str] = &[

@@ -157,6 +157,15 @@ impl Drop for Checkout<'_> {
 }
 
 impl Shared {
+    /// An idle pooled connection, if one is free right now; never waits and never opens one.
+    fn try_idle(&self) -> Option<Checkout<'_>> {
+        let conn = self.lock().idle.pop()?;
+        Some(Checkout {
+            shared: self,
+            conn: Some(conn),
+        })
+    }
+
     fn lock(&self) -> MutexGuard<'_, Pool> {
         self.pool.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -254,6 +263,25 @@ impl SqliteStore {
         self.run(ops::integrity_check).await
     }
 
+    /// See [`Store::load`] on this type: `Some` when the cache answers for the goal's current
+    /// revision (or the goal does not exist), read without waiting.
+    fn load_inline(&self, goal: &GoalId) -> Option<Result<Option<GoalState>, StoreError>> {
+        let mut checkout = self.shared.try_idle()?;
+        let conn = checkout.conn.as_mut()?;
+        let Ok(found) = ops::load_cached(conn, &self.shared, goal) else {
+            // Its busy timeout may not have been restored: close it rather than pool it.
+            checkout.conn = None;
+            self.shared.lock().open -= 1;
+            self.shared.returned.notify_one();
+            return None;
+        };
+        match found {
+            ops::Cached::Absent => Some(Ok(None)),
+            ops::Cached::Hit(state) => Some(Ok(Some(*state))),
+            ops::Cached::Miss => None,
+        }
+    }
+
     async fn run<T, F>(&self, job: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
@@ -285,7 +313,15 @@ impl SqliteStore {
 
 #[async_trait]
 impl Store for SqliteStore {
+    /// A goal whose state this handle has cached at its current revision is answered on the
+    /// calling task: one indexed read of the goal's row on an idle connection, with SQLite's
+    /// busy handler off, so it never waits for a lock or a connection. Otherwise (nothing
+    /// cached, the goal moved, no idle connection, a lock in the way) the load runs on the
+    /// blocking pool like every other call.
     async fn load(&self, goal: &GoalId) -> Result<Option<GoalState>, StoreError> {
+        if let Some(loaded) = self.load_inline(goal) {
+            return loaded;
+        }
         let goal = goal.clone();
         self.run(move |conn, cx| ops::load(conn, cx, &goal)).await
     }

@@ -11,10 +11,10 @@ use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, 
 
 use super::Shared;
 use super::schema::sql;
-use crate::cache::StateCache;
 use crate::commit::{Prepared, prepare};
 use crate::fold::{
-    check_loaded, decode_event, decode_snapshot, encode, fold_stored, kinds, missing_base,
+    EventRow, check_loaded, decode_event, decode_snapshot, encode, fold_stored, kinds,
+    missing_base, tail_usable,
 };
 use crate::index::{Projection, covers, merge_frontiers, parse_status, status_name};
 use crate::retention::{Compaction, OperationRecord, decode_operation};
@@ -48,80 +48,174 @@ struct GoalRow {
     revision: u64,
     base_revision: u64,
     snapshot_revision: u64,
+    /// The stored standing (its stable name; empty when the row holds an unknown one).
+    status: &'static str,
+    valid_from: i64,
+    valid_until: Option<i64>,
 }
 
 fn goal_row(conn: &Connection, goal: &GoalId) -> Result<Option<GoalRow>, StoreError> {
     let raw = conn
         .prepare_cached(
-            "SELECT revision, base_revision, snapshot_revision FROM goals WHERE goal = ?1",
+            "SELECT revision, base_revision, snapshot_revision, status, valid_from, valid_until FROM goals WHERE goal = ?1",
         )
         .and_then(|mut stmt| {
             stmt.query_row([goal.as_str()], |row| {
+                let status = row.get_ref(3)?.as_str().ok().and_then(parse_status);
                 Ok((
                     row.get::<_, i64>(0)?,
                     row.get::<_, i64>(1)?,
                     row.get::<_, i64>(2)?,
+                    status.map_or("", status_name),
+                    row.get::<_, i64>(4)?,
+                    row.get::<_, Option<i64>>(5)?,
                 ))
             })
             .optional()
         })
         .map_err(sql)?;
-    raw.map(|(revision, base, snapshot)| {
-        Ok(GoalRow {
-            revision: count(revision, "revision")?,
-            base_revision: count(base, "revision")?,
-            snapshot_revision: count(snapshot, "revision")?,
-        })
-    })
+    raw.map(
+        |(revision, base, snapshot, status, valid_from, valid_until)| {
+            Ok(GoalRow {
+                revision: count(revision, "revision")?,
+                base_revision: count(base, "revision")?,
+                snapshot_revision: count(snapshot, "revision")?,
+                status,
+                valid_from,
+                valid_until,
+            })
+        },
+    )
     .transpose()
 }
 
 // ----- load ---------------------------------------------------------------------------------
 
-/// The goal's state (latest snapshot plus the events after it, folded with the kernel) and
-/// its row, read inside the caller's transaction.
+/// Event rows of `goal` in `(after, up_to]`, in order.
+fn event_rows(
+    conn: &Connection,
+    goal: &GoalId,
+    after: u64,
+    up_to: u64,
+) -> Result<Vec<EventRow>, StoreError> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT revision, at, json FROM events WHERE goal = ?1 AND revision > ?2 AND revision <= ?3 ORDER BY revision",
+        )
+        .map_err(sql)?;
+    let mut rows = stmt
+        .query(params![goal.as_str(), int(after), int(up_to)])
+        .map_err(sql)?;
+    let mut stored = Vec::new();
+    while let Some(r) = rows.next().map_err(sql)? {
+        stored.push(EventRow {
+            revision: count(r.get(0).map_err(sql)?, "revision")?,
+            at: r.get(1).map_err(sql)?,
+            json: r.get(2).map_err(sql)?,
+        });
+    }
+    Ok(stored)
+}
+
+/// The goal's state (latest snapshot plus the events after it, folded with the kernel; or a
+/// cached older state plus the events after it) and its row, read inside the caller's
+/// transaction.
 fn load_state(
     conn: &Connection,
     goal: &GoalId,
-    cache: &StateCache,
+    cx: &Shared,
 ) -> Result<Option<(GoalState, GoalRow)>, StoreError> {
+    let cache = &cx.cache;
     let Some(row) = goal_row(conn, goal)? else {
         return Ok(None);
     };
     if let Some(state) = cache.get(goal, row.revision) {
         return Ok(Some((state, row)));
     }
-    let snapshot: Option<(i64, String)> = conn
-        .prepare_cached(
-            "SELECT revision, json FROM snapshots WHERE goal = ?1 ORDER BY revision DESC LIMIT 1",
+    if let Some(older) = cache.behind(goal, row.revision)
+        && tail_usable(
+            older.revision,
+            row.revision,
+            row.base_revision,
+            row.snapshot_revision,
+            cx.options.snapshot_every,
         )
-        .and_then(|mut stmt| {
-            stmt.query_row([goal.as_str()], |r| Ok((r.get(0)?, r.get(1)?)))
-                .optional()
-        })
-        .map_err(sql)?;
-    let state = match snapshot {
-        Some((revision, json)) => Some(decode_snapshot(goal, count(revision, "revision")?, &json)?),
-        None if row.base_revision > 0 => return Err(missing_base(goal, row.base_revision)),
-        None => None,
+    {
+        let tail = event_rows(conn, goal, older.revision, row.revision)?;
+        if tail.first().map(|e| e.revision) == Some(older.revision + 1)
+            && tail.len() as u64 == row.revision - older.revision
+        {
+            let state = fold_stored(goal, Some(older), &tail)?;
+            let state = check_loaded(goal, state, row.revision)?;
+            cache.put(&state, row.snapshot_revision);
+            return Ok(Some((state, row)));
+        }
+    }
+    let state = {
+        // The snapshot is decoded straight from SQLite's buffer, without a copy.
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT revision, json FROM snapshots WHERE goal = ?1 ORDER BY revision DESC LIMIT 1",
+            )
+            .map_err(sql)?;
+        let mut rows = stmt.query([goal.as_str()]).map_err(sql)?;
+        match rows.next().map_err(sql)? {
+            Some(r) => {
+                let revision = count(r.get(0).map_err(sql)?, "revision")?;
+                let json = r
+                    .get_ref(1)
+                    .map_err(sql)?
+                    .as_str()
+                    .map_err(|error| StoreError::Corrupt {
+                        detail: format!(
+                            "the snapshot of goal `{goal}` at revision {revision} is not text ({error}); restore the store from a backup"
+                        ),
+                    })?;
+                Some(decode_snapshot(goal, revision, json)?)
+            }
+            None if row.base_revision > 0 => return Err(missing_base(goal, row.base_revision)),
+            None => None,
+        }
     };
     let from = state.as_ref().map_or(0, |s| s.revision);
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT revision, json FROM events WHERE goal = ?1 AND revision > ?2 ORDER BY revision",
-        )
-        .map_err(sql)?;
-    let mut rows = stmt.query(params![goal.as_str(), int(from)]).map_err(sql)?;
-    let mut stored = Vec::new();
-    while let Some(r) = rows.next().map_err(sql)? {
-        let revision = count(r.get(0).map_err(sql)?, "revision")?;
-        let json: String = r.get(1).map_err(sql)?;
-        stored.push((revision, json));
-    }
+    let stored = event_rows(conn, goal, from, u64::MAX)?;
     let state = fold_stored(goal, state, &stored)?;
     let state = check_loaded(goal, state, row.revision)?;
-    cache.put(&state);
+    cache.put(&state, row.snapshot_revision);
     Ok(Some((state, row)))
+}
+
+/// What [`load_cached`] found.
+pub(super) enum Cached {
+    /// The goal does not exist.
+    Absent,
+    /// The goal's state at its current revision, from the cache.
+    Hit(Box<GoalState>),
+    /// The cache does not hold the goal at its current revision: load the long way.
+    Miss,
+}
+
+/// The goal's state when the handle's cache holds it at the goal's current revision (or the
+/// goal does not exist), read without ever waiting: the busy handler is off for the one indexed
+/// read of the goal's row, so a lock held elsewhere makes it fail at once instead of sleeping.
+/// A failed read is an error, so that the caller closes the connection rather than pooling one
+/// whose state it cannot vouch for.
+pub(super) fn load_cached(
+    conn: &mut Connection,
+    cx: &Shared,
+    goal: &GoalId,
+) -> Result<Cached, StoreError> {
+    conn.busy_timeout(std::time::Duration::ZERO).map_err(sql)?;
+    // One statement: it reads one consistent snapshot without a transaction around it.
+    let read = goal_row(conn, goal);
+    conn.busy_timeout(cx.options.busy_timeout).map_err(sql)?;
+    Ok(match read? {
+        None => Cached::Absent,
+        Some(row) => cx
+            .cache
+            .get(goal, row.revision)
+            .map_or(Cached::Miss, |state| Cached::Hit(Box::new(state))),
+    })
 }
 
 pub(super) fn load(
@@ -130,7 +224,7 @@ pub(super) fn load(
     goal: &GoalId,
 ) -> Result<Option<GoalState>, StoreError> {
     let tx = conn.transaction().map_err(sql)?;
-    let loaded = load_state(&tx, goal, &cx.cache)?;
+    let loaded = load_state(&tx, goal, cx)?;
     tx.finish().map_err(sql)?;
     Ok(loaded.map(|(state, _)| state))
 }
@@ -151,7 +245,7 @@ pub(super) fn append(
         None if request.expected_revision == 0 => Some((0, prepare(None, request))),
         None => {
             let tx = conn.transaction().map_err(sql)?;
-            let loaded = load_state(&tx, &request.goal, &cx.cache);
+            let loaded = load_state(&tx, &request.goal, cx);
             tx.finish().map_err(sql)?;
             match loaded {
                 Ok(Some((state, row))) if row.revision == request.expected_revision => {
@@ -183,7 +277,7 @@ pub(super) fn append(
     let mut prepared = match early {
         Some((revision, prepared)) if revision == current => prepared?,
         _ => {
-            let loaded = load_state(&tx, &request.goal, &cx.cache)?;
+            let loaded = load_state(&tx, &request.goal, cx)?;
             prepare(loaded.map(|(state, _)| state), request)?
         }
     };
@@ -199,7 +293,12 @@ pub(super) fn append(
         },
         other => other,
     })?;
-    cx.cache.put_owned(prepared.folded.state);
+    let snapshot_revision = if prepared.snapshot.is_some() {
+        prepared.folded.state.revision
+    } else {
+        row.map_or(0, |r| r.snapshot_revision)
+    };
+    cx.cache.put_owned(prepared.folded.state, snapshot_revision);
     Ok(prepared.folded.receipt)
 }
 
@@ -270,26 +369,7 @@ fn write_commit(
         snapshot_revision = state.revision;
     }
     let projection = &prepared.projection;
-    tx.prepare_cached(
-        "INSERT INTO goals (goal, revision, objective, status, valid_from, valid_until, updated_at, base_revision, snapshot_revision)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 0, ?8)
-         ON CONFLICT (goal) DO UPDATE SET revision = excluded.revision, objective = excluded.objective,
-             status = excluded.status, valid_from = excluded.valid_from, valid_until = excluded.valid_until,
-             updated_at = excluded.updated_at, snapshot_revision = excluded.snapshot_revision",
-    )
-    .and_then(|mut stmt| {
-        stmt.execute(params![
-            goal,
-            int(state.revision),
-            projection.summary.objective,
-            status_name(projection.summary.status),
-            projection.valid_from.as_millis(),
-            projection.summary.next_wake.map(Timestamp::as_millis),
-            receipt.committed_at.as_millis(),
-            int(snapshot_revision),
-        ])
-    })
-    .map_err(sql)?;
+    write_goal_row(tx, goal, row, projection, receipt, int(snapshot_revision))?;
     if prepared.agents_changed {
         tx.prepare_cached("DELETE FROM goal_agents WHERE goal = ?1")
             .and_then(|mut stmt| stmt.execute([goal]))
@@ -304,17 +384,107 @@ fn write_commit(
     write_frontier(tx, projection)
 }
 
+/// Writes the goal's row after a commit. An existing row is updated column by column: the
+/// indexed columns (standing and window) only when they changed, so that a commit that leaves
+/// them as they were does not rewrite their index entries.
+fn write_goal_row(
+    tx: &Transaction<'_>,
+    goal: &str,
+    row: Option<GoalRow>,
+    projection: &Projection,
+    receipt: &Receipt,
+    snapshot_revision: i64,
+) -> Result<(), StoreError> {
+    let status = status_name(projection.summary.status);
+    let valid_from = projection.valid_from.as_millis();
+    let valid_until = projection.summary.next_wake.map(Timestamp::as_millis);
+    let revision = int(projection.summary.revision);
+    let committed_at = receipt.committed_at.as_millis();
+    let Some(row) = row else {
+        return tx
+            .prepare_cached(
+                "INSERT INTO goals (goal, revision, objective, status, valid_from, valid_until, updated_at, base_revision, snapshot_revision)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 0, ?8)",
+            )
+            .and_then(|mut stmt| {
+                stmt.execute(params![
+                    goal,
+                    revision,
+                    projection.summary.objective,
+                    status,
+                    valid_from,
+                    valid_until,
+                    committed_at,
+                    snapshot_revision,
+                ])
+            })
+            .map(drop)
+            .map_err(sql);
+    };
+    tx.prepare_cached(
+        "UPDATE goals SET revision = ?2, objective = ?3, updated_at = ?4, snapshot_revision = ?5 WHERE goal = ?1",
+    )
+    .and_then(|mut stmt| {
+        stmt.execute(params![
+            goal,
+            revision,
+            projection.summary.objective,
+            committed_at,
+            snapshot_revision,
+        ])
+    })
+    .map_err(sql)?;
+    if row.status != status {
+        tx.prepare_cached("UPDATE goals SET status = ?2 WHERE goal = ?1")
+            .and_then(|mut stmt| stmt.execute(params![goal, status]))
+            .map_err(sql)?;
+    }
+    if row.valid_from != valid_from {
+        tx.prepare_cached("UPDATE goals SET valid_from = ?2 WHERE goal = ?1")
+            .and_then(|mut stmt| stmt.execute(params![goal, valid_from]))
+            .map_err(sql)?;
+    }
+    if row.valid_until != valid_until {
+        tx.prepare_cached("UPDATE goals SET valid_until = ?2 WHERE goal = ?1")
+            .and_then(|mut stmt| stmt.execute(params![goal, valid_until]))
+            .map_err(sql)?;
+    }
+    Ok(())
+}
+
+/// Brings the goal's frontier rows to `projection`'s, writing only the rows that changed: a
+/// commit that leaves an agent's frontier as it was does not touch its row.
 fn write_frontier(tx: &Transaction<'_>, projection: &Projection) -> Result<(), StoreError> {
     let goal = projection.summary.goal.as_str();
-    tx.prepare_cached("DELETE FROM frontier WHERE goal = ?1")
-        .and_then(|mut stmt| stmt.execute([goal]))
-        .map_err(sql)?;
-    let mut insert = tx
-        .prepare_cached("INSERT INTO frontier (agent, goal, todos) VALUES (?1, ?2, ?3)")
-        .map_err(sql)?;
+    let mut stored: BTreeMap<String, String> = BTreeMap::new();
+    {
+        let mut stmt = tx
+            .prepare_cached("SELECT agent, todos FROM frontier WHERE goal = ?1")
+            .map_err(sql)?;
+        let mut rows = stmt.query([goal]).map_err(sql)?;
+        while let Some(r) = rows.next().map_err(sql)? {
+            stored.insert(r.get(0).map_err(sql)?, r.get(1).map_err(sql)?);
+        }
+    }
     for (agent, todos) in &projection.frontier {
-        insert
-            .execute(params![agent.as_str(), goal, encode(todos)?])
+        let json = encode(todos)?;
+        match stored.remove(agent.as_str()) {
+            Some(old) if old == json => {}
+            Some(_) => {
+                tx.prepare_cached("UPDATE frontier SET todos = ?3 WHERE agent = ?1 AND goal = ?2")
+                    .and_then(|mut stmt| stmt.execute(params![agent.as_str(), goal, json]))
+                    .map_err(sql)?;
+            }
+            None => {
+                tx.prepare_cached("INSERT INTO frontier (agent, goal, todos) VALUES (?1, ?2, ?3)")
+                    .and_then(|mut stmt| stmt.execute(params![agent.as_str(), goal, json]))
+                    .map_err(sql)?;
+            }
+        }
+    }
+    for agent in stored.keys() {
+        tx.prepare_cached("DELETE FROM frontier WHERE agent = ?1 AND goal = ?2")
+            .and_then(|mut stmt| stmt.execute([agent.as_str(), goal]))
             .map_err(sql)?;
     }
     Ok(())
@@ -367,7 +537,7 @@ pub(super) fn events(
 ) -> Result<Vec<RecordedEvent>, StoreError> {
     let mut stmt = conn
         .prepare_cached(
-            "SELECT revision, json FROM events WHERE goal = ?1 AND revision > ?2 ORDER BY revision LIMIT ?3",
+            "SELECT revision, at, json FROM events WHERE goal = ?1 AND revision > ?2 ORDER BY revision LIMIT ?3",
         )
         .map_err(sql)?;
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
@@ -376,9 +546,12 @@ pub(super) fn events(
         .map_err(sql)?;
     let mut out = Vec::new();
     while let Some(r) = rows.next().map_err(sql)? {
-        let revision = count(r.get(0).map_err(sql)?, "revision")?;
-        let json: String = r.get(1).map_err(sql)?;
-        out.push(decode_event(goal, revision, &json)?);
+        let row = EventRow {
+            revision: count(r.get(0).map_err(sql)?, "revision")?,
+            at: r.get(1).map_err(sql)?,
+            json: r.get(2).map_err(sql)?,
+        };
+        out.push(decode_event(goal, &row)?);
     }
     Ok(out)
 }
@@ -420,7 +593,7 @@ fn refresh(
     {
         let tx = conn.transaction().map_err(sql)?;
         for goal in stale {
-            if let Some((state, _)) = load_state(&tx, goal, &cx.cache)? {
+            if let Some((state, _)) = load_state(&tx, goal, cx)? {
                 out.push(Projection::compute(&state, now));
             }
         }
@@ -630,23 +803,8 @@ pub(super) fn compact(
         Some((revision, json)) => Some(decode_snapshot(goal, count(revision, "revision")?, &json)?),
         None => None,
     };
-    let mut stored = Vec::new();
-    {
-        let from = state.as_ref().map_or(0, |s| s.revision);
-        let mut stmt = tx
-            .prepare_cached(
-                "SELECT revision, json FROM events WHERE goal = ?1 AND revision > ?2 AND revision <= ?3 ORDER BY revision",
-            )
-            .map_err(sql)?;
-        let mut rows = stmt
-            .query(params![goal.as_str(), int(from), int(target)])
-            .map_err(sql)?;
-        while let Some(r) = rows.next().map_err(sql)? {
-            let revision = count(r.get(0).map_err(sql)?, "revision")?;
-            let json: String = r.get(1).map_err(sql)?;
-            stored.push((revision, json));
-        }
-    }
+    let from = state.as_ref().map_or(0, |s| s.revision);
+    let stored = event_rows(&tx, goal, from, target)?;
     let state = fold_stored(goal, state, &stored)?;
     let state = match state {
         Some(state) if state.revision == target => state,

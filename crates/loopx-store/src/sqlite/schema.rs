@@ -11,10 +11,16 @@ use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionB
 use super::{Durability, SqliteOptions};
 
 /// The newest database schema this build reads and writes.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// The migrations, in order: migration `n` takes the schema from `n - 1` to `n`.
-const MIGRATIONS: &[(u32, &str)] = &[(1, include_str!("../../migrations/sqlite/0001_initial.sql"))];
+const MIGRATIONS: &[(u32, &str)] = &[
+    (1, include_str!("../../migrations/sqlite/0001_initial.sql")),
+    (
+        2,
+        include_str!("../../migrations/sqlite/0002_compact_events.sql"),
+    ),
+];
 
 const MAGIC: &[u8; 16] = b"SQLite format 3\0";
 
