@@ -38,10 +38,21 @@ fn git(dir: &Path, args: &[&str]) {
     assert!(status.success(), "git {args:?}");
 }
 
-/// A store, a goal with one criterion on `repo:demo`, the given todos, and a git repository
-/// `repo` holding the turn and check scripts.
+/// A SQLite store, a goal with one criterion on `repo:demo`, the given todos, and a git
+/// repository `repo` holding the turn and check scripts.
 fn setup(todos: &[&[&str]]) -> Loopx {
-    let lx = Loopx::sqlite();
+    setup_on(Loopx::sqlite(), todos)
+}
+
+/// The same on a fresh database of the throwaway PostgreSQL cluster.
+fn setup_postgres(todos: &[&[&str]]) -> Loopx {
+    setup_on(
+        Loopx::with_store(loopx_store::test_cluster::cluster().database()),
+        todos,
+    )
+}
+
+fn setup_on(lx: Loopx, todos: &[&[&str]]) -> Loopx {
     lx.ok(&["init"]);
     let owner = ["--goal", GOAL, "--as", "person:olivia"];
     lx.ok(&[
@@ -87,19 +98,29 @@ const RUN: [&str; 13] = [
     "repo",
 ];
 
+const TWO_TODOS: [&[&str]; 2] = [
+    &["--id", "first", "--title", "first line"],
+    &[
+        "--id",
+        "second",
+        "--title",
+        "second line",
+        "--depends-on",
+        "first",
+    ],
+];
+
 #[test]
 fn run_works_the_goal_to_terminal_with_real_processes() {
-    let lx = setup(&[
-        &["--id", "first", "--title", "first line"],
-        &[
-            "--id",
-            "second",
-            "--title",
-            "second line",
-            "--depends-on",
-            "first",
-        ],
-    ]);
+    to_terminal(&setup(&TWO_TODOS));
+}
+
+#[test]
+fn run_works_the_goal_to_terminal_on_postgres() {
+    to_terminal(&setup_postgres(&TWO_TODOS));
+}
+
+fn to_terminal(lx: &Loopx) {
     std::fs::write(lx.path("last"), "").expect("marker");
 
     let out = lx.ok(&RUN);
@@ -170,9 +191,29 @@ fn next_lease_step(lx: &Loopx) -> Value {
 
 #[test]
 fn a_killed_run_is_resumed_under_the_same_turn_id_when_the_todo_is_idempotent() {
-    let lx = setup(&[&["--id", "edit", "--title", "append a line", "--idempotent"]]);
-    kill_mid_turn(&lx);
-    let lease = next_lease_step(&lx);
+    resumed_under_the_same_turn_id(&setup(&[&[
+        "--id",
+        "edit",
+        "--title",
+        "append a line",
+        "--idempotent",
+    ]]));
+}
+
+#[test]
+fn a_killed_run_on_postgres_is_resumed_under_the_same_turn_id() {
+    resumed_under_the_same_turn_id(&setup_postgres(&[&[
+        "--id",
+        "edit",
+        "--title",
+        "append a line",
+        "--idempotent",
+    ]]));
+}
+
+fn resumed_under_the_same_turn_id(lx: &Loopx) {
+    kill_mid_turn(lx);
+    let lease = next_lease_step(lx);
     assert_eq!(lease["step"], "resume", "{lease:#}");
 
     let out = lx.ok(&RUN);
@@ -193,8 +234,21 @@ fn a_killed_run_is_resumed_under_the_same_turn_id_when_the_todo_is_idempotent() 
 
 #[test]
 fn a_killed_run_with_an_uncertain_effect_goes_to_repair() {
-    let lx = setup(&[&["--id", "publish", "--title", "append a line"]]);
-    kill_mid_turn(&lx);
+    uncertain_effect_goes_to_repair(&setup(&[&["--id", "publish", "--title", "append a line"]]));
+}
+
+#[test]
+fn a_killed_run_on_postgres_with_an_uncertain_effect_goes_to_repair() {
+    uncertain_effect_goes_to_repair(&setup_postgres(&[&[
+        "--id",
+        "publish",
+        "--title",
+        "append a line",
+    ]]));
+}
+
+fn uncertain_effect_goes_to_repair(lx: &Loopx) {
+    kill_mid_turn(lx);
 
     let out = lx.ok(&RUN);
 

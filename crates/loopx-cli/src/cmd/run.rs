@@ -51,7 +51,8 @@ pub struct RunArgs {
     #[arg(long, default_value = ".")]
     workspace: PathBuf,
     /// The turn journal (a directory that must survive restarts); by default `journal/AGENT`
-    /// beside a SQLite store, or `.loopx/journal/AGENT` in the workspace for PostgreSQL.
+    /// beside a SQLite store, or `loopx/journal/AGENT` in the clone's git directory for
+    /// PostgreSQL.
     #[arg(long)]
     journal: Option<PathBuf>,
     /// Environment variables passed through to the executor and validator (PATH and HOME always
@@ -133,7 +134,12 @@ async fn build(ctx: &Ctx, args: &RunArgs, store: Arc<dyn Store>) -> Result<Engin
         .clone()
         .unwrap_or_else(|| match ctx.location() {
             Location::Sqlite(path) => path.with_file_name("journal").join(args.agent.as_str()),
-            Location::Postgres(_) => workspace.join(".loopx/journal").join(args.agent.as_str()),
+            // Inside the clone's git directory: per machine, never committed, never making the
+            // working tree dirty (which would bind the validator's evidence to a dirty revision).
+            Location::Postgres(_) => workspace
+                .join(&identity.common_dir)
+                .join("loopx/journal")
+                .join(args.agent.as_str()),
         });
     let executor = CommandExecutor::new(command(args, "--exec", &args.exec, &workspace)?, journal);
     let validator = CommandValidator::new(
