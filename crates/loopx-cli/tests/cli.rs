@@ -5,7 +5,7 @@
 mod support;
 
 use serde_json::{Value, json};
-use support::{GOAL, Loopx, at, redact, seed_story, settlement, unchanged};
+use support::{GOAL, Loopx, at, budget_goal, redact, seed_story, settlement, unchanged};
 
 #[test]
 fn the_seed_story_runs_through_the_cli_alone() {
@@ -89,59 +89,6 @@ fn export_and_import_round_trip_and_import_never_overwrites() {
     assert_eq!(code, 7, "{error}");
     assert_eq!(error["error"]["code"], "invalid_history");
     assert_eq!(third.ok(&["goal", "list"])["goals"], json!([]));
-}
-
-fn budget_goal(lx: &Loopx, goal: &str, on_exhausted: &str) -> Value {
-    let t0 = at(29, "10:00");
-    lx.ok(&["init"]);
-    lx.ok(&[
-        "--goal",
-        goal,
-        "--as",
-        "person:owner",
-        "--now",
-        &t0,
-        "--op",
-        "create",
-        "goal",
-        "create",
-        "--objective",
-        "a goal with one turn of budget",
-        "--agent",
-        "agent-a",
-        "--turns",
-        "1",
-        "--on-budget-exhausted",
-        on_exhausted,
-    ]);
-    let agent = ["--goal", goal, "--as", "agent:agent-a", "--now", &t0];
-    lx.ok(&[
-        &agent[..],
-        &["todo", "add", "--id", "work", "--title", "the work"],
-    ]
-    .concat());
-    let claim = lx.ok(&[&agent[..], &["claim", "--todo", "work"]].concat());
-    assert_eq!(claim["lease"]["lease"]["epoch"], 1);
-    lx.ok(&[
-        &agent[..],
-        &["begin", "--todo", "work", "--epoch", "1", "--turn", "t1"],
-    ]
-    .concat());
-    let mut keep_open = settlement("work", 1, "t1", &[], &[]);
-    keep_open["verdict"]["outcome"] = json!("progress");
-    keep_open["transition"] = json!({ "kind": "keep_open" });
-    let file = lx.json_file("keep-open.json", &keep_open);
-    let settled = lx.ok(&[&agent[..], &["settle", "--file", &file]].concat());
-    assert_eq!(settled["budget"]["remaining"]["turns"], 0);
-    lx.ok(&[
-        "--goal",
-        goal,
-        "--now",
-        &at(29, "10:05"),
-        "next",
-        "--agent",
-        "agent-a",
-    ])
 }
 
 #[test]

@@ -4,7 +4,7 @@
 
 mod support;
 
-use support::{Loopx, seed_story};
+use support::{Loopx, budget_goal, seed_story};
 
 #[test]
 fn the_seed_story_runs_on_postgres_exactly_as_on_sqlite() {
@@ -32,4 +32,13 @@ fn the_seed_story_runs_on_postgres_exactly_as_on_sqlite() {
     // The URL's password (if any) never appears in output.
     let init = &postgres[0].1;
     assert!(!init.to_string().contains("postgres://"), "{init}");
+}
+
+#[test]
+fn a_budget_that_runs_out_decides_alike_on_postgres() {
+    let url = loopx_store::test_cluster::cluster().database();
+    let postgres = budget_goal(&Loopx::with_store(url), "asks", "ask");
+    let sqlite = budget_goal(&Loopx::sqlite(), "asks", "ask");
+    assert_eq!(postgres["decision"]["kind"], "ask");
+    assert_eq!(postgres, sqlite);
 }

@@ -468,3 +468,58 @@ pub fn seed_story(lx: &Loopx) -> Vec<(String, Value)> {
 pub fn unchanged(path: &Path, bytes: &[u8]) -> bool {
     std::fs::read(path).is_ok_and(|now| now == bytes)
 }
+
+/// A goal with one turn of budget, spent by a turn that keeps its todo open; the decision
+/// `next` gives afterwards (`on_exhausted` is the goal policy: `ask` or `wait`).
+pub fn budget_goal(lx: &Loopx, goal: &str, on_exhausted: &str) -> Value {
+    let t0 = at(29, "10:00");
+    lx.ok(&["init"]);
+    lx.ok(&[
+        "--goal",
+        goal,
+        "--as",
+        "person:owner",
+        "--now",
+        &t0,
+        "--op",
+        "create",
+        "goal",
+        "create",
+        "--objective",
+        "a goal with one turn of budget",
+        "--agent",
+        "agent-a",
+        "--turns",
+        "1",
+        "--on-budget-exhausted",
+        on_exhausted,
+    ]);
+    let agent = ["--goal", goal, "--as", "agent:agent-a", "--now", &t0];
+    lx.ok(&[
+        &agent[..],
+        &["todo", "add", "--id", "work", "--title", "the work"],
+    ]
+    .concat());
+    let claim = lx.ok(&[&agent[..], &["claim", "--todo", "work"]].concat());
+    assert_eq!(claim["lease"]["lease"]["epoch"], 1);
+    lx.ok(&[
+        &agent[..],
+        &["begin", "--todo", "work", "--epoch", "1", "--turn", "t1"],
+    ]
+    .concat());
+    let mut keep_open = settlement("work", 1, "t1", &[], &[]);
+    keep_open["verdict"]["outcome"] = json!("progress");
+    keep_open["transition"] = json!({ "kind": "keep_open" });
+    let file = lx.json_file("keep-open.json", &keep_open);
+    let settled = lx.ok(&[&agent[..], &["settle", "--file", &file]].concat());
+    assert_eq!(settled["budget"]["remaining"]["turns"], 0);
+    lx.ok(&[
+        "--goal",
+        goal,
+        "--now",
+        &at(29, "10:05"),
+        "next",
+        "--agent",
+        "agent-a",
+    ])
+}
