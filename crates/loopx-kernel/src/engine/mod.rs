@@ -117,6 +117,16 @@ pub enum EngineError {
     },
 }
 
+/// What running (or recovering) a turn came to, before settlement.
+enum Ran {
+    /// The executor's report, to validate and settle.
+    Reported(TurnReport),
+    /// The lease was lost while the turn ran; nothing is settled.
+    LeaseLost(TurnOutcome),
+    /// A prepared turn whose effects may have happened and cannot be read back.
+    Unknown,
+}
+
 /// One agent's engine over a store, a clock, an executor, a validator, capabilities and
 /// watched streams. `Send + Sync`; it holds no goal state between steps.
 pub struct Engine {
@@ -426,30 +436,30 @@ impl Engine {
         let Some(request) = self.request(state, &todo, epoch, &turn) else {
             return Ok(None);
         };
-        let outcome = if resumed {
-            self.recover(state, &request).await?
+        let ran = if resumed {
+            self.recover(state, &request).await
         } else {
-            Some(self.execute(state, &request).await)
+            self.execute(state, &request).await
         };
-        let Some(outcome) = outcome else {
-            report.turn = Some(TurnOutcome::Unknown {
-                todo: todo.clone(),
-                turn: turn.clone(),
-            });
-            return Ok(Some(Decision::Repair {
-                issue: RepairIssue::OutcomeUnknown {
-                    todo,
-                    turn,
-                    holder: self.agent.clone(),
-                    fix: "the executor cannot tell whether the turn's effects happened: read back what it did, then settle the turn with a validator's verdict, or let the lease expire and resolve_outcome".into(),
-                },
-            }));
-        };
-        let executed = match outcome {
-            Ok(report) => report,
-            Err(lost) => {
+        let executed = match ran {
+            Ran::Reported(executed) => executed,
+            Ran::LeaseLost(lost) => {
                 report.turn = Some(lost);
                 return Ok(None);
+            }
+            Ran::Unknown => {
+                report.turn = Some(TurnOutcome::Unknown {
+                    todo: todo.clone(),
+                    turn: turn.clone(),
+                });
+                return Ok(Some(Decision::Repair {
+                    issue: RepairIssue::OutcomeUnknown {
+                        todo,
+                        turn,
+                        holder: self.agent.clone(),
+                        fix: "the executor cannot tell whether the turn's effects happened: read back what it did, then settle the turn with a validator's verdict, or let the lease expire and resolve_outcome".into(),
+                    },
+                }));
             }
         };
         report.turn = Some(self.settle(state, &request, executed, resumed).await?);
@@ -534,39 +544,34 @@ impl Engine {
         })
     }
 
-    /// Reads back a prepared turn found in flight. `None` means the outcome is unknown.
-    async fn recover(
-        &self,
-        state: &mut GoalState,
-        request: &TurnRequest,
-    ) -> Result<Option<Result<TurnReport, TurnOutcome>>, EngineError> {
+    /// Reads back a prepared turn found in flight: its journalled report, or a re-run under the
+    /// same turn id when it never started or its todo is idempotent; otherwise unknown.
+    async fn recover(&self, state: &mut GoalState, request: &TurnRequest) -> Ran {
         let idempotent = state.todos.get(&request.todo).is_some_and(|t| t.idempotent);
         match self.executor.recover(request).await {
-            Recovery::Finished(report) => Ok(Some(Ok(report))),
-            Recovery::NotStarted => Ok(Some(self.execute(state, request).await)),
-            Recovery::Unknown if idempotent => Ok(Some(self.execute(state, request).await)),
-            Recovery::Unknown => Ok(None),
+            Recovery::Finished(report) => Ran::Reported(report),
+            Recovery::NotStarted => self.execute(state, request).await,
+            Recovery::Unknown if idempotent => self.execute(state, request).await,
+            Recovery::Unknown => Ran::Unknown,
         }
     }
 
     /// Runs the executor (or, for a monitor with a watching provider, the poll) while renewing
     /// the lease. A lost lease stops the turn.
-    async fn execute(
-        &self,
-        state: &mut GoalState,
-        request: &TurnRequest,
-    ) -> Result<TurnReport, TurnOutcome> {
+    async fn execute(&self, state: &mut GoalState, request: &TurnRequest) -> Ran {
         let work = self.work(state, request);
         let renewals = self.keep_alive(&state.spec.id, request);
         pin_mut!(work, renewals);
         match select(work, renewals).await {
-            Either::Left((result, _)) => Ok(result.unwrap_or_else(|error| TurnReport {
+            // A failed executor still settles: the turn was spent, and the validator judges
+            // what state it left.
+            Either::Left((result, _)) => Ran::Reported(result.unwrap_or_else(|error| TurnReport {
                 transition: Transition::KeepOpen,
                 observations: Vec::new(),
                 usage: Amounts::ZERO,
                 summary: format!("the executor failed: {error}"),
             })),
-            Either::Right((reason, _)) => Err(TurnOutcome::LeaseLost {
+            Either::Right((reason, _)) => Ran::LeaseLost(TurnOutcome::LeaseLost {
                 todo: request.todo.clone(),
                 turn: request.turn.clone(),
                 reason,
