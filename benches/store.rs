@@ -12,7 +12,8 @@
 //! - stored bytes per settled turn (target ≤ 2 KiB): file growth on SQLite, growth of
 //!   `pg_total_relation_size` over the store's tables on PostgreSQL.
 //!
-//! Run with `cargo bench -p loopx-benches --bench store`. The SQLite files live in a temporary
+//! Run with `cargo bench -p loopx-benches --bench store`; `-- cold` runs only the cold loads
+//! (with the time decoding the snapshot alone takes), `-- postgres` only the PostgreSQL figures. The SQLite files live in a temporary
 //! directory on the machine's disk, so the figures include its `fsync` cost. PostgreSQL runs as
 //! a throwaway cluster (`loopx_store::test_cluster`) on 127.0.0.1 with its durable defaults
 //! (`fsync` on), started from the `initdb` and `pg_ctl` on `PATH` or in `LOOPX_PG_BIN`; without
@@ -26,8 +27,8 @@ use loopx_benches::{Goal, against};
 use loopx_kernel::seams::{AppendRequest, Store};
 use loopx_kernel::{
     Actor, AgentId, Amounts, Command, Continuation, Duration, GoalId, GoalSpec, GoalState, Limits,
-    NewTodo, OperationId, PersonId, Policy, Settlement, SourceId, Timestamp, TodoId, Transition,
-    TurnId, Verdict, VerdictOutcome, execute, stamp,
+    NewTodo, OperationId, PersonId, Policy, Settlement, Snapshot, SourceId, Timestamp, TodoId,
+    Transition, TurnId, Verdict, VerdictOutcome, execute, stamp,
 };
 use loopx_store::test_cluster::Cluster;
 use loopx_store::{Durability, PostgresStore, SqliteOptions, SqliteStore, SubmitError, submit};
@@ -71,6 +72,13 @@ fn main() -> Result<(), Failure> {
     };
     let dir = tempfile::tempdir()?;
     let runtime = Builder::new_current_thread().enable_all().build()?;
+    let only = |part: &str| std::env::args().skip(1).any(|a| a == part);
+    if only("cold") {
+        return cold_figures(&runtime, &cluster, dir.path());
+    }
+    if only("postgres") {
+        return postgres_figures(&runtime, &cluster);
+    }
     println!("store @sqlite (WAL), figures from one run on this machine's disk");
     for durability in [Durability::Full, Durability::Normal] {
         let name = match durability {
@@ -116,14 +124,43 @@ fn main() -> Result<(), Failure> {
         "turn cycles with {AGENTS} agents at once @full: {:.0} cycles/s on one goal, {:.0} cycles/s on {AGENTS} goals, `submit` gave up contended {} times, retried (no target)",
         batched.0, batched.1, batched.2
     );
-    let cold_path = dir.path().join("cold.db");
-    let (load, events) = cold_load(&runtime, |_| Ok(SqliteStore::open(&cold_path)?))?;
+    sqlite_cold(&runtime, dir.path())?;
+    postgres_figures(&runtime, &cluster)
+}
+
+/// Only the cold-load figures (`-- cold`): SQLite, then PostgreSQL.
+fn cold_figures(runtime: &Runtime, cluster: &Cluster, dir: &Path) -> Result<(), Failure> {
+    sqlite_cold(runtime, dir)?;
+    postgres_cold(runtime, cluster)
+}
+
+fn sqlite_cold(runtime: &Runtime, dir: &Path) -> Result<(), Failure> {
+    let cold_path = dir.join("cold.db");
+    let (load, events, decode) = cold_load(runtime, |_| Ok(SqliteStore::open(&cold_path)?))?;
     println!(
         "cold load of a goal with {events} events: {:.1} ms (target 100 ms: {})",
         load * 1000.0,
         against(load * 1000.0, 100.0, Goal::AtMost),
     );
-    postgres_figures(&runtime, &cluster)
+    println!(
+        "  of which decoding its {:.1} MB snapshot alone: {:.1} ms (no target)",
+        decode.bytes / 1e6,
+        decode.seconds * 1000.0,
+    );
+    Ok(())
+}
+
+fn postgres_cold(runtime: &Runtime, cluster: &Cluster) -> Result<(), Failure> {
+    let cold_url = cluster.create_database("cold")?;
+    let (load, events, _) = cold_load(runtime, |runtime| {
+        Ok(runtime.block_on(PostgresStore::connect(&cold_url))?)
+    })?;
+    println!(
+        "cold load of a goal with {events} events @postgres: {:.1} ms (target 100 ms: {})",
+        load * 1000.0,
+        against(load * 1000.0, 100.0, Goal::AtMost),
+    );
+    Ok(())
 }
 
 /// The same figures on PostgreSQL: the throwaway cluster on loopback, `fsync` on, one database
@@ -168,16 +205,7 @@ fn postgres_figures(runtime: &Runtime, cluster: &Cluster) -> Result<(), Failure>
         "turn cycles with {AGENTS} agents at once @postgres: {:.0} cycles/s on one goal, {:.0} cycles/s on {AGENTS} goals, `submit` gave up contended {} times, retried (no target)",
         batched.0, batched.1, batched.2
     );
-    let cold_url = cluster.create_database("cold")?;
-    let (load, events) = cold_load(runtime, |runtime| {
-        Ok(runtime.block_on(PostgresStore::connect(&cold_url))?)
-    })?;
-    println!(
-        "cold load of a goal with {events} events @postgres: {:.1} ms (target 100 ms: {})",
-        load * 1000.0,
-        against(load * 1000.0, 100.0, Goal::AtMost),
-    );
-    Ok(())
+    postgres_cold(runtime, cluster)
 }
 
 /// The raw baseline's connection on the same server: one tokio-postgres connection (no pool),
@@ -575,12 +603,21 @@ where
     Ok((one_goal.0, own_goals.0, one_goal.1 + own_goals.1))
 }
 
+/// The decoding of a goal's snapshot JSON alone, in memory.
+struct Decode {
+    /// The JSON's size.
+    bytes: f64,
+    /// The median time `serde_json` takes to decode it into a [`Snapshot`].
+    seconds: f64,
+}
+
 /// Builds a goal of about `COLD_EVENTS` events in memory with the kernel, appends it in large
-/// batches, then times `load` on fresh handles from `open` (no cache) and returns the median.
+/// batches, then times `load` on fresh handles from `open` (no cache) and returns the median,
+/// the number of events, and how long decoding the goal's snapshot JSON alone takes.
 fn cold_load<S: Store>(
     runtime: &Runtime,
     open: impl Fn(&Runtime) -> Result<S, Failure>,
-) -> Result<(f64, usize), Failure> {
+) -> Result<(f64, usize, Decode), Failure> {
     let now = Timestamp::parse("2026-11-29T10:00:00Z")?;
     let goal_id: GoalId = id("cold");
     let created = execute(
@@ -671,5 +708,25 @@ fn cold_load<S: Store>(
         }
     }
     times.sort_by(f64::total_cmp);
-    Ok((times[times.len() / 2], log.len()))
+    Ok((times[times.len() / 2], log.len(), decode_figure(&state)?))
+}
+
+/// How long decoding the JSON of `state`'s snapshot takes, in memory (the median of five).
+fn decode_figure(state: &GoalState) -> Result<Decode, Failure> {
+    let json = serde_json::to_string(&state.snapshot())?;
+    let mut times = Vec::new();
+    for _ in 0..5 {
+        let start = Instant::now();
+        let snapshot: Snapshot = serde_json::from_str(&json)?;
+        times.push(start.elapsed().as_secs_f64());
+        if snapshot.state.revision != state.revision {
+            return Err("the cold goal's snapshot did not decode".into());
+        }
+    }
+    times.sort_by(f64::total_cmp);
+    #[allow(clippy::cast_precision_loss)] // a snapshot stays far below 2^52 bytes
+    Ok(Decode {
+        bytes: json.len() as f64,
+        seconds: times[times.len() / 2],
+    })
 }

@@ -7,7 +7,8 @@
 use std::fmt;
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
+use serde::de::{self, Unexpected, Visitor};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// The longest id the kernel accepts, in bytes.
 pub const MAX_ID_LEN: usize = 128;
@@ -38,12 +39,53 @@ pub(crate) fn check_id(kind: &'static str, text: &str) -> Result<(), InvalidId> 
     Ok(())
 }
 
+/// Decodes an id of one kind from a string, as `String` then [`TryFrom`] would, without
+/// building the intermediate `String`. The id is checked after the string has been read, so an
+/// invalid one is reported exactly as before (without a position in the input).
+struct IdVisitor(&'static str);
+
+impl Visitor<'_> for IdVisitor {
+    type Value = Result<Arc<str>, InvalidId>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string")
+    }
+
+    fn visit_str<E: de::Error>(self, text: &str) -> Result<Self::Value, E> {
+        Ok(check_id(self.0, text).map(|()| Arc::from(text)))
+    }
+
+    fn visit_bytes<E: de::Error>(self, bytes: &[u8]) -> Result<Self::Value, E> {
+        match std::str::from_utf8(bytes) {
+            Ok(text) => self.visit_str(text),
+            Err(_) => Err(E::invalid_value(Unexpected::Bytes(bytes), &self)),
+        }
+    }
+}
+
 macro_rules! id_type {
     ($(#[$doc:meta])* $name:ident, $kind:literal) => {
         $(#[$doc])*
-        #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-        #[serde(try_from = "String", into = "String")]
+        #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
         pub struct $name(Arc<str>);
+
+        impl Serialize for $name {
+            /// The id as a JSON string.
+            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.serialize_str(&self.0)
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            /// A string that is a valid id (see [`Self::new`]); decoded straight from the
+            /// input's text, without an intermediate `String`.
+            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                deserializer
+                    .deserialize_str(IdVisitor($kind))?
+                    .map($name)
+                    .map_err(de::Error::custom)
+            }
+        }
 
         impl $name {
             /// Validates and wraps an id.

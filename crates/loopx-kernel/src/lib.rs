@@ -39,6 +39,7 @@
 mod actor;
 mod budget;
 mod command;
+mod de;
 mod decide;
 pub mod engine;
 mod event;

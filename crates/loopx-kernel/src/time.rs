@@ -4,6 +4,7 @@
 use std::fmt;
 
 use chrono::{DateTime, SecondsFormat, Utc};
+use serde::de::{self, Unexpected, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// A UTC instant with millisecond precision.
@@ -76,9 +77,34 @@ impl Serialize for Timestamp {
 }
 
 impl<'de> Deserialize<'de> for Timestamp {
+    /// An RFC 3339 string (see [`Timestamp::parse`]), parsed straight from the input's text.
+    /// It is parsed after the string has been read, so a malformed one is reported exactly as
+    /// before (without a position in the input).
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(deserializer)?;
-        Timestamp::parse(&text).map_err(serde::de::Error::custom)
+        struct TimestampVisitor;
+
+        impl Visitor<'_> for TimestampVisitor {
+            type Value = Result<Timestamp, TimestampError>;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+
+            fn visit_str<E: de::Error>(self, text: &str) -> Result<Self::Value, E> {
+                Ok(Timestamp::parse(text))
+            }
+
+            fn visit_bytes<E: de::Error>(self, bytes: &[u8]) -> Result<Self::Value, E> {
+                match std::str::from_utf8(bytes) {
+                    Ok(text) => self.visit_str(text),
+                    Err(_) => Err(E::invalid_value(Unexpected::Bytes(bytes), &self)),
+                }
+            }
+        }
+
+        deserializer
+            .deserialize_str(TimestampVisitor)?
+            .map_err(de::Error::custom)
     }
 }
 

@@ -5,8 +5,10 @@
 //! without a lookup by id per todo.
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::ops::Index;
 
+use serde::de::{MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::ids::TodoId;
@@ -103,14 +105,90 @@ impl Serialize for Todos {
 }
 
 impl<'de> Deserialize<'de> for Todos {
+    /// The JSON object [`Serialize`] writes. Read as a map would be (a repeated id keeps its
+    /// last todo), then put in creation order. The kernel writes the ids in order, so the todos
+    /// are collected in a vector and only a repeated or unordered id pays for a map.
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let map = BTreeMap::<TodoId, Todo>::deserialize(deserializer)?;
-        let mut todos: Vec<Todo> = map.into_values().collect();
+        struct TodosVisitor;
+
+        impl<'de> Visitor<'de> for TodosVisitor {
+            type Value = Vec<(TodoId, Todo)>;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map")
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(0).min(4096));
+                while let Some(entry) = map.next_entry::<TodoId, Todo>()? {
+                    entries.push(entry);
+                }
+                Ok(entries)
+            }
+        }
+
+        let entries = deserializer.deserialize_map(TodosVisitor)?;
+        let mut todos: Vec<Todo> = if entries.windows(2).all(|w| w[0].0 < w[1].0) {
+            entries.into_iter().map(|(_, todo)| todo).collect()
+        } else {
+            entries
+                .into_iter()
+                .collect::<BTreeMap<_, _>>()
+                .into_values()
+                .collect()
+        };
         todos.sort_by_key(|t| t.seq);
-        let mut out = Todos::default();
+        let mut out = Todos {
+            slots: Vec::with_capacity(todos.len()),
+            by_id: BTreeMap::new(),
+        };
         for todo in todos {
             out.push(todo);
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn todo(id: &str, title: &str, seq: u64) -> String {
+        format!(
+            r#"{{"id":"{id}","title":"{title}","class":{{"kind":"advance"}},"priority":"P2","created_by":{{"kind":"person","id":"o"}},"created_at":"2026-11-29T10:00:00Z","seq":{seq},"status":"open","last_epoch":0}}"#
+        )
+    }
+
+    /// What the decoder did before: a map (a repeated id keeps its last todo), then creation
+    /// order.
+    fn through_a_map(text: &str) -> Option<Vec<Todo>> {
+        let map: BTreeMap<TodoId, Todo> = serde_json::from_str(text).ok()?;
+        let mut todos: Vec<Todo> = map.into_values().collect();
+        todos.sort_by_key(|t| t.seq);
+        Some(todos)
+    }
+
+    #[test]
+    fn todos_decode_as_through_a_map_in_any_key_order() {
+        let inputs = [
+            format!(r#"{{"a":{},"b":{}}}"#, todo("a", "x", 1), todo("b", "y", 0)),
+            format!(r#"{{"b":{},"a":{}}}"#, todo("b", "y", 0), todo("a", "x", 1)),
+            format!(
+                r#"{{"a":{},"b":{},"a":{}}}"#,
+                todo("a", "x", 1),
+                todo("b", "y", 0),
+                todo("a", "z", 2)
+            ),
+            format!(r#"{{"a":{},"a":{}}}"#, todo("a", "x", 1), todo("a", "z", 1)),
+            "{}".to_owned(),
+            "[]".to_owned(),
+            format!(r#"{{"not an id":{}}}"#, todo("a", "x", 1)),
+        ];
+        for input in &inputs {
+            let ours: Option<Vec<Todo>> = serde_json::from_str::<Todos>(input)
+                .ok()
+                .map(|t| t.values().cloned().collect());
+            assert_eq!(ours, through_a_map(input), "on {input}");
+        }
     }
 }

@@ -1,8 +1,8 @@
 //! The PostgreSQL backend against a real server: bad input (an unreachable server, a newer
 //! schema, another program's database) as typed errors with nothing modified and no password
 //! in any message, and a connection lost after `COMMIT` was sent reported as ambiguous and
-//! resolved by `submit` from the receipt; a database written by schema 1 migrating and reading
-//! as before; a retry from a handle whose cache missed the first commit.
+//! resolved by `submit` from the receipt; databases written by schemas 1 and 2 migrating and
+//! reading as before; a retry from a handle whose cache missed the first commit.
 #![cfg(feature = "postgres")]
 
 mod support;
@@ -343,6 +343,7 @@ async fn rewrite_as_schema_1(
             .unwrap();
         assert_eq!(changed, 1);
     }
+    rewrite_as_schema_2(&client).await;
     client
         .batch_execute(
             "DROP FUNCTION loopx_append;
@@ -357,6 +358,179 @@ async fn rewrite_as_schema_1(
         .await
         .unwrap();
     client
+}
+
+/// Turns the database behind `client` back into what schema 2 wrote: digests as text, every
+/// receipt with its actor and event names, the unique key on (goal, operation), schema 2's
+/// commit function and index settings, version 2.
+async fn rewrite_as_schema_2(client: &tokio_postgres::Client) {
+    let schema_2 = include_str!("../migrations/postgres/0002_append_function.sql");
+    let function = &schema_2[schema_2.find("CREATE FUNCTION").unwrap()..];
+    client
+        .batch_execute(&format!(
+            "DROP FUNCTION loopx_append;
+             DROP INDEX receipts_by_operation;
+             ALTER INDEX events_pkey RESET (fillfactor);
+             ALTER INDEX receipts_by_revision RESET (fillfactor);
+             ALTER TABLE receipts ALTER COLUMN digest TYPE TEXT USING (
+                 CASE
+                     WHEN octet_length(digest) = 32 THEN encode(digest, 'hex')
+                     WHEN octet_length(digest) = 33 AND substring(digest FROM 1 FOR 1) = '\\xff'::BYTEA
+                         THEN convert_from(substring(digest FROM 2), 'UTF8')
+                     ELSE convert_from(digest, 'UTF8')
+                 END);
+             UPDATE receipts r SET
+                 actor = (SELECT (e.json::JSON -> 'actor')::TEXT FROM events e
+                          WHERE e.goal = r.goal AND e.revision = r.revision - r.events + 1),
+                 kinds = COALESCE((SELECT json_agg(e.json::JSON -> 'event' ->> 'type' ORDER BY e.revision)::TEXT
+                                   FROM events e WHERE e.goal = r.goal
+                                     AND e.revision > r.revision - r.events AND e.revision <= r.revision), '[]')
+                 WHERE r.kinds IS NULL;
+             ALTER TABLE receipts ALTER COLUMN kinds SET NOT NULL;
+             ALTER TABLE receipts ADD CONSTRAINT receipts_goal_operation_key UNIQUE (goal, operation);
+             {function}
+             UPDATE schema_version SET version = 2;"
+        ))
+        .await
+        .unwrap();
+}
+
+/// The digests of the receipts, as text, in commit order.
+async fn stored_digests(client: &tokio_postgres::Client) -> Vec<String> {
+    client
+        .query(
+            "SELECT digest::TEXT FROM receipts ORDER BY revision, seq",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
+/// A recorded no-op at revision 4 of the test goal, with operation `odd-{i}` and `digest`.
+fn no_op(i: usize, digest: &str) -> AppendRequest {
+    AppendRequest {
+        goal: goal_id(),
+        expected_revision: 4,
+        operation: OperationId::new(format!("odd-{i}")).unwrap(),
+        digest: digest.to_owned(),
+        at: now(),
+        events: vec![],
+    }
+}
+
+/// Adds todo `id` with operation `operation` through `submit`.
+async fn add_todo(store: &PostgresStore, id: &str, operation: &str) -> loopx_store::Submitted {
+    let todo = NewTodo::advance(TodoId::new(id).unwrap(), "work");
+    submit(
+        store,
+        &goal_id(),
+        &owner(),
+        now(),
+        &Command::AddTodo { todo },
+        &OperationId::new(operation).unwrap(),
+    )
+    .await
+    .unwrap()
+}
+
+#[test]
+fn a_database_written_by_schema_2_migrates_and_reads_as_before() {
+    let url = cluster().database();
+    let rt = runtime();
+    rt.block_on(async {
+        let store = PostgresStore::connect(&url).await.unwrap();
+        create_goal(&store).await;
+        for i in 0..3 {
+            add_todo(&store, &format!("t{i}"), &format!("add-{i}")).await;
+        }
+        // Recorded no-ops with digests that are not SHA-256: short text, text of 32 bytes (the
+        // size of a binary digest), and hex in capitals.
+        let odd = [
+            "short",
+            "abcdefghijklmnopqrstuvwxyz012345",
+            "ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789",
+        ];
+        for (i, text) in odd.iter().enumerate() {
+            store.append(no_op(i, text)).await.unwrap();
+        }
+        let state = store.load(&goal_id()).await.unwrap();
+        let events = store.events(&goal_id(), 0, usize::MAX).await.unwrap();
+        let operations = store.operations(&goal_id(), 0, usize::MAX).await.unwrap();
+        drop(store);
+
+        let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        rewrite_as_schema_2(&client).await;
+        let old_digests = stored_digests(&client).await;
+        assert!(old_digests.iter().any(|d| d == odd[1]), "{old_digests:?}");
+
+        // A fresh handle migrates; everything reads as it did.
+        let store = PostgresStore::connect(&url).await.unwrap();
+        assert_eq!(
+            version(&url).await,
+            i32::try_from(POSTGRES_SCHEMA_VERSION).unwrap()
+        );
+        assert_eq!(store.load(&goal_id()).await.unwrap(), state);
+        assert_eq!(
+            store.events(&goal_id(), 0, usize::MAX).await.unwrap(),
+            events
+        );
+        assert_eq!(
+            store.operations(&goal_id(), 0, usize::MAX).await.unwrap(),
+            operations
+        );
+        // SHA-256 digests are stored as their 32 bytes now.
+        let sizes: Vec<i32> = client
+            .query(
+                "SELECT octet_length(digest) FROM receipts ORDER BY revision, seq",
+                &[],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert_eq!(sizes[..4], [32, 32, 32, 32]);
+        assert_eq!(sizes[4..], [5, 33, 64]);
+
+        // Operations committed before the upgrade stay idempotent, with the same digest, and
+        // conflict with another.
+        for (i, text) in odd.iter().enumerate() {
+            let request = no_op(i, text);
+            let first = operations[4 + i].receipt.clone();
+            assert_eq!(store.append(request.clone()).await, Ok(first));
+            let other = AppendRequest {
+                digest: "another".to_owned(),
+                ..request
+            };
+            assert!(matches!(
+                store.append(other).await,
+                Err(StoreError::OperationConflict { .. })
+            ));
+        }
+        let again = add_todo(&store, "t0", "add-0").await;
+        assert!(again.replayed);
+        assert_eq!(again.receipt, operations[1].receipt);
+
+        // New commits land after the old rows.
+        let done = add_todo(&store, "after", "after-upgrade").await;
+        assert_eq!(done.receipt.revision, 5);
+        let fresh = PostgresStore::connect(&url).await.unwrap();
+        assert_eq!(fresh.load(&goal_id()).await.unwrap(), Some(done.state));
+        assert_eq!(
+            fresh
+                .operations(&goal_id(), 0, usize::MAX)
+                .await
+                .unwrap()
+                .len(),
+            operations.len() + 1
+        );
+    });
 }
 
 /// The JSON of every event row, in revision order.

@@ -386,7 +386,7 @@ impl Retention for PostgresStore {
         after: u64,
         limit: usize,
     ) -> Result<Vec<OperationRecord>, StoreError> {
-        let client = self.client().await?;
-        ops::operations(&client, &self.cx(), goal, after, limit).await
+        let mut client = self.client().await?;
+        ops::operations(&mut client, &self.cx(), goal, after, limit).await
     }
 }

@@ -7,7 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use deadpool_postgres::{GenericClient, Object};
 use loopx_kernel::seams::{AppendRequest, GoalSummary, Receipt, StoreError};
 use loopx_kernel::{
-    AgentId, GoalId, GoalState, OperationId, RecordedEvent, Snapshot, Timestamp, TodoId,
+    Actor, AgentId, Event, GoalId, GoalState, OperationId, RecordedEvent, Snapshot, Timestamp,
+    TodoId,
 };
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
@@ -17,8 +18,8 @@ use super::schema::{column, is_unique_violation, pg};
 use crate::cache::StateCache;
 use crate::commit::{Prepared, prepare};
 use crate::fold::{
-    EventRow, check_loaded, decode_event, decode_snapshot, encode, fold_stored, kinds,
-    missing_base, tail_usable,
+    EventRow, check_loaded, decode_event, decode_snapshot, encode, fold_stored, missing_base,
+    tail_usable,
 };
 use crate::index::{Projection, covers, merge_frontiers, parse_status, status_name};
 use crate::retention::{Compaction, OperationRecord, decode_operation};
@@ -313,9 +314,10 @@ pub(super) async fn load(
 
 // ----- append -------------------------------------------------------------------------------
 
-/// The statement that commits through the `loopx_append` function (schema 2).
-const APPEND: &str = "SELECT r_outcome, r_digest, r_revision, r_events, r_committed_at FROM loopx_append(
-    $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)";
+/// The statement that commits through the `loopx_append` function (schema 3).
+const APPEND: &str =
+    "SELECT r_outcome, r_digest, r_revision, r_events, r_committed_at FROM loopx_append(
+    $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)";
 
 pub(super) async fn append(
     client: &mut Object,
@@ -397,12 +399,6 @@ async fn call_append(
     let goal = &request.goal;
     let expected = request.expected_revision;
     let frontier = frontier_rows(&prepared.projection)?;
-    let actor = request
-        .events
-        .first()
-        .map(|e| encode(&e.actor))
-        .transpose()?;
-    let kinds = encode(&kinds(&request.events))?;
     let receipt = &prepared.folded.receipt;
     let state = &prepared.folded.state;
     let projection = &prepared.projection;
@@ -418,12 +414,10 @@ async fn call_append(
         &goal.as_str(),
         &int(expected),
         &receipt.operation.as_str(),
-        &receipt.digest,
+        &stored_digest(&receipt.digest),
         &int(receipt.revision),
         &int(receipt.events),
         &receipt.committed_at.as_millis(),
-        &actor,
-        &kinds,
         &revisions,
         &times,
         &prepared.events,
@@ -512,7 +506,7 @@ fn not_committed(
             let first = Receipt {
                 goal: request.goal.clone(),
                 operation: request.operation.clone(),
-                digest: get(row, 1)?,
+                digest: digest_at(row, 1)?,
                 revision: count(get(row, 2)?, "revision")?,
                 events: count(get(row, 3)?, "event count")?,
                 committed_at: Timestamp::from_millis(get(row, 4)?),
@@ -589,6 +583,60 @@ async fn write_frontier<C: GenericClient>(
 
 // ----- receipts and events ------------------------------------------------------------------
 
+/// A payload digest as schema 3 stores it: a SHA-256 digest in lowercase hex (what `submit`
+/// computes) as its 32 bytes; any other text as its UTF-8 bytes, after one `0xff` byte (which
+/// UTF-8 never holds) when the text is itself 32 bytes long, so it is never read as hex.
+fn stored_digest(digest: &str) -> Vec<u8> {
+    let hex = digest.len() == 64
+        && digest
+            .bytes()
+            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    if hex {
+        let nibble = |b: u8| {
+            if b.is_ascii_digit() {
+                b - b'0'
+            } else {
+                b - b'a' + 10
+            }
+        };
+        return digest
+            .as_bytes()
+            .chunks_exact(2)
+            .map(|pair| (nibble(pair[0]) << 4) | nibble(pair[1]))
+            .collect();
+    }
+    let mut bytes = Vec::with_capacity(digest.len() + 1);
+    if digest.len() == 32 {
+        bytes.push(0xff);
+    }
+    bytes.extend_from_slice(digest.as_bytes());
+    bytes
+}
+
+/// The digest text of [`stored_digest`]'s bytes.
+fn read_digest(bytes: &[u8]) -> Result<String, StoreError> {
+    if bytes.len() == 32 {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        return Ok(bytes
+            .iter()
+            .flat_map(|b| [HEX[usize::from(b >> 4)], HEX[usize::from(b & 0xf)]])
+            .map(char::from)
+            .collect());
+    }
+    let text = match bytes {
+        [0xff, rest @ ..] if rest.len() == 32 => rest,
+        _ => bytes,
+    };
+    String::from_utf8(text.to_vec()).map_err(|_| StoreError::Corrupt {
+        detail: "a stored operation digest is neither SHA-256 nor text; the receipts were changed outside loopx: restore the database from a backup".to_owned(),
+    })
+}
+
+/// The digest in column `i` of a receipt row.
+fn digest_at(row: &Row, i: usize) -> Result<String, StoreError> {
+    read_digest(&get::<Vec<u8>>(row, i)?)
+}
+
 async fn receipt_in<C: GenericClient>(
     c: &C,
     cx: &Cx<'_>,
@@ -597,7 +645,9 @@ async fn receipt_in<C: GenericClient>(
 ) -> Result<Option<Receipt>, StoreError> {
     let rows = query(
         c,
-        "SELECT digest, revision, events, committed_at FROM receipts WHERE goal = $1 AND operation = $2",
+        "SELECT digest, revision, events, committed_at FROM receipts
+         WHERE hashtextextended(operation, 0) = hashtextextended($2, 0)
+           AND goal = $1 AND operation = $2",
         &[&goal.as_str(), &operation.as_str()],
     )
     .await
@@ -607,7 +657,7 @@ async fn receipt_in<C: GenericClient>(
             Ok(Receipt {
                 goal: goal.clone(),
                 operation: operation.clone(),
-                digest: get(r, 0)?,
+                digest: digest_at(r, 0)?,
                 revision: count(get(r, 1)?, "revision")?,
                 events: count(get(r, 2)?, "event count")?,
                 committed_at: Timestamp::from_millis(get(r, 3)?),
@@ -897,6 +947,39 @@ pub(super) async fn compact(
     )
     .await
     .map_err(&err)?;
+    // Receipts whose events go keep their actor and event names in their own row from now on.
+    let pending = query(
+        &tx,
+        "SELECT revision, events, seq FROM receipts
+         WHERE goal = $1 AND kinds IS NULL AND events > 0 AND revision - events < $2",
+        &[&g, &int(target)],
+    )
+    .await
+    .map_err(&err)?;
+    let spans: Vec<(u64, u64, i64)> = pending
+        .iter()
+        .map(|r| {
+            Ok((
+                count(get(r, 0)?, "revision")?,
+                count(get(r, 1)?, "event count")?,
+                get(r, 2)?,
+            ))
+        })
+        .collect::<Result<_, StoreError>>()?;
+    if !spans.is_empty() {
+        let ranges: Vec<(u64, u64)> = spans.iter().map(|&(r, n, _)| (r, n)).collect();
+        let events = batch_events(&tx, cx, goal, &ranges).await?;
+        for &(revision, n, seq) in &spans {
+            let (actor, names) = audit(goal, &events, revision, n)?;
+            execute(
+                &tx,
+                "UPDATE receipts SET actor = $4, kinds = $5 WHERE goal = $1 AND revision = $2 AND seq = $3",
+                &[&g, &int(revision), &seq, &encode(&actor)?, &encode(&names)?],
+            )
+            .await
+            .map_err(&err)?;
+        }
+    }
     let removed = execute(
         &tx,
         "DELETE FROM events WHERE goal = $1 AND revision <= $2",
@@ -955,33 +1038,118 @@ pub(super) async fn base(
 }
 
 pub(super) async fn operations(
-    client: &Object,
+    client: &mut Object,
     cx: &Cx<'_>,
     goal: &GoalId,
     after: u64,
     limit: usize,
 ) -> Result<Vec<OperationRecord>, StoreError> {
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    // One snapshot of the database: a compaction cannot delete the events a receipt's actor
+    // and event names are read from between the two reads.
+    let tx = read_only(client, cx).await?;
     let rows = query(
-        client,
+        &tx,
         "SELECT operation, digest, revision, events, committed_at, actor, kinds FROM receipts
          WHERE goal = $1 AND revision > $2 ORDER BY revision, seq LIMIT $3",
         &[&goal.as_str(), &int(after), &limit],
     )
     .await
     .map_err(cx.err())?;
-    rows.iter()
-        .map(|r| {
-            let operation: OperationId = stored_id(get(r, 0)?, "operation id")?;
-            let receipt = Receipt {
-                goal: goal.clone(),
-                operation,
-                digest: get(r, 1)?,
-                revision: count(get(r, 2)?, "revision")?,
-                events: count(get(r, 3)?, "event count")?,
-                committed_at: Timestamp::from_millis(get(r, 4)?),
-            };
-            decode_operation(receipt, get(r, 5)?, &get::<String>(r, 6)?)
-        })
+    let mut records = Vec::with_capacity(rows.len());
+    let mut from_events = Vec::new();
+    for r in &rows {
+        let operation: OperationId = stored_id(get(r, 0)?, "operation id")?;
+        let receipt = Receipt {
+            goal: goal.clone(),
+            operation,
+            digest: digest_at(r, 1)?,
+            revision: count(get(r, 2)?, "revision")?,
+            events: count(get(r, 3)?, "event count")?,
+            committed_at: Timestamp::from_millis(get(r, 4)?),
+        };
+        match get::<Option<String>>(r, 6)? {
+            Some(kinds) => records.push(decode_operation(receipt, get(r, 5)?, &kinds)?),
+            None if receipt.events == 0 => records.push(OperationRecord {
+                receipt,
+                actor: None,
+                events: Vec::new(),
+            }),
+            None => {
+                from_events.push(records.len());
+                records.push(OperationRecord {
+                    receipt,
+                    actor: None,
+                    events: Vec::new(),
+                });
+            }
+        }
+    }
+    if !from_events.is_empty() {
+        let spans: Vec<(u64, u64)> = from_events
+            .iter()
+            .map(|&i| (records[i].receipt.revision, records[i].receipt.events))
+            .collect();
+        let events = batch_events(&tx, cx, goal, &spans).await?;
+        for i in from_events {
+            let receipt = &records[i].receipt;
+            let (actor, names) = audit(goal, &events, receipt.revision, receipt.events)?;
+            records[i].actor = Some(actor);
+            records[i].events = names;
+        }
+    }
+    tx.rollback().await.map_err(cx.err())?;
+    Ok(records)
+}
+
+/// The events of the receipts `spans` (each its revision and event count), by revision.
+async fn batch_events<C: GenericClient>(
+    c: &C,
+    cx: &Cx<'_>,
+    goal: &GoalId,
+    spans: &[(u64, u64)],
+) -> Result<BTreeMap<u64, RecordedEvent>, StoreError> {
+    let from = spans
+        .iter()
+        .map(|(revision, n)| revision.saturating_sub(*n))
+        .min()
+        .unwrap_or(0);
+    let to = spans
+        .iter()
+        .map(|(revision, _)| *revision)
+        .max()
+        .unwrap_or(0);
+    event_rows(c, cx, goal, from, to)
+        .await?
+        .iter()
+        .map(|row| Ok((row.revision, decode_event(goal, row)?)))
         .collect()
+}
+
+/// The actor and event names of the receipt of the `count` events up to `revision`, read from
+/// those events (schema 3 keeps them there while the events are stored).
+fn audit(
+    goal: &GoalId,
+    events: &BTreeMap<u64, RecordedEvent>,
+    revision: u64,
+    count: u64,
+) -> Result<(Actor, Vec<String>), StoreError> {
+    let first = revision.saturating_sub(count) + 1;
+    let batch: Vec<&RecordedEvent> = (first..=revision)
+        .filter_map(|revision| events.get(&revision))
+        .collect();
+    match batch.first() {
+        Some(event) if batch.len() as u64 == count => Ok((
+            event.actor.clone(),
+            batch
+                .iter()
+                .map(|e| Event::name(&e.event).to_owned())
+                .collect(),
+        )),
+        _ => Err(StoreError::Corrupt {
+            detail: format!(
+                "the events of goal `{goal}` from revision {first} to {revision}, which its audit trail reads, are missing; restore the store from a backup"
+            ),
+        }),
+    }
 }
