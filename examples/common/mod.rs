@@ -2,11 +2,22 @@
 //! temporary directory), a clock, a runtime, and a timeline that prints what each engine step
 //! did and what the kernel decided after it.
 //!
-//! ```no_run
+//! ```
 //! use loopx_examples::{Result, Story};
-//! # fn spec() -> loopx_kernel::GoalSpec { unimplemented!() }
+//! # fn spec() -> Result<loopx_kernel::GoalSpec> {
+//! #     Ok(loopx_kernel::GoalSpec {
+//! #         id: "demo".try_into()?,
+//! #         objective: "a demo".into(),
+//! #         owner: "olivia".try_into()?,
+//! #         criteria: vec![],
+//! #         agents: ["alice".try_into()?].into(),
+//! #         budget: loopx_kernel::Limits::UNLIMITED,
+//! #         policy: loopx_kernel::Policy::default(),
+//! #         grants: std::collections::BTreeMap::default(),
+//! #     })
+//! # }
 //! # fn main() -> Result<()> {
-//! let story = Story::manual(spec(), "2026-11-29T10:00")?;
+//! let story = Story::manual(spec()?, "2026-11-29T10:00")?;
 //! story.say("the goal is created; nothing has happened yet");
 //! story.at("10:05")?;
 //! # Ok(())
