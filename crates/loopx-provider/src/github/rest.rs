@@ -630,8 +630,10 @@ fn param<'a>(effect: &'a Effect, name: &str) -> Result<&'a str, GitHubError> {
         .ok_or_else(|| GitHubError::Invalid(format!("effect `{}` needs `{name}`", effect.kind)))
 }
 
-fn check_repo(repo: &str) -> Result<&str, GitHubError> {
-    let ok = repo.split('/').count() == 2
+/// True when `repo` is an `owner/name` repository: two non-empty parts of ASCII letters, digits,
+/// `-`, `_` and `.`, neither `.` nor `..` (so it is safe in a URL path).
+pub fn is_repository(repo: &str) -> bool {
+    repo.split('/').count() == 2
         && repo.split('/').all(|part| {
             !part.is_empty()
                 && part != "."
@@ -639,8 +641,11 @@ fn check_repo(repo: &str) -> Result<&str, GitHubError> {
                 && part
                     .chars()
                     .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-        });
-    if ok {
+        })
+}
+
+fn check_repo(repo: &str) -> Result<&str, GitHubError> {
+    if is_repository(repo) {
         Ok(repo)
     } else {
         Err(GitHubError::Invalid(format!(

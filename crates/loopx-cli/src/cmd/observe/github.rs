@@ -183,16 +183,7 @@ fn acting(ctx: &Ctx) -> Result<Actor, CliError> {
 }
 
 fn check_repo(repo: &str) -> Result<&str, CliError> {
-    let mut parts = repo.split('/');
-    let ok = parts.clone().count() == 2
-        && parts.all(|part| {
-            !part.is_empty()
-                && part != "."
-                && part != ".."
-                && part
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-        });
+    let ok = loopx_provider::github::rest::is_repository(repo);
     if ok {
         Ok(repo)
     } else {
