@@ -237,7 +237,7 @@ fn cases() -> Vec<Case> {
             ],
         ),
         Case::new(
-            "retired_with_open_work_raises_replan",
+            "retired_line_supersedes_its_open_work",
             "alice",
             with(
                 refuted_h1(),
