@@ -470,20 +470,7 @@ fn a_database_written_by_schema_2_migrates_and_reads_as_before() {
         assert!(old_digests.iter().any(|d| d == odd[1]), "{old_digests:?}");
 
         // A fresh handle migrates; everything reads as it did.
-        let store = PostgresStore::connect(&url).await.unwrap();
-        assert_eq!(
-            version(&url).await,
-            i32::try_from(POSTGRES_SCHEMA_VERSION).unwrap()
-        );
-        assert_eq!(store.load(&goal_id()).await.unwrap(), state);
-        assert_eq!(
-            store.events(&goal_id(), 0, usize::MAX).await.unwrap(),
-            events
-        );
-        assert_eq!(
-            store.operations(&goal_id(), 0, usize::MAX).await.unwrap(),
-            operations
-        );
+        let store = migrated_and_unchanged(&url, state.as_ref(), &events, &operations).await;
         // SHA-256 digests are stored as their 32 bytes now.
         let sizes: Vec<i32> = client
             .query(
@@ -580,20 +567,7 @@ fn a_database_written_by_schema_1_migrates_and_reads_as_before() {
         assert!(old_rows[0].contains("\"revision\":1"));
 
         // A fresh handle migrates and reads the old rows as they were.
-        let store = PostgresStore::connect(&url).await.unwrap();
-        assert_eq!(
-            version(&url).await,
-            i32::try_from(POSTGRES_SCHEMA_VERSION).unwrap()
-        );
-        assert_eq!(store.load(&goal_id()).await.unwrap(), state);
-        assert_eq!(
-            store.events(&goal_id(), 0, usize::MAX).await.unwrap(),
-            events
-        );
-        assert_eq!(
-            store.operations(&goal_id(), 0, usize::MAX).await.unwrap(),
-            operations
-        );
+        let store = migrated_and_unchanged(&url, state.as_ref(), &events, &operations).await;
 
         // New commits go through the new path; the old rows stay as they were.
         let todo = NewTodo::advance(TodoId::new("after").unwrap(), "after the upgrade");
@@ -653,4 +627,29 @@ fn a_retry_from_a_handle_that_missed_the_commit_returns_the_first_receipt_and_ca
         assert_eq!(stale.append(request).await, Ok(first.receipt.clone()));
         assert_eq!(stale.load(&goal_id()).await.unwrap(), Some(first.state));
     });
+}
+
+/// Opens `url` with a fresh handle (which migrates it to the current schema) and checks that the
+/// goal, its events and its operations read exactly as before the upgrade.
+async fn migrated_and_unchanged(
+    url: &str,
+    state: Option<&loopx_kernel::GoalState>,
+    events: &[loopx_kernel::RecordedEvent],
+    operations: &[loopx_store::OperationRecord],
+) -> PostgresStore {
+    let store = PostgresStore::connect(url).await.unwrap();
+    assert_eq!(
+        version(url).await,
+        i32::try_from(POSTGRES_SCHEMA_VERSION).unwrap()
+    );
+    assert_eq!(store.load(&goal_id()).await.unwrap().as_ref(), state);
+    assert_eq!(
+        store.events(&goal_id(), 0, usize::MAX).await.unwrap(),
+        events
+    );
+    assert_eq!(
+        store.operations(&goal_id(), 0, usize::MAX).await.unwrap(),
+        operations
+    );
+    store
 }
