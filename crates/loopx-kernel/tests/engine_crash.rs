@@ -23,18 +23,16 @@ use std::time::Duration as StdDuration;
 use async_trait::async_trait;
 use loopx_kernel::engine::{Engine, TurnOutcome};
 use loopx_kernel::seams::{
-    AppendRequest, Clock, Receipt, Store, StoreError, TurnError, TurnReport, TurnRequest,
-    Validation, Validator,
+    AppendRequest, Clock, Receipt, Store, TurnError, TurnReport, TurnRequest, Validation, Validator,
 };
 use loopx_kernel::{
-    Actor, AgentId, Command, Decision, Duration, Event, GoalId, GoalSpec, GoalState, Limits,
-    NewTodo, OperationId, Policy, Priority, RecordedEvent, Timestamp, TodoId, TurnId, Verdict,
-    VerdictOutcome, check_invariants, seams, submit,
+    Actor, Command, Decision, Event, GoalId, GoalSpec, Limits, NewTodo, Policy, Priority, TurnId,
+    Verdict, VerdictOutcome, check_invariants, submit,
 };
 use loopx_provider::clock::SystemClock;
 use loopx_provider::executor::CommandExecutor;
 use loopx_provider::process::CommandSpec;
-use loopx_store::SqliteStore;
+use loopx_store::{AppendHook, Hooked, SqliteStore};
 
 const CHILD: &str = "LOOPX_ENGINE_CHILD";
 const PHASES: [&str; 6] = [
@@ -269,10 +267,12 @@ fn wait_for(path: &Path) {
 // ----- the child: an engine that stands still at one phase ---------------------------------
 
 async fn child(dir: &Path, phase: &str) -> Result<(), Box<dyn std::error::Error>> {
-    let store = Pausing {
+    let store = Hooked {
         inner: open(dir),
-        phase: phase.to_owned(),
-        marker: dir.join("paused"),
+        hook: Pause {
+            phase: phase.to_owned(),
+            marker: dir.join("paused"),
+        },
     };
     let engine = engine(dir, Arc::new(store), phase);
     for _ in 0..2 {
@@ -352,14 +352,13 @@ fn stand_still(marker: &Path) -> ! {
     }
 }
 
-/// A store that stands still around the commit of `work`'s prepared turn or settlement.
-struct Pausing {
-    inner: SqliteStore,
+/// Stands still around the commit of `work`'s prepared turn or settlement, in its phase.
+struct Pause {
     phase: String,
     marker: PathBuf,
 }
 
-impl Pausing {
+impl Pause {
     fn concerns_work(request: &AppendRequest, name: &str) -> bool {
         request.events.iter().any(|e| {
             e.event.name() == name
@@ -369,67 +368,26 @@ impl Pausing {
 }
 
 #[async_trait]
-impl Store for Pausing {
-    async fn load(&self, goal: &GoalId) -> Result<Option<GoalState>, StoreError> {
-        self.inner.load(goal).await
-    }
-
-    async fn append(&self, request: AppendRequest) -> Result<Receipt, StoreError> {
-        let (before, after) = match self.phase.as_str() {
-            "before-journal" => (Self::concerns_work(&request, "turn_begun"), false),
-            "after-journal" => (false, Self::concerns_work(&request, "turn_begun")),
-            "before-settlement" => (Self::concerns_work(&request, "turn_settled"), false),
-            "after-settlement" => (false, Self::concerns_work(&request, "turn_settled")),
-            _ => (false, false),
+impl AppendHook<SqliteStore> for Pause {
+    async fn before(&self, _: &SqliteStore, request: &AppendRequest) {
+        let event = match self.phase.as_str() {
+            "before-journal" => "turn_begun",
+            "before-settlement" => "turn_settled",
+            _ => return,
         };
-        if before {
+        if Self::concerns_work(request, event) {
             stand_still(&self.marker);
         }
-        let receipt = self.inner.append(request).await?;
-        if after {
+    }
+
+    async fn after(&self, _: &SqliteStore, request: &AppendRequest, _: &Receipt) {
+        let event = match self.phase.as_str() {
+            "after-journal" => "turn_begun",
+            "after-settlement" => "turn_settled",
+            _ => return,
+        };
+        if Self::concerns_work(request, event) {
             stand_still(&self.marker);
         }
-        Ok(receipt)
-    }
-
-    async fn receipt(
-        &self,
-        goal: &GoalId,
-        operation: &OperationId,
-    ) -> Result<Option<Receipt>, StoreError> {
-        self.inner.receipt(goal, operation).await
-    }
-
-    async fn events(
-        &self,
-        goal: &GoalId,
-        after: u64,
-        limit: usize,
-    ) -> Result<Vec<RecordedEvent>, StoreError> {
-        self.inner.events(goal, after, limit).await
-    }
-
-    async fn goals(&self, now: Timestamp) -> Result<Vec<seams::GoalSummary>, StoreError> {
-        self.inner.goals(now).await
-    }
-
-    async fn frontier(
-        &self,
-        agent: &AgentId,
-        now: Timestamp,
-    ) -> Result<Vec<(GoalId, TodoId)>, StoreError> {
-        self.inner.frontier(agent, now).await
-    }
-
-    async fn next_wake(&self, now: Timestamp) -> Result<Option<Timestamp>, StoreError> {
-        self.inner.next_wake(now).await
-    }
-
-    async fn changed(
-        &self,
-        watch: &[(GoalId, u64)],
-        timeout: Duration,
-    ) -> Result<Vec<GoalId>, StoreError> {
-        self.inner.changed(watch, timeout).await
     }
 }

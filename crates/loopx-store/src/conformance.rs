@@ -43,7 +43,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
-use loopx_kernel::seams::{AppendRequest, GoalStatus, GoalSummary, Receipt, Store, StoreError};
+use loopx_kernel::seams::{AppendRequest, GoalStatus, GoalSummary, Store, StoreError};
 use loopx_kernel::{
     Actor, AgentId, Amounts, Command, Continuation, Duration, Event, Fingerprint, GoalId, GoalSpec,
     GoalState, Limits, NewTodo, Observation, ObservationKey, OperationId, PersonId, Policy,
@@ -52,6 +52,7 @@ use loopx_kernel::{
     stamp, terminal,
 };
 
+use crate::hooked::{AppendHook, Hooked};
 use crate::retention::Retention;
 use crate::submit::{MAX_ATTEMPTS, SubmitError, Submitted, digest, submit};
 
@@ -821,22 +822,17 @@ pub async fn empty_batch_records_a_no_op<B: Backend>(backend: &B) {
     assert_eq!(goal.state().await, before);
 }
 
-/// A store that commits a competing command just before forwarding an append, `remaining`
-/// times: the submit under test must see the goal move and validate again.
-struct Interleaved<'a, S> {
-    inner: &'a S,
+/// Commits a competing command just before forwarding an append, `remaining` times: the
+/// submit under test must see the goal move and validate again.
+struct Competitor {
     goal: GoalId,
     remaining: Mutex<u32>,
     injected: Mutex<u32>,
 }
 
 #[async_trait]
-impl<S: Store> Store for Interleaved<'_, S> {
-    async fn load(&self, goal: &GoalId) -> Result<Option<GoalState>, StoreError> {
-        self.inner.load(goal).await
-    }
-
-    async fn append(&self, request: AppendRequest) -> Result<Receipt, StoreError> {
+impl<S: Store> AppendHook<S> for Competitor {
+    async fn before(&self, store: &S, _: &AppendRequest) {
         let inject = {
             let mut remaining = self
                 .remaining
@@ -854,53 +850,10 @@ impl<S: Store> Store for Interleaved<'_, S> {
             };
             let op: OperationId = id(&format!("competitor-{n}"));
             let command = add(&format!("competing-{n}"));
-            if let Err(error) = submit(self.inner, &self.goal, &ag("b"), at(5), &command, &op).await
-            {
+            if let Err(error) = submit(store, &self.goal, &ag("b"), at(5), &command, &op).await {
                 panic!("the competing commit failed: {error}");
             }
         }
-        self.inner.append(request).await
-    }
-
-    async fn receipt(
-        &self,
-        goal: &GoalId,
-        operation: &OperationId,
-    ) -> Result<Option<Receipt>, StoreError> {
-        self.inner.receipt(goal, operation).await
-    }
-
-    async fn events(
-        &self,
-        goal: &GoalId,
-        after: u64,
-        limit: usize,
-    ) -> Result<Vec<RecordedEvent>, StoreError> {
-        self.inner.events(goal, after, limit).await
-    }
-
-    async fn goals(&self, now: Timestamp) -> Result<Vec<GoalSummary>, StoreError> {
-        self.inner.goals(now).await
-    }
-
-    async fn frontier(
-        &self,
-        agent: &AgentId,
-        now: Timestamp,
-    ) -> Result<Vec<(GoalId, TodoId)>, StoreError> {
-        self.inner.frontier(agent, now).await
-    }
-
-    async fn next_wake(&self, now: Timestamp) -> Result<Option<Timestamp>, StoreError> {
-        self.inner.next_wake(now).await
-    }
-
-    async fn changed(
-        &self,
-        watch: &[(GoalId, u64)],
-        timeout: Duration,
-    ) -> Result<Vec<GoalId>, StoreError> {
-        self.inner.changed(watch, timeout).await
     }
 }
 
@@ -908,40 +861,36 @@ impl<S: Store> Store for Interleaved<'_, S> {
 /// up with [`SubmitError::Contended`] after [`MAX_ATTEMPTS`] moves, having written nothing.
 pub async fn submit_revalidates_after_a_moved_goal<B: Backend>(backend: &B) {
     let store = backend.fresh().await;
-    let goal = Goal::create(&store, spec("g", &["a", "b"]), at(0)).await;
-    let racing = Interleaved {
-        inner: &store,
-        goal: goal.id.clone(),
-        remaining: Mutex::new(2),
-        injected: Mutex::new(0),
+    let goal = Goal::create(&store, spec("g", &["a", "b"]), at(0)).await.id;
+    let racing = Hooked {
+        inner: store,
+        hook: Competitor {
+            goal: goal.clone(),
+            remaining: Mutex::new(2),
+            injected: Mutex::new(0),
+        },
     };
-    let done = match submit(
-        &racing,
-        &goal.id,
-        &ag("a"),
-        at(6),
-        &add("mine"),
-        &id("mine"),
-    )
-    .await
-    {
+    let done = match submit(&racing, &goal, &ag("a"), at(6), &add("mine"), &id("mine")).await {
         Ok(done) => done,
         Err(error) => panic!("submit under contention failed: {error}"),
     };
     assert!(!done.replayed);
     assert_eq!(done.receipt.revision, 4, "two competing commits, then ours");
-    assert_eq!(done.state, load(&store, &goal.id).await);
-    assert_eq!(fold(&all_events(&store, &goal.id).await), done.state);
+    assert_eq!(done.state, load(&racing.inner, &goal).await);
+    assert_eq!(fold(&all_events(&racing.inner, &goal).await), done.state);
 
-    let hopeless = Interleaved {
-        inner: &store,
-        goal: goal.id.clone(),
-        remaining: Mutex::new(u32::MAX),
-        injected: Mutex::new(2),
+    let store = racing.inner;
+    let hopeless = Hooked {
+        inner: store,
+        hook: Competitor {
+            goal: goal.clone(),
+            remaining: Mutex::new(u32::MAX),
+            injected: Mutex::new(2),
+        },
     };
     match submit(
         &hopeless,
-        &goal.id,
+        &goal,
         &ag("a"),
         at(7),
         &add("never"),
@@ -952,11 +901,12 @@ pub async fn submit_revalidates_after_a_moved_goal<B: Backend>(backend: &B) {
         Err(SubmitError::Contended { attempts, .. }) => assert_eq!(attempts, MAX_ATTEMPTS),
         other => panic!("a goal that always moves must end in contention, got {other:?}"),
     }
+    let store = hopeless.inner;
     assert_eq!(
-        ok(store.receipt(&goal.id, &id("never")).await, "receipt"),
+        ok(store.receipt(&goal, &id("never")).await, "receipt"),
         None
     );
-    let state = load(&store, &goal.id).await;
+    let state = load(&store, &goal).await;
     assert!(state.todos.get(&id::<TodoId>("never")).is_none());
 }
 

@@ -17,6 +17,7 @@
 //!   the CLI write through it.
 //! - [`Retention`]: bounded history — [`Retention::compact`] folds old events into a base
 //!   snapshot and drops them, keeping every receipt.
+//! - [`Hooked`]: any store with an [`AppendHook`] around its appends (fault injection, metrics).
 //! - `conformance` (feature `conformance`): the suite every backend passes, public so that
 //!   other backends run it too.
 //! - `test_cluster` (feature `test-cluster`): a throwaway PostgreSQL cluster on loopback, for
@@ -84,6 +85,7 @@ mod cache;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod commit;
 mod fold;
+mod hooked;
 mod index;
 mod memory;
 mod retention;
@@ -102,6 +104,7 @@ pub mod conformance;
 #[cfg(feature = "test-cluster")]
 pub mod test_cluster;
 
+pub use hooked::{AppendHook, Hooked};
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresOptions, PostgresStore, SCHEMA_VERSION as POSTGRES_SCHEMA_VERSION};

@@ -1,0 +1,87 @@
+//! A store wrapper that runs a hook around every append — fault injection in tests (a
+//! competing commit, a process that stands still mid-commit), metrics or tracing in hosts —
+//! and forwards everything else unchanged.
+
+use async_trait::async_trait;
+use loopx_kernel::seams::{AppendRequest, GoalSummary, Receipt, Store, StoreError};
+use loopx_kernel::{
+    AgentId, Duration, GoalId, GoalState, OperationId, RecordedEvent, Timestamp, TodoId,
+};
+
+/// What runs around an append of the store `S`; both methods do nothing by default.
+#[async_trait]
+pub trait AppendHook<S: Sync + ?Sized>: Send + Sync {
+    /// Runs before the append is forwarded to `store`.
+    async fn before(&self, store: &S, request: &AppendRequest) {
+        let _ = (store, request);
+    }
+
+    /// Runs after the append committed, before its receipt is returned.
+    async fn after(&self, store: &S, request: &AppendRequest, receipt: &Receipt) {
+        let _ = (store, request, receipt);
+    }
+}
+
+/// `inner` with `hook` around each append (the request is cloned for the hook's `after`).
+#[derive(Debug)]
+pub struct Hooked<S, H> {
+    /// The store every call is forwarded to.
+    pub inner: S,
+    /// What runs around appends.
+    pub hook: H,
+}
+
+#[async_trait]
+impl<S: Store, H: AppendHook<S>> Store for Hooked<S, H> {
+    async fn load(&self, goal: &GoalId) -> Result<Option<GoalState>, StoreError> {
+        self.inner.load(goal).await
+    }
+
+    async fn append(&self, request: AppendRequest) -> Result<Receipt, StoreError> {
+        self.hook.before(&self.inner, &request).await;
+        let receipt = self.inner.append(request.clone()).await?;
+        self.hook.after(&self.inner, &request, &receipt).await;
+        Ok(receipt)
+    }
+
+    async fn receipt(
+        &self,
+        goal: &GoalId,
+        operation: &OperationId,
+    ) -> Result<Option<Receipt>, StoreError> {
+        self.inner.receipt(goal, operation).await
+    }
+
+    async fn events(
+        &self,
+        goal: &GoalId,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<RecordedEvent>, StoreError> {
+        self.inner.events(goal, after, limit).await
+    }
+
+    async fn goals(&self, now: Timestamp) -> Result<Vec<GoalSummary>, StoreError> {
+        self.inner.goals(now).await
+    }
+
+    async fn frontier(
+        &self,
+        agent: &AgentId,
+        now: Timestamp,
+    ) -> Result<Vec<(GoalId, TodoId)>, StoreError> {
+        self.inner.frontier(agent, now).await
+    }
+
+    async fn next_wake(&self, now: Timestamp) -> Result<Option<Timestamp>, StoreError> {
+        self.inner.next_wake(now).await
+    }
+
+    async fn changed(
+        &self,
+        watch: &[(GoalId, u64)],
+        timeout: Duration,
+    ) -> Result<Vec<GoalId>, StoreError> {
+        self.inner.changed(watch, timeout).await
+    }
+}
