@@ -13,7 +13,8 @@
 //!   `pg_total_relation_size` over the store's tables on PostgreSQL.
 //!
 //! Run with `cargo bench -p loopx-benches --bench store`; `-- cold` runs only the cold loads
-//! (with the time decoding the snapshot alone takes), `-- postgres` only the PostgreSQL figures. The SQLite files live in a temporary
+//! (with the time decoding the snapshot alone takes), `-- sqlite` only the other SQLite figures,
+//! `-- postgres` only the PostgreSQL ones. The SQLite files live in a temporary
 //! directory on the machine's disk, so the figures include its `fsync` cost. PostgreSQL runs as
 //! a throwaway cluster (`loopx_store::test_cluster`) on 127.0.0.1 with its durable defaults
 //! (`fsync` on), started from the `initdb` and `pg_ctl` on `PATH` or in `LOOPX_PG_BIN`; without
@@ -79,18 +80,29 @@ fn main() -> Result<(), Failure> {
     if only("postgres") {
         return postgres_figures(&runtime, &cluster);
     }
+    sqlite_figures(&runtime, dir.path())?;
+    if only("sqlite") {
+        return Ok(());
+    }
+    sqlite_cold(&runtime, dir.path())?;
+    postgres_figures(&runtime, &cluster)
+}
+
+/// The SQLite figures but the cold load: settle against raw commits and bytes per turn at both
+/// durabilities, then several agents at once.
+fn sqlite_figures(runtime: &Runtime, dir: &Path) -> Result<(), Failure> {
     println!("store @sqlite (WAL), figures from one run on this machine's disk");
     for durability in [Durability::Full, Durability::Normal] {
         let name = match durability {
             Durability::Full => "full",
             Durability::Normal => "normal",
         };
-        let raw_db = raw_sqlite(&dir.path().join(format!("raw-{name}.db")), name)?;
-        let path = dir.path().join(format!("settle-{name}.db"));
+        let raw_db = raw_sqlite(&dir.join(format!("raw-{name}.db")), name)?;
+        let path = dir.join(format!("settle-{name}.db"));
         let options = SqliteOptions::default().durability(durability);
         let store = SqliteStore::open_with(&path, options)?;
         let figures = settle_commits(
-            &runtime,
+            runtime,
             &store,
             &mut |n| raw_sqlite_commits(&raw_db, n),
             &|| {
@@ -118,14 +130,13 @@ fn main() -> Result<(), Failure> {
             against(bytes, 2048.0, Goal::AtMost),
         );
     }
-    let batched_path = dir.path().join("batched.db");
+    let batched_path = dir.join("batched.db");
     let batched = batched_turns(move |_| Ok(SqliteStore::open(&batched_path)?))?;
     println!(
         "turn cycles with {AGENTS} agents at once @full: {:.0} cycles/s on one goal, {:.0} cycles/s on {AGENTS} goals, `submit` gave up contended {} times, retried (no target)",
         batched.0, batched.1, batched.2
     );
-    sqlite_cold(&runtime, dir.path())?;
-    postgres_figures(&runtime, &cluster)
+    Ok(())
 }
 
 /// Only the cold-load figures (`-- cold`): SQLite, then PostgreSQL.

@@ -151,9 +151,9 @@ fn another_programs_database_is_refused() {
     });
 }
 
-/// A TCP proxy in front of the server that, once armed, forwards the next `COMMIT` a client
-/// sends and then drops that connection without passing the server's answer back: the commit
-/// happens, the client never learns it.
+/// A TCP proxy in front of the server that, once armed, forwards the next commit a client sends
+/// (one execution of the prepared `loopx_append` call) and then drops that connection without
+/// passing the server's answer back: the commit happens, the client never learns it.
 struct Proxy {
     port: u16,
     armed: Arc<AtomicBool>,
@@ -191,13 +191,32 @@ async fn pump(
     let cut_up = Arc::clone(&cut);
     let up = tokio::spawn(async move {
         let mut buffer = vec![0_u8; 64 * 1024];
+        // The names this connection prepared the commit function's call under.
+        let mut commit_statements = Vec::new();
         loop {
             let n = match client_read.read(&mut buffer).await {
                 Ok(0) | Err(_) => break,
                 Ok(n) => n,
             };
             let chunk = &buffer[..n];
-            let commit = chunk.windows(6).any(|w| w == b"COMMIT");
+            let mut commit = false;
+            for (kind, body) in messages(chunk) {
+                let mut fields = body.split(|&b| b == 0);
+                match kind {
+                    b'P' => {
+                        let name = fields.next().unwrap_or_default();
+                        let sql = fields.next().unwrap_or_default();
+                        if sql.windows(12).any(|w| w == b"loopx_append") {
+                            commit_statements.push(name.to_vec());
+                        }
+                    }
+                    b'B' => {
+                        let statement = fields.nth(1).unwrap_or_default();
+                        commit |= commit_statements.iter().any(|s| s == statement);
+                    }
+                    _ => {}
+                }
+            }
             if commit && armed.swap(false, Ordering::SeqCst) {
                 cut_up.store(true, Ordering::SeqCst);
                 fired.store(true, Ordering::SeqCst);
@@ -228,6 +247,17 @@ async fn pump(
     });
     let _ = up.await;
     down.abort();
+}
+
+/// The frontend messages in `chunk`: (type byte, body). A client's small messages arrive whole.
+fn messages(mut chunk: &[u8]) -> impl Iterator<Item = (u8, &[u8])> {
+    std::iter::from_fn(move || {
+        let (&kind, rest) = chunk.split_first()?;
+        let length = usize::try_from(u32::from_be_bytes(rest.get(..4)?.try_into().ok()?)).ok()?;
+        let body = rest.get(4..length)?;
+        chunk = &rest[length..];
+        Some((kind, body))
+    })
 }
 
 fn port_of(url: &str) -> u16 {

@@ -92,11 +92,11 @@ impl PostgresOptions {
 ///   (`SELECT ... FOR UPDATE`), checks the operation id and the expected revision, and writes
 ///   the events, the receipt, the goal's index rows and, every
 ///   [`PostgresOptions::snapshot_every`] events, a snapshot. The commit is folded and encoded
-///   on the host first, then `BEGIN` and one call of the schema's `loopx_append` function are
-///   sent together, then `COMMIT`: two network round trips per commit. Writers of different goals
-///   never wait for each other; writers of one goal queue on its row.
-/// - **Ambiguous commits are reported, not guessed**: when the connection is lost after
-///   `COMMIT` was sent and before its answer arrived, the append fails with
+///   on the host first, then sent as one call of the schema's `loopx_append` function, a
+///   statement that commits on its own: one network round trip per commit. Writers of different
+///   goals never wait for each other; writers of one goal queue on its row.
+/// - **Ambiguous commits are reported, not guessed**: when the connection is lost after the
+///   call was sent and before its answer arrived, the append fails with
 ///   [`StoreError::Ambiguous`]; [`submit`](crate::submit) then reads the receipt back.
 /// - **Waking waiters**: a commit that moves a goal sends `NOTIFY` inside its transaction (so
 ///   it is delivered only if it commits); [`Store::changed`] listens on a dedicated connection

@@ -386,8 +386,7 @@ pub(super) async fn append(
     Ok(receipt)
 }
 
-/// Commits `prepared` through `loopx_append`: `BEGIN` and the call pipelined (one round trip),
-/// then `COMMIT` (a second). Returns the new receipt with `true`, the first receipt of an operation
+/// Commits `prepared` through one call of `loopx_append` (one round trip). Returns the new receipt with `true`, the first receipt of an operation
 /// that had committed already with `false`, or the error that says why nothing (or possibly
 /// something) committed.
 async fn call_append(
@@ -433,31 +432,19 @@ async fn call_append(
         &note,
     ];
     let statement = client.prepare_cached(APPEND).await.map_err(cx.err())?;
-    // BEGIN and the call are sent together (pipelined): one round trip; COMMIT follows once
-    // the call answered, so an answer lost before COMMIT was sent means nothing committed.
-    let (begun, called) = tokio::join!(
-        client.batch_execute("BEGIN"),
-        client.query(&statement, params),
-    );
-    // Without a transaction (BEGIN refused), the call committed on its own, or not at all.
-    let in_transaction = begun.is_ok();
-    let rows = match called {
+    // The call is one statement in its own (implicit) transaction: everything the function
+    // wrote commits when it returns, or nothing does. One round trip per commit.
+    let rows = match client.query(&statement, params).await {
         Ok(rows) => rows,
+        // Another writer created the goal (or committed this operation) first.
         Err(error) if is_unique_violation(&error) => {
-            // Another writer created the goal (or committed this operation) first.
-            end_transaction(client, in_transaction).await;
             return after_race(client, cx, request)
                 .await
                 .map(|first| (first, false));
         }
-        // The server refused the call: nothing was committed.
-        Err(error) if error.as_db_error().is_some() => {
-            end_transaction(client, in_transaction).await;
-            return Err(pg(cx.target, &error));
-        }
-        // No answer to the call: inside the transaction nothing committed (COMMIT was never
-        // sent); outside one, the call may have committed on its own.
-        Err(error) if in_transaction => return Err(pg(cx.target, &error)),
+        // The server answered with an error: the statement, and so its transaction, failed.
+        Err(error) if error.as_db_error().is_some() => return Err(pg(cx.target, &error)),
+        // No answer: the commit may or may not have happened.
         Err(_) => {
             return Err(StoreError::Ambiguous {
                 operation: request.operation.clone(),
@@ -465,36 +452,13 @@ async fn call_append(
         }
     };
     if let Some(answer) = not_committed(&rows, request)? {
-        // Nothing was written.
-        end_transaction(client, in_transaction).await;
+        // The function wrote nothing.
         return answer.map(|first| (first, false));
-    }
-    if in_transaction {
-        match client.batch_execute("COMMIT").await {
-            Ok(()) => {}
-            // The server answered: the transaction did not commit.
-            Err(error) if error.as_db_error().is_some() => return Err(pg(cx.target, &error)),
-            // No answer to COMMIT: it may or may not have happened.
-            Err(_) => {
-                return Err(StoreError::Ambiguous {
-                    operation: request.operation.clone(),
-                });
-            }
-        }
     }
     Ok((prepared.folded.receipt.clone(), true))
 }
 
-/// Ends a transaction that wrote nothing (or failed), so the pooled connection is clean. A
-/// connection that cannot even roll back is broken, and the pool drops it.
-async fn end_transaction(client: &Object, in_transaction: bool) {
-    if in_transaction {
-        let _ = client.batch_execute("ROLLBACK").await;
-    }
-}
-
-/// Reads the answer of `loopx_append`: `None` when it committed (the caller still checks its
-/// `COMMIT`), otherwise what the append returns: the operation's first receipt, or a conflict.
+/// Reads the answer of `loopx_append`: `None` when it committed, otherwise what the append returns: the operation's first receipt, or a conflict.
 fn not_committed(
     rows: &[Row],
     request: &AppendRequest,
