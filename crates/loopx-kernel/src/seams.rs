@@ -166,6 +166,16 @@ pub trait Store: Send + Sync {
     /// The goal's current state, or `None` when it does not exist.
     async fn load(&self, goal: &GoalId) -> Result<Option<GoalState>, StoreError>;
 
+    /// The goal's state as this handle last saw it, taken without I/O and with no promise that
+    /// it is current: another writer may have moved the goal since. [`submit`](crate::submit)
+    /// starts from it and lets the append's compare-and-set refuse a stale one, which saves a
+    /// read per commit for a goal one writer keeps moving. `None` (the default) when the handle
+    /// keeps no such state; a wrapper around another store should forward it.
+    fn cached(&self, goal: &GoalId) -> Option<GoalState> {
+        let _ = goal;
+        None
+    }
+
     /// Commits the batch atomically. The same operation id with the same digest returns the
     /// first receipt and changes nothing; with another digest it is
     /// [`StoreError::OperationConflict`]; a moved goal is [`StoreError::Conflict`].

@@ -145,6 +145,10 @@ fn write_canonical(value: &Value, out: &mut String) {
 /// [`execute`], stamps the events after the loaded revision and appends them under
 /// compare-and-set with `operation` and the [`digest`] of (actor, command).
 ///
+/// - The first attempt starts from the state the store has at hand ([`Store::cached`]) when it
+///   has one, instead of loading: a stale one fails the compare-and-set (or the validation) and
+///   the goal is loaded at once, without counting as a contended attempt. A refusal is only
+///   ever reported against a loaded state.
 /// - When `operation` already committed with the same payload, returns its first receipt with
 ///   `replayed` set, whatever the command would do against the goal now (a retry after a crash
 ///   or a lost reply is safe). With another payload it is `Store(OperationConflict)`. The
@@ -202,19 +206,77 @@ where
         });
     }
     let digest = digest(actor, command);
+    let call = Call {
+        goal,
+        actor,
+        now,
+        command,
+        operation,
+        digest: &digest,
+    };
+    // The state the store has at hand saves a read: a stale one only costs a second pass,
+    // since the append's compare-and-set refuses it and a refusal it leads to is never
+    // reported before the goal is loaded.
+    let mut at_hand = store.cached(goal);
     for attempt in 0..MAX_ATTEMPTS {
         if attempt > 0 {
             pause(attempt - 1).await;
         }
+        if let Some(state) = at_hand.take()
+            && let Some(done) = call.attempt(store, Some(state), Start::AtHand).await?
+        {
+            return Ok(done);
+        }
+        let current = store.load(goal).await?;
+        if let Some(done) = call.attempt(store, current, Start::Loaded).await? {
+            return Ok(done);
+        }
+    }
+    Err(SubmitError::Contended {
+        goal: goal.clone(),
+        attempts: MAX_ATTEMPTS,
+    })
+}
+
+/// Where an attempt's starting state came from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Start {
+    /// [`Store::cached`]: possibly stale.
+    AtHand,
+    /// [`Store::load`]: the goal's state when it was read.
+    Loaded,
+}
+
+/// One `submit` call's arguments.
+struct Call<'a> {
+    goal: &'a GoalId,
+    actor: &'a Actor,
+    now: Timestamp,
+    command: &'a Command,
+    operation: &'a OperationId,
+    digest: &'a str,
+}
+
+impl Call<'_> {
+    /// Validates the command against `current` and appends its events after it. `None` when
+    /// the goal had moved on from `current` (or, for a state at hand, the kernel refused: the
+    /// refusal may be the staleness speaking), so the caller loads and tries again.
+    async fn attempt<S: Store + ?Sized>(
+        &self,
+        store: &S,
+        current: Option<GoalState>,
+        start: Start,
+    ) -> Result<Option<Submitted>, SubmitError> {
+        let (goal, operation, digest) = (self.goal, self.operation, self.digest);
         // The receipt is not read first: the append checks it inside its own transaction and
         // answers a committed operation with its first receipt (or a conflict). Only a refusal
         // needs it read here, since a retry of a command that took effect may no longer apply.
-        let current = store.load(goal).await?;
-        let events = match execute(current.as_ref(), actor, now, command) {
+        let events = match execute(current.as_ref(), self.actor, self.now, self.command) {
             Ok(events) => events,
+            Err(_) if start == Start::AtHand => return Ok(None),
             Err(refusal) => {
-                return match committed(store, goal, operation, &digest).await? {
-                    Some(done) => Ok(done),
+                return match committed(store, goal, operation, digest).await? {
+                    Some(done) => Ok(Some(done)),
                     None => Err(SubmitError::Refused(refusal)),
                 };
             }
@@ -222,51 +284,47 @@ where
         // A recorded no-op leaves no revision behind to tell a first commit from a retry by, so
         // its receipt is read before appending.
         if events.is_empty()
-            && let Some(done) = committed(store, goal, operation, &digest).await?
+            && let Some(done) = committed(store, goal, operation, digest).await?
         {
-            return Ok(done);
+            return Ok(Some(done));
         }
         let after = current.as_ref().map_or(0, |s| s.revision);
-        let recorded = stamp(after, actor, now, events);
+        let recorded = stamp(after, self.actor, self.now, events);
         let state = fold(current, &recorded, goal)?;
         let request = AppendRequest {
             goal: goal.clone(),
             expected_revision: after,
             operation: operation.clone(),
-            digest: digest.clone(),
-            at: now,
+            digest: digest.to_owned(),
+            at: self.now,
             events: recorded.clone(),
         };
         let receipt = match store.append(request).await {
             Ok(receipt) => receipt,
-            Err(StoreError::Conflict { .. }) => continue,
+            Err(StoreError::Conflict { .. }) => return Ok(None),
             Err(StoreError::Ambiguous { operation: op }) => match store.receipt(goal, &op).await {
                 Ok(Some(receipt)) if receipt.digest == digest => receipt,
                 Ok(Some(_)) => {
                     return Err(StoreError::OperationConflict { operation: op }.into());
                 }
-                Ok(None) => continue,
+                Ok(None) => return Ok(None),
                 Err(_) => return Err(StoreError::Ambiguous { operation: op }.into()),
             },
             Err(error) => return Err(error.into()),
         };
         let ours = receipt.revision == state.revision
             && receipt.events == recorded.len() as u64
-            && (recorded.is_empty() || receipt.committed_at == now);
+            && (recorded.is_empty() || receipt.committed_at == self.now);
         if ours {
-            return Ok(Submitted {
+            return Ok(Some(Submitted {
                 receipt,
                 events: recorded,
                 state,
                 replayed: false,
-            });
+            }));
         }
-        return replayed(store, goal, receipt).await;
+        replayed(store, goal, receipt).await.map(Some)
     }
-    Err(SubmitError::Contended {
-        goal: goal.clone(),
-        attempts: MAX_ATTEMPTS,
-    })
 }
 
 /// The first receipt of `operation`, when it already committed with this digest.

@@ -67,6 +67,12 @@ impl StateCache {
             .map(|entry| (entry.state.clone(), entry.snapshot_revision))
     }
 
+    /// The cached state of `goal`, whatever its revision.
+    pub(crate) fn newest(&self, goal: &GoalId) -> Option<GoalState> {
+        let inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        inner.states.get(goal).map(|entry| entry.state.clone())
+    }
+
     /// The revision of the cached state of `goal`, if one is cached.
     #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub(crate) fn latest_revision(&self, goal: &GoalId) -> Option<u64> {

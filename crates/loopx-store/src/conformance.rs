@@ -107,6 +107,7 @@ macro_rules! conformance_suite {
             batches_that_do_not_apply_are_refused,
             empty_batch_records_a_no_op,
             submit_revalidates_after_a_moved_goal,
+            submit_sees_through_a_stale_cache,
             stale_epochs_never_settle,
             charge_is_exactly_once,
             stored_events_replay_to_the_loaded_state,
@@ -908,6 +909,83 @@ pub async fn submit_revalidates_after_a_moved_goal<B: Backend>(backend: &B) {
     );
     let state = load(&store, &goal).await;
     assert!(state.todos.get(&id::<TodoId>("never")).is_none());
+}
+
+/// A handle's cached state ([`Store::cached`]) may lag behind commits made through another
+/// handle; `submit` through the lagging handle still validates against the goal as it is: a
+/// command that only the newer state allows commits, one that only the older state allows is
+/// refused, and nothing lands at a stale revision.
+pub async fn submit_sees_through_a_stale_cache<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let second = backend.second(&store).await;
+    let other: &B::Store = second.as_ref().unwrap_or(&store);
+    let goal = Goal::create(&store, spec("g", &["a", "b"]), at(0)).await.id;
+    let committed = |result: Result<_, SubmitError>, what: &str| match result {
+        Ok(done) => done,
+        Err(error) => panic!("{what} failed: {error}"),
+    };
+    committed(
+        submit(&store, &goal, &owner(), at(1), &add("t"), &id("add-t")).await,
+        "adding t",
+    );
+    // Another handle moves the goal on: `u` exists, `t` is claimed by b.
+    committed(
+        submit(other, &goal, &owner(), at(2), &add("u"), &id("add-u")).await,
+        "adding u through the other handle",
+    );
+    committed(
+        submit(
+            other,
+            &goal,
+            &ag("b"),
+            at(2),
+            &claim("t", 30),
+            &id("b-claims-t"),
+        )
+        .await,
+        "b claiming t through the other handle",
+    );
+
+    // Only the newer state has `u`: the claim commits after both commits of the other handle.
+    let done = committed(
+        submit(
+            &store,
+            &goal,
+            &ag("a"),
+            at(3),
+            &claim("u", 30),
+            &id("a-claims-u"),
+        )
+        .await,
+        "claiming u through the lagging handle",
+    );
+    assert!(!done.replayed);
+    assert_eq!(done.state, load(other, &goal).await);
+    assert_eq!(done.receipt.revision, done.state.revision);
+    assert_eq!(fold(&all_events(other, &goal).await), done.state);
+
+    // Only the older state has `t` free: a's claim of it is refused, and nothing changed.
+    let before = load(other, &goal).await;
+    match submit(
+        &store,
+        &goal,
+        &ag("a"),
+        at(4),
+        &claim("t", 30),
+        &id("a-claims-t"),
+    )
+    .await
+    {
+        Err(SubmitError::Refused(_)) => {}
+        other => panic!("claiming a todo held by another agent must be refused, got {other:?}"),
+    }
+    assert_eq!(load(other, &goal).await, before);
+    if let Some(cached) = store.cached(&goal) {
+        assert!(
+            cached.revision <= before.revision,
+            "a handle's cache must never run ahead of the goal"
+        );
+    }
 }
 
 /// Epochs fence settlement: after an idempotent todo's lease expired and another agent took it

@@ -37,6 +37,10 @@ impl<S: Store, H: AppendHook<S>> Store for Hooked<S, H> {
         self.inner.load(goal).await
     }
 
+    fn cached(&self, goal: &GoalId) -> Option<GoalState> {
+        self.inner.cached(goal)
+    }
+
     async fn append(&self, request: AppendRequest) -> Result<Receipt, StoreError> {
         self.hook.before(&self.inner, &request).await;
         let receipt = self.inner.append(request.clone()).await?;

@@ -270,6 +270,11 @@ impl Store for PostgresStore {
         ops::load(&mut client, &self.cx(), goal).await
     }
 
+    /// The newest state of the goal this handle's cache holds (a commit through it, or a load).
+    fn cached(&self, goal: &GoalId) -> Option<GoalState> {
+        self.shared.cache.newest(goal)
+    }
+
     async fn append(&self, request: AppendRequest) -> Result<Receipt, StoreError> {
         let mut client = self.client().await?;
         ops::append(&mut client, &self.cx(), &request).await

@@ -326,6 +326,11 @@ impl Store for SqliteStore {
         self.run(move |conn, cx| ops::load(conn, cx, &goal)).await
     }
 
+    /// The newest state of the goal this handle's cache holds (a commit through it, or a load).
+    fn cached(&self, goal: &GoalId) -> Option<GoalState> {
+        self.shared.cache.newest(goal)
+    }
+
     async fn append(&self, request: AppendRequest) -> Result<Receipt, StoreError> {
         self.run(move |conn, cx| ops::append(conn, cx, &request))
             .await
