@@ -394,6 +394,7 @@ async fn rewrite_as_schema_1(
 /// receipt with its actor and event names, the unique key on (goal, operation), schema 2's
 /// commit function and index settings, version 2.
 async fn rewrite_as_schema_2(client: &tokio_postgres::Client) {
+    rewrite_as_schema_3(client).await;
     let schema_2 = include_str!("../migrations/postgres/0002_append_function.sql");
     let function = &schema_2[schema_2.find("CREATE FUNCTION").unwrap()..];
     client
@@ -420,6 +421,34 @@ async fn rewrite_as_schema_2(client: &tokio_postgres::Client) {
              ALTER TABLE receipts ADD CONSTRAINT receipts_goal_operation_key UNIQUE (goal, operation);
              {function}
              UPDATE schema_version SET version = 2;"
+        ))
+        .await
+        .unwrap();
+}
+
+/// Turns the database behind `client` back into what schema 3 wrote: every receipt a row of the
+/// receipts table, numbered in commit order; no receipt columns on event rows; schema 3's commit
+/// function; version 3.
+async fn rewrite_as_schema_3(client: &tokio_postgres::Client) {
+    let schema_3 = include_str!("../migrations/postgres/0003_compact_receipts.sql");
+    let function = &schema_3[schema_3.find("CREATE FUNCTION").unwrap()..];
+    client
+        .batch_execute(&format!(
+            "CREATE TEMPORARY TABLE every_receipt AS
+                 SELECT goal, operation, digest, revision, events, committed_at, actor, kinds,
+                        row_number() OVER (ORDER BY goal, revision, events = 0, seq) AS n
+                 FROM commits;
+             DELETE FROM receipts;
+             INSERT INTO receipts (goal, operation, digest, revision, events, committed_at, actor, kinds)
+                 SELECT goal, operation, digest, revision, events, committed_at, actor, kinds
+                 FROM every_receipt ORDER BY n;
+             DROP TABLE every_receipt;
+             DROP VIEW commits;
+             DROP INDEX events_by_operation;
+             ALTER TABLE events DROP COLUMN operation, DROP COLUMN digest, DROP COLUMN commit_events;
+             DROP FUNCTION loopx_append;
+             {function}
+             UPDATE schema_version SET version = 3;"
         ))
         .await
         .unwrap();
@@ -534,18 +563,32 @@ fn a_database_written_by_schema_2_migrates_and_reads_as_before() {
         assert!(again.replayed);
         assert_eq!(again.receipt, operations[1].receipt);
 
-        // New commits land after the old rows.
+        // New commits land after the old rows, their receipts on their last event row.
         let done = add_todo(&store, "after", "after-upgrade").await;
         assert_eq!(done.receipt.revision, 5);
+        let where_kept: (i64, i64) = {
+            let row = client
+                .query_one(
+                    "SELECT (SELECT count(*) FROM receipts WHERE operation = 'after-upgrade'),
+                            (SELECT count(*) FROM events WHERE operation = 'after-upgrade'
+                                AND revision = 5 AND commit_events = 1)",
+                    &[],
+                )
+                .await
+                .unwrap();
+            (row.get(0), row.get(1))
+        };
+        assert_eq!(where_kept, (0, 1));
         let fresh = PostgresStore::connect(&url).await.unwrap();
         assert_eq!(fresh.load(&goal_id()).await.unwrap(), Some(done.state));
+        let now_recorded = fresh.operations(&goal_id(), 0, usize::MAX).await.unwrap();
+        assert_eq!(now_recorded[..operations.len()], operations[..]);
+        assert_eq!(now_recorded.len(), operations.len() + 1);
         assert_eq!(
             fresh
-                .operations(&goal_id(), 0, usize::MAX)
-                .await
-                .unwrap()
-                .len(),
-            operations.len() + 1
+                .receipt(&goal_id(), &OperationId::new("after-upgrade").unwrap())
+                .await,
+            Ok(Some(done.receipt))
         );
     });
 }

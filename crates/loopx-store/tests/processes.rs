@@ -1110,7 +1110,7 @@ mod postgres {
         );
         let committed: i64 = client
             .query_one(
-                "SELECT coalesce(sum(events), 0)::bigint FROM receipts WHERE goal = $1",
+                "SELECT coalesce(sum(events), 0)::bigint FROM commits WHERE goal = $1",
                 &[&g],
             )
             .await

@@ -314,7 +314,7 @@ pub(super) async fn load(
 
 // ----- append -------------------------------------------------------------------------------
 
-/// The statement that commits through the `loopx_append` function (schema 3).
+/// The statement that commits through the `loopx_append` function (schema 4).
 const APPEND: &str =
     "SELECT r_outcome, r_digest, r_revision, r_events, r_committed_at FROM loopx_append(
     $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)";
@@ -609,7 +609,7 @@ async fn receipt_in<C: GenericClient>(
 ) -> Result<Option<Receipt>, StoreError> {
     let rows = query(
         c,
-        "SELECT digest, revision, events, committed_at FROM receipts
+        "SELECT digest, revision, events, committed_at FROM commits
          WHERE hashtextextended(operation, 0) = hashtextextended($2, 0)
            AND goal = $1 AND operation = $2",
         &[&goal.as_str(), &operation.as_str()],
@@ -911,39 +911,7 @@ pub(super) async fn compact(
     )
     .await
     .map_err(&err)?;
-    // Receipts whose events go keep their actor and event names in their own row from now on.
-    let pending = query(
-        &tx,
-        "SELECT revision, events, seq FROM receipts
-         WHERE goal = $1 AND kinds IS NULL AND events > 0 AND revision - events < $2",
-        &[&g, &int(target)],
-    )
-    .await
-    .map_err(&err)?;
-    let spans: Vec<(u64, u64, i64)> = pending
-        .iter()
-        .map(|r| {
-            Ok((
-                count(get(r, 0)?, "revision")?,
-                count(get(r, 1)?, "event count")?,
-                get(r, 2)?,
-            ))
-        })
-        .collect::<Result<_, StoreError>>()?;
-    if !spans.is_empty() {
-        let ranges: Vec<(u64, u64)> = spans.iter().map(|&(r, n, _)| (r, n)).collect();
-        let events = batch_events(&tx, cx, goal, &ranges).await?;
-        for &(revision, n, seq) in &spans {
-            let (actor, names) = audit(goal, &events, revision, n)?;
-            execute(
-                &tx,
-                "UPDATE receipts SET actor = $4, kinds = $5 WHERE goal = $1 AND revision = $2 AND seq = $3",
-                &[&g, &int(revision), &seq, &encode(&actor)?, &encode(&names)?],
-            )
-            .await
-            .map_err(&err)?;
-        }
-    }
+    keep_receipts(&tx, cx, goal, target).await?;
     let removed = execute(
         &tx,
         "DELETE FROM events WHERE goal = $1 AND revision <= $2",
@@ -971,6 +939,90 @@ pub(super) async fn compact(
         base_revision: target,
         events_removed: removed,
     })
+}
+
+/// Before compaction deletes the events up to `target`: the receipts of those events get their
+/// actor and event names in a receipts row of their own (a receipt on an event row moves there),
+/// so the audit trail outlives the events.
+async fn keep_receipts(
+    tx: &deadpool_postgres::Transaction<'_>,
+    cx: &Cx<'_>,
+    goal: &GoalId,
+    target: u64,
+) -> Result<(), StoreError> {
+    let g = goal.as_str();
+    let err = cx.err();
+    // Receipts rows that read their names from the events (written by schema 3).
+    let in_receipts = query(
+        tx,
+        "SELECT revision, events, seq FROM receipts
+         WHERE goal = $1 AND kinds IS NULL AND events > 0 AND revision - events < $2",
+        &[&g, &int(target)],
+    )
+    .await
+    .map_err(&err)?;
+    // Receipts on event rows (schema 4).
+    let on_events = query(
+        tx,
+        "SELECT revision, commit_events, operation, digest, at FROM events
+         WHERE goal = $1 AND operation IS NOT NULL AND revision - commit_events < $2",
+        &[&g, &int(target)],
+    )
+    .await
+    .map_err(&err)?;
+    if in_receipts.is_empty() && on_events.is_empty() {
+        return Ok(());
+    }
+    let span = |r: &Row| -> Result<(u64, u64), StoreError> {
+        Ok((
+            count(get(r, 0)?, "revision")?,
+            count(get(r, 1)?, "event count")?,
+        ))
+    };
+    let spans: Vec<(u64, u64)> = in_receipts
+        .iter()
+        .chain(&on_events)
+        .map(span)
+        .collect::<Result<_, _>>()?;
+    let events = batch_events(tx, cx, goal, &spans).await?;
+    for r in &in_receipts {
+        let (revision, n) = span(r)?;
+        let (actor, names) = audit(goal, &events, revision, n)?;
+        execute(
+            tx,
+            "UPDATE receipts SET actor = $4, kinds = $5 WHERE goal = $1 AND revision = $2 AND seq = $3",
+            &[&g, &int(revision), &get::<i64>(r, 2)?, &encode(&actor)?, &encode(&names)?],
+        )
+        .await
+        .map_err(&err)?;
+    }
+    for r in &on_events {
+        let (revision, n) = span(r)?;
+        let (actor, names) = audit(goal, &events, revision, n)?;
+        let (operation, digest, at) = (
+            get::<String>(r, 2)?,
+            get::<Vec<u8>>(r, 3)?,
+            get::<i64>(r, 4)?,
+        );
+        execute(
+            tx,
+            "INSERT INTO receipts (goal, operation, digest, revision, events, committed_at, actor, kinds)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            &[&g, &operation, &digest, &int(revision), &int(n), &at, &encode(&actor)?, &encode(&names)?],
+        )
+        .await
+        .map_err(&err)?;
+        // An event row that compaction keeps holds the receipt no more.
+        execute(
+            tx,
+            "UPDATE events SET operation = NULL, digest = NULL, commit_events = NULL
+             WHERE goal = $1 AND revision = $2",
+            &[&g, &int(revision)],
+        )
+        .await
+        .map_err(&err)?;
+    }
+    Ok(())
 }
 
 pub(super) async fn base(
@@ -1014,8 +1066,8 @@ pub(super) async fn operations(
     let tx = read_only(client, cx).await?;
     let rows = query(
         &tx,
-        "SELECT operation, digest, revision, events, committed_at, actor, kinds FROM receipts
-         WHERE goal = $1 AND revision > $2 ORDER BY revision, seq LIMIT $3",
+        "SELECT operation, digest, revision, events, committed_at, actor, kinds FROM commits
+         WHERE goal = $1 AND revision > $2 ORDER BY revision, events = 0, seq LIMIT $3",
         &[&goal.as_str(), &int(after), &limit],
     )
     .await
@@ -1091,7 +1143,7 @@ async fn batch_events<C: GenericClient>(
 }
 
 /// The actor and event names of the receipt of the `count` events up to `revision`, read from
-/// those events (schema 3 keeps them there while the events are stored).
+/// those events (from schema 3 on, they are kept there while the events are stored).
 fn audit(
     goal: &GoalId,
     events: &BTreeMap<u64, RecordedEvent>,

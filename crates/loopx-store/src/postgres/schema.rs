@@ -5,7 +5,7 @@ use tokio_postgres::config::Host;
 use tokio_postgres::error::SqlState;
 
 /// The newest database schema this build reads and writes.
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// The migrations, in order: migration `n` takes the schema from `n - 1` to `n`.
 const MIGRATIONS: &[(u32, &str)] = &[
@@ -20,6 +20,10 @@ const MIGRATIONS: &[(u32, &str)] = &[
     (
         3,
         include_str!("../../migrations/postgres/0003_compact_receipts.sql"),
+    ),
+    (
+        4,
+        include_str!("../../migrations/postgres/0004_receipts_on_events.sql"),
     ),
 ];
 
