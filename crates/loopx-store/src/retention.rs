@@ -3,7 +3,9 @@
 
 use async_trait::async_trait;
 use loopx_kernel::seams::{Receipt, Store, StoreError};
-use loopx_kernel::{Actor, GoalId, Snapshot};
+use std::collections::BTreeMap;
+
+use loopx_kernel::{Actor, Event, GoalId, RecordedEvent, Snapshot};
 use serde::{Deserialize, Serialize};
 
 /// What a compaction did.
@@ -99,4 +101,33 @@ pub(crate) fn decode_operation(
         actor,
         events,
     })
+}
+
+/// The actor and event names of the receipt of the `count` events up to `revision`, read from
+/// those events (a receipt keeps no copy of them while its events are stored).
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+pub(crate) fn audit(
+    goal: &GoalId,
+    events: &BTreeMap<u64, RecordedEvent>,
+    revision: u64,
+    count: u64,
+) -> Result<(Actor, Vec<String>), StoreError> {
+    let first = revision.saturating_sub(count) + 1;
+    let batch: Vec<&RecordedEvent> = (first..=revision)
+        .filter_map(|revision| events.get(&revision))
+        .collect();
+    match batch.first() {
+        Some(event) if batch.len() as u64 == count => Ok((
+            event.actor.clone(),
+            batch
+                .iter()
+                .map(|e| Event::name(&e.event).to_owned())
+                .collect(),
+        )),
+        _ => Err(StoreError::Corrupt {
+            detail: format!(
+                "the events of goal `{goal}` from revision {first} to {revision}, which its audit trail reads, are missing; restore the store from a backup"
+            ),
+        }),
+    }
 }

@@ -582,7 +582,7 @@ fn verify_rows(
     );
     let committed: i64 = conn
         .query_row(
-            "SELECT coalesce(sum(events), 0) FROM receipts WHERE goal = ?1",
+            "SELECT coalesce(sum(events), 0) FROM commits WHERE goal = ?1",
             [g],
             |r| r.get(0),
         )

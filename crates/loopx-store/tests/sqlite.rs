@@ -186,11 +186,52 @@ fn an_empty_file_becomes_a_store_and_concurrent_opens_agree() {
     assert_eq!(rows, 1);
 }
 
+/// Turns a store written by this build back into what schema 2 wrote: every receipt a row of the
+/// receipts table with its actor and event names, numbered in commit order; the event log a
+/// rowid table without receipt columns; version 2.
+fn rewrite_as_schema_2(path: &Path) {
+    let conn = Connection::open(path).unwrap();
+    conn.execute_batch(
+        "CREATE TEMPORARY TABLE every_receipt AS
+             SELECT r.goal, r.operation, r.digest, r.revision, r.events, r.committed_at,
+                    CASE WHEN r.kinds IS NULL THEN
+                        (SELECT json_extract(e.json, '$.actor') FROM events e
+                         WHERE e.goal = r.goal AND e.revision = r.revision - r.events + 1)
+                    ELSE r.actor END AS actor,
+                    coalesce(r.kinds,
+                        (SELECT json_group_array(json_extract(e.json, '$.event.type') ORDER BY e.revision)
+                         FROM events e WHERE e.goal = r.goal
+                           AND e.revision > r.revision - r.events AND e.revision <= r.revision)) AS kinds,
+                    row_number() OVER (ORDER BY r.goal, r.revision, r.events = 0, r.seq) AS n
+             FROM commits r;
+         DELETE FROM receipts;
+         INSERT INTO receipts (goal, operation, digest, revision, events, committed_at, actor, kinds)
+             SELECT goal, operation, digest, revision, events, committed_at, actor, kinds
+             FROM every_receipt ORDER BY n;
+         DROP TABLE every_receipt;
+         DROP VIEW commits;
+         DROP INDEX events_by_operation;
+         CREATE TABLE events_rowid (
+             goal TEXT NOT NULL,
+             revision INTEGER NOT NULL,
+             at INTEGER NOT NULL,
+             json TEXT NOT NULL,
+             PRIMARY KEY (goal, revision)
+         );
+         INSERT INTO events_rowid SELECT goal, revision, at, json FROM events;
+         DROP TABLE events;
+         ALTER TABLE events_rowid RENAME TO events;
+         UPDATE schema_version SET version = 2;",
+    )
+    .unwrap();
+}
+
 /// Turns a store written by this build back into what schema 1 wrote: every event row's JSON
 /// is the whole recorded event (revision and time included), the standing index exists, and
 /// the recorded version is 1.
 fn rewrite_as_schema_1(path: &Path, store: &SqliteStore) {
     let events = block_on(store.events(&goal_id(), 0, usize::MAX)).unwrap();
+    rewrite_as_schema_2(path);
     let conn = Connection::open(path).unwrap();
     for event in &events {
         let json = serde_json::to_string(event).unwrap();
@@ -294,5 +335,23 @@ fn a_store_written_by_schema_1_opens_migrates_and_reads_as_before() {
     assert_eq!(
         block_on(reopened.load(&goal_id())).unwrap(),
         Some(done.state)
+    );
+    // Its receipt is on its event row (migration 3), and the audit trail reads on from the old.
+    let where_kept: (i64, i64) = conn
+        .query_row(
+            "SELECT (SELECT count(*) FROM receipts WHERE operation = 'after-upgrade'),
+                    (SELECT count(*) FROM events WHERE operation = 'after-upgrade'
+                        AND revision = ?1 AND commit_events = 1)",
+            [i64::try_from(done.receipt.revision).unwrap()],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(where_kept, (0, 1));
+    let now_recorded = block_on(reopened.operations(&goal_id(), 0, usize::MAX)).unwrap();
+    assert_eq!(now_recorded[..operations.len()], operations[..]);
+    assert_eq!(now_recorded.len(), operations.len() + 1);
+    assert_eq!(
+        block_on(reopened.receipt(&goal_id(), &OperationId::new("after-upgrade").unwrap())),
+        Ok(Some(done.receipt))
     );
 }

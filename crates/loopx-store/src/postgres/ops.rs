@@ -7,8 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use deadpool_postgres::{GenericClient, Object};
 use loopx_kernel::seams::{AppendRequest, GoalSummary, Receipt, StoreError};
 use loopx_kernel::{
-    Actor, AgentId, Event, GoalId, GoalState, OperationId, RecordedEvent, Snapshot, Timestamp,
-    TodoId,
+    AgentId, GoalId, GoalState, OperationId, RecordedEvent, Snapshot, Timestamp, TodoId,
 };
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
@@ -22,7 +21,7 @@ use crate::fold::{
     tail_usable,
 };
 use crate::index::{Projection, covers, merge_frontiers, parse_status, status_name};
-use crate::retention::{Compaction, OperationRecord, decode_operation};
+use crate::retention::{Compaction, OperationRecord, audit, decode_operation};
 
 /// What every operation needs from the store handle.
 pub(super) struct Cx<'a> {
@@ -1140,32 +1139,4 @@ async fn batch_events<C: GenericClient>(
         .iter()
         .map(|row| Ok((row.revision, decode_event(goal, row)?)))
         .collect()
-}
-
-/// The actor and event names of the receipt of the `count` events up to `revision`, read from
-/// those events (from schema 3 on, they are kept there while the events are stored).
-fn audit(
-    goal: &GoalId,
-    events: &BTreeMap<u64, RecordedEvent>,
-    revision: u64,
-    count: u64,
-) -> Result<(Actor, Vec<String>), StoreError> {
-    let first = revision.saturating_sub(count) + 1;
-    let batch: Vec<&RecordedEvent> = (first..=revision)
-        .filter_map(|revision| events.get(&revision))
-        .collect();
-    match batch.first() {
-        Some(event) if batch.len() as u64 == count => Ok((
-            event.actor.clone(),
-            batch
-                .iter()
-                .map(|e| Event::name(&e.event).to_owned())
-                .collect(),
-        )),
-        _ => Err(StoreError::Corrupt {
-            detail: format!(
-                "the events of goal `{goal}` from revision {first} to {revision}, which its audit trail reads, are missing; restore the store from a backup"
-            ),
-        }),
-    }
 }

@@ -13,11 +13,11 @@ use super::Shared;
 use super::schema::sql;
 use crate::commit::{Prepared, prepare};
 use crate::fold::{
-    EventRow, check_loaded, decode_event, decode_snapshot, encode, fold_stored, kinds,
-    missing_base, tail_usable,
+    EventRow, check_loaded, decode_event, decode_snapshot, encode, fold_stored, missing_base,
+    tail_usable,
 };
 use crate::index::{Projection, covers, merge_frontiers, parse_status, status_name};
-use crate::retention::{Compaction, OperationRecord, decode_operation};
+use crate::retention::{Compaction, OperationRecord, audit, decode_operation};
 
 // ----- conversions --------------------------------------------------------------------------
 
@@ -312,46 +312,46 @@ fn write_commit(
     let receipt = &prepared.folded.receipt;
     let state = &prepared.folded.state;
     {
+        // The receipt rides on the commit's last event row.
         let mut insert = tx
-            .prepare_cached("INSERT INTO events (goal, revision, at, json) VALUES (?1, ?2, ?3, ?4)")
+            .prepare_cached(
+                "INSERT INTO events (goal, revision, at, json, operation, digest, commit_events)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )
             .map_err(sql)?;
         for (event, json) in request.events.iter().zip(&prepared.events) {
+            let last = event.revision == receipt.revision;
             insert
                 .execute(params![
                     goal,
                     int(event.revision),
                     event.at.as_millis(),
-                    json
+                    json,
+                    last.then_some(receipt.operation.as_str()),
+                    last.then_some(receipt.digest.as_str()),
+                    last.then_some(int(receipt.events)),
                 ])
                 .map_err(sql)?;
         }
     }
-    let actor = request
-        .events
-        .first()
-        .map(|e| encode(&e.actor))
-        .transpose()?;
-    let kinds = encode(&kinds(&request.events))?;
-    tx.prepare_cached(
-        "INSERT INTO receipts (goal, operation, digest, revision, events, committed_at, actor, kinds)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-    )
-    .and_then(|mut stmt| {
-        stmt.execute(params![
-            goal,
-            receipt.operation.as_str(),
-            receipt.digest,
-            int(receipt.revision),
-            int(receipt.events),
-            receipt.committed_at.as_millis(),
-            actor,
-            kinds,
-        ])
-    })
-    .map_err(sql)?;
     if request.events.is_empty() {
         // A recorded no-op changes nothing but its receipt.
-        return Ok(());
+        return tx
+            .prepare_cached(
+                "INSERT INTO receipts (goal, operation, digest, revision, events, committed_at, actor, kinds)
+                 VALUES (?1, ?2, ?3, ?4, 0, ?5, NULL, '[]')",
+            )
+            .and_then(|mut stmt| {
+                stmt.execute(params![
+                    goal,
+                    receipt.operation.as_str(),
+                    receipt.digest,
+                    int(receipt.revision),
+                    receipt.committed_at.as_millis(),
+                ])
+            })
+            .map(drop)
+            .map_err(sql);
     }
     let base = row.map_or(0, |r| r.base_revision);
     let mut snapshot_revision = row.map_or(0, |r| r.snapshot_revision);
@@ -497,17 +497,30 @@ fn receipt_in(
     goal: &GoalId,
     operation: &OperationId,
 ) -> Result<Option<Receipt>, StoreError> {
-    let raw = conn
-        .prepare_cached(
-            "SELECT digest, revision, events, committed_at FROM receipts WHERE goal = ?1 AND operation = ?2",
-        )
-        .and_then(|mut stmt| {
-            stmt.query_row([goal.as_str(), operation.as_str()], |r| {
-                Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?, r.get::<_, i64>(3)?))
+    let find = |statement: &str| {
+        conn.prepare_cached(statement)
+            .and_then(|mut stmt| {
+                stmt.query_row([goal.as_str(), operation.as_str()], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, i64>(1)?,
+                        r.get::<_, i64>(2)?,
+                        r.get::<_, i64>(3)?,
+                    ))
+                })
+                .optional()
             })
-            .optional()
-        })
-        .map_err(sql)?;
+            .map_err(sql)
+    };
+    let raw = match find(
+        "SELECT digest, revision, commit_events, at FROM events
+         WHERE goal = ?1 AND operation = ?2 AND operation IS NOT NULL",
+    )? {
+        Some(found) => Some(found),
+        None => find(
+            "SELECT digest, revision, events, committed_at FROM receipts WHERE goal = ?1 AND operation = ?2",
+        )?,
+    };
     raw.map(|(digest, revision, events, at)| {
         Ok(Receipt {
             goal: goal.clone(),
@@ -823,6 +836,7 @@ pub(super) fn compact(
     )
     .and_then(|mut stmt| stmt.execute(params![g, int(target), json]))
     .map_err(sql)?;
+    keep_receipts(&tx, goal, target)?;
     let removed = tx
         .prepare_cached("DELETE FROM events WHERE goal = ?1 AND revision <= ?2")
         .and_then(|mut stmt| stmt.execute(params![g, int(target)]))
@@ -870,32 +884,140 @@ pub(super) fn operations(
     after: u64,
     limit: usize,
 ) -> Result<Vec<OperationRecord>, StoreError> {
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT operation, digest, revision, events, committed_at, actor, kinds FROM receipts
-             WHERE goal = ?1 AND revision > ?2 ORDER BY seq LIMIT ?3",
-        )
-        .map_err(sql)?;
-    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    let mut rows = stmt
-        .query(params![goal.as_str(), int(after), limit])
-        .map_err(sql)?;
-    let mut out = Vec::new();
-    while let Some(r) = rows.next().map_err(sql)? {
-        let operation: OperationId = stored_id(r.get(0).map_err(sql)?, "operation id")?;
-        let receipt = Receipt {
-            goal: goal.clone(),
-            operation,
-            digest: r.get(1).map_err(sql)?,
-            revision: count(r.get(2).map_err(sql)?, "revision")?,
-            events: count(r.get(3).map_err(sql)?, "event count")?,
-            committed_at: Timestamp::from_millis(r.get(4).map_err(sql)?),
-        };
-        let actor: Option<String> = r.get(5).map_err(sql)?;
-        let kinds: String = r.get(6).map_err(sql)?;
-        out.push(decode_operation(receipt, actor, &kinds)?);
+    // One read transaction: a compaction cannot delete the events a receipt's actor and event
+    // names are read from between the two reads.
+    let tx = conn.transaction().map_err(sql)?;
+    let mut records = Vec::new();
+    // The records whose actor and event names live in their events.
+    let mut from_events = Vec::new();
+    {
+        let mut stmt = tx
+            .prepare_cached(
+                "SELECT operation, digest, revision, events, committed_at, actor, kinds FROM commits
+                 WHERE goal = ?1 AND revision > ?2 ORDER BY revision, events = 0, seq LIMIT ?3",
+            )
+            .map_err(sql)?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let mut rows = stmt
+            .query(params![goal.as_str(), int(after), limit])
+            .map_err(sql)?;
+        while let Some(r) = rows.next().map_err(sql)? {
+            let operation: OperationId = stored_id(r.get(0).map_err(sql)?, "operation id")?;
+            let receipt = Receipt {
+                goal: goal.clone(),
+                operation,
+                digest: r.get(1).map_err(sql)?,
+                revision: count(r.get(2).map_err(sql)?, "revision")?,
+                events: count(r.get(3).map_err(sql)?, "event count")?,
+                committed_at: Timestamp::from_millis(r.get(4).map_err(sql)?),
+            };
+            let actor: Option<String> = r.get(5).map_err(sql)?;
+            if let Some(kinds) = r.get::<_, Option<String>>(6).map_err(sql)? {
+                records.push(decode_operation(receipt, actor, &kinds)?);
+            } else {
+                from_events.push(records.len());
+                records.push(OperationRecord {
+                    receipt,
+                    actor: None,
+                    events: Vec::new(),
+                });
+            }
+        }
     }
-    Ok(out)
+    let spans: Vec<(u64, u64)> = from_events
+        .iter()
+        .map(|&i| (records[i].receipt.revision, records[i].receipt.events))
+        .collect();
+    let events = spans_events(&tx, goal, &spans)?;
+    for i in from_events {
+        let receipt = &records[i].receipt;
+        let (actor, names) = audit(goal, &events, receipt.revision, receipt.events)?;
+        records[i].actor = Some(actor);
+        records[i].events = names;
+    }
+    tx.finish().map_err(sql)?;
+    Ok(records)
+}
+
+/// The events the receipts `spans` (each its revision and event count) were committed with, by
+/// revision.
+fn spans_events(
+    conn: &Connection,
+    goal: &GoalId,
+    spans: &[(u64, u64)],
+) -> Result<BTreeMap<u64, RecordedEvent>, StoreError> {
+    let Some(from) = spans
+        .iter()
+        .map(|(revision, n)| revision.saturating_sub(*n))
+        .min()
+    else {
+        return Ok(BTreeMap::new());
+    };
+    let to = spans
+        .iter()
+        .map(|(revision, _)| *revision)
+        .max()
+        .unwrap_or(0);
+    event_rows(conn, goal, from, to)?
+        .iter()
+        .map(|row| Ok((row.revision, decode_event(goal, row)?)))
+        .collect()
+}
+
+/// Before compaction deletes the events up to `target`: the receipts on those events' rows
+/// move to the receipts table with their actor and event names, so the audit trail outlives
+/// the events.
+fn keep_receipts(tx: &Transaction<'_>, goal: &GoalId, target: u64) -> Result<(), StoreError> {
+    let g = goal.as_str();
+    let mut moving = Vec::new();
+    {
+        let mut stmt = tx
+            .prepare_cached(
+                "SELECT revision, commit_events, operation, digest, at FROM events
+                 WHERE goal = ?1 AND operation IS NOT NULL AND revision - commit_events < ?2",
+            )
+            .map_err(sql)?;
+        let mut rows = stmt.query(params![g, int(target)]).map_err(sql)?;
+        while let Some(r) = rows.next().map_err(sql)? {
+            let revision = count(r.get(0).map_err(sql)?, "revision")?;
+            let events = count(r.get(1).map_err(sql)?, "event count")?;
+            let operation: String = r.get(2).map_err(sql)?;
+            let digest: String = r.get(3).map_err(sql)?;
+            let at: i64 = r.get(4).map_err(sql)?;
+            moving.push((revision, events, operation, digest, at));
+        }
+    }
+    let spans: Vec<(u64, u64)> = moving.iter().map(|m| (m.0, m.1)).collect();
+    let events = spans_events(tx, goal, &spans)?;
+    for (revision, n, operation, digest, at) in moving {
+        let (actor, names) = audit(goal, &events, revision, n)?;
+        let (actor, names) = (encode(&actor)?, encode(&names)?);
+        tx.prepare_cached(
+            "INSERT INTO receipts (goal, operation, digest, revision, events, committed_at, actor, kinds)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        )
+        .and_then(|mut stmt| {
+            stmt.execute(params![
+                g,
+                operation,
+                digest,
+                int(revision),
+                int(n),
+                at,
+                actor,
+                names,
+            ])
+        })
+        .map_err(sql)?;
+        // An event row that compaction keeps holds the receipt no more.
+        tx.prepare_cached(
+            "UPDATE events SET operation = NULL, digest = NULL, commit_events = NULL
+             WHERE goal = ?1 AND revision = ?2",
+        )
+        .and_then(|mut stmt| stmt.execute(params![g, int(revision)]))
+        .map_err(sql)?;
+    }
+    Ok(())
 }
 
 pub(super) fn integrity_check(conn: &mut Connection, _: &Shared) -> Result<(), StoreError> {
