@@ -1,5 +1,6 @@
 //! Kernel benchmarks at 1k, 10k and 100k todos: `decide` latency (common and worst case),
-//! command throughput (full turn cycles and `add_todo`) and event replay rate.
+//! command throughput (full turn cycles and `add_todo`) and event replay rate; and the cost of
+//! copying a long-lived goal's state, which a store pays on every commit.
 //!
 //! Each benchmark prints its own figure next to criterion's report, with the ratio to the
 //! target where one is set. Run with `cargo bench -p loopx-benches --bench kernel`.
@@ -23,12 +24,17 @@ const REPLAY_TARGET: f64 = 1_000_000.0;
 /// The size of the goal whose history (just over a million events) measures replay at length.
 const LONG_HISTORY_TODOS: usize = 225_000;
 
+/// The goal whose state is copied: this many todos, then turns until this many were used.
+const CLONED_TODOS: usize = 1_000;
+const CLONED_TURNS: usize = 10_000;
+
 fn main() {
     let mut criterion = Criterion::default()
         .sample_size(SAMPLES)
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2))
         .configure_from_args();
+    bench_clone(&mut criterion);
     for todos in SCALES {
         let started = Instant::now();
         let fixture = Fixture::build(todos);
@@ -189,6 +195,84 @@ fn bench_add_todo(criterion: &mut Criterion, fixture: &Fixture) {
         println!(
             "add_todo @{scale}: {:.0} commands/s ({:.2} µs each; no target)",
             1.0 / median.as_secs_f64(),
+            median.as_secs_f64() * 1e6,
+        );
+    }
+}
+
+/// Copies and drops the state of a goal with a long history: what a store's cache pays per
+/// commit to hand out the state and to fold new events onto a copy of it.
+fn bench_clone(criterion: &mut Criterion) {
+    let fixture = Fixture::build(CLONED_TODOS);
+    let mut state = fixture.state.clone();
+    let todo = fixture.runnable();
+    let agent = Actor::Agent(fixture.agent.clone());
+    let more = CLONED_TURNS.saturating_sub(state.used_turns.len()) as u64;
+    let mut inputs = fixture.cycle_inputs(0, more + 1);
+    let (next_turn, next_evidence) = inputs.pop().expect("one more turn than was run");
+    for (turn, evidence) in inputs {
+        turn_cycle(
+            &mut state,
+            fixture.now,
+            &agent,
+            &fixture.validator,
+            &todo,
+            turn,
+            evidence,
+        );
+    }
+    let scale = format!(
+        "{}_turns_{}_todos",
+        state.used_turns.len(),
+        state.todos.len()
+    );
+    let mut recorder = Recorder::default();
+    let mut group = criterion.benchmark_group("state");
+    group.bench_function(BenchmarkId::new("clone_and_drop", &scale), |b| {
+        b.iter_custom(|iterations| {
+            let start = Instant::now();
+            for _ in 0..iterations {
+                drop(black_box(black_box(&state).clone()));
+            }
+            let elapsed = start.elapsed();
+            recorder.record(iterations, elapsed);
+            elapsed
+        });
+    });
+    // What a store's commit does with it: fold one more turn cycle onto a copy.
+    let mut committed = Recorder::default();
+    group.bench_function(BenchmarkId::new("clone_and_turn_cycle", &scale), |b| {
+        b.iter_custom(|iterations| {
+            let start = Instant::now();
+            for _ in 0..iterations {
+                let mut copy = black_box(&state).clone();
+                turn_cycle(
+                    &mut copy,
+                    fixture.now,
+                    &agent,
+                    &fixture.validator,
+                    &todo,
+                    next_turn.clone(),
+                    next_evidence.clone(),
+                );
+                drop(black_box(copy));
+            }
+            let elapsed = start.elapsed();
+            committed.record(iterations, elapsed);
+            elapsed
+        });
+    });
+    group.finish();
+    if let Some(median) = recorder.median(SAMPLES) {
+        println!(
+            "state clone + drop @{scale}: {:.3} µs ({} evidence; no target)",
+            median.as_secs_f64() * 1e6,
+            state.evidence.len(),
+        );
+    }
+    if let Some(median) = committed.median(SAMPLES) {
+        println!(
+            "state clone + one turn cycle on the copy + drop @{scale}: {:.1} µs (no target)",
             median.as_secs_f64() * 1e6,
         );
     }

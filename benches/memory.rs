@@ -4,7 +4,7 @@
 //!
 //! The state is rebuilt by replaying the goal's history inside a counting region: what is still
 //! allocated when the replay returns is exactly what the state holds. Its parts are measured by
-//! cloning them. Run with `cargo bench -p loopx-benches --bench memory`.
+//! what dropping each of them from the replayed state frees (a clone would share them). Run with `cargo bench -p loopx-benches --bench memory`.
 
 use std::alloc::System;
 use std::mem::size_of;
@@ -42,6 +42,15 @@ fn measure<T>(make: impl FnOnce() -> T) -> (T, Held) {
     let value = make();
     let change = region.change();
     (value, held(&change))
+}
+
+/// The heap bytes `drop_part` frees.
+fn freed(drop_part: impl FnOnce()) -> Held {
+    let ((), held) = measure(drop_part);
+    Held {
+        bytes: -held.bytes,
+        allocations: -held.allocations,
+    }
 }
 
 #[allow(clippy::cast_precision_loss)] // byte counts stay far below 2^52
@@ -87,18 +96,24 @@ fn main() {
             mib(total_bytes),
             per(total.allocations, todos),
         );
-        let (_, todo_map) = measure(|| state.todos.clone());
-        let (_, turns) = measure(|| state.used_turns.clone());
-        let (_, evidence) = measure(|| state.evidence.clone());
+        let counts = (
+            state.todos.len(),
+            state.used_turns.len(),
+            state.evidence.len(),
+        );
+        let mut state = state;
+        let todo_map = freed(|| drop(std::mem::take(&mut state.todos)));
+        let turns = freed(|| drop(std::mem::take(&mut state.used_turns)));
+        let evidence = freed(|| drop(std::mem::take(&mut state.evidence)));
         let rest = total_bytes - todo_map.bytes - turns.bytes - evidence.bytes;
         println!(
             "  todos map {:.0} B per todo ({} todos), used turn ids {:.0} B per todo ({} turns), evidence {:.0} B per todo ({} items), everything else {:.0} B per todo",
             per(todo_map.bytes, todos),
-            state.todos.len(),
+            counts.0,
             per(turns.bytes, todos),
-            state.used_turns.len(),
+            counts.1,
             per(evidence.bytes, todos),
-            state.evidence.len(),
+            counts.2,
             per(rest, todos),
         );
         let (_, history) = measure(|| fixture.history.clone());

@@ -56,6 +56,8 @@ const AGENTS: usize = 4;
 const TURNS_PER_AGENT: usize = 60;
 /// Events in the cold-load goal.
 const COLD_EVENTS: usize = 100_000;
+/// Turns timed on the cold-load goal after its loads, and on a new goal beside it.
+const AGED_TURNS: usize = 40;
 
 type Failure = Box<dyn std::error::Error + Send + Sync>;
 
@@ -147,30 +149,44 @@ fn cold_figures(runtime: &Runtime, cluster: &Cluster, dir: &Path) -> Result<(), 
 
 fn sqlite_cold(runtime: &Runtime, dir: &Path) -> Result<(), Failure> {
     let cold_path = dir.join("cold.db");
-    let (load, events, decode) = cold_load(runtime, |_| Ok(SqliteStore::open(&cold_path)?))?;
+    let cold = cold_load(runtime, |_| Ok(SqliteStore::open(&cold_path)?))?;
     println!(
-        "cold load of a goal with {events} events: {:.1} ms (target 100 ms: {})",
-        load * 1000.0,
-        against(load * 1000.0, 100.0, Goal::AtMost),
+        "cold load of a goal with {} events: {:.1} ms (target 100 ms: {})",
+        cold.events,
+        cold.load * 1000.0,
+        against(cold.load * 1000.0, 100.0, Goal::AtMost),
     );
     println!(
         "  of which decoding its {:.1} MB snapshot alone: {:.1} ms (no target)",
-        decode.bytes / 1e6,
-        decode.seconds * 1000.0,
+        cold.decode.bytes / 1e6,
+        cold.decode.seconds * 1000.0,
     );
+    print_aged(&cold, "");
     Ok(())
+}
+
+/// The settle commits on the old goal against those on a new one.
+fn print_aged(cold: &Cold, at: &str) {
+    println!(
+        "  then a settle commit on it{at}: median {:.0} µs, on a new goal in the same store {:.0} µs = {:.2}x (no target: a commit costs what it changes, not the goal's history)",
+        cold.aged.as_secs_f64() * 1e6,
+        cold.young.as_secs_f64() * 1e6,
+        cold.aged.as_secs_f64() / cold.young.as_secs_f64().max(1e-9),
+    );
 }
 
 fn postgres_cold(runtime: &Runtime, cluster: &Cluster) -> Result<(), Failure> {
     let cold_url = cluster.create_database("cold")?;
-    let (load, events, _) = cold_load(runtime, |runtime| {
+    let cold = cold_load(runtime, |runtime| {
         Ok(runtime.block_on(PostgresStore::connect(&cold_url))?)
     })?;
     println!(
-        "cold load of a goal with {events} events @postgres: {:.1} ms (target 100 ms: {})",
-        load * 1000.0,
-        against(load * 1000.0, 100.0, Goal::AtMost),
+        "cold load of a goal with {} events @postgres: {:.1} ms (target 100 ms: {})",
+        cold.events,
+        cold.load * 1000.0,
+        against(cold.load * 1000.0, 100.0, Goal::AtMost),
     );
+    print_aged(&cold, " @postgres");
     Ok(())
 }
 
@@ -622,13 +638,28 @@ struct Decode {
     seconds: f64,
 }
 
+/// What [`cold_load`] measured.
+struct Cold {
+    /// The median time a fresh handle takes to load the goal, in seconds.
+    load: f64,
+    /// The goal's events.
+    events: usize,
+    /// Decoding its snapshot alone.
+    decode: Decode,
+    /// The median settle commit on the goal afterwards.
+    aged: StdDuration,
+    /// The median settle commit on a new goal in the same store.
+    young: StdDuration,
+}
+
 /// Builds a goal of about `COLD_EVENTS` events in memory with the kernel, appends it in large
-/// batches, then times `load` on fresh handles from `open` (no cache) and returns the median,
-/// the number of events, and how long decoding the goal's snapshot JSON alone takes.
+/// batches, then times `load` on fresh handles from `open` (no cache), how long decoding the
+/// goal's snapshot JSON alone takes, and settle commits on the goal against those on a new goal
+/// in the same store.
 fn cold_load<S: Store>(
     runtime: &Runtime,
     open: impl Fn(&Runtime) -> Result<S, Failure>,
-) -> Result<(f64, usize, Decode), Failure> {
+) -> Result<Cold, Failure> {
     let now = Timestamp::parse("2026-11-29T10:00:00Z")?;
     let goal_id: GoalId = id("cold");
     let created = execute(
@@ -719,7 +750,44 @@ fn cold_load<S: Store>(
         }
     }
     times.sort_by(f64::total_cmp);
-    Ok((times[times.len() / 2], log.len(), decode_figure(&state)?))
+    let store = open(runtime)?;
+    let young = runtime.block_on(seeded_goal(&store, "young", 0, now))?;
+    Ok(Cold {
+        load: times[times.len() / 2],
+        events: log.len(),
+        decode: decode_figure(&state)?,
+        aged: settle_latency(runtime, &store, &goal_id, "aged", now)?,
+        young: settle_latency(runtime, &store, &young, "young", now)?,
+    })
+}
+
+/// The median settle commit over [`AGED_TURNS`] turns on `goal`, each on a todo of its own.
+fn settle_latency<S: Store>(
+    runtime: &Runtime,
+    store: &S,
+    goal: &GoalId,
+    label: &str,
+    now: Timestamp,
+) -> Result<StdDuration, Failure> {
+    let mut times = Vec::with_capacity(AGED_TURNS);
+    for n in 0..AGED_TURNS {
+        let todo: TodoId = id(format!("{label}-{n}"));
+        let add = Command::AddTodo {
+            todo: NewTodo::advance(todo.clone(), "work on an old goal"),
+        };
+        let operation = id(format!("{label}-add-{n}"));
+        runtime.block_on(submit(store, goal, &owner(), now, &add, &operation))?;
+        let turn = format!("{label}-turn-{n}");
+        times.push(runtime.block_on(turn_cycle(
+            store,
+            goal,
+            &agent(n % AGENTS),
+            &todo,
+            &turn,
+            now,
+        ))?);
+    }
+    Ok(median(&mut times))
 }
 
 /// How long decoding the JSON of `state`'s snapshot takes, in memory (the median of five).

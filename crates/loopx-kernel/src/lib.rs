@@ -50,6 +50,7 @@ mod goal;
 mod ids;
 mod invariants;
 mod obligation;
+pub mod persistent;
 mod propose;
 mod refusal;
 mod rules;

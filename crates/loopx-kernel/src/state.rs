@@ -4,8 +4,9 @@
 //! event is a fact that only needs recording. Replaying stored events that contradict each other
 //! (a corrupt or hand-edited log) yields a [`ReplayError`], never a panic.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
+use imbl::Vector;
 use serde::{Deserialize, Serialize};
 
 use crate::actor::Actor;
@@ -19,6 +20,7 @@ use crate::ids::{
     Subject, TodoId, TurnId,
 };
 use crate::obligation::{Discharge, Obligation};
+use crate::persistent::{Arena, Map, Set};
 use crate::time::Timestamp;
 use crate::todo::{
     ContinuationRecord, Lease, MonitorState, NewTodo, Priority, Todo, TodoClass, TodoStatus,
@@ -44,22 +46,22 @@ pub struct GoalState {
     /// Todos by id (an arena in creation order; see [`Todos`]).
     pub todos: Todos,
     /// Gates by id.
-    pub gates: BTreeMap<GateId, Gate>,
+    pub gates: Map<GateId, Gate>,
     /// Evidence by id.
-    pub evidence: BTreeMap<EvidenceId, Evidence>,
+    pub evidence: Map<EvidenceId, Evidence>,
     /// The latest observation of each stream.
-    pub observations: BTreeMap<ObservationKey, Observation>,
+    pub observations: Map<ObservationKey, Observation>,
     /// The current revision of each subject.
-    pub subjects: BTreeMap<Subject, SubjectHead>,
+    pub subjects: Map<Subject, SubjectHead>,
     /// Obligations by id.
-    pub obligations: BTreeMap<ObligationId, Obligation>,
+    pub obligations: Map<ObligationId, Obligation>,
     /// The goal-wide budget.
     pub ledger: Ledger,
     /// Every turn id ever begun. A turn id begins once, so it is settled and charged at most
     /// once; what each turn was charged is in its `turn_settled` event.
-    pub used_turns: BTreeSet<TurnId>,
+    pub used_turns: Set<TurnId>,
     /// The last workspace each agent reported.
-    pub workspaces: BTreeMap<AgentId, Workspace>,
+    pub workspaces: Map<AgentId, Workspace>,
     /// The explicit intent to close, if declared.
     pub closure: Option<Intent>,
     /// The owner's abandonment, if any.
@@ -82,22 +84,23 @@ pub struct Intent {
     pub at: Timestamp,
 }
 
-/// Derived lookups, rebuilt on load; never serialized.
+/// Derived lookups, rebuilt on load; never serialized. Persistent like the state's collections
+/// (lists included, so that copying a shared node copies pointers, not lists).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 struct Index {
     /// Todos that are not closed, in frontier order.
-    pending: BTreeSet<(Priority, u32)>,
+    pending: Set<(Priority, u32)>,
     /// Todos with a lease record (live or expired).
-    leased: BTreeSet<u32>,
+    leased: Set<u32>,
     /// Evidence per (check, subject), in record order.
-    by_check: BTreeMap<(CheckId, Subject), Vec<EvidenceId>>,
+    by_check: Map<(CheckId, Subject), Vector<EvidenceId>>,
     /// Per slot: how many of the todo's dependencies are not done. Kept so that `decide` can
     /// pass over work that waits on others without looking each dependency up.
-    unmet: Vec<u32>,
+    unmet: Arena<u32>,
     /// Per dependency slot: the dependents still counting it as not done.
-    dependents: BTreeMap<u32, Vec<u32>>,
+    dependents: Map<u32, Vector<u32>>,
     /// Todos with a superseded dependency: they can never start as planned.
-    dead_deps: BTreeSet<u32>,
+    dead_deps: Set<u32>,
 }
 
 /// The stored form of [`GoalState`]; like events, it refuses fields it does not know, so a
@@ -110,14 +113,14 @@ struct Unindexed {
     revision: u64,
     created_at: Timestamp,
     todos: Todos,
-    gates: BTreeMap<GateId, Gate>,
-    evidence: BTreeMap<EvidenceId, Evidence>,
-    observations: BTreeMap<ObservationKey, Observation>,
-    subjects: BTreeMap<Subject, SubjectHead>,
-    obligations: BTreeMap<ObligationId, Obligation>,
+    gates: Map<GateId, Gate>,
+    evidence: Map<EvidenceId, Evidence>,
+    observations: Map<ObservationKey, Observation>,
+    subjects: Map<Subject, SubjectHead>,
+    obligations: Map<ObligationId, Obligation>,
     ledger: Ledger,
-    used_turns: BTreeSet<TurnId>,
-    workspaces: BTreeMap<AgentId, Workspace>,
+    used_turns: Set<TurnId>,
+    workspaces: Map<AgentId, Workspace>,
     closure: Option<Intent>,
     abandoned: Option<Intent>,
     next_seq: u64,
@@ -276,13 +279,13 @@ impl GoalState {
             revision: 1,
             created_at: event.at,
             todos: Todos::default(),
-            gates: BTreeMap::new(),
-            evidence: BTreeMap::new(),
-            observations: BTreeMap::new(),
-            subjects: BTreeMap::new(),
-            obligations: BTreeMap::new(),
-            used_turns: BTreeSet::new(),
-            workspaces: BTreeMap::new(),
+            gates: Map::new(),
+            evidence: Map::new(),
+            observations: Map::new(),
+            subjects: Map::new(),
+            obligations: Map::new(),
+            used_turns: Set::new(),
+            workspaces: Map::new(),
             closure: None,
             abandoned: None,
             next_seq: 0,
@@ -851,9 +854,8 @@ impl GoalState {
         self.next_seq += 1;
         self.index
             .by_check
-            .entry((new.check.clone(), new.subject.clone()))
-            .or_default()
-            .push(new.id.clone());
+            .get_or_default((new.check.clone(), new.subject.clone()))
+            .push_back(new.id.clone());
         self.evidence.insert(
             new.id.clone(),
             Evidence {
@@ -918,15 +920,17 @@ impl GoalState {
                 TodoStatus::Superseded { .. } => {
                     index.dead_deps.insert(slot);
                 }
-                _ => index.dependents.entry(dep_slot).or_default().push(slot),
+                _ => index.dependents.get_or_default(dep_slot).push_back(slot),
             }
             unmet += 1;
         }
         let at = slot as usize;
-        if index.unmet.len() <= at {
-            index.unmet.resize(at + 1, 0);
+        while index.unmet.len() <= at {
+            index.unmet.push(0);
         }
-        index.unmet[at] = unmet;
+        if let Some(count) = index.unmet.get_mut(at) {
+            *count = unmet;
+        }
     }
 
     /// The todo at `slot` closed: its dependents count it as done, or can never start.
@@ -978,9 +982,8 @@ impl GoalState {
         for e in evidence {
             index
                 .by_check
-                .entry((e.check.clone(), e.subject.clone()))
-                .or_default()
-                .push(e.id.clone());
+                .get_or_default((e.check.clone(), e.subject.clone()))
+                .push_back(e.id.clone());
         }
         self.index = index;
         for slot in 0..u32::try_from(self.todos.len()).unwrap_or(u32::MAX) {

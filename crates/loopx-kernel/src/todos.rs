@@ -3,6 +3,9 @@
 //! Todos are never removed, so a todo's slot in the arena is stable and creation order is slot
 //! order. The state's derived indexes hold slots, which lets `decide` walk the pending set
 //! without a lookup by id per todo.
+//!
+//! Both halves are persistent (see [`crate::persistent`]): a clone of the state shares them, and
+//! changing a todo of a shared arena copies only its chunk.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -12,13 +15,14 @@ use serde::de::{MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::ids::TodoId;
+use crate::persistent::{Arena, Map};
 use crate::todo::Todo;
 
 /// Every todo of a goal, readable like a map from id to todo.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Todos {
-    slots: Vec<Todo>,
-    by_id: BTreeMap<TodoId, u32>,
+    slots: Arena<Todo>,
+    by_id: Map<TodoId, u32>,
 }
 
 impl Todos {
@@ -138,10 +142,7 @@ impl<'de> Deserialize<'de> for Todos {
                 .collect()
         };
         todos.sort_by_key(|t| t.seq);
-        let mut out = Todos {
-            slots: Vec::with_capacity(todos.len()),
-            by_id: BTreeMap::new(),
-        };
+        let mut out = Todos::default();
         for todo in todos {
             out.push(todo);
         }
