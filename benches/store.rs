@@ -6,7 +6,8 @@
 //!   ≥ 0.5× on PostgreSQL over loopback). The two alternate in ten blocks of 30, so that both
 //!   see the same machine (disk and CPU load from anything else running weighs on both
 //!   alike); the line also shows the ratio of median commit latencies, which stalls caused by
-//!   other processes do not move;
+//!   other processes do not move. On SQLite the store runs on a multi-threaded tokio runtime,
+//!   as a host's `#[tokio::main]` gives it, and at `FULL` also on a current-thread one;
 //! - turn cycles per second with several agents committing at once;
 //! - cold load of a goal with 100k events (target ≤ 100 ms);
 //! - stored bytes per settled turn (target ≤ 2 KiB): file growth on SQLite, growth of
@@ -82,7 +83,7 @@ fn main() -> Result<(), Failure> {
     if only("postgres") {
         return postgres_figures(&runtime, &cluster);
     }
-    sqlite_figures(&runtime, dir.path())?;
+    sqlite_figures(dir.path())?;
     if only("sqlite") {
         return Ok(());
     }
@@ -92,19 +93,35 @@ fn main() -> Result<(), Failure> {
 
 /// The SQLite figures but the cold load: settle against raw commits and bytes per turn at both
 /// durabilities, then several agents at once.
-fn sqlite_figures(runtime: &Runtime, dir: &Path) -> Result<(), Failure> {
+fn sqlite_figures(dir: &Path) -> Result<(), Failure> {
     println!("store @sqlite (WAL), figures from one run on this machine's disk");
-    for durability in [Durability::Full, Durability::Normal] {
-        let name = match durability {
+    // A host's `#[tokio::main]` runtime is multi-threaded; the durable default is also measured
+    // on a current-thread runtime, where every SQLite call goes to the blocking pool and back.
+    let runs = [
+        (Durability::Full, true, "full"),
+        (Durability::Full, false, "full, current-thread runtime"),
+        (Durability::Normal, true, "normal"),
+    ];
+    for (durability, multi_threaded, name) in runs {
+        let runtime = if multi_threaded {
+            Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()?
+        } else {
+            Builder::new_current_thread().enable_all().build()?
+        };
+        let file = name.replace(", ", "-").replace(' ', "-");
+        let synchronous = match durability {
             Durability::Full => "full",
             Durability::Normal => "normal",
         };
-        let raw_db = raw_sqlite(&dir.join(format!("raw-{name}.db")), name)?;
-        let path = dir.join(format!("settle-{name}.db"));
+        let raw_db = raw_sqlite(&dir.join(format!("raw-{file}.db")), synchronous)?;
+        let path = dir.join(format!("settle-{file}.db"));
         let options = SqliteOptions::default().durability(durability);
         let store = SqliteStore::open_with(&path, options)?;
         let figures = settle_commits(
-            runtime,
+            &runtime,
             &store,
             &mut |n| raw_sqlite_commits(&raw_db, n),
             &|| {
@@ -127,10 +144,12 @@ fn sqlite_figures(runtime: &Runtime, dir: &Path) -> Result<(), Failure> {
             "settle-turn commits @{name}: {settles:.0}/s vs raw single-row commits {raw:.0}/s = {:.2}x ({verdict}; median latencies {medians:.2}x)",
             settles / raw,
         );
-        println!(
-            "stored bytes per settled turn @{name}: {bytes:.0} B (claim, begin and settle, with receipts, index rows and snapshots; target 2048 B: {})",
-            against(bytes, 2048.0, Goal::AtMost),
-        );
+        if multi_threaded {
+            println!(
+                "stored bytes per settled turn @{name}: {bytes:.0} B (claim, begin and settle, with receipts, index rows and snapshots; target 2048 B: {})",
+                against(bytes, 2048.0, Goal::AtMost),
+            );
+        }
     }
     let batched_path = dir.join("batched.db");
     let batched = batched_turns(move |_| Ok(SqliteStore::open(&batched_path)?))?;

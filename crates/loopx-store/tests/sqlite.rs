@@ -1,6 +1,6 @@
 //! SQLite specifics: file permissions and journal mode, concurrent opens, snapshots bounding
 //! the tail a load reads, the durability setting, and a file written by schema 1 migrating and
-//! reading as before.
+//! reading as before, and calls running in place on a multi-threaded runtime.
 
 mod support;
 
@@ -354,4 +354,44 @@ fn a_store_written_by_schema_1_opens_migrates_and_reads_as_before() {
         block_on(reopened.receipt(&goal_id(), &OperationId::new("after-upgrade").unwrap())),
         Ok(Some(done.receipt))
     );
+}
+
+/// On a multi-threaded runtime the store's calls run in place (from worker threads and from
+/// the runtime's `block_on` thread alike), concurrently with other tasks committing to the same
+/// file: every commit lands once, and the stored history folds to what loads.
+#[test]
+fn a_multi_threaded_runtime_runs_calls_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("threads.db")).unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        create_goal(&store).await;
+        let tasks: Vec<_> = (0..6)
+            .map(|task| {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    for i in 0..8 {
+                        let id = format!("t{task}-{i}");
+                        let todo = NewTodo::advance(TodoId::new(id.clone()).unwrap(), "work");
+                        let operation = OperationId::new(format!("add-{id}")).unwrap();
+                        let command = Command::AddTodo { todo };
+                        submit(&store, &goal_id(), &owner(), now(), &command, &operation)
+                            .await
+                            .unwrap();
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.unwrap();
+        }
+        let state = store.load(&goal_id()).await.unwrap().unwrap();
+        assert_eq!(state.todos.len(), 48);
+        let events = store.events(&goal_id(), 0, usize::MAX).await.unwrap();
+        assert_eq!(GoalState::replay(&events).unwrap(), state);
+    });
 }

@@ -13,6 +13,7 @@ use loopx_kernel::{
     AgentId, Duration, GoalId, GoalState, OperationId, RecordedEvent, Snapshot, Timestamp, TodoId,
 };
 use rusqlite::Connection;
+use tokio::runtime::RuntimeFlavor;
 
 use crate::retention::{Compaction, OperationRecord, Retention};
 
@@ -114,9 +115,11 @@ impl SqliteOptions {
 /// - **Owner-only**: a new database file is created with mode `0600` (its `-wal` and `-shm`
 ///   companions inherit it).
 ///
-/// Store methods run their blocking SQLite work on tokio's blocking pool when called inside a
-/// tokio runtime, and inline otherwise; [`open`](SqliteStore::open) always runs inline (file
-/// checks and migrations), so call it at start-up. The handle is cheap to clone and
+/// Store methods run their blocking SQLite work in place on a multi-threaded tokio runtime
+/// (`block_in_place`: the worker's other tasks move to another thread meanwhile), on tokio's
+/// blocking pool on a current-thread runtime, and inline outside a runtime;
+/// [`open`](SqliteStore::open) always runs inline (file checks and migrations), so call it at
+/// start-up. The handle is cheap to clone and
 /// `Send + Sync`; its clones share a pool of connections and a small cache of folded goal
 /// states (used only when the database shows the goal at exactly the cached revision).
 #[derive(Debug, Clone)]
@@ -298,6 +301,11 @@ impl SqliteStore {
             }
         };
         match tokio::runtime::Handle::try_current() {
+            // In place: tokio first hands this worker's other tasks to another thread, which
+            // costs far less than sending the work to the blocking pool and waking back up.
+            Ok(handle) if handle.runtime_flavor() == RuntimeFlavor::MultiThread => {
+                tokio::task::block_in_place(work)
+            }
             Ok(handle) => {
                 handle
                     .spawn_blocking(work)
@@ -316,8 +324,8 @@ impl Store for SqliteStore {
     /// A goal whose state this handle has cached at its current revision is answered on the
     /// calling task: one indexed read of the goal's row on an idle connection, with SQLite's
     /// busy handler off, so it never waits for a lock or a connection. Otherwise (nothing
-    /// cached, the goal moved, no idle connection, a lock in the way) the load runs on the
-    /// blocking pool like every other call.
+    /// cached, the goal moved, no idle connection, a lock in the way) the load runs like every
+    /// other call (see the type's documentation).
     async fn load(&self, goal: &GoalId) -> Result<Option<GoalState>, StoreError> {
         if let Some(loaded) = self.load_inline(goal) {
             return loaded;
