@@ -362,7 +362,7 @@ fn a_store_written_by_schema_1_opens_migrates_and_reads_as_before() {
 #[test]
 fn a_multi_threaded_runtime_runs_calls_in_place() {
     let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(&dir.path().join("threads.db")).unwrap();
+    let store = SqliteStore::open(dir.path().join("threads.db")).unwrap();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
