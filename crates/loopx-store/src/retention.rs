@@ -131,3 +131,15 @@ pub(crate) fn audit(
         }),
     }
 }
+
+/// The revisions `(after, up_to]` that hold the events of the receipts `spans` (each its
+/// revision and event count); `None` for no receipts.
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+pub(crate) fn covering(spans: &[(u64, u64)]) -> Option<(u64, u64)> {
+    let after = spans
+        .iter()
+        .map(|(revision, n)| revision.saturating_sub(*n))
+        .min()?;
+    let up_to = spans.iter().map(|(revision, _)| *revision).max()?;
+    Some((after, up_to))
+}

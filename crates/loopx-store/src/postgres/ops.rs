@@ -21,7 +21,7 @@ use crate::fold::{
     tail_usable,
 };
 use crate::index::{Projection, covers, merge_frontiers, parse_status, status_name};
-use crate::retention::{Compaction, OperationRecord, audit, decode_operation};
+use crate::retention::{Compaction, OperationRecord, audit, covering, decode_operation};
 
 /// What every operation needs from the store handle.
 pub(super) struct Cx<'a> {
@@ -1124,16 +1124,9 @@ async fn batch_events<C: GenericClient>(
     goal: &GoalId,
     spans: &[(u64, u64)],
 ) -> Result<BTreeMap<u64, RecordedEvent>, StoreError> {
-    let from = spans
-        .iter()
-        .map(|(revision, n)| revision.saturating_sub(*n))
-        .min()
-        .unwrap_or(0);
-    let to = spans
-        .iter()
-        .map(|(revision, _)| *revision)
-        .max()
-        .unwrap_or(0);
+    let Some((from, to)) = covering(spans) else {
+        return Ok(BTreeMap::new());
+    };
     event_rows(c, cx, goal, from, to)
         .await?
         .iter()

@@ -17,7 +17,7 @@ use crate::fold::{
     tail_usable,
 };
 use crate::index::{Projection, covers, merge_frontiers, parse_status, status_name};
-use crate::retention::{Compaction, OperationRecord, audit, decode_operation};
+use crate::retention::{Compaction, OperationRecord, audit, covering, decode_operation};
 
 // ----- conversions --------------------------------------------------------------------------
 
@@ -946,18 +946,9 @@ fn spans_events(
     goal: &GoalId,
     spans: &[(u64, u64)],
 ) -> Result<BTreeMap<u64, RecordedEvent>, StoreError> {
-    let Some(from) = spans
-        .iter()
-        .map(|(revision, n)| revision.saturating_sub(*n))
-        .min()
-    else {
+    let Some((from, to)) = covering(spans) else {
         return Ok(BTreeMap::new());
     };
-    let to = spans
-        .iter()
-        .map(|(revision, _)| *revision)
-        .max()
-        .unwrap_or(0);
     event_rows(conn, goal, from, to)?
         .iter()
         .map(|row| Ok((row.revision, decode_event(goal, row)?)))
