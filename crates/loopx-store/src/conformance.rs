@@ -113,6 +113,7 @@ macro_rules! conformance_suite {
             stored_events_replay_to_the_loaded_state,
             cross_goal_queries_match_the_kernel,
             compaction_keeps_load_and_audit,
+            compaction_inside_a_commit_keeps_its_receipt,
             reopen_keeps_everything,
             changed_wakes_waiters,
         );
@@ -1355,6 +1356,80 @@ pub async fn compaction_keeps_load_and_audit<B: Backend>(backend: &B) {
         ok(store.operations(&goal, 0, usize::MAX).await, "operations").len(),
         operations.len() + 1
     );
+}
+
+/// Compacting up to a revision inside a commit of several events deletes the commit's first
+/// events and keeps its last: the commit's receipt, actor and event names stay as they were, its
+/// operation still replays, and a later compaction past it changes nothing in the audit trail.
+pub async fn compaction_inside_a_commit_keeps_its_receipt<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let mut goal = Goal::create(&store, spec("g", &["a"]), at(0)).await;
+    goal.run(&ag("a"), at(1), add("t")).await;
+    // One commit of three events: three todos added in one batch.
+    let before = goal.state().await;
+    let mut scratch = before.clone();
+    let mut events = Vec::new();
+    for name in ["x", "y", "z"] {
+        let batch = events_of(&scratch, &owner(), at(2), &add(name));
+        for event in stamp(scratch.revision, &owner(), at(2), batch.clone()) {
+            if let Err(error) = scratch.apply(&event) {
+                panic!("the suite's batch does not fold: {error}");
+            }
+        }
+        events.extend(batch);
+    }
+    let wide = request(
+        &goal.id,
+        before.revision,
+        "wide",
+        &owner(),
+        at(2),
+        &add("x"),
+        events,
+    );
+    let receipt = ok(store.append(wide.clone()).await, "append");
+    assert_eq!(receipt.events, 3);
+    goal.run(&ag("a"), at(3), add("after")).await;
+    let operations = ok(
+        store.operations(&goal.id, 0, usize::MAX).await,
+        "operations",
+    );
+    let loaded = goal.state().await;
+
+    // Up to the commit's second event: its first two go, its last stays.
+    let inside = receipt.revision - 1;
+    let compaction = ok(store.compact(&goal.id, inside).await, "compact");
+    assert_eq!(compaction.base_revision, inside);
+    assert_eq!(goal.state().await, loaded);
+    let kept = all_events(&store, &goal.id).await;
+    assert_eq!(kept.first().map(|e| e.revision), Some(receipt.revision));
+    assert_eq!(
+        ok(
+            store.operations(&goal.id, 0, usize::MAX).await,
+            "operations"
+        ),
+        operations
+    );
+    assert_eq!(
+        ok(store.receipt(&goal.id, &wide.operation).await, "receipt"),
+        Some(receipt.clone())
+    );
+    assert_eq!(store.append(wide.clone()).await, Ok(receipt.clone()));
+
+    let all = ok(store.compact(&goal.id, u64::MAX).await, "compact");
+    assert_eq!(all.events_removed, 2);
+    assert_eq!(
+        ok(
+            store.operations(&goal.id, 0, usize::MAX).await,
+            "operations"
+        ),
+        operations
+    );
+    assert_eq!(
+        ok(store.receipt(&goal.id, &wide.operation).await, "receipt"),
+        Some(receipt.clone())
+    );
+    assert_eq!(store.append(wide).await, Ok(receipt));
 }
 
 /// Reopening the store shows everything it acknowledged: states, events, receipts and the
