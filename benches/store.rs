@@ -102,6 +102,7 @@ fn sqlite_figures(dir: &Path) -> Result<(), Failure> {
         (Durability::Full, false, "full, current-thread runtime"),
         (Durability::Normal, true, "normal"),
     ];
+    let mut settles_full = 0.0;
     for (durability, multi_threaded, name) in runs {
         let runtime = if multi_threaded {
             Builder::new_multi_thread()
@@ -144,6 +145,9 @@ fn sqlite_figures(dir: &Path) -> Result<(), Failure> {
             "settle-turn commits @{name}: {settles:.0}/s vs raw single-row commits {raw:.0}/s = {:.2}x ({verdict}; median latencies {medians:.2}x)",
             settles / raw,
         );
+        if multi_threaded && durability == Durability::Full {
+            settles_full = settles;
+        }
         if multi_threaded {
             println!(
                 "stored bytes per settled turn @{name}: {bytes:.0} B (claim, begin and settle, with receipts, index rows and snapshots; target 2048 B: {})",
@@ -151,6 +155,15 @@ fn sqlite_figures(dir: &Path) -> Result<(), Failure> {
             );
         }
     }
+    let floor = sqlite_floor(dir)?;
+    println!(
+        "floor @full: the rows a settle commit must write, as plain SQL (an event row with its receipt, the goal row, a frontier row): {:.0}/s vs raw single-row commits {:.0}/s = {:.2}x (median latencies {:.2}x); settle commits reach {:.2}x of it (no target)",
+        floor.0,
+        floor.1,
+        floor.0 / floor.1,
+        floor.2,
+        settles_full / floor.0,
+    );
     let batched_path = dir.join("batched.db");
     let batched = batched_turns(move |_| Ok(SqliteStore::open(&batched_path)?))?;
     println!(
@@ -335,6 +348,72 @@ fn raw_sqlite_commits(conn: &rusqlite::Connection, n: usize) -> Result<Vec<StdDu
         times.push(start.elapsed());
     }
     Ok(times)
+}
+
+/// The least a settle commit writes, as plain SQL with the store's layout and settings
+/// (`synchronous=FULL`) and no reads, validation or encoding: one event row carrying its
+/// receipt, the goal row's revision, and one agent's frontier row. Alternates with raw
+/// single-row commits as the settle figure does; returns commits per second of each and the
+/// ratio of their median latencies.
+fn sqlite_floor(dir: &Path) -> Result<(f64, f64, f64), Failure> {
+    let raw_db = raw_sqlite(&dir.join("raw-floor.db"), "full")?;
+    let floor = rusqlite::Connection::open(dir.join("floor.db"))?;
+    floor.pragma_update(None, "journal_mode", "WAL")?;
+    floor.pragma_update(None, "synchronous", "full")?;
+    floor.execute_batch(
+        "CREATE TABLE events (goal TEXT NOT NULL, revision INTEGER NOT NULL, at INTEGER NOT NULL,
+             json TEXT NOT NULL, operation TEXT, digest TEXT, commit_events INTEGER,
+             PRIMARY KEY (goal, revision)) WITHOUT ROWID;
+         CREATE UNIQUE INDEX events_by_operation ON events (goal, operation)
+             WHERE operation IS NOT NULL;
+         CREATE TABLE goals (goal TEXT PRIMARY KEY NOT NULL, revision INTEGER NOT NULL,
+             updated_at INTEGER NOT NULL) WITHOUT ROWID;
+         CREATE TABLE frontier (agent TEXT NOT NULL, goal TEXT NOT NULL, todos TEXT NOT NULL,
+             PRIMARY KEY (agent, goal)) WITHOUT ROWID;
+         INSERT INTO goals VALUES ('settle', 0, 0);
+         INSERT INTO frontier VALUES ('agent-0', 'settle', '[]');",
+    )?;
+    let json = format!(
+        r#"{{"schema":1,"actor":{{"agent":"agent-0"}},"event":{{"type":"turn_settled","summary":"{}"}}}}"#,
+        "x".repeat(200)
+    );
+    let digest = "0".repeat(64);
+    let mut revision = 0_i64;
+    let mut floor_commits = |n: usize| -> Result<Vec<StdDuration>, Failure> {
+        let mut times = Vec::with_capacity(n);
+        for _ in 0..n {
+            revision += 1;
+            let start = Instant::now();
+            floor.execute_batch("BEGIN IMMEDIATE")?;
+            floor.execute(
+                "INSERT INTO events VALUES ('settle', ?1, ?1, ?2, ?3, ?4, 1)",
+                rusqlite::params![revision, json, format!("op-{revision}"), digest],
+            )?;
+            floor.execute(
+                "UPDATE goals SET revision = ?1, updated_at = ?1 WHERE goal = 'settle'",
+                [revision],
+            )?;
+            floor.execute(
+                "UPDATE frontier SET todos = ?1 WHERE agent = 'agent-0' AND goal = 'settle'",
+                [format!("[[1,\"t{}\"]]", revision % 20)],
+            )?;
+            floor.execute_batch("COMMIT")?;
+            times.push(start.elapsed());
+        }
+        Ok(times)
+    };
+    raw_sqlite_commits(&raw_db, WARM_RAW)?;
+    floor_commits(WARM_RAW / 4)?;
+    let (mut raw_times, mut floor_times) = (Vec::new(), Vec::new());
+    for _ in 0..ROUNDS {
+        raw_times.extend(raw_sqlite_commits(&raw_db, RAW_COMMITS / ROUNDS)?);
+        floor_times.extend(floor_commits(TURNS / ROUNDS)?);
+    }
+    Ok((
+        per_second(floor_times.len(), floor_times.iter().sum()),
+        per_second(raw_times.len(), raw_times.iter().sum()),
+        median(&mut raw_times).as_secs_f64() / median(&mut floor_times).as_secs_f64().max(1e-9),
+    ))
 }
 
 fn median(times: &mut [StdDuration]) -> StdDuration {
