@@ -43,7 +43,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
-use loopx_kernel::seams::{AppendRequest, GoalStatus, GoalSummary, Store, StoreError};
+use loopx_kernel::seams::{AppendRequest, GoalStatus, GoalSummary, Receipt, Store, StoreError};
 use loopx_kernel::{
     Actor, AgentId, Amounts, Command, Continuation, Duration, Event, Fingerprint, GoalId, GoalSpec,
     GoalState, Limits, NewTodo, Observation, ObservationKey, OperationId, PersonId, Policy,
@@ -53,7 +53,7 @@ use loopx_kernel::{
 };
 
 use crate::hooked::{AppendHook, Hooked};
-use crate::retention::Retention;
+use crate::retention::{OperationRecord, Retention};
 use crate::submit::{MAX_ATTEMPTS, SubmitError, Submitted, digest, submit};
 
 /// How the suite gets stores from a backend.
@@ -1403,33 +1403,27 @@ pub async fn compaction_inside_a_commit_keeps_its_receipt<B: Backend>(backend: &
     assert_eq!(goal.state().await, loaded);
     let kept = all_events(&store, &goal.id).await;
     assert_eq!(kept.first().map(|e| e.revision), Some(receipt.revision));
-    assert_eq!(
-        ok(
-            store.operations(&goal.id, 0, usize::MAX).await,
-            "operations"
-        ),
-        operations
-    );
-    assert_eq!(
-        ok(store.receipt(&goal.id, &wide.operation).await, "receipt"),
-        Some(receipt.clone())
-    );
-    assert_eq!(store.append(wide.clone()).await, Ok(receipt.clone()));
+    audit_kept(&store, &wide, &receipt, &operations).await;
 
     let all = ok(store.compact(&goal.id, u64::MAX).await, "compact");
     assert_eq!(all.events_removed, 2);
-    assert_eq!(
-        ok(
-            store.operations(&goal.id, 0, usize::MAX).await,
-            "operations"
-        ),
-        operations
-    );
-    assert_eq!(
-        ok(store.receipt(&goal.id, &wide.operation).await, "receipt"),
-        Some(receipt.clone())
-    );
-    assert_eq!(store.append(wide).await, Ok(receipt));
+    audit_kept(&store, &wide, &receipt, &operations).await;
+}
+
+/// The audit trail reads as `operations`, the commit of `request` has `receipt`, and the same
+/// append again answers with it.
+async fn audit_kept<S: Retention>(
+    store: &S,
+    request: &AppendRequest,
+    receipt: &Receipt,
+    operations: &[OperationRecord],
+) {
+    let goal = &request.goal;
+    let now = ok(store.operations(goal, 0, usize::MAX).await, "operations");
+    assert_eq!(now, operations);
+    let found = ok(store.receipt(goal, &request.operation).await, "receipt");
+    assert_eq!(found.as_ref(), Some(receipt));
+    assert_eq!(store.append(request.clone()).await.as_ref(), Ok(receipt));
 }
 
 /// Reopening the store shows everything it acknowledged: states, events, receipts and the
