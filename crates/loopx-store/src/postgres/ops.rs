@@ -1011,15 +1011,17 @@ async fn keep_receipts(
         )
         .await
         .map_err(&err)?;
-        // An event row that compaction keeps holds the receipt no more.
-        execute(
-            tx,
-            "UPDATE events SET operation = NULL, digest = NULL, commit_events = NULL
-             WHERE goal = $1 AND revision = $2",
-            &[&g, &int(revision)],
-        )
-        .await
-        .map_err(&err)?;
+        // An event row that compaction keeps holds the receipt no more (the others go).
+        if revision > target {
+            execute(
+                tx,
+                "UPDATE events SET operation = NULL, digest = NULL, commit_events = NULL
+                 WHERE goal = $1 AND revision = $2",
+                &[&g, &int(revision)],
+            )
+            .await
+            .map_err(&err)?;
+        }
     }
     Ok(())
 }

@@ -1000,13 +1000,15 @@ fn keep_receipts(tx: &Transaction<'_>, goal: &GoalId, target: u64) -> Result<(),
             ])
         })
         .map_err(sql)?;
-        // An event row that compaction keeps holds the receipt no more.
-        tx.prepare_cached(
-            "UPDATE events SET operation = NULL, digest = NULL, commit_events = NULL
-             WHERE goal = ?1 AND revision = ?2",
-        )
-        .and_then(|mut stmt| stmt.execute(params![g, int(revision)]))
-        .map_err(sql)?;
+        // An event row that compaction keeps holds the receipt no more (the others go).
+        if revision > target {
+            tx.prepare_cached(
+                "UPDATE events SET operation = NULL, digest = NULL, commit_events = NULL
+                 WHERE goal = ?1 AND revision = ?2",
+            )
+            .and_then(|mut stmt| stmt.execute(params![g, int(revision)]))
+            .map_err(sql)?;
+        }
     }
     Ok(())
 }
