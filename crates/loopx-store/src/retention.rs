@@ -143,3 +143,31 @@ pub(crate) fn covering(spans: &[(u64, u64)]) -> Option<(u64, u64)> {
     let up_to = spans.iter().map(|(revision, _)| *revision).max()?;
     Some((after, up_to))
 }
+
+/// The spans (revision, event count) of the records at `pending`: receipts whose actor and
+/// event names are read from their events.
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+pub(crate) fn pending_spans(records: &[OperationRecord], pending: &[usize]) -> Vec<(u64, u64)> {
+    pending
+        .iter()
+        .map(|&i| (records[i].receipt.revision, records[i].receipt.events))
+        .collect()
+}
+
+/// Fills in the actor and event names of the records at `pending` from `events` (which cover
+/// their [`pending_spans`]).
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+pub(crate) fn fill_from_events(
+    goal: &GoalId,
+    records: &mut [OperationRecord],
+    pending: &[usize],
+    events: &BTreeMap<u64, RecordedEvent>,
+) -> Result<(), StoreError> {
+    for &i in pending {
+        let receipt = &records[i].receipt;
+        let (actor, names) = audit(goal, events, receipt.revision, receipt.events)?;
+        records[i].actor = Some(actor);
+        records[i].events = names;
+    }
+    Ok(())
+}

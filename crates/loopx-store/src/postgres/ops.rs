@@ -21,7 +21,9 @@ use crate::fold::{
     tail_usable,
 };
 use crate::index::{Projection, covers, merge_frontiers, parse_status, status_name};
-use crate::retention::{Compaction, OperationRecord, audit, covering, decode_operation};
+use crate::retention::{
+    Compaction, OperationRecord, audit, covering, decode_operation, fill_from_events, pending_spans,
+};
 
 /// What every operation needs from the store handle.
 pub(super) struct Cx<'a> {
@@ -1103,17 +1105,9 @@ pub(super) async fn operations(
         }
     }
     if !from_events.is_empty() {
-        let spans: Vec<(u64, u64)> = from_events
-            .iter()
-            .map(|&i| (records[i].receipt.revision, records[i].receipt.events))
-            .collect();
+        let spans = pending_spans(&records, &from_events);
         let events = batch_events(&tx, cx, goal, &spans).await?;
-        for i in from_events {
-            let receipt = &records[i].receipt;
-            let (actor, names) = audit(goal, &events, receipt.revision, receipt.events)?;
-            records[i].actor = Some(actor);
-            records[i].events = names;
-        }
+        fill_from_events(goal, &mut records, &from_events, &events)?;
     }
     tx.rollback().await.map_err(cx.err())?;
     Ok(records)

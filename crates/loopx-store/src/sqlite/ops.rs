@@ -17,7 +17,9 @@ use crate::fold::{
     tail_usable,
 };
 use crate::index::{Projection, covers, merge_frontiers, parse_status, status_name};
-use crate::retention::{Compaction, OperationRecord, audit, covering, decode_operation};
+use crate::retention::{
+    Compaction, OperationRecord, audit, covering, decode_operation, fill_from_events, pending_spans,
+};
 
 // ----- conversions --------------------------------------------------------------------------
 
@@ -924,17 +926,8 @@ pub(super) fn operations(
             }
         }
     }
-    let spans: Vec<(u64, u64)> = from_events
-        .iter()
-        .map(|&i| (records[i].receipt.revision, records[i].receipt.events))
-        .collect();
-    let events = spans_events(&tx, goal, &spans)?;
-    for i in from_events {
-        let receipt = &records[i].receipt;
-        let (actor, names) = audit(goal, &events, receipt.revision, receipt.events)?;
-        records[i].actor = Some(actor);
-        records[i].events = names;
-    }
+    let events = spans_events(&tx, goal, &pending_spans(&records, &from_events))?;
+    fill_from_events(goal, &mut records, &from_events, &events)?;
     tx.finish().map_err(sql)?;
     Ok(records)
 }
