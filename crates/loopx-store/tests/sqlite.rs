@@ -1,5 +1,5 @@
 //! SQLite specifics: file permissions and journal mode, concurrent opens, snapshots bounding
-//! the tail a load reads, the durability setting, and a file written by schema 1 migrating and
+//! the tail a load reads, the durability setting, a file written by schema 1 migrating and
 //! reading as before, and calls running in place on a multi-threaded runtime.
 
 mod support;
@@ -186,10 +186,31 @@ fn an_empty_file_becomes_a_store_and_concurrent_opens_agree() {
     assert_eq!(rows, 1);
 }
 
+/// Turns a store written by this build back into what schema 3 wrote: the frontier rows
+/// clustered on (agent, goal) with an index on the goal; version 3.
+fn rewrite_as_schema_3(path: &Path) {
+    let conn = Connection::open(path).unwrap();
+    conn.execute_batch(
+        "CREATE TABLE frontier_by_agent_rows (
+             agent TEXT NOT NULL,
+             goal TEXT NOT NULL,
+             todos TEXT NOT NULL,
+             PRIMARY KEY (agent, goal)
+         ) WITHOUT ROWID;
+         INSERT INTO frontier_by_agent_rows SELECT agent, goal, todos FROM frontier;
+         DROP TABLE frontier;
+         ALTER TABLE frontier_by_agent_rows RENAME TO frontier;
+         CREATE INDEX frontier_by_goal ON frontier (goal);
+         UPDATE schema_version SET version = 3;",
+    )
+    .unwrap();
+}
+
 /// Turns a store written by this build back into what schema 2 wrote: every receipt a row of the
 /// receipts table with its actor and event names, numbered in commit order; the event log a
 /// rowid table without receipt columns; version 2.
 fn rewrite_as_schema_2(path: &Path) {
+    rewrite_as_schema_3(path);
     let conn = Connection::open(path).unwrap();
     conn.execute_batch(
         "CREATE TEMPORARY TABLE every_receipt AS
@@ -259,6 +280,9 @@ fn a_store_written_by_schema_1_opens_migrates_and_reads_as_before() {
     let state = populate(&store, 9);
     let events = block_on(store.events(&goal_id(), 0, usize::MAX)).unwrap();
     let operations = block_on(store.operations(&goal_id(), 0, usize::MAX)).unwrap();
+    let agent_a = AgentId::new("a").unwrap();
+    let frontier = block_on(store.frontier(&agent_a, now())).unwrap();
+    assert_eq!(frontier.len(), 9);
     rewrite_as_schema_1(&path, &store);
     drop(store);
     let old_rows: Vec<String> = {
@@ -299,6 +323,11 @@ fn a_store_written_by_schema_1_opens_migrates_and_reads_as_before() {
     assert_eq!(
         block_on(store.operations(&goal_id(), 0, usize::MAX)).unwrap(),
         operations
+    );
+    assert_eq!(
+        block_on(store.frontier(&agent_a, now())).unwrap(),
+        frontier,
+        "the frontier rows read the same after migration 4 moved them"
     );
 
     // New commits land after the old rows, which stay untouched; old and new fold together.
