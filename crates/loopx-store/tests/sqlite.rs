@@ -271,6 +271,17 @@ fn rewrite_as_schema_1(path: &Path, store: &SqliteStore) {
     .unwrap();
 }
 
+/// The JSON of every event row, in revision order.
+fn event_jsons(conn: &Connection) -> Vec<String> {
+    let mut stmt = conn
+        .prepare("SELECT json FROM events ORDER BY revision")
+        .unwrap();
+    stmt.query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
 #[test]
 fn a_store_written_by_schema_1_opens_migrates_and_reads_as_before() {
     let dir = tempfile::tempdir().unwrap();
@@ -285,16 +296,7 @@ fn a_store_written_by_schema_1_opens_migrates_and_reads_as_before() {
     assert_eq!(frontier.len(), 9);
     rewrite_as_schema_1(&path, &store);
     drop(store);
-    let old_rows: Vec<String> = {
-        let conn = Connection::open(&path).unwrap();
-        let mut stmt = conn
-            .prepare("SELECT json FROM events ORDER BY revision")
-            .unwrap();
-        stmt.query_map([], |r| r.get(0))
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap()
-    };
+    let old_rows = event_jsons(&Connection::open(&path).unwrap());
     assert!(
         old_rows[0].contains("\"revision\":1"),
         "the rows are in the old form"
@@ -342,15 +344,7 @@ fn a_store_written_by_schema_1_opens_migrates_and_reads_as_before() {
         &OperationId::new("after-upgrade").unwrap(),
     ))
     .unwrap();
-    let rows: Vec<String> = {
-        let mut stmt = conn
-            .prepare("SELECT json FROM events ORDER BY revision")
-            .unwrap();
-        stmt.query_map([], |r| r.get(0))
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap()
-    };
+    let rows = event_jsons(&conn);
     assert_eq!(rows[..old_rows.len()], old_rows[..]);
     let newest = rows.last().unwrap();
     assert!(

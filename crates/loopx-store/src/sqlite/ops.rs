@@ -42,6 +42,48 @@ fn stored_id<T: TryFrom<String>>(text: String, what: &str) -> Result<T, StoreErr
     })
 }
 
+// ----- the reads ----------------------------------------------------------------------------
+//
+// Every read a commit, a load or a host's query makes, named so that a test can check that each
+// one seeks an index (see `tests::every_read_seeks_an_index`). The one exception is the listing
+// of all goals, which reads them all by definition.
+
+/// The write path's columns of one goal row.
+const GOAL_ROW: &str = "SELECT revision, base_revision, snapshot_revision, status, valid_from, valid_until FROM goals WHERE goal = ?1";
+/// A goal's event rows in a range of revisions.
+const EVENT_ROWS: &str = "SELECT revision, at, json FROM events WHERE goal = ?1 AND revision > ?2 AND revision <= ?3 ORDER BY revision";
+/// A goal's latest snapshot.
+const LATEST_SNAPSHOT: &str =
+    "SELECT revision, json FROM snapshots WHERE goal = ?1 ORDER BY revision DESC LIMIT 1";
+/// A goal's frontier rows, one per agent.
+const GOAL_FRONTIER: &str = "SELECT agent, todos FROM frontier WHERE goal = ?1";
+/// A receipt on the last event row of its commit.
+const RECEIPT_ON_EVENT: &str = "SELECT digest, revision, commit_events, at FROM events
+     WHERE goal = ?1 AND operation = ?2 AND operation IS NOT NULL";
+/// A receipt in the receipts table (a no-op, an older or a compacted commit).
+const RECEIPT_ROW: &str = "SELECT digest, revision, events, committed_at FROM receipts WHERE goal = ?1 AND operation = ?2";
+/// A page of a goal's events after a revision.
+const EVENTS_AFTER: &str = "SELECT revision, at, json FROM events WHERE goal = ?1 AND revision > ?2 ORDER BY revision LIMIT ?3";
+/// A page of a goal's receipts after a revision, in commit order.
+const OPERATIONS_AFTER: &str =
+    "SELECT operation, digest, revision, events, committed_at, actor, kinds FROM commits
+     WHERE goal = ?1 AND revision > ?2 ORDER BY revision, events = 0, seq LIMIT ?3";
+/// The receipts on event rows that compaction up to a revision deletes or keeps.
+const RECEIPTS_TO_KEEP: &str = "SELECT revision, commit_events, operation, digest, at FROM events
+     WHERE goal = ?1 AND operation IS NOT NULL AND revision - commit_events < ?2";
+/// The goals an agent is registered with, with their rows' windows.
+const AGENT_GOALS: &str = "SELECT g.goal, g.valid_from, g.valid_until FROM goal_agents a
+     JOIN goals g ON g.goal = a.goal WHERE a.agent = ?1";
+/// An agent's frontier rows across goals.
+const AGENT_FRONTIER: &str = "SELECT goal, todos FROM frontier WHERE agent = ?1";
+/// The goals whose rows' window does not cover a time (a goal may come twice). Not `UNION`:
+/// to merge the two halves, SQLite may choose to walk the whole table in goal order.
+const STALE_GOALS: &str = "SELECT goal FROM goals WHERE valid_until <= ?1
+     UNION ALL SELECT goal FROM goals WHERE valid_from > ?1";
+/// The earliest end of a window that covers a time.
+const EARLIEST_WAKE: &str =
+    "SELECT min(valid_until) FROM goals WHERE valid_until > ?1 AND valid_from <= ?1";
+
 // ----- the goal row -------------------------------------------------------------------------
 
 /// The columns of a goal row that the write path needs.
@@ -58,9 +100,7 @@ struct GoalRow {
 
 fn goal_row(conn: &Connection, goal: &GoalId) -> Result<Option<GoalRow>, StoreError> {
     let raw = conn
-        .prepare_cached(
-            "SELECT revision, base_revision, snapshot_revision, status, valid_from, valid_until FROM goals WHERE goal = ?1",
-        )
+        .prepare_cached(GOAL_ROW)
         .and_then(|mut stmt| {
             stmt.query_row([goal.as_str()], |row| {
                 let status = row.get_ref(3)?.as_str().ok().and_then(parse_status);
@@ -100,11 +140,7 @@ fn event_rows(
     after: u64,
     up_to: u64,
 ) -> Result<Vec<EventRow>, StoreError> {
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT revision, at, json FROM events WHERE goal = ?1 AND revision > ?2 AND revision <= ?3 ORDER BY revision",
-        )
-        .map_err(sql)?;
+    let mut stmt = conn.prepare_cached(EVENT_ROWS).map_err(sql)?;
     let mut rows = stmt
         .query(params![goal.as_str(), int(after), int(up_to)])
         .map_err(sql)?;
@@ -155,11 +191,7 @@ fn load_state(
     }
     let state = {
         // The snapshot is decoded straight from SQLite's buffer, without a copy.
-        let mut stmt = conn
-            .prepare_cached(
-                "SELECT revision, json FROM snapshots WHERE goal = ?1 ORDER BY revision DESC LIMIT 1",
-            )
-            .map_err(sql)?;
+        let mut stmt = conn.prepare_cached(LATEST_SNAPSHOT).map_err(sql)?;
         let mut rows = stmt.query([goal.as_str()]).map_err(sql)?;
         match rows.next().map_err(sql)? {
             Some(r) => {
@@ -460,9 +492,7 @@ fn write_frontier(tx: &Transaction<'_>, projection: &Projection) -> Result<(), S
     let goal = projection.summary.goal.as_str();
     let mut stored: BTreeMap<String, String> = BTreeMap::new();
     {
-        let mut stmt = tx
-            .prepare_cached("SELECT agent, todos FROM frontier WHERE goal = ?1")
-            .map_err(sql)?;
+        let mut stmt = tx.prepare_cached(GOAL_FRONTIER).map_err(sql)?;
         let mut rows = stmt.query([goal]).map_err(sql)?;
         while let Some(r) = rows.next().map_err(sql)? {
             stored.insert(r.get(0).map_err(sql)?, r.get(1).map_err(sql)?);
@@ -514,14 +544,9 @@ fn receipt_in(
             })
             .map_err(sql)
     };
-    let raw = match find(
-        "SELECT digest, revision, commit_events, at FROM events
-         WHERE goal = ?1 AND operation = ?2 AND operation IS NOT NULL",
-    )? {
+    let raw = match find(RECEIPT_ON_EVENT)? {
         Some(found) => Some(found),
-        None => find(
-            "SELECT digest, revision, events, committed_at FROM receipts WHERE goal = ?1 AND operation = ?2",
-        )?,
+        None => find(RECEIPT_ROW)?,
     };
     raw.map(|(digest, revision, events, at)| {
         Ok(Receipt {
@@ -550,11 +575,7 @@ pub(super) fn events(
     after: u64,
     limit: usize,
 ) -> Result<Vec<RecordedEvent>, StoreError> {
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT revision, at, json FROM events WHERE goal = ?1 AND revision > ?2 ORDER BY revision LIMIT ?3",
-        )
-        .map_err(sql)?;
+    let mut stmt = conn.prepare_cached(EVENTS_AFTER).map_err(sql)?;
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let mut rows = stmt
         .query(params![goal.as_str(), int(after), limit])
@@ -700,12 +721,7 @@ pub(super) fn frontier(
     {
         let tx = conn.transaction().map_err(sql)?;
         {
-            let mut stmt = tx
-                .prepare_cached(
-                    "SELECT g.goal, g.valid_from, g.valid_until FROM goal_agents a JOIN goals g ON g.goal = a.goal
-                     WHERE a.agent = ?1",
-                )
-                .map_err(sql)?;
+            let mut stmt = tx.prepare_cached(AGENT_GOALS).map_err(sql)?;
             let mut rows = stmt.query([agent.as_str()]).map_err(sql)?;
             while let Some(r) = rows.next().map_err(sql)? {
                 let goal: GoalId = stored_id(r.get(0).map_err(sql)?, "goal id")?;
@@ -722,9 +738,7 @@ pub(super) fn frontier(
             }
         }
         {
-            let mut stmt = tx
-                .prepare_cached("SELECT goal, todos FROM frontier WHERE agent = ?1")
-                .map_err(sql)?;
+            let mut stmt = tx.prepare_cached(AGENT_FRONTIER).map_err(sql)?;
             let mut rows = stmt.query([agent.as_str()]).map_err(sql)?;
             while let Some(r) = rows.next().map_err(sql)? {
                 let goal: GoalId = stored_id(r.get(0).map_err(sql)?, "goal id")?;
@@ -759,10 +773,8 @@ pub(super) fn next_wake(
     cx: &Shared,
     now: Timestamp,
 ) -> Result<Option<Timestamp>, StoreError> {
-    let stale: Vec<GoalId> = {
-        let mut stmt = conn
-            .prepare_cached("SELECT goal FROM goals WHERE valid_until <= ?1 UNION SELECT goal FROM goals WHERE valid_from > ?1")
-            .map_err(sql)?;
+    let stale: BTreeSet<GoalId> = {
+        let mut stmt = conn.prepare_cached(STALE_GOALS).map_err(sql)?;
         let ids = stmt
             .query_map([now.as_millis()], |r| r.get::<_, String>(0))
             .and_then(Iterator::collect::<Result<Vec<String>, _>>)
@@ -771,11 +783,10 @@ pub(super) fn next_wake(
             .map(|id| stored_id(id, "goal id"))
             .collect::<Result<_, _>>()?
     };
+    let stale: Vec<GoalId> = stale.into_iter().collect();
     let refreshed = refresh(conn, cx, now, &stale)?;
     let indexed: Option<i64> = conn
-        .prepare_cached(
-            "SELECT min(valid_until) FROM goals WHERE valid_until > ?1 AND valid_from <= ?1",
-        )
+        .prepare_cached(EARLIEST_WAKE)
         .and_then(|mut stmt| stmt.query_row([now.as_millis()], |r| r.get(0)))
         .map_err(sql)?;
     Ok(indexed
@@ -893,12 +904,7 @@ pub(super) fn operations(
     // The records whose actor and event names live in their events.
     let mut from_events = Vec::new();
     {
-        let mut stmt = tx
-            .prepare_cached(
-                "SELECT operation, digest, revision, events, committed_at, actor, kinds FROM commits
-                 WHERE goal = ?1 AND revision > ?2 ORDER BY revision, events = 0, seq LIMIT ?3",
-            )
-            .map_err(sql)?;
+        let mut stmt = tx.prepare_cached(OPERATIONS_AFTER).map_err(sql)?;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let mut rows = stmt
             .query(params![goal.as_str(), int(after), limit])
@@ -955,12 +961,7 @@ fn keep_receipts(tx: &Transaction<'_>, goal: &GoalId, target: u64) -> Result<(),
     let g = goal.as_str();
     let mut moving = Vec::new();
     {
-        let mut stmt = tx
-            .prepare_cached(
-                "SELECT revision, commit_events, operation, digest, at FROM events
-                 WHERE goal = ?1 AND operation IS NOT NULL AND revision - commit_events < ?2",
-            )
-            .map_err(sql)?;
+        let mut stmt = tx.prepare_cached(RECEIPTS_TO_KEEP).map_err(sql)?;
         let mut rows = stmt.query(params![g, int(target)]).map_err(sql)?;
         while let Some(r) = rows.next().map_err(sql)? {
             let revision = count(r.get(0).map_err(sql)?, "revision")?;
@@ -1021,4 +1022,87 @@ pub(super) fn integrity_check(conn: &mut Connection, _: &Shared) -> Result<(), S
             lines.join("; ")
         ),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sqlite::SqliteOptions;
+    use crate::sqlite::schema::{connect, migrate};
+
+    /// The steps of SQLite's plan for `statement`, one line each.
+    fn plan(conn: &Connection, statement: &str) -> Vec<String> {
+        let mut stmt = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {statement}"))
+            .unwrap();
+        // The plan does not depend on the values: every parameter is bound to NULL.
+        let nulls = vec![rusqlite::types::Null; stmt.parameter_count()];
+        stmt.query_map(rusqlite::params_from_iter(nulls), |row| {
+            row.get::<_, String>(3)
+        })
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+    }
+
+    /// The stored tables; a `SCAN` of anything else walks a subquery's rows, not the store.
+    const TABLES: [&str; 7] = [
+        "goals",
+        "events",
+        "receipts",
+        "snapshots",
+        "goal_agents",
+        "frontier",
+        "schema_version",
+    ];
+
+    /// Whether a plan step walks a whole stored table or one of its indexes.
+    fn scans_a_table(step: &str) -> bool {
+        step.strip_prefix("SCAN ")
+            .and_then(|rest| rest.split_whitespace().next())
+            .is_some_and(|object| TABLES.contains(&object))
+    }
+
+    /// "Indexed, not scans": on the current schema every read seeks a key or an index range;
+    /// none walks a whole table or index (a `SCAN` step over a stored table).
+    #[test]
+    fn every_read_seeks_an_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("plans.db");
+        crate::sqlite::schema::prepare_file(&path).unwrap();
+        let mut conn = connect(&path, &SqliteOptions::default()).unwrap();
+        migrate(&mut conn).unwrap();
+        let reads = [
+            ("GOAL_ROW", GOAL_ROW),
+            ("EVENT_ROWS", EVENT_ROWS),
+            ("LATEST_SNAPSHOT", LATEST_SNAPSHOT),
+            ("GOAL_FRONTIER", GOAL_FRONTIER),
+            ("RECEIPT_ON_EVENT", RECEIPT_ON_EVENT),
+            ("RECEIPT_ROW", RECEIPT_ROW),
+            ("EVENTS_AFTER", EVENTS_AFTER),
+            ("OPERATIONS_AFTER", OPERATIONS_AFTER),
+            ("RECEIPTS_TO_KEEP", RECEIPTS_TO_KEEP),
+            ("AGENT_GOALS", AGENT_GOALS),
+            ("AGENT_FRONTIER", AGENT_FRONTIER),
+            ("STALE_GOALS", STALE_GOALS),
+            ("EARLIEST_WAKE", EARLIEST_WAKE),
+        ];
+        for (name, statement) in reads {
+            let steps = plan(&conn, statement);
+            assert!(
+                steps.iter().any(|step| step.starts_with("SEARCH")),
+                "{name} seeks nothing: {steps:?}"
+            );
+            assert!(
+                !steps.iter().any(|step| scans_a_table(step)),
+                "{name} scans: {steps:?}"
+            );
+        }
+        // The check can fail: the listing of every goal scans, as it must.
+        let listing = plan(&conn, "SELECT goal FROM goals");
+        assert!(
+            listing.iter().any(|step| scans_a_table(step)),
+            "{listing:?}"
+        );
+    }
 }
