@@ -158,7 +158,7 @@ fn sqlite_figures(dir: &Path) -> Result<(), Failure> {
     }
     let floor = sqlite_floor(dir)?;
     println!(
-        "floor @full: the rows a settle commit must write, as plain SQL (an event row with its receipt, the goal row, a frontier row), vs raw single-row commits: median latencies {:.2}x ({:.0}/s vs {:.0}/s = {:.2}x); settle commits reach {:.2}x of it by median latency (no target)",
+        "floor @full: the rows a settle commit must write, as plain SQL (an event row with its receipt, the goal row with its wake, a frontier row), vs raw single-row commits: median latencies {:.2}x ({:.0}/s vs {:.0}/s = {:.2}x); settle commits reach {:.2}x of it by median latency (no target)",
         floor.2,
         floor.0,
         floor.1,
@@ -353,7 +353,8 @@ fn raw_sqlite_commits(conn: &rusqlite::Connection, n: usize) -> Result<Vec<StdDu
 
 /// The least a settle commit writes, as plain SQL with the store's layout and settings
 /// (`synchronous=FULL`) and no reads, validation or encoding: one event row carrying its
-/// receipt, the goal row's revision, and one agent's frontier row. Alternates with raw
+/// receipt (and its entry in the index by operation), the goal row's revision and wake (and
+/// its entry in the index by wake), and one frontier row — the pages a settle commit changes. Alternates with raw
 /// single-row commits as the settle figure does; returns commits per second of each and the
 /// ratio of their median latencies.
 fn sqlite_floor(dir: &Path) -> Result<(f64, f64, f64), Failure> {
@@ -368,10 +369,11 @@ fn sqlite_floor(dir: &Path) -> Result<(f64, f64, f64), Failure> {
          CREATE UNIQUE INDEX events_by_operation ON events (goal, operation)
              WHERE operation IS NOT NULL;
          CREATE TABLE goals (goal TEXT PRIMARY KEY NOT NULL, revision INTEGER NOT NULL,
-             updated_at INTEGER NOT NULL) WITHOUT ROWID;
+             updated_at INTEGER NOT NULL, valid_until INTEGER) WITHOUT ROWID;
+         CREATE INDEX goals_by_valid_until ON goals (valid_until);
          CREATE TABLE frontier (agent TEXT NOT NULL, goal TEXT NOT NULL, todos TEXT NOT NULL,
              PRIMARY KEY (agent, goal)) WITHOUT ROWID;
-         INSERT INTO goals VALUES ('settle', 0, 0);
+         INSERT INTO goals VALUES ('settle', 0, 0, NULL);
          INSERT INTO frontier VALUES ('agent-0', 'settle', '[]');",
     )?;
     let json = format!(
@@ -390,9 +392,10 @@ fn sqlite_floor(dir: &Path) -> Result<(f64, f64, f64), Failure> {
                 "INSERT INTO events VALUES ('settle', ?1, ?1, ?2, ?3, ?4, 1)",
                 rusqlite::params![revision, json, format!("op-{revision}"), digest],
             )?;
+            // A claim sets the goal's wake (its lease's expiry), a settlement clears it.
             floor.execute(
-                "UPDATE goals SET revision = ?1, updated_at = ?1 WHERE goal = 'settle'",
-                [revision],
+                "UPDATE goals SET revision = ?1, updated_at = ?1, valid_until = ?2 WHERE goal = 'settle'",
+                rusqlite::params![revision, (revision % 2 == 0).then_some(revision)],
             )?;
             floor.execute(
                 "UPDATE frontier SET todos = ?1 WHERE agent = 'agent-0' AND goal = 'settle'",
