@@ -6,12 +6,17 @@
 //! only when it is at exactly that revision. A cached state at an older revision is still a
 //! valid starting point: a load then reads only the events after it and folds them on (see
 //! [`StateCache::behind`]), instead of decoding the snapshot and the whole tail again.
+//!
+//! A state this handle committed also keeps the index rows the commit wrote, so that the next
+//! commit can tell which rows change without reading them back (see [`StateCache::rows`]).
 
 use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use loopx_kernel::{GoalId, GoalState};
+
+use crate::index::Projection;
 
 /// Bounded: the oldest entry goes when it is full.
 #[derive(Debug)]
@@ -25,6 +30,8 @@ struct Entry {
     state: GoalState,
     /// The revision of the goal's latest snapshot when the state was cached.
     snapshot_revision: u64,
+    /// The index rows this handle wrote with the commit that made the state, if it did.
+    rows: Option<Arc<Projection>>,
 }
 
 #[derive(Debug, Default)]
@@ -91,18 +98,46 @@ impl StateCache {
             .map(|entry| entry.state.clone())
     }
 
+    /// The index rows this handle's commit wrote when it made `goal`'s revision `revision`.
+    /// Rows for a revision are a function of the state and the instant they were computed at
+    /// (`valid_from`), so they are the stored rows whenever the goal row still shows that
+    /// revision and that instant; a refresh that recomputed them at another instant changed
+    /// `valid_from`.
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+    pub(crate) fn rows(&self, goal: &GoalId, revision: u64) -> Option<Arc<Projection>> {
+        let inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        inner
+            .states
+            .get(goal)
+            .filter(|entry| entry.state.revision == revision)
+            .and_then(|entry| entry.rows.clone())
+    }
+
     /// Keeps `state`, whose goal's latest snapshot is at `snapshot_revision`, unless a newer
     /// state of the goal is cached.
     pub(crate) fn put(&self, state: &GoalState, snapshot_revision: u64) {
-        self.keep(Cow::Borrowed(state), snapshot_revision);
+        self.keep(Cow::Borrowed(state), snapshot_revision, None);
     }
 
     /// Like [`put`](Self::put), taking the state over instead of copying it.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub(crate) fn put_owned(&self, state: GoalState, snapshot_revision: u64) {
-        self.keep(Cow::Owned(state), snapshot_revision);
+        self.keep(Cow::Owned(state), snapshot_revision, None);
     }
 
-    fn keep(&self, state: Cow<'_, GoalState>, snapshot_revision: u64) {
+    /// Like [`put_owned`](Self::put_owned), for a state this handle just committed together
+    /// with `rows`, the index rows it wrote.
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+    pub(crate) fn put_committed(&self, state: GoalState, snapshot_revision: u64, rows: Projection) {
+        self.keep(Cow::Owned(state), snapshot_revision, Some(Arc::new(rows)));
+    }
+
+    fn keep(
+        &self,
+        state: Cow<'_, GoalState>,
+        snapshot_revision: u64,
+        rows: Option<Arc<Projection>>,
+    ) {
         if self.capacity == 0 {
             return;
         }
@@ -122,6 +157,7 @@ impl StateCache {
                 Entry {
                     state: state.into_owned(),
                     snapshot_revision,
+                    rows,
                 },
             )
             .is_none()

@@ -112,6 +112,7 @@ macro_rules! conformance_suite {
             charge_is_exactly_once,
             stored_events_replay_to_the_loaded_state,
             cross_goal_queries_match_the_kernel,
+            commits_after_a_refresh_elsewhere_keep_the_rows_exact,
             compaction_keeps_load_and_audit,
             compaction_inside_a_commit_keeps_its_receipt,
             reopen_keeps_everything,
@@ -1272,6 +1273,38 @@ pub async fn cross_goal_queries_match_the_kernel<B: Backend>(backend: &B) {
     g2.run(&ag("b"), at(31), claim("u1", 5)).await;
     for minutes in [31, 35, 36, 20, 40] {
         check_queries(&store, &goals, &agents, at(minutes)).await;
+    }
+}
+
+/// Index rows that a query recomputed through another handle (time passed, a lease expired)
+/// are not mistaken for the rows of the commit before: the next commit through the first
+/// handle leaves rows that answer what the kernel computes.
+pub async fn commits_after_a_refresh_elsewhere_keep_the_rows_exact<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let second = backend.second(&store).await;
+    let other: &B::Store = second.as_ref().unwrap_or(&store);
+    let goal = Goal::create(&store, spec("g", &["a"]), at(0)).await.id;
+    let commit = async |store: &B::Store, actor: Actor, t: i64, command: Command, op: &str| {
+        if let Err(error) = submit(store, &goal, &actor, at(t), &command, &id(op)).await {
+            panic!("{op} failed: {error}");
+        }
+    };
+    commit(&store, owner(), 1, add("t"), "add-t").await;
+    // a holds t until minute 12: t is in no frontier.
+    commit(&store, ag("a"), 2, claim("t", 10), "a-claims-t").await;
+    check_queries(&store, std::slice::from_ref(&goal), &["a"], at(3)).await;
+    // The lease lapsed: the other handle's query recomputes the rows, with t free again.
+    let free = ok(other.frontier(&agent("a"), at(20)).await, "frontier");
+    assert_eq!(free, vec![(goal.clone(), id("t"))]);
+    // a claims t again through the first handle: the rows are as they were at minute 2, but
+    // not as stored now.
+    commit(&store, ag("a"), 21, claim("t", 30), "a-claims-t-again").await;
+    for handle in [&store, other] {
+        check_queries(handle, std::slice::from_ref(&goal), &["a"], at(22)).await;
+        assert_eq!(
+            ok(handle.frontier(&agent("a"), at(22)).await, "frontier"),
+            vec![]
+        );
     }
 }
 

@@ -274,6 +274,8 @@ pub(super) fn append(
     // revision is at hand (in the cache, or read in a short read transaction); the write
     // transaction then only checks that the goal did not move. A state at a revision never
     // changes, so one taken from the cache is exact whenever the revision check passes.
+    // The index rows the goal's current revision was committed with, when this handle wrote it.
+    let known_rows = cx.cache.rows(&request.goal, request.expected_revision);
     let early = match cx.cache.get(&request.goal, request.expected_revision) {
         Some(state) => Some((request.expected_revision, prepare(Some(state), request))),
         None if request.expected_revision == 0 => Some((0, prepare(None, request))),
@@ -319,7 +321,14 @@ pub(super) fn append(
         row.map_or(0, |r| r.snapshot_revision),
         cx.options.snapshot_every,
     )?;
-    write_commit(&tx, request, &prepared, row)?;
+    // The stored rows are the known ones only while the goal row shows the instant they were
+    // computed at; a refresh since recomputed them at another.
+    let known_rows = known_rows.filter(|known| {
+        row.is_some_and(|row| {
+            row.revision == known.summary.revision && row.valid_from == known.valid_from.as_millis()
+        })
+    });
+    write_commit(&tx, request, &prepared, row, known_rows.as_deref())?;
     tx.commit().map_err(|error| match sql(error) {
         // The commit itself failed: it may or may not be on disk.
         StoreError::Unavailable { .. } => StoreError::Ambiguous {
@@ -332,15 +341,28 @@ pub(super) fn append(
     } else {
         row.map_or(0, |r| r.snapshot_revision)
     };
-    cx.cache.put_owned(prepared.folded.state, snapshot_revision);
-    Ok(prepared.folded.receipt)
+    let receipt = prepared.folded.receipt;
+    if request.events.is_empty() {
+        // A recorded no-op wrote no rows and made no revision.
+        cx.cache.put_owned(prepared.folded.state, snapshot_revision);
+    } else {
+        cx.cache.put_committed(
+            prepared.folded.state,
+            snapshot_revision,
+            prepared.projection,
+        );
+    }
+    Ok(receipt)
 }
 
+/// Writes the commit's rows; `known_rows` are the goal's stored index rows when the caller
+/// knows them (otherwise the frontier rows are read back to tell which change).
 fn write_commit(
     tx: &Transaction<'_>,
     request: &AppendRequest,
     prepared: &Prepared,
     row: Option<GoalRow>,
+    known_rows: Option<&Projection>,
 ) -> Result<(), StoreError> {
     let goal = request.goal.as_str();
     let receipt = &prepared.folded.receipt;
@@ -415,7 +437,7 @@ fn write_commit(
             insert.execute([agent.as_str(), goal]).map_err(sql)?;
         }
     }
-    write_frontier(tx, projection)
+    write_frontier(tx, projection, known_rows.map(|known| &known.frontier))
 }
 
 /// Writes the goal's row after a commit. An existing row is updated column by column: the
@@ -486,35 +508,59 @@ fn write_goal_row(
     Ok(())
 }
 
+/// An agent's frontier as a row stores it.
+type FrontierRow = Vec<(u8, TodoId)>;
+
 /// Brings the goal's frontier rows to `projection`'s, writing only the rows that changed: a
-/// commit that leaves an agent's frontier as it was does not touch its row.
-fn write_frontier(tx: &Transaction<'_>, projection: &Projection) -> Result<(), StoreError> {
+/// commit that leaves an agent's frontier as it was does not touch its row. The stored rows are
+/// `known` when the caller knows them; otherwise they are read and compared as stored.
+fn write_frontier(
+    tx: &Transaction<'_>,
+    projection: &Projection,
+    known: Option<&BTreeMap<AgentId, FrontierRow>>,
+) -> Result<(), StoreError> {
     let goal = projection.summary.goal.as_str();
-    let mut stored: BTreeMap<String, String> = BTreeMap::new();
-    {
+    // Each agent whose row changes, with whether it has one now; then the rows to delete.
+    let mut changed: Vec<(&AgentId, &FrontierRow, bool)> = Vec::new();
+    let gone: Vec<String> = if let Some(known) = known {
+        for (agent, todos) in &projection.frontier {
+            match known.get(agent) {
+                Some(old) if old == todos => {}
+                old => changed.push((agent, todos, old.is_some())),
+            }
+        }
+        known
+            .keys()
+            .filter(|agent| !projection.frontier.contains_key(*agent))
+            .map(|agent| agent.as_str().to_owned())
+            .collect()
+    } else {
+        let mut stored: BTreeMap<String, String> = BTreeMap::new();
         let mut stmt = tx.prepare_cached(GOAL_FRONTIER).map_err(sql)?;
         let mut rows = stmt.query([goal]).map_err(sql)?;
         while let Some(r) = rows.next().map_err(sql)? {
             stored.insert(r.get(0).map_err(sql)?, r.get(1).map_err(sql)?);
         }
-    }
-    for (agent, todos) in &projection.frontier {
-        let json = encode(todos)?;
-        match stored.remove(agent.as_str()) {
-            Some(old) if old == json => {}
-            Some(_) => {
-                tx.prepare_cached("UPDATE frontier SET todos = ?3 WHERE agent = ?1 AND goal = ?2")
-                    .and_then(|mut stmt| stmt.execute(params![agent.as_str(), goal, json]))
-                    .map_err(sql)?;
-            }
-            None => {
-                tx.prepare_cached("INSERT INTO frontier (agent, goal, todos) VALUES (?1, ?2, ?3)")
-                    .and_then(|mut stmt| stmt.execute(params![agent.as_str(), goal, json]))
-                    .map_err(sql)?;
+        for (agent, todos) in &projection.frontier {
+            match stored.remove(agent.as_str()) {
+                Some(old) if old == encode(todos)? => {}
+                old => changed.push((agent, todos, old.is_some())),
             }
         }
+        stored.into_keys().collect()
+    };
+    for (agent, todos, exists) in changed {
+        let statement = if exists {
+            "UPDATE frontier SET todos = ?3 WHERE agent = ?1 AND goal = ?2"
+        } else {
+            "INSERT INTO frontier (agent, goal, todos) VALUES (?1, ?2, ?3)"
+        };
+        let json = encode(todos)?;
+        tx.prepare_cached(statement)
+            .and_then(|mut stmt| stmt.execute(params![agent.as_str(), goal, json]))
+            .map_err(sql)?;
     }
-    for agent in stored.keys() {
+    for agent in gone {
         tx.prepare_cached("DELETE FROM frontier WHERE agent = ?1 AND goal = ?2")
             .and_then(|mut stmt| stmt.execute([agent.as_str(), goal]))
             .map_err(sql)?;
@@ -654,7 +700,7 @@ fn refresh(
             })
             .map_err(sql)?;
         if updated == 1 {
-            write_frontier(&tx, projection)?;
+            write_frontier(&tx, projection, None)?;
         }
     }
     tx.commit().map_err(sql)?;
