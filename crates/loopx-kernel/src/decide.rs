@@ -971,6 +971,22 @@ impl Waits {
 ///
 /// Stores index this per goal so a host can sleep until the earliest wake across all goals.
 pub fn next_wake(state: &GoalState, now: Timestamp) -> Option<Timestamp> {
+    time_changes(state).filter(|t| *t > now).min()
+}
+
+/// The latest instant at or before `now` at which time alone changed a decision on this goal
+/// (the instants [`next_wake`] looks ahead for). Every decision is the same at each instant of
+/// `[last_change, next_wake)` as at `now`; `None` when no such instant is at or before `now`,
+/// and the decisions at `now` are then those at any earlier instant too.
+///
+/// Stores use it as the start of the window in which a goal's index rows are exact, so that a
+/// commit that leaves the window where it was does not rewrite its index entries.
+pub fn last_change(state: &GoalState, now: Timestamp) -> Option<Timestamp> {
+    time_changes(state).filter(|t| *t <= now).max()
+}
+
+/// Every instant at which time alone changes a decision on this goal, in no order.
+fn time_changes(state: &GoalState) -> impl Iterator<Item = Timestamp> + '_ {
     let leases = state
         .leased_todos()
         .filter_map(|t| t.lease.as_ref().map(|l| l.expires_at));
@@ -990,10 +1006,5 @@ pub fn next_wake(state: &GoalState, now: Timestamp) -> Option<Timestamp> {
         .evidence
         .values()
         .filter_map(|e| e.ttl.map(|ttl| e.observed_at.plus(ttl)));
-    leases
-        .chain(todos)
-        .chain(gates)
-        .chain(evidence)
-        .filter(|t| *t > now)
-        .min()
+    leases.chain(todos).chain(gates).chain(evidence)
 }

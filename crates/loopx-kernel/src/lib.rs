@@ -72,7 +72,7 @@ pub use command::{
 };
 pub use decide::{
     Assignment, Decision, LeaseStep, MAX_REASONS, Question, RepairIssue, ReplanReason, Stuck,
-    TerminalOutcome, WaitReason, decide, frontier, next_wake, terminal,
+    TerminalOutcome, WaitReason, decide, frontier, last_change, next_wake, terminal,
 };
 pub use event::{Event, RecordedEvent, SCHEMA_VERSION, SettledTransition};
 pub use evidence::{

@@ -2,25 +2,33 @@
 //! it and each agent's frontier, computed with the kernel's own functions.
 //!
 //! Standing and frontier depend on time. The kernel's [`next_wake`] is the earliest instant
-//! after `t` at which time alone can change any decision on the goal, so rows computed from a
-//! state at `t` stay exact for every `now` in `[t, next_wake)`. Each row set carries that
-//! window (`valid_from`, `valid_until`); a query at `now` reads the rows of every goal whose
-//! window covers `now` and recomputes (and rewrites) only the goals whose window does not.
+//! after `t` at which time alone can change any decision on the goal, and its [`last_change`]
+//! the latest such instant at or before `t`, so rows computed from a state at `t` are exact for
+//! every `now` in `[last_change, next_wake)`. Each row set carries that window (`valid_from`,
+//! `valid_until`); a query at `now` reads the rows of every goal whose window covers `now` and
+//! recomputes (and rewrites) only the goals whose window does not. The window's start is the
+//! last change rather than `t` so that it stays put from commit to commit (it moves only when a
+//! lease expires, a deferral comes due and the like): a commit leaves its index entry alone.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use loopx_kernel::seams::{GoalStatus, GoalSummary};
 use loopx_kernel::{
-    AgentId, GoalId, GoalState, Priority, TerminalOutcome, Timestamp, TodoId, frontier, next_wake,
-    terminal,
+    AgentId, GoalId, GoalState, Priority, TerminalOutcome, Timestamp, TodoId, frontier,
+    last_change, next_wake, terminal,
 };
+
+/// The start of a window that reaches back indefinitely: no instant at or before the rows'
+/// computation changed anything by time alone.
+const SINCE_EVER: Timestamp = Timestamp::from_millis(i64::MIN);
 
 /// A goal's index rows, valid for `valid_from <= now < summary.next_wake`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Projection {
     /// Standing, revision, objective and the end of the window (`next_wake`).
     pub summary: GoalSummary,
-    /// Start of the window: the instant the rows were computed at.
+    /// Start of the window: the last instant at or before the computation at which time alone
+    /// changed anything ([`last_change`]), or the earliest representable instant.
     pub valid_from: Timestamp,
     /// The agents registered with the goal.
     pub agents: BTreeSet<AgentId>,
@@ -57,7 +65,7 @@ impl Projection {
                 revision: state.revision,
                 next_wake: next_wake(state, at),
             },
-            valid_from: at,
+            valid_from: last_change(state, at).unwrap_or(SINCE_EVER),
             agents,
             frontier: rows,
         }

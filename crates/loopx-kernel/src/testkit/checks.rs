@@ -11,14 +11,16 @@ use std::fmt;
 use crate::actor::Actor;
 use crate::budget::{Amounts, Ledger, Limits};
 use crate::command::{Command, Settlement, Transition, Verdict, VerdictOutcome};
-use crate::decide::{Decision, LeaseStep, Question, WaitReason, decide, frontier, terminal};
+use crate::decide::{
+    Decision, LeaseStep, Question, WaitReason, decide, frontier, last_change, next_wake, terminal,
+};
 use crate::event::{Event, RecordedEvent, SettledTransition};
 use crate::evidence::Outcome;
 use crate::execute::execute;
 use crate::ids::{AgentId, TodoId};
 use crate::refusal::Refusal;
 use crate::state::{CriterionStatus, GoalState};
-use crate::time::Timestamp;
+use crate::time::{Duration, Timestamp};
 use crate::todo::{ContinuationRecord, ResumeCondition, Todo, TodoStatus, Workspace, WriteSet};
 
 /// One broken property: which rule, and what breaks it.
@@ -142,6 +144,7 @@ pub fn check_state(
     replay_and_decide(state, log, now, agents, &mut out);
     log_history(state, log, &mut out);
     frontiers(state, now, agents, &mut out);
+    time_windows(state, now, agents, &mut out);
     terminal_and_evidence(state, now, agents, &mut out);
     never_claimable(state, now, agents, &mut out);
     let live: Vec<&Todo> = state
@@ -320,6 +323,36 @@ fn pending_gates_cover(
                     .any(|d| g.scope.decisions.contains(d))
         })
         .map(|g| g.id.clone())
+}
+
+/// Time alone changes nothing between [`last_change`] and [`next_wake`]: at the window's start
+/// (a day back when there is none), halfway to `now`, and just before its end (a month on when
+/// there is none), every agent's decision and frontier and the goal's terminal standing are
+/// the ones at `now`. Stores rely on this window to keep index rows without recomputing them.
+fn time_windows(state: &GoalState, now: Timestamp, agents: &[AgentId], out: &mut Out) {
+    let shifted = |t: Timestamp, millis: i64| Timestamp::from_millis(t.as_millis() + millis);
+    let from = last_change(state, now).unwrap_or(shifted(now, -Duration::hours(24).as_millis()));
+    let until =
+        next_wake(state, now).map_or(now.plus(Duration::hours(24 * 30)), |wake| shifted(wake, -1));
+    let halfway = Timestamp::from_millis(from.as_millis() + now.since(from).as_millis() / 2);
+    for at in [from, halfway, until] {
+        out.check(
+            terminal(state, at) == terminal(state, now),
+            "wake windows",
+            || format!("the terminal standing at {at} differs from the one at {now}"),
+        );
+        for agent in agents {
+            out.check(
+                frontier(state, agent, at) == frontier(state, agent, now),
+                "wake windows",
+                || format!("the frontier of {agent} at {at} differs from the one at {now}"),
+            );
+            let (then, current) = (decide(state, agent, at), decide(state, agent, now));
+            out.check(then == current, "wake windows", || {
+                format!("{agent}'s decision at {at} ({then:?}) differs from the one at {now} ({current:?})")
+            });
+        }
+    }
 }
 
 fn frontiers(state: &GoalState, now: Timestamp, agents: &[AgentId], out: &mut Out) {
