@@ -84,6 +84,46 @@ fn stored_id<T: TryFrom<String>>(text: String, what: &str) -> Result<T, StoreErr
     })
 }
 
+// ----- the reads ----------------------------------------------------------------------------
+//
+// Every read a commit, a load or a host's query makes, named so that a test can check that an
+// index serves each one (see `tests::an_index_serves_every_read`). The one exception is the
+// listing of all goals, which reads them all by definition.
+
+/// A goal row's write-path columns, locked for the commit.
+const GOAL_ROW_LOCKED: &str =
+    "SELECT revision, base_revision, snapshot_revision FROM goals WHERE goal = $1 FOR UPDATE";
+/// A goal row's write-path columns.
+const GOAL_ROW: &str =
+    "SELECT revision, base_revision, snapshot_revision FROM goals WHERE goal = $1";
+/// A goal's event rows in a range of revisions.
+const EVENT_ROWS: &str = "SELECT revision, at, json FROM events WHERE goal = $1 AND revision > $2 AND revision <= $3 ORDER BY revision";
+/// A goal's latest snapshot at or before a revision.
+const SNAPSHOT_AT_OR_BEFORE: &str = "SELECT revision, json FROM snapshots WHERE goal = $1 AND revision <= $2 ORDER BY revision DESC LIMIT 1";
+/// A goal row and its events in a range of revisions, in one round trip.
+const GOAL_AND_TAIL: &str = "SELECT g.revision, g.base_revision, g.snapshot_revision, e.revision, e.at, e.json FROM goals g LEFT JOIN events e ON e.goal = g.goal AND e.revision > $2 AND e.revision <= $3 WHERE g.goal = $1 ORDER BY e.revision";
+/// A receipt by operation (on an event row or in the receipts table).
+const RECEIPT: &str = "SELECT digest, revision, events, committed_at FROM commits WHERE hashtextextended(operation, 0) = hashtextextended($2, 0) AND goal = $1 AND operation = $2";
+/// A page of a goal's events after a revision.
+const EVENTS_AFTER: &str = "SELECT revision, at, json FROM events WHERE goal = $1 AND revision > $2 ORDER BY revision LIMIT $3";
+/// The revisions of several goals.
+const GOAL_REVISIONS: &str = "SELECT goal, revision FROM goals WHERE goal = ANY($1::text[])";
+/// The goals an agent is registered with, their rows' windows and its frontier rows.
+const AGENT_GOALS_AND_FRONTIER: &str = "SELECT g.goal, g.valid_from, g.valid_until, f.todos FROM goal_agents a JOIN goals g ON g.goal = a.goal LEFT JOIN frontier f ON f.agent = a.agent AND f.goal = a.goal WHERE a.agent = $1";
+/// The goals whose rows' window does not cover a time.
+const STALE_GOALS: &str = "SELECT goal FROM goals WHERE valid_until <= $1 OR valid_from > $1";
+/// The earliest end of a window that covers a time.
+const EARLIEST_WAKE: &str =
+    "SELECT min(valid_until) FROM goals WHERE valid_until > $1 AND valid_from <= $1";
+/// The receipts rows that read their actor and event names from events compaction deletes.
+const RECEIPT_ROWS_TO_NAME: &str = "SELECT revision, events, seq FROM receipts WHERE goal = $1 AND kinds IS NULL AND events > 0 AND revision - events < $2";
+/// The receipts on event rows that compaction up to a revision deletes or keeps.
+const RECEIPTS_TO_KEEP: &str = "SELECT revision, commit_events, operation, digest, at FROM events WHERE goal = $1 AND operation IS NOT NULL AND revision - commit_events < $2";
+/// A goal's snapshot at a revision.
+const SNAPSHOT_AT: &str = "SELECT json FROM snapshots WHERE goal = $1 AND revision = $2";
+/// A page of a goal's receipts after a revision, in commit order.
+const OPERATIONS_AFTER: &str = "SELECT operation, digest, revision, events, committed_at, actor, kinds FROM commits WHERE goal = $1 AND revision > $2 ORDER BY revision, events = 0, seq LIMIT $3";
+
 // ----- the goal row -------------------------------------------------------------------------
 
 #[derive(Debug, Clone, Copy)]
@@ -99,11 +139,7 @@ async fn goal_row<C: GenericClient>(
     goal: &GoalId,
     lock: bool,
 ) -> Result<Option<GoalRow>, StoreError> {
-    let sql = if lock {
-        "SELECT revision, base_revision, snapshot_revision FROM goals WHERE goal = $1 FOR UPDATE"
-    } else {
-        "SELECT revision, base_revision, snapshot_revision FROM goals WHERE goal = $1"
-    };
+    let sql = if lock { GOAL_ROW_LOCKED } else { GOAL_ROW };
     let rows = query(c, sql, &[&goal.as_str()]).await.map_err(cx.err())?;
     rows.first()
         .map(|row| {
@@ -135,13 +171,9 @@ async fn event_rows<C: GenericClient>(
     after: u64,
     up_to: u64,
 ) -> Result<Vec<EventRow>, StoreError> {
-    let rows = query(
-        c,
-        "SELECT revision, at, json FROM events WHERE goal = $1 AND revision > $2 AND revision <= $3 ORDER BY revision",
-        &[&goal.as_str(), &int(after), &int(up_to)],
-    )
-    .await
-    .map_err(cx.err())?;
+    let rows = query(c, EVENT_ROWS, &[&goal.as_str(), &int(after), &int(up_to)])
+        .await
+        .map_err(cx.err())?;
     rows.iter().map(|row| event_row(row, 0)).collect()
 }
 
@@ -155,13 +187,9 @@ async fn state_at<C: GenericClient>(
     row: GoalRow,
     revision: u64,
 ) -> Result<Option<GoalState>, StoreError> {
-    let rows = query(
-        c,
-        "SELECT revision, json FROM snapshots WHERE goal = $1 AND revision <= $2 ORDER BY revision DESC LIMIT 1",
-        &[&goal.as_str(), &int(revision)],
-    )
-    .await
-    .map_err(cx.err())?;
+    let rows = query(c, SNAPSHOT_AT_OR_BEFORE, &[&goal.as_str(), &int(revision)])
+        .await
+        .map_err(cx.err())?;
     let state = match rows.first() {
         Some(r) => Some(decode_snapshot(
             goal,
@@ -210,9 +238,7 @@ async fn load_quick<C: GenericClient>(
     let up_to = after.saturating_add(cx.snapshot_every);
     let rows = query(
         c,
-        "SELECT g.revision, g.base_revision, g.snapshot_revision, e.revision, e.at, e.json
-         FROM goals g LEFT JOIN events e ON e.goal = g.goal AND e.revision > $2 AND e.revision <= $3
-         WHERE g.goal = $1 ORDER BY e.revision",
+        GOAL_AND_TAIL,
         &[&goal.as_str(), &int(after), &int(up_to)],
     )
     .await
@@ -608,15 +634,9 @@ async fn receipt_in<C: GenericClient>(
     goal: &GoalId,
     operation: &OperationId,
 ) -> Result<Option<Receipt>, StoreError> {
-    let rows = query(
-        c,
-        "SELECT digest, revision, events, committed_at FROM commits
-         WHERE hashtextextended(operation, 0) = hashtextextended($2, 0)
-           AND goal = $1 AND operation = $2",
-        &[&goal.as_str(), &operation.as_str()],
-    )
-    .await
-    .map_err(cx.err())?;
+    let rows = query(c, RECEIPT, &[&goal.as_str(), &operation.as_str()])
+        .await
+        .map_err(cx.err())?;
     rows.first()
         .map(|r| {
             Ok(Receipt {
@@ -648,13 +668,9 @@ pub(super) async fn events(
     limit: usize,
 ) -> Result<Vec<RecordedEvent>, StoreError> {
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    let rows = query(
-        client,
-        "SELECT revision, at, json FROM events WHERE goal = $1 AND revision > $2 ORDER BY revision LIMIT $3",
-        &[&goal.as_str(), &int(after), &limit],
-    )
-    .await
-    .map_err(cx.err())?;
+    let rows = query(client, EVENTS_AFTER, &[&goal.as_str(), &int(after), &limit])
+        .await
+        .map_err(cx.err())?;
     rows.iter()
         .map(|r| decode_event(goal, &event_row(r, 0)?))
         .collect()
@@ -667,13 +683,9 @@ pub(super) async fn moved(
     watch: &[(GoalId, u64)],
 ) -> Result<Vec<GoalId>, StoreError> {
     let ids: Vec<&str> = watch.iter().map(|(g, _)| g.as_str()).collect();
-    let rows = query(
-        client,
-        "SELECT goal, revision FROM goals WHERE goal = ANY($1::text[])",
-        &[&ids],
-    )
-    .await
-    .map_err(cx.err())?;
+    let rows = query(client, GOAL_REVISIONS, &[&ids])
+        .await
+        .map_err(cx.err())?;
     let mut revisions: BTreeMap<String, u64> = BTreeMap::new();
     for row in &rows {
         revisions.insert(get(row, 0)?, count(get(row, 1)?, "revision")?);
@@ -791,16 +803,9 @@ pub(super) async fn frontier(
     agent: &AgentId,
     now: Timestamp,
 ) -> Result<Vec<(GoalId, TodoId)>, StoreError> {
-    let rows = query(
-        client,
-        "SELECT g.goal, g.valid_from, g.valid_until, f.todos FROM goal_agents a
-         JOIN goals g ON g.goal = a.goal
-         LEFT JOIN frontier f ON f.agent = a.agent AND f.goal = a.goal
-         WHERE a.agent = $1",
-        &[&agent.as_str()],
-    )
-    .await
-    .map_err(cx.err())?;
+    let rows = query(client, AGENT_GOALS_AND_FRONTIER, &[&agent.as_str()])
+        .await
+        .map_err(cx.err())?;
     let mut per_goal: BTreeMap<GoalId, Vec<(u8, TodoId)>> = BTreeMap::new();
     let mut stale = Vec::new();
     let mut seen = BTreeSet::new();
@@ -841,25 +846,17 @@ pub(super) async fn next_wake(
     cx: &Cx<'_>,
     now: Timestamp,
 ) -> Result<Option<Timestamp>, StoreError> {
-    let rows = query(
-        client,
-        "SELECT goal FROM goals WHERE valid_until <= $1 OR valid_from > $1",
-        &[&now.as_millis()],
-    )
-    .await
-    .map_err(cx.err())?;
+    let rows = query(client, STALE_GOALS, &[&now.as_millis()])
+        .await
+        .map_err(cx.err())?;
     let stale: Vec<GoalId> = rows
         .iter()
         .map(|r| stored_id(get(r, 0)?, "goal id"))
         .collect::<Result<_, _>>()?;
     let refreshed = refresh(client, cx, now, &stale).await?;
-    let row = query(
-        client,
-        "SELECT min(valid_until) FROM goals WHERE valid_until > $1 AND valid_from <= $1",
-        &[&now.as_millis()],
-    )
-    .await
-    .map_err(cx.err())?;
+    let row = query(client, EARLIEST_WAKE, &[&now.as_millis()])
+        .await
+        .map_err(cx.err())?;
     let indexed: Option<i64> = match row.first() {
         Some(r) => get(r, 0)?,
         None => None,
@@ -954,23 +951,13 @@ async fn keep_receipts(
     let g = goal.as_str();
     let err = cx.err();
     // Receipts rows that read their names from the events (written by schema 3).
-    let in_receipts = query(
-        tx,
-        "SELECT revision, events, seq FROM receipts
-         WHERE goal = $1 AND kinds IS NULL AND events > 0 AND revision - events < $2",
-        &[&g, &int(target)],
-    )
-    .await
-    .map_err(&err)?;
+    let in_receipts = query(tx, RECEIPT_ROWS_TO_NAME, &[&g, &int(target)])
+        .await
+        .map_err(&err)?;
     // Receipts on event rows (schema 4).
-    let on_events = query(
-        tx,
-        "SELECT revision, commit_events, operation, digest, at FROM events
-         WHERE goal = $1 AND operation IS NOT NULL AND revision - commit_events < $2",
-        &[&g, &int(target)],
-    )
-    .await
-    .map_err(&err)?;
+    let on_events = query(tx, RECEIPTS_TO_KEEP, &[&g, &int(target)])
+        .await
+        .map_err(&err)?;
     if in_receipts.is_empty() && on_events.is_empty() {
         return Ok(());
     }
@@ -1040,13 +1027,9 @@ pub(super) async fn base(
     if row.base_revision == 0 {
         return Ok(None);
     }
-    let rows = query(
-        &tx,
-        "SELECT json FROM snapshots WHERE goal = $1 AND revision = $2",
-        &[&goal.as_str(), &int(row.base_revision)],
-    )
-    .await
-    .map_err(cx.err())?;
+    let rows = query(&tx, SNAPSHOT_AT, &[&goal.as_str(), &int(row.base_revision)])
+        .await
+        .map_err(cx.err())?;
     let json: String = match rows.first() {
         Some(r) => get(r, 0)?,
         None => return Err(missing_base(goal, row.base_revision)),
@@ -1069,8 +1052,7 @@ pub(super) async fn operations(
     let tx = read_only(client, cx).await?;
     let rows = query(
         &tx,
-        "SELECT operation, digest, revision, events, committed_at, actor, kinds FROM commits
-         WHERE goal = $1 AND revision > $2 ORDER BY revision, events = 0, seq LIMIT $3",
+        OPERATIONS_AFTER,
         &[&goal.as_str(), &int(after), &limit],
     )
     .await
@@ -1128,4 +1110,121 @@ async fn batch_events<C: GenericClient>(
         .iter()
         .map(|row| Ok((row.revision, decode_event(goal, row)?)))
         .collect()
+}
+
+#[cfg(all(test, feature = "test-cluster"))]
+mod tests {
+    use super::*;
+    use crate::PostgresStore;
+    use tokio_postgres::types::Type;
+
+    /// A literal of `ty` for `EXPLAIN EXECUTE`; the generic plan does not depend on it.
+    fn literal(ty: &Type) -> &'static str {
+        match *ty {
+            Type::INT8 | Type::INT4 => "0",
+            Type::TEXT_ARRAY => "'{x}'",
+            _ => "'x'",
+        }
+    }
+
+    /// The plan nodes under `node` that read a whole table or index: a sequential scan, or an
+    /// index scan without a condition on the index.
+    fn whole_scans(node: &serde_json::Value, out: &mut Vec<String>) {
+        match node {
+            serde_json::Value::Array(items) => items.iter().for_each(|n| whole_scans(n, out)),
+            serde_json::Value::Object(fields) => {
+                let kind = fields
+                    .get("Node Type")
+                    .and_then(|t| t.as_str())
+                    .unwrap_or("");
+                let by_index = kind.contains("Index Scan") || kind == "Index Only Scan";
+                if kind == "Seq Scan" || (by_index && !fields.contains_key("Index Cond")) {
+                    out.push(kind.to_owned());
+                }
+                fields.values().for_each(|v| whole_scans(v, out));
+            }
+            _ => {}
+        }
+    }
+
+    /// "Indexed, not scans": on the current schema an index serves every read. With sequential
+    /// scans discouraged, the planner still picks one only where no index can do the work
+    /// (on a small table it would rightly prefer one either way).
+    #[test]
+    fn an_index_serves_every_read() {
+        let url = crate::test_cluster::cluster().database();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            drop(PostgresStore::connect(&url).await.unwrap());
+            let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                .await
+                .unwrap();
+            tokio::spawn(connection);
+            client
+                .batch_execute("SET enable_seqscan = off; SET plan_cache_mode = force_generic_plan")
+                .await
+                .unwrap();
+            let reads = [
+                ("GOAL_ROW_LOCKED", GOAL_ROW_LOCKED),
+                ("GOAL_ROW", GOAL_ROW),
+                ("EVENT_ROWS", EVENT_ROWS),
+                ("SNAPSHOT_AT_OR_BEFORE", SNAPSHOT_AT_OR_BEFORE),
+                ("GOAL_AND_TAIL", GOAL_AND_TAIL),
+                ("RECEIPT", RECEIPT),
+                ("EVENTS_AFTER", EVENTS_AFTER),
+                ("GOAL_REVISIONS", GOAL_REVISIONS),
+                ("AGENT_GOALS_AND_FRONTIER", AGENT_GOALS_AND_FRONTIER),
+                ("STALE_GOALS", STALE_GOALS),
+                ("EARLIEST_WAKE", EARLIEST_WAKE),
+                ("RECEIPT_ROWS_TO_NAME", RECEIPT_ROWS_TO_NAME),
+                ("RECEIPTS_TO_KEEP", RECEIPTS_TO_KEEP),
+                ("SNAPSHOT_AT", SNAPSHOT_AT),
+                ("OPERATIONS_AFTER", OPERATIONS_AFTER),
+                ("the listing of every goal", "SELECT goal FROM goals"),
+            ];
+            for (name, statement) in reads {
+                let types = client.prepare(statement).await.unwrap().params().to_vec();
+                // `name(a, b)`, or just `name` without parameters.
+                let call = |plan: &str, items: Vec<&str>| {
+                    if items.is_empty() {
+                        plan.to_owned()
+                    } else {
+                        format!("{plan}({})", items.join(", "))
+                    }
+                };
+                let plan = format!("plan_{}", name.replace(' ', "_").to_lowercase());
+                let declared = call(&plan, types.iter().map(Type::name).collect());
+                let values = call(&plan, types.iter().map(literal).collect());
+                client
+                    .batch_execute(&format!("PREPARE {declared} AS {statement}"))
+                    .await
+                    .unwrap();
+                let plan = client
+                    .simple_query(&format!("EXPLAIN (FORMAT JSON) EXECUTE {values}"))
+                    .await
+                    .unwrap()
+                    .into_iter()
+                    .find_map(|message| match message {
+                        tokio_postgres::SimpleQueryMessage::Row(row) => {
+                            row.get(0).map(str::to_owned)
+                        }
+                        _ => None,
+                    })
+                    .unwrap();
+                let plan: serde_json::Value = serde_json::from_str(&plan).unwrap();
+                let mut walks = Vec::new();
+                whole_scans(&plan, &mut walks);
+                // The check can fail: the listing of every goal walks the table, as it must.
+                let listing = name.starts_with("the listing");
+                assert_eq!(
+                    !walks.is_empty(),
+                    listing,
+                    "{name} walks {walks:?}: {plan:#}"
+                );
+            }
+        });
+    }
 }
