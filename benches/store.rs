@@ -55,6 +55,11 @@ const ROUNDS: usize = 10;
 /// Concurrent agents in the batched figure, and turns each runs.
 const AGENTS: usize = 4;
 const TURNS_PER_AGENT: usize = 60;
+/// Todos in each goal of the settle figures.
+const TODOS: usize = 20;
+/// Goals in the many-goals figure, and the turns settled on each while it is timed.
+const MANY_GOALS: usize = 50;
+const TURNS_PER_GOAL: usize = 8;
 /// Events in the cold-load goal.
 const COLD_EVENTS: usize = 100_000;
 /// Turns timed on the cold-load goal after its loads, and on a new goal beside it.
@@ -165,6 +170,15 @@ fn sqlite_figures(dir: &Path) -> Result<(), Failure> {
         floor.0 / floor.1,
         settle_medians / floor.2.max(1e-9),
     );
+    let runtime = Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let many = many_goals(&runtime, &|name: &str| {
+        let path = dir.join(format!("{name}.db"));
+        Ok((SqliteStore::open(&path)?, wal_frames(&path)))
+    })?;
+    print_many_goals("full", many);
     let batched_path = dir.join("batched.db");
     let batched = batched_turns(move |_| Ok(SqliteStore::open(&batched_path)?))?;
     println!(
@@ -258,6 +272,12 @@ fn postgres_figures(runtime: &Runtime, cluster: &Cluster) -> Result<(), Failure>
             .collect::<Vec<_>>()
             .join(", ")
     );
+    let many = many_goals(runtime, &|name: &str| {
+        let url = cluster.create_database(name)?;
+        let no_frames: Frames = Box::new(|| None);
+        Ok((runtime.block_on(PostgresStore::connect(&url))?, no_frames))
+    })?;
+    print_many_goals("postgres", many);
     let batched_url = cluster.create_database("batched")?;
     let batched =
         batched_turns(move |runtime| Ok(runtime.block_on(PostgresStore::connect(&batched_url))?))?;
@@ -509,6 +529,22 @@ async fn turn_cycle<S: Store>(
     turn: &str,
     now: Timestamp,
 ) -> Result<StdDuration, Failure> {
+    let no_frames: Frames = Box::new(|| None);
+    let (time, _) = probed_turn_cycle(store, goal, who, todo, turn, now, &no_frames).await?;
+    Ok(time)
+}
+
+/// [`turn_cycle`], which also returns how many log frames the settle commit wrote, when
+/// `frames` tells and no checkpoint restarted the log meanwhile.
+async fn probed_turn_cycle<S: Store>(
+    store: &S,
+    goal: &GoalId,
+    who: &AgentId,
+    todo: &TodoId,
+    turn: &str,
+    now: Timestamp,
+    frames: &Frames,
+) -> Result<(StdDuration, Option<u64>), Failure> {
     let me = Actor::Agent(who.clone());
     let claim = Command::Claim {
         todo: todo.clone(),
@@ -544,6 +580,7 @@ async fn turn_cycle<S: Store>(
             ..Amounts::ONE_TURN
         },
     });
+    let before = frames();
     let start = Instant::now();
     submit(
         store,
@@ -554,7 +591,11 @@ async fn turn_cycle<S: Store>(
         &id(format!("{turn}-settle")),
     )
     .await?;
-    Ok(start.elapsed())
+    let time = start.elapsed();
+    let written = before
+        .zip(frames())
+        .and_then(|(before, after)| after.checked_sub(before));
+    Ok((time, written))
 }
 
 fn file_bytes(path: &Path) -> u64 {
@@ -591,7 +632,7 @@ fn settle_commits<S: Store>(
     size: &dyn Fn() -> Result<Vec<(String, u64)>, Failure>,
 ) -> Result<SettleFigures, Failure> {
     let now = Timestamp::parse("2026-11-29T10:00:00Z")?;
-    let todos = 20;
+    let todos = TODOS;
     let goal = runtime.block_on(seeded_goal(store, "settle", todos, now))?;
     let before = size()?;
     raw(WARM_RAW)?;
@@ -730,6 +771,86 @@ where
     )?;
     let own_goals = run(own.into_iter().map(|g| (g, id("t0"))).collect(), "own")?;
     Ok((one_goal.0, own_goals.0, one_goal.1 + own_goals.1))
+}
+
+/// How many frames a store has written to its write-ahead log (SQLite), when there is a way to
+/// tell.
+type Frames = Box<dyn Fn() -> Option<u64>>;
+
+/// A store opened for [`many_goals`], with its [`Frames`].
+type Opened<S> = Result<(S, Frames), Failure>;
+
+/// What [`many_goals`] measured for one store.
+struct Spread {
+    /// The median settle commit.
+    median: StdDuration,
+    /// The mean number of pages a settle commit wrote to the write-ahead log (SQLite only).
+    pages: Option<f64>,
+}
+
+/// Settle commits in a store of [`MANY_GOALS`] goals (each with [`AGENTS`] registered agents)
+/// against those in a store of one goal, from the two stores `open` gives (each empty, with
+/// its [`Frames`]). Both run round-robin turns with a clock that moves on a second per turn, as
+/// a host's does.
+fn many_goals<S: Store>(
+    runtime: &Runtime,
+    open: &dyn Fn(&str) -> Opened<S>,
+) -> Result<(Spread, Spread), Failure> {
+    let start = Timestamp::parse("2026-11-29T10:00:00Z")?;
+    let spread = |goals: usize| -> Result<Spread, Failure> {
+        let (store, frames) = open(&format!("goals_{goals}"))?;
+        let ids: Vec<GoalId> = (0..goals)
+            .map(|g| runtime.block_on(seeded_goal(&store, &format!("g{g}"), TODOS, start)))
+            .collect::<Result<_, _>>()?;
+        let (mut settling, mut pages) = (Vec::new(), Vec::new());
+        for k in 0..TURNS_PER_GOAL * MANY_GOALS / goals {
+            for (g, goal) in ids.iter().enumerate() {
+                let now = start.plus(Duration::seconds(i64::try_from(k * goals + g)?));
+                let todo: TodoId = id(format!("t{}", k % TODOS));
+                let who = agent(k % AGENTS);
+                let turn = format!("turn-{g}-{k}");
+                let (time, written) = runtime.block_on(probed_turn_cycle(
+                    &store, goal, &who, &todo, &turn, now, &frames,
+                ))?;
+                settling.push(time);
+                pages.extend(written);
+            }
+        }
+        #[allow(clippy::cast_precision_loss)] // page counts stay far below 2^52
+        let mean = |pages: &[u64]| pages.iter().sum::<u64>() as f64 / pages.len() as f64;
+        Ok(Spread {
+            median: median(&mut settling),
+            pages: (!pages.is_empty()).then(|| mean(&pages)),
+        })
+    };
+    Ok((spread(MANY_GOALS)?, spread(1)?))
+}
+
+fn print_many_goals(at: &str, (many, one): (Spread, Spread)) {
+    let pages = |spread: &Spread| {
+        spread
+            .pages
+            .map_or(String::new(), |p| format!(" ({p:.1} pages written)"))
+    };
+    println!(
+        "settle commits in a store of {MANY_GOALS} goals with {AGENTS} agents each, clock moving @{at}: median {} µs{}, in a store of one goal {} µs{} = {:.2}x (no target: a commit costs what it changes, not how many goals and agents the store holds)",
+        many.median.as_micros(),
+        pages(&many),
+        one.median.as_micros(),
+        pages(&one),
+        many.median.as_secs_f64() / one.median.as_secs_f64().max(1e-9),
+    );
+}
+
+/// The frames in the write-ahead log of the SQLite database at `path`: the `mxFrame` field of
+/// the log index's header in the `-shm` file (native byte order), read between commits.
+fn wal_frames(path: &Path) -> Frames {
+    let shm = format!("{}-shm", path.display());
+    Box::new(move || {
+        let header = std::fs::read(&shm).ok()?;
+        let field: [u8; 4] = header.get(16..20)?.try_into().ok()?;
+        Some(u64::from(u32::from_ne_bytes(field)))
+    })
 }
 
 /// The decoding of a goal's snapshot JSON alone, in memory.
