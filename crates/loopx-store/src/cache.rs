@@ -99,10 +99,10 @@ impl StateCache {
     }
 
     /// The index rows this handle's commit wrote when it made `goal`'s revision `revision`.
-    /// Rows for a revision are a function of the state and the instant they were computed at
-    /// (`valid_from`), so they are the stored rows whenever the goal row still shows that
-    /// revision and that instant; a refresh that recomputed them at another instant changed
-    /// `valid_from`.
+    /// Rows for a revision are the same at every instant of their window, and the window's start
+    /// (`valid_from`) names it, so they are the stored rows whenever the goal row still shows
+    /// that revision and that start; a refresh recomputes rows only outside their window, and
+    /// so writes another start.
     #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
     pub(crate) fn rows(&self, goal: &GoalId, revision: u64) -> Option<Arc<Projection>> {
         let inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);

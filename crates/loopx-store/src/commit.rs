@@ -11,7 +11,8 @@ use crate::index::Projection;
 pub(crate) struct Prepared {
     /// The batch folded into the goal's state, with its receipt.
     pub folded: Folded,
-    /// The goal's index rows after the commit, computed at the commit time.
+    /// The goal's index rows after the commit, computed at the commit time (their window holds
+    /// it).
     pub projection: Projection,
     /// The events as stored JSON (without the revision and time the rows hold), in order.
     pub events: Vec<String>,

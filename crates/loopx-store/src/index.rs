@@ -72,7 +72,7 @@ impl Projection {
     }
 }
 
-/// True when rows computed at `valid_from`, valid until `valid_until`, are exact at `now`.
+/// True when rows whose window is `[valid_from, valid_until)` are exact at `now`.
 #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
 pub(crate) fn covers(
     valid_from: Timestamp,

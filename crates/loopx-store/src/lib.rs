@@ -37,8 +37,9 @@
 //! The cross-goal queries (`goals`, `frontier`, `next_wake`) read index rows that each commit
 //! writes, computed with the kernel's [`terminal`](loopx_kernel::terminal),
 //! [`frontier`](loopx_kernel::frontier) and [`next_wake`](loopx_kernel::next_wake). Rows
-//! computed at `t` are exact for every `now` in `[t, next_wake(state, t))`; a query recomputes
-//! (and rewrites) only the goals whose window does not cover its `now`.
+//! computed at `t` are exact for every `now` in
+//! `[last_change(state, t), next_wake(state, t))` (see [`last_change`](loopx_kernel::last_change));
+//! a query recomputes (and rewrites) only the goals whose window does not cover its `now`.
 //!
 //! ```
 //! use loopx_kernel::*;

@@ -321,8 +321,8 @@ pub(super) fn append(
         row.map_or(0, |r| r.snapshot_revision),
         cx.options.snapshot_every,
     )?;
-    // The stored rows are the known ones only while the goal row shows the instant they were
-    // computed at; a refresh since recomputed them at another.
+    // The stored rows are the known ones only while the goal row shows their window's start;
+    // a refresh since wrote the rows of another window.
     let known_rows = known_rows.filter(|known| {
         row.is_some_and(|row| {
             row.revision == known.summary.revision && row.valid_from == known.valid_from.as_millis()
