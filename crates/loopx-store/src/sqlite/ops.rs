@@ -270,12 +270,12 @@ pub(super) fn append(
     cx: &Shared,
     request: &AppendRequest,
 ) -> Result<Receipt, StoreError> {
+    // The index rows the expected revision was committed with, when this handle wrote it.
+    let known_rows = cx.cache.rows(&request.goal, request.expected_revision);
     // Fold, index and encode outside the write lock when the goal's state at the expected
     // revision is at hand (in the cache, or read in a short read transaction); the write
     // transaction then only checks that the goal did not move. A state at a revision never
     // changes, so one taken from the cache is exact whenever the revision check passes.
-    // The index rows the goal's current revision was committed with, when this handle wrote it.
-    let known_rows = cx.cache.rows(&request.goal, request.expected_revision);
     let early = match cx.cache.get(&request.goal, request.expected_revision) {
         Some(state) => Some((request.expected_revision, prepare(Some(state), request))),
         None if request.expected_revision == 0 => Some((0, prepare(None, request))),
