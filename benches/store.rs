@@ -274,8 +274,10 @@ fn postgres_figures(runtime: &Runtime, cluster: &Cluster) -> Result<(), Failure>
     );
     let many = many_goals(runtime, &|name: &str| {
         let url = cluster.create_database(name)?;
-        let no_frames: Frames = Box::new(|| None);
-        Ok((runtime.block_on(PostgresStore::connect(&url))?, no_frames))
+        Ok((
+            runtime.block_on(PostgresStore::connect(&url))?,
+            Box::new(no_frames),
+        ))
     })?;
     print_many_goals("postgres", many);
     let batched_url = cluster.create_database("batched")?;
@@ -520,7 +522,8 @@ async fn seeded_goal<S: Store>(
 }
 
 /// Claim, begin and settle one turn on `todo` (kept open, so it can cycle again). Returns the
-/// time the settle commit took.
+/// time the settle commit took and, when `frames` tells and no checkpoint restarted the log
+/// meanwhile, how many log frames it wrote.
 async fn turn_cycle<S: Store>(
     store: &S,
     goal: &GoalId,
@@ -528,22 +531,7 @@ async fn turn_cycle<S: Store>(
     todo: &TodoId,
     turn: &str,
     now: Timestamp,
-) -> Result<StdDuration, Failure> {
-    let no_frames: Frames = Box::new(|| None);
-    let (time, _) = probed_turn_cycle(store, goal, who, todo, turn, now, &no_frames).await?;
-    Ok(time)
-}
-
-/// [`turn_cycle`], which also returns how many log frames the settle commit wrote, when
-/// `frames` tells and no checkpoint restarted the log meanwhile.
-async fn probed_turn_cycle<S: Store>(
-    store: &S,
-    goal: &GoalId,
-    who: &AgentId,
-    todo: &TodoId,
-    turn: &str,
-    now: Timestamp,
-    frames: &Frames,
+    frames: &dyn Fn() -> Option<u64>,
 ) -> Result<(StdDuration, Option<u64>), Failure> {
     let me = Actor::Agent(who.clone());
     let claim = Command::Claim {
@@ -645,6 +633,7 @@ fn settle_commits<S: Store>(
             &todo,
             &format!("warm-{n}"),
             now,
+            &no_frames,
         ))?;
     }
     let mut settling = Vec::with_capacity(TURNS);
@@ -654,14 +643,19 @@ fn settle_commits<S: Store>(
         for n in (round * TURNS / ROUNDS)..((round + 1) * TURNS / ROUNDS) {
             let todo: TodoId = id(format!("t{}", n % todos));
             let who = agent(n % AGENTS);
-            settling.push(runtime.block_on(turn_cycle(
-                store,
-                &goal,
-                &who,
-                &todo,
-                &format!("turn-{n}"),
-                now,
-            ))?);
+            settling.push(
+                runtime
+                    .block_on(turn_cycle(
+                        store,
+                        &goal,
+                        &who,
+                        &todo,
+                        &format!("turn-{n}"),
+                        now,
+                        &no_frames,
+                    ))?
+                    .0,
+            );
         }
     }
     let after = size()?;
@@ -735,6 +729,7 @@ where
                                 &todo,
                                 &turn,
                                 now,
+                                &no_frames,
                             )) {
                                 Ok(_) => break,
                                 Err(error)
@@ -777,6 +772,11 @@ where
 /// tell.
 type Frames = Box<dyn Fn() -> Option<u64>>;
 
+/// For stores whose log frames cannot be counted.
+fn no_frames() -> Option<u64> {
+    None
+}
+
 /// A store opened for [`many_goals`], with its [`Frames`].
 type Opened<S> = Result<(S, Frames), Failure>;
 
@@ -809,9 +809,8 @@ fn many_goals<S: Store>(
                 let todo: TodoId = id(format!("t{}", k % TODOS));
                 let who = agent(k % AGENTS);
                 let turn = format!("turn-{g}-{k}");
-                let (time, written) = runtime.block_on(probed_turn_cycle(
-                    &store, goal, &who, &todo, &turn, now, &frames,
-                ))?;
+                let (time, written) =
+                    runtime.block_on(turn_cycle(&store, goal, &who, &todo, &turn, now, &frames))?;
                 settling.push(time);
                 pages.extend(written);
             }
@@ -1001,14 +1000,19 @@ fn settle_latency<S: Store>(
         let operation = id(format!("{label}-add-{n}"));
         runtime.block_on(submit(store, goal, &owner(), now, &add, &operation))?;
         let turn = format!("{label}-turn-{n}");
-        times.push(runtime.block_on(turn_cycle(
-            store,
-            goal,
-            &agent(n % AGENTS),
-            &todo,
-            &turn,
-            now,
-        ))?);
+        times.push(
+            runtime
+                .block_on(turn_cycle(
+                    store,
+                    goal,
+                    &agent(n % AGENTS),
+                    &todo,
+                    &turn,
+                    now,
+                    &no_frames,
+                ))?
+                .0,
+        );
     }
     Ok(median(&mut times))
 }

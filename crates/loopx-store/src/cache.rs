@@ -120,7 +120,7 @@ impl StateCache {
     }
 
     /// Like [`put`](Self::put), taking the state over instead of copying it.
-    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
     pub(crate) fn put_owned(&self, state: GoalState, snapshot_revision: u64) {
         self.keep(Cow::Owned(state), snapshot_revision, None);
     }

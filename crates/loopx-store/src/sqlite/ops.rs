@@ -520,13 +520,14 @@ fn write_frontier(
     known: Option<&BTreeMap<AgentId, FrontierRow>>,
 ) -> Result<(), StoreError> {
     let goal = projection.summary.goal.as_str();
-    // Each agent whose row changes, with whether it has one now; then the rows to delete.
-    let mut changed: Vec<(&AgentId, &FrontierRow, bool)> = Vec::new();
+    // Each agent whose row changes, with its new JSON and whether it has a row now; then the
+    // rows to delete.
+    let mut changed: Vec<(&AgentId, String, bool)> = Vec::new();
     let gone: Vec<String> = if let Some(known) = known {
         for (agent, todos) in &projection.frontier {
             match known.get(agent) {
                 Some(old) if old == todos => {}
-                old => changed.push((agent, todos, old.is_some())),
+                old => changed.push((agent, encode(todos)?, old.is_some())),
             }
         }
         known
@@ -542,20 +543,20 @@ fn write_frontier(
             stored.insert(r.get(0).map_err(sql)?, r.get(1).map_err(sql)?);
         }
         for (agent, todos) in &projection.frontier {
+            let json = encode(todos)?;
             match stored.remove(agent.as_str()) {
-                Some(old) if old == encode(todos)? => {}
-                old => changed.push((agent, todos, old.is_some())),
+                Some(old) if old == json => {}
+                old => changed.push((agent, json, old.is_some())),
             }
         }
         stored.into_keys().collect()
     };
-    for (agent, todos, exists) in changed {
+    for (agent, json, exists) in changed {
         let statement = if exists {
             "UPDATE frontier SET todos = ?3 WHERE agent = ?1 AND goal = ?2"
         } else {
             "INSERT INTO frontier (agent, goal, todos) VALUES (?1, ?2, ?3)"
         };
-        let json = encode(todos)?;
         tx.prepare_cached(statement)
             .and_then(|mut stmt| stmt.execute(params![agent.as_str(), goal, json]))
             .map_err(sql)?;
@@ -819,7 +820,7 @@ pub(super) fn next_wake(
     cx: &Shared,
     now: Timestamp,
 ) -> Result<Option<Timestamp>, StoreError> {
-    let stale: BTreeSet<GoalId> = {
+    let mut stale: Vec<GoalId> = {
         let mut stmt = conn.prepare_cached(STALE_GOALS).map_err(sql)?;
         let ids = stmt
             .query_map([now.as_millis()], |r| r.get::<_, String>(0))
@@ -829,7 +830,9 @@ pub(super) fn next_wake(
             .map(|id| stored_id(id, "goal id"))
             .collect::<Result<_, _>>()?
     };
-    let stale: Vec<GoalId> = stale.into_iter().collect();
+    // A goal may be stale at both ends of its window.
+    stale.sort();
+    stale.dedup();
     let refreshed = refresh(conn, cx, now, &stale)?;
     let indexed: Option<i64> = conn
         .prepare_cached(EARLIEST_WAKE)
