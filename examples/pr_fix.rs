@@ -83,7 +83,6 @@ fn payload(event: &str, file: &str) -> Result<Value> {
     let path: PathBuf = [
         env!("CARGO_MANIFEST_DIR"),
         "..",
-        "crates",
         "loopx-provider",
         "tests",
         "fixtures",

@@ -1,0 +1,113 @@
+//! # loopx-kernel
+//!
+//! The sans-IO lifecycle core of loopx: the model of long-running agent work (goals, todos,
+//! leases, gates, budgets, evidence, obligations), the commands that change it, the events it is
+//! folded from, and [`decide`], the pure function that tells one agent its next legal step.
+//!
+//! The kernel reads no clock and does no I/O: `now` is an argument, outputs are data. Durable
+//! storage, providers, executors and validators plug in through the traits in [`seams`].
+//!
+//! ```
+//! use loopx_kernel::*;
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let now = Timestamp::parse("2026-11-29T10:00:00Z")?;
+//! let owner = PersonId::new("maintainer")?;
+//! let agent = AgentId::new("agent-a")?;
+//! let spec = GoalSpec {
+//!     id: GoalId::new("json-output")?,
+//!     objective: "add --format json to the CLI".into(),
+//!     owner: owner.clone(),
+//!     criteria: vec![],
+//!     agents: [agent.clone()].into(),
+//!     budget: Limits::UNLIMITED,
+//!     policy: Policy::default(),
+//!     grants: Default::default(),
+//! };
+//! let mut goal = GoalState::create(&Actor::Person(owner), now, &spec)?;
+//! goal.handle(
+//!     &Actor::Agent(agent.clone()),
+//!     now,
+//!     &Command::AddTodo { todo: NewTodo::advance(TodoId::new("edit")?, "change the output layer") },
+//! )?;
+//! assert_eq!(decide(&goal, &agent, now).kind(), "continue");
+//! # Ok(())
+//! # }
+//! ```
+#![forbid(unsafe_code)]
+
+mod actor;
+mod budget;
+mod command;
+mod de;
+mod decide;
+pub mod engine;
+mod event;
+mod evidence;
+mod execute;
+mod gate;
+mod goal;
+mod ids;
+mod invariants;
+mod obligation;
+pub mod persistent;
+mod propose;
+mod refusal;
+mod rules;
+pub mod seams;
+mod state;
+mod submit;
+mod time;
+mod todo;
+mod todos;
+
+#[cfg(feature = "testkit")]
+pub mod testkit;
+
+pub use actor::Actor;
+pub use budget::{Amounts, Dimension, Ledger, Limits};
+pub use command::{
+    Command, Continuation, GateAnswer, OutcomeResolution, PlanChange, Settlement, Transition,
+    Verdict, VerdictOutcome,
+};
+pub use decide::{
+    Assignment, Decision, LeaseStep, MAX_REASONS, Question, RepairIssue, ReplanReason, Stuck,
+    TerminalOutcome, WaitReason, decide, frontier, last_change, next_wake, terminal,
+};
+pub use event::{Event, RecordedEvent, SCHEMA_VERSION, SettledTransition};
+pub use evidence::{
+    Evidence, Freshness, Lineage, NewEvidence, Observation, ObservedInput, Outcome, SubjectHead,
+};
+pub use execute::{MAX_TEXT, execute, stamp};
+pub use gate::{ExpiryPolicy, Gate, GateScope, GateState, GateStatus, NewGate};
+pub use goal::{Amendment, BudgetExhaustion, Criterion, GoalSpec, GrantedAction, Policy};
+pub use ids::{
+    AgentId, CheckId, CriterionId, DecisionScope, EvidenceId, Fingerprint, GateId, GoalId,
+    InvalidId, MAX_ID_LEN, ObligationId, ObservationKey, OperationId, PersonId, Revision, SourceId,
+    Subject, TodoId, TurnId, bounded_id, bounded_to, hex, sha256_hex, stable_id,
+};
+pub use invariants::{Violation, check_invariants};
+pub use obligation::{Discharge, Obligation, ObligationCause, ObligationKind};
+pub use propose::Proposals;
+pub use refusal::Refusal;
+pub use rules::{GateHold, GuardBlock};
+pub use state::{CriterionStatus, GoalState, Intent, ReplayError, Snapshot};
+pub use submit::{
+    MAX_ATTEMPTS, MAX_BACKOFF, SubmitError, Submitted, backoff, digest, submit, submit_paced,
+};
+pub use time::{Duration, Timestamp, TimestampError};
+pub use todo::{
+    ContinuationRecord, HandoffNote, Lease, MonitorSpec, MonitorState, NewTodo, Priority,
+    ResumeCondition, Todo, TodoClass, TodoStatus, TurnInFlight, Workspace, WriteSet,
+};
+pub use todos::Todos;
+
+/// The workspace README's Rust examples, compiled and run as doctests so they cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ReadmeDoctests;
+
+/// The capability guide's worked example, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/writing-a-capability.md")]
+struct CapabilityGuideDoctests;
