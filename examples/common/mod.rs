@@ -31,9 +31,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
+use loopx_kernel::ManualClock;
 use loopx_kernel::engine::{Engine, StepReport, TurnOutcome, Until};
 use loopx_kernel::seams::{
-    Clock, ManualClock, Store, TurnError, TurnReport, TurnRequest, Validation, Validator,
+    Clock, Store, TurnError, TurnReport, TurnRequest, Validation, Validator,
 };
 use loopx_kernel::{
     Actor, AgentId, Command, CriterionStatus, Decision, GateId, GoalId, GoalSpec, GoalState,

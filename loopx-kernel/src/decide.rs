@@ -10,7 +10,7 @@ use crate::gate::{ExpiryPolicy, GateState};
 use crate::goal::{BudgetExhaustion, GrantedAction};
 use crate::ids::{AgentId, CriterionId, DecisionScope, GateId, ObligationId, TodoId, TurnId};
 use crate::obligation::{ObligationCause, ObligationKind};
-use crate::rules::{GateHold, GuardBlock};
+use crate::readiness::{GateHold, GuardBlock};
 use crate::state::{CriterionStatus, GoalState};
 use crate::time::Timestamp;
 use crate::todo::{HandoffNote, ResumeCondition, Todo, TodoStatus};

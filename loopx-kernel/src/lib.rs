@@ -38,9 +38,10 @@
 
 mod actor;
 mod budget;
+mod clock;
 mod command;
-mod de;
 mod decide;
+mod decode;
 pub mod engine;
 mod event;
 mod evidence;
@@ -51,9 +52,9 @@ mod ids;
 mod invariants;
 mod obligation;
 pub mod persistent;
-mod propose;
+mod proposals;
+mod readiness;
 mod refusal;
-mod rules;
 pub mod seams;
 mod state;
 mod submit;
@@ -66,6 +67,7 @@ pub mod testkit;
 
 pub use actor::Actor;
 pub use budget::{Amounts, Dimension, Ledger, Limits};
+pub use clock::ManualClock;
 pub use command::{
     Command, Continuation, GateAnswer, OutcomeResolution, PlanChange, Settlement, Transition,
     Verdict, VerdictOutcome,
@@ -88,9 +90,9 @@ pub use ids::{
 };
 pub use invariants::{Violation, check_invariants};
 pub use obligation::{Discharge, Obligation, ObligationCause, ObligationKind};
-pub use propose::Proposals;
+pub use proposals::Proposals;
+pub use readiness::{GateHold, GuardBlock};
 pub use refusal::Refusal;
-pub use rules::{GateHold, GuardBlock};
 pub use state::{CriterionStatus, GoalState, Intent, ReplayError, Snapshot};
 pub use submit::{
     MAX_ATTEMPTS, MAX_BACKOFF, SubmitError, Submitted, backoff, digest, submit, submit_paced,

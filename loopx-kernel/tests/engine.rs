@@ -7,10 +7,11 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use futures::future::BoxFuture;
+use loopx_kernel::ManualClock;
 use loopx_kernel::engine::{Engine, EngineBuilder, EngineOptions, TurnOutcome, Until};
 use loopx_kernel::seams::{
-    Capability, Clock, Executor, ManualClock, ObserveRequest, Proposal, Provider, ProviderError,
-    Recovery, Store, TurnError, TurnReport, TurnRequest, Validation, Validator,
+    Capability, Clock, Executor, ObserveRequest, Proposal, Provider, ProviderError, Recovery,
+    Store, TurnError, TurnReport, TurnRequest, Validation, Validator,
 };
 use loopx_kernel::*;
 use loopx_store::MemoryStore;

@@ -3,7 +3,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use loopx_kernel::seams::{ManualClock, ObserveRequest, Provider};
+use loopx_kernel::ManualClock;
+use loopx_kernel::seams::{ObserveRequest, Provider};
 use loopx_kernel::{ObservationKey, SourceId, Timestamp};
 use loopx_provider::git::{Git, GitError, GitProvider};
 

@@ -2,7 +2,8 @@
 
 use std::sync::Arc;
 
-use loopx_kernel::seams::{ManualClock, ObserveRequest, Provider};
+use loopx_kernel::ManualClock;
+use loopx_kernel::seams::{ObserveRequest, Provider};
 use loopx_kernel::{ObservationKey, SourceId, Timestamp};
 use loopx_provider::metrics::{
     MetricsError, MetricsFormat, MetricsProvider, RunRevision, observations, parse_metrics,

@@ -3,7 +3,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use loopx_kernel::seams::{ManualClock, TurnReport, TurnRequest, Validator};
+use loopx_kernel::ManualClock;
+use loopx_kernel::seams::{TurnReport, TurnRequest, Validator};
 use loopx_kernel::{
     Actor, AgentId, Amounts, CheckId, GoalId, Outcome, SourceId, Subject, Timestamp, TodoId,
     Transition, TurnId, VerdictOutcome,

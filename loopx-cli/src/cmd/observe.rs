@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::{Args, Subcommand};
-use loopx_kernel::seams::ManualClock;
+use loopx_kernel::ManualClock;
 use loopx_kernel::{Command, Duration, Observation, SourceId};
 use loopx_provider::fact::FactBuilder;
 use loopx_provider::git::{Git, GitProvider};

@@ -3,8 +3,8 @@
 use crate::event::Event;
 use crate::goal::GrantedAction;
 use crate::ids::{AgentId, TodoId};
+use crate::readiness::{GateHold, GuardBlock};
 use crate::refusal::Refusal;
-use crate::rules::{GateHold, GuardBlock};
 use crate::time::Duration;
 use crate::todo::{HandoffNote, Todo, TodoStatus, Workspace};
 

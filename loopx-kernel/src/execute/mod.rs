@@ -1,7 +1,8 @@
 //! Command validation: a command plus the state it is issued against either becomes events or
 //! is refused with a [`Refusal`]. Nothing here mutates state; [`GoalState::handle`] applies.
 
-mod facts;
+mod evidence;
+mod gates;
 mod goal;
 mod leases;
 mod todos;

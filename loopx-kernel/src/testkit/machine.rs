@@ -21,7 +21,8 @@ use crate::time::Timestamp;
 use super::checks::{self, Finding};
 use super::model::{Expect, LifecycleModel};
 use super::roster;
-use super::strategy::{Step, spec_strategy, step_strategy};
+use super::step::Step;
+use super::strategy::{spec_strategy, step_strategy};
 
 /// A system under test: one goal that handles commands and reports its state.
 ///

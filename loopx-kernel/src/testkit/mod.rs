@@ -44,12 +44,14 @@ pub mod checks;
 mod machine;
 mod model;
 pub mod scenario;
+mod step;
 mod strategy;
 
 pub use checks::Finding;
 pub use machine::{Harness, LifecycleMachine, LifecycleSut, LifecycleTest, config};
 pub use model::{Expect, LifecycleModel};
-pub use strategy::{Step, spec_strategy, step_strategy};
+pub use step::Step;
+pub use strategy::{spec_strategy, step_strategy};
 
 use crate::ids::{AgentId, PersonId, SourceId};
 use crate::time::Timestamp;

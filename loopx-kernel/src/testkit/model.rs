@@ -27,7 +27,7 @@ use crate::todo::{
 };
 
 use super::checks::Finding;
-use super::strategy::Step;
+use super::step::Step;
 
 /// What the model predicts for the last step it applied.
 #[derive(Debug, Clone, PartialEq, Eq)]

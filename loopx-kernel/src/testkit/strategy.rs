@@ -25,21 +25,8 @@ use crate::todo::{
 };
 
 use super::model::{LifecycleModel, MStatus, MTodo};
+use super::step::Step;
 use super::{id, roster};
-
-/// One step of a generated run.
-#[derive(Debug, Clone)]
-pub enum Step {
-    /// Time passes; nothing is issued. Leases expire, monitors come due, deadlines pass.
-    Advance(Duration),
-    /// An actor issues a command at the model's current time.
-    Issue {
-        /// Who issues it.
-        actor: Actor,
-        /// What.
-        command: Box<Command>,
-    },
-}
 
 /// A cursor over random draws. Every draw shrinks towards zero, and zero always means the
 /// plain, legal choice, so shrunk cases stay readable.

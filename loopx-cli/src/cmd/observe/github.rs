@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 use clap::Args;
-use loopx_kernel::seams::ManualClock;
+use loopx_kernel::ManualClock;
 use loopx_kernel::{Actor, Command, Duration, Observation, OperationId, SourceId};
 use loopx_provider::github::rest::{GITHUB_API, GitHubClient, GitHubError, Token};
 use loopx_store::submit;

@@ -6,15 +6,11 @@
 //! capability can derive stable ids from domain facts (`ci-fix@<sha>`) and simply propose what
 //! the facts call for on every judgement. It decides nothing about lifecycle: every proposal
 //! still goes through the kernel's validation as any other command.
-//!
-//! The lookups on [`GoalState`] here (observations by key or key prefix, the pending todos and
-//! gates one actor made) are what capabilities read the goal with; they are plain reads.
 
-use crate::actor::Actor;
 use crate::command::Command;
 use crate::evidence::Observation;
-use crate::gate::{Gate, GateStatus, NewGate};
-use crate::ids::{AgentId, GateId, ObligationId, ObservationKey, TodoId};
+use crate::gate::{GateStatus, NewGate};
+use crate::ids::{AgentId, GateId, ObligationId, TodoId};
 use crate::obligation::ObligationKind;
 use crate::seams::Proposal;
 use crate::state::GoalState;
@@ -35,58 +31,6 @@ impl Observation {
     /// The named domain fact, if the provider recorded it.
     pub fn fact(&self, name: &str) -> Option<&str> {
         self.facts.get(name).map(String::as_str)
-    }
-}
-
-impl GoalState {
-    /// The latest observation of stream `key`; `None` when there is none (or `key` is not a
-    /// valid observation key, so no stream can have it).
-    pub fn observation(&self, key: &str) -> Option<&Observation> {
-        self.observations.get(&ObservationKey::new(key).ok()?)
-    }
-
-    /// The latest observation of every stream whose key starts with `prefix`, in key order.
-    /// An empty prefix yields every stream.
-    pub fn observations_with_prefix<'a>(
-        &'a self,
-        prefix: &str,
-    ) -> impl Iterator<Item = &'a Observation> + use<'a> {
-        let prefix = prefix.to_owned();
-        let streams = if prefix.is_empty() {
-            Some(self.observations.range::<ObservationKey, _>(..))
-        } else {
-            // A prefix that is no valid key holds characters no key has, or is too long for
-            // one: no stream starts with it.
-            ObservationKey::new(prefix.as_str())
-                .ok()
-                .map(|from| self.observations.range(from..))
-        };
-        streams
-            .into_iter()
-            .flatten()
-            .take_while(move |(key, _)| key.as_str().starts_with(prefix.as_str()))
-            .map(|(_, observation)| observation)
-    }
-
-    /// The todos `actor` created that are not done or superseded, in frontier order.
-    pub fn pending_todos_by<'a>(
-        &'a self,
-        actor: &Actor,
-    ) -> impl Iterator<Item = &'a Todo> + use<'a> {
-        let actor = actor.clone();
-        self.pending_todos().filter(move |t| t.created_by == actor)
-    }
-
-    /// The gates `actor` opened that still ask for an answer at `now` (pending or overdue).
-    pub fn pending_gates_by<'a>(
-        &'a self,
-        actor: &Actor,
-        now: Timestamp,
-    ) -> impl Iterator<Item = &'a Gate> + use<'a> {
-        let actor = actor.clone();
-        self.gates
-            .values()
-            .filter(move |g| g.opened_by == actor && g.state_at(now).is_pending())
     }
 }
 

@@ -1,17 +1,14 @@
-//! Gates, observations, evidence and obligations.
-
-use std::collections::BTreeSet;
+//! Gates and obligations: the questions waiting on people and the duties the plan owes.
 
 use crate::actor::Actor;
 use crate::command::GateAnswer;
 use crate::event::Event;
-use crate::evidence::{NewEvidence, Observation};
 use crate::gate::NewGate;
 use crate::ids::{AgentId, ObligationId};
 use crate::obligation::{ObligationCause, ObligationKind};
 use crate::refusal::Refusal;
 
-use super::{Ctx, invalid, optional_text, text};
+use super::{Ctx, invalid, text};
 
 impl Ctx<'_> {
     pub(super) fn open_gate(&self, gate: &NewGate) -> Result<Vec<Event>, Refusal> {
@@ -112,95 +109,6 @@ impl Ctx<'_> {
             reason: reason.to_owned(),
         }])
     }
-
-    pub(super) fn check_observation(observation: &Observation) -> Result<(), Refusal> {
-        optional_text("observation.summary", &observation.summary)?;
-        if observation.facts.len() > 64 {
-            return Err(invalid("observation.facts", "at most 64 facts"));
-        }
-        for (name, value) in &observation.facts {
-            text("observation.facts", name)?;
-            optional_text("observation.facts", value)?;
-        }
-        Ok(())
-    }
-
-    /// The observations that change something, in order; unchanged ones are dropped.
-    pub(super) fn changed_observations(
-        &self,
-        observations: &[Observation],
-    ) -> Result<Vec<Observation>, Refusal> {
-        let mut changed: Vec<Observation> = Vec::new();
-        for observation in observations {
-            Self::check_observation(observation)?;
-            let current = changed
-                .iter()
-                .rev()
-                .find(|o| o.key == observation.key)
-                .or_else(|| self.state.observations.get(&observation.key));
-            if current.map(|o| &o.fingerprint) != Some(&observation.fingerprint) {
-                changed.push(observation.clone());
-            }
-        }
-        Ok(changed)
-    }
-
-    pub(super) fn record_observation(
-        &self,
-        observation: &Observation,
-    ) -> Result<Vec<Event>, Refusal> {
-        match self.actor {
-            Actor::Agent(agent) => self.registered(agent)?,
-            Actor::Provider(_) | Actor::Capability(_) | Actor::Validator(_) => {}
-            Actor::Person(_) => return Err(self.not_permitted("record_observation")),
-        }
-        Ok(self
-            .changed_observations(std::slice::from_ref(observation))?
-            .into_iter()
-            .map(|observation| Event::ObservationRecorded { observation })
-            .collect())
-    }
-
-    pub(super) fn check_evidence_batch(
-        &self,
-        batch: &[NewEvidence],
-    ) -> Result<Vec<NewEvidence>, Refusal> {
-        let mut ids = BTreeSet::new();
-        for evidence in batch {
-            if self.state.evidence.contains_key(&evidence.id) || ids.contains(&evidence.id) {
-                return Err(Refusal::DuplicateId {
-                    kind: "evidence",
-                    id: evidence.id.to_string(),
-                });
-            }
-            optional_text("evidence.summary", &evidence.summary)?;
-            for input in &evidence.inputs.evidence {
-                if !self.state.evidence.contains_key(input) && !ids.contains(input) {
-                    return Err(Refusal::UnknownReference {
-                        kind: "input evidence",
-                        id: input.to_string(),
-                    });
-                }
-            }
-            ids.insert(evidence.id.clone());
-        }
-        Ok(batch.to_vec())
-    }
-
-    pub(super) fn record_evidence(&self, evidence: &NewEvidence) -> Result<Vec<Event>, Refusal> {
-        match self.actor {
-            Actor::Validator(_) | Actor::Provider(_) => {}
-            Actor::Person(_) if self.is_owner() => {}
-            // Agents report evidence only through a settled turn with an independent verdict.
-            _ => return Err(self.not_permitted("record_evidence")),
-        }
-        let batch = self.check_evidence_batch(std::slice::from_ref(evidence))?;
-        Ok(batch
-            .into_iter()
-            .map(|evidence| Event::EvidenceRecorded { evidence })
-            .collect())
-    }
-
     pub(super) fn raise_obligation(
         &self,
         id: &ObligationId,

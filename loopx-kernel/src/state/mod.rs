@@ -4,7 +4,7 @@
 //! event is a fact that only needs recording. Replaying stored events that contradict each other
 //! (a corrupt or hand-edited log) yields a [`ReplayError`], never a panic.
 
-use std::collections::BTreeMap;
+mod read;
 
 use imbl::Vector;
 use serde::{Deserialize, Serialize};
@@ -12,12 +12,12 @@ use serde::{Deserialize, Serialize};
 use crate::actor::Actor;
 use crate::budget::{Amounts, Ledger};
 use crate::event::{Event, RecordedEvent, SCHEMA_VERSION, SettledTransition};
-use crate::evidence::{Evidence, Freshness, NewEvidence, Observation, Outcome, SubjectHead};
+use crate::evidence::{Evidence, Freshness, NewEvidence, Observation, SubjectHead};
 use crate::gate::{Gate, GateStatus, NewGate};
 use crate::goal::{Amendment, GoalSpec};
 use crate::ids::{
-    AgentId, CheckId, CriterionId, EvidenceId, GateId, ObligationId, ObservationKey, Revision,
-    Subject, TodoId, TurnId,
+    AgentId, CheckId, EvidenceId, GateId, ObligationId, ObservationKey, Revision, Subject, TodoId,
+    TurnId,
 };
 use crate::obligation::{Discharge, Obligation};
 use crate::persistent::{Arena, Map, Set};
@@ -989,155 +989,6 @@ impl GoalState {
         for slot in 0..u32::try_from(self.todos.len()).unwrap_or(u32::MAX) {
             self.index_dependencies(slot);
         }
-    }
-
-    // ----- reading -------------------------------------------------------------------------
-
-    /// Todos that are not done or superseded, in frontier order (priority, then age).
-    pub fn pending_todos(&self) -> impl Iterator<Item = &Todo> + '_ {
-        self.index
-            .pending
-            .iter()
-            .map(|&(_, slot)| self.todos.at(slot))
-    }
-
-    /// Todos with a lease record (live or expired).
-    pub fn leased_todos(&self) -> impl Iterator<Item = &Todo> + '_ {
-        self.index.leased.iter().map(|&slot| self.todos.at(slot))
-    }
-
-    /// True when the agent is registered with the goal.
-    pub fn is_registered(&self, agent: &AgentId) -> bool {
-        self.spec.agents.contains(agent)
-    }
-
-    /// The owner as an actor.
-    pub fn owner(&self) -> Actor {
-        Actor::Person(self.spec.owner.clone())
-    }
-
-    /// Whether a piece of evidence may still be relied on at `now`: bound to the subject's
-    /// current revision, within its time-to-live, and (transitively) derived from fresh inputs.
-    pub fn freshness(&self, id: &EvidenceId, now: Timestamp) -> Freshness {
-        let mut memo = BTreeMap::new();
-        self.freshness_memo(id, now, &mut memo)
-    }
-
-    fn freshness_memo(
-        &self,
-        id: &EvidenceId,
-        now: Timestamp,
-        memo: &mut BTreeMap<EvidenceId, Freshness>,
-    ) -> Freshness {
-        // Inputs are always recorded before what cites them, so following them in order of
-        // decreasing `seq` terminates; the explicit stack keeps deep lineage off the call stack.
-        let mut stack = vec![id.clone()];
-        while let Some(top) = stack.last().cloned() {
-            if memo.contains_key(&top) {
-                stack.pop();
-                continue;
-            }
-            let Some(evidence) = self.evidence.get(&top) else {
-                memo.insert(top.clone(), Freshness::Fresh);
-                stack.pop();
-                continue;
-            };
-            let unresolved: Vec<EvidenceId> = evidence
-                .inputs
-                .evidence
-                .iter()
-                .filter(|input| !memo.contains_key(*input) && self.evidence.contains_key(*input))
-                .filter(|input| self.evidence[*input].seq < evidence.seq)
-                .cloned()
-                .collect();
-            if unresolved.is_empty() {
-                let verdict = self.own_freshness(evidence, now, memo);
-                memo.insert(top, verdict);
-                stack.pop();
-            } else {
-                stack.extend(unresolved);
-            }
-        }
-        memo.get(id).cloned().unwrap_or(Freshness::Fresh)
-    }
-
-    fn own_freshness(
-        &self,
-        evidence: &Evidence,
-        now: Timestamp,
-        memo: &BTreeMap<EvidenceId, Freshness>,
-    ) -> Freshness {
-        if let Some(head) = self.subjects.get(&evidence.subject)
-            && head.revision != evidence.revision
-        {
-            return Freshness::Superseded {
-                current: head.revision.clone(),
-            };
-        }
-        if let Some(ttl) = evidence.ttl {
-            let expiry = evidence.observed_at.plus(ttl);
-            if now >= expiry {
-                return Freshness::Expired { at: expiry };
-            }
-        }
-        for input in &evidence.inputs.evidence {
-            if memo.get(input).is_some_and(|f| !f.is_fresh()) {
-                return Freshness::InputStale {
-                    input: input.clone(),
-                };
-            }
-        }
-        for input in &evidence.inputs.observations {
-            let current = self.observations.get(&input.key).map(|o| &o.fingerprint);
-            if current != Some(&input.fingerprint) {
-                return Freshness::ObservationChanged {
-                    key: input.key.clone(),
-                };
-            }
-        }
-        Freshness::Fresh
-    }
-
-    /// Where one criterion stands at `now`. The newest evidence for its check and subject at the
-    /// subject's current revision decides; older revisions never count.
-    pub fn criterion_status(&self, id: &CriterionId, now: Timestamp) -> Option<CriterionStatus> {
-        let criterion = self.spec.criteria.iter().find(|c| &c.id == id)?;
-        let key = (criterion.check.clone(), criterion.subject.clone());
-        let Some(ids) = self.index.by_check.get(&key) else {
-            return Some(CriterionStatus::NoEvidence);
-        };
-        // Evidence at the current revision decides even when evidence about an older revision
-        // was observed later; without any, the newest evidence still says why it is not met.
-        let current = self.subjects.get(&criterion.subject).map(|h| &h.revision);
-        let all = || ids.iter().filter_map(|id| self.evidence.get(id));
-        let newest = all()
-            .filter(|e| Some(&e.revision) == current)
-            .max_by_key(|e| (e.observed_at, e.seq))
-            .or_else(|| all().max_by_key(|e| (e.observed_at, e.seq)));
-        let Some(evidence) = newest else {
-            return Some(CriterionStatus::NoEvidence);
-        };
-        let freshness = self.freshness(&evidence.id, now);
-        let id = evidence.id.clone();
-        Some(if !freshness.is_fresh() {
-            CriterionStatus::Stale {
-                evidence: id,
-                freshness,
-            }
-        } else if evidence.outcome == Outcome::Fail {
-            CriterionStatus::Failing { evidence: id }
-        } else {
-            CriterionStatus::Met { evidence: id }
-        })
-    }
-
-    /// Every criterion's status, in the goal's order.
-    pub fn criteria_status(&self, now: Timestamp) -> Vec<(CriterionId, CriterionStatus)> {
-        self.spec
-            .criteria
-            .iter()
-            .filter_map(|c| Some((c.id.clone(), self.criterion_status(&c.id, now)?)))
-            .collect()
     }
 }
 

@@ -1,4 +1,4 @@
-//! Building blocks for the hand-written decoders of the hot model types.
+//! The hand-written wire decoders of the hot model types, and their building blocks.
 //!
 //! serde's derived decoder for an internally tagged enum (`#[serde(tag = "…")]`), and for a
 //! struct with a `#[serde(flatten)]` field, first copies the whole object into an owned buffer
@@ -19,6 +19,8 @@ use serde::de::value::{MapDeserializer, SeqDeserializer};
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::forward_to_deserialize_any;
 use serde_json::Value;
+
+mod todo;
 
 /// A map key, borrowed from the input when it can be.
 pub(crate) struct Key<'de>(Cow<'de, str>);

@@ -1,0 +1,213 @@
+//! Every read of a [`GoalState`] beyond its fields, in one place: the pending work, who is
+//! registered, freshness and criterion status, and the lookups capabilities read the goal with
+//! (observations by key or key prefix, what one actor proposed and still waits on). All are
+//! plain reads; none changes the state.
+
+use std::collections::BTreeMap;
+
+use super::{CriterionStatus, GoalState};
+use crate::actor::Actor;
+use crate::evidence::{Evidence, Freshness, Observation, Outcome};
+use crate::gate::Gate;
+use crate::ids::{AgentId, CriterionId, EvidenceId, ObservationKey};
+use crate::time::Timestamp;
+use crate::todo::Todo;
+
+impl GoalState {
+    /// Todos that are not done or superseded, in frontier order (priority, then age).
+    pub fn pending_todos(&self) -> impl Iterator<Item = &Todo> + '_ {
+        self.index
+            .pending
+            .iter()
+            .map(|&(_, slot)| self.todos.at(slot))
+    }
+
+    /// Todos with a lease record (live or expired).
+    pub fn leased_todos(&self) -> impl Iterator<Item = &Todo> + '_ {
+        self.index.leased.iter().map(|&slot| self.todos.at(slot))
+    }
+
+    /// True when the agent is registered with the goal.
+    pub fn is_registered(&self, agent: &AgentId) -> bool {
+        self.spec.agents.contains(agent)
+    }
+
+    /// The owner as an actor.
+    pub fn owner(&self) -> Actor {
+        Actor::Person(self.spec.owner.clone())
+    }
+
+    /// Whether a piece of evidence may still be relied on at `now`: bound to the subject's
+    /// current revision, within its time-to-live, and (transitively) derived from fresh inputs.
+    pub fn freshness(&self, id: &EvidenceId, now: Timestamp) -> Freshness {
+        let mut memo = BTreeMap::new();
+        self.freshness_memo(id, now, &mut memo)
+    }
+
+    fn freshness_memo(
+        &self,
+        id: &EvidenceId,
+        now: Timestamp,
+        memo: &mut BTreeMap<EvidenceId, Freshness>,
+    ) -> Freshness {
+        // Inputs are always recorded before what cites them, so following them in order of
+        // decreasing `seq` terminates; the explicit stack keeps deep lineage off the call stack.
+        let mut stack = vec![id.clone()];
+        while let Some(top) = stack.last().cloned() {
+            if memo.contains_key(&top) {
+                stack.pop();
+                continue;
+            }
+            let Some(evidence) = self.evidence.get(&top) else {
+                memo.insert(top.clone(), Freshness::Fresh);
+                stack.pop();
+                continue;
+            };
+            let unresolved: Vec<EvidenceId> = evidence
+                .inputs
+                .evidence
+                .iter()
+                .filter(|input| !memo.contains_key(*input) && self.evidence.contains_key(*input))
+                .filter(|input| self.evidence[*input].seq < evidence.seq)
+                .cloned()
+                .collect();
+            if unresolved.is_empty() {
+                let verdict = self.own_freshness(evidence, now, memo);
+                memo.insert(top, verdict);
+                stack.pop();
+            } else {
+                stack.extend(unresolved);
+            }
+        }
+        memo.get(id).cloned().unwrap_or(Freshness::Fresh)
+    }
+
+    fn own_freshness(
+        &self,
+        evidence: &Evidence,
+        now: Timestamp,
+        memo: &BTreeMap<EvidenceId, Freshness>,
+    ) -> Freshness {
+        if let Some(head) = self.subjects.get(&evidence.subject)
+            && head.revision != evidence.revision
+        {
+            return Freshness::Superseded {
+                current: head.revision.clone(),
+            };
+        }
+        if let Some(ttl) = evidence.ttl {
+            let expiry = evidence.observed_at.plus(ttl);
+            if now >= expiry {
+                return Freshness::Expired { at: expiry };
+            }
+        }
+        for input in &evidence.inputs.evidence {
+            if memo.get(input).is_some_and(|f| !f.is_fresh()) {
+                return Freshness::InputStale {
+                    input: input.clone(),
+                };
+            }
+        }
+        for input in &evidence.inputs.observations {
+            let current = self.observations.get(&input.key).map(|o| &o.fingerprint);
+            if current != Some(&input.fingerprint) {
+                return Freshness::ObservationChanged {
+                    key: input.key.clone(),
+                };
+            }
+        }
+        Freshness::Fresh
+    }
+
+    /// Where one criterion stands at `now`. The newest evidence for its check and subject at the
+    /// subject's current revision decides; older revisions never count.
+    pub fn criterion_status(&self, id: &CriterionId, now: Timestamp) -> Option<CriterionStatus> {
+        let criterion = self.spec.criteria.iter().find(|c| &c.id == id)?;
+        let key = (criterion.check.clone(), criterion.subject.clone());
+        let Some(ids) = self.index.by_check.get(&key) else {
+            return Some(CriterionStatus::NoEvidence);
+        };
+        // Evidence at the current revision decides even when evidence about an older revision
+        // was observed later; without any, the newest evidence still says why it is not met.
+        let current = self.subjects.get(&criterion.subject).map(|h| &h.revision);
+        let all = || ids.iter().filter_map(|id| self.evidence.get(id));
+        let newest = all()
+            .filter(|e| Some(&e.revision) == current)
+            .max_by_key(|e| (e.observed_at, e.seq))
+            .or_else(|| all().max_by_key(|e| (e.observed_at, e.seq)));
+        let Some(evidence) = newest else {
+            return Some(CriterionStatus::NoEvidence);
+        };
+        let freshness = self.freshness(&evidence.id, now);
+        let id = evidence.id.clone();
+        Some(if !freshness.is_fresh() {
+            CriterionStatus::Stale {
+                evidence: id,
+                freshness,
+            }
+        } else if evidence.outcome == Outcome::Fail {
+            CriterionStatus::Failing { evidence: id }
+        } else {
+            CriterionStatus::Met { evidence: id }
+        })
+    }
+
+    /// Every criterion's status, in the goal's order.
+    pub fn criteria_status(&self, now: Timestamp) -> Vec<(CriterionId, CriterionStatus)> {
+        self.spec
+            .criteria
+            .iter()
+            .filter_map(|c| Some((c.id.clone(), self.criterion_status(&c.id, now)?)))
+            .collect()
+    }
+
+    /// The latest observation of stream `key`; `None` when there is none (or `key` is not a
+    /// valid observation key, so no stream can have it).
+    pub fn observation(&self, key: &str) -> Option<&Observation> {
+        self.observations.get(&ObservationKey::new(key).ok()?)
+    }
+
+    /// The latest observation of every stream whose key starts with `prefix`, in key order.
+    /// An empty prefix yields every stream.
+    pub fn observations_with_prefix<'a>(
+        &'a self,
+        prefix: &str,
+    ) -> impl Iterator<Item = &'a Observation> + use<'a> {
+        let prefix = prefix.to_owned();
+        let streams = if prefix.is_empty() {
+            Some(self.observations.range::<ObservationKey, _>(..))
+        } else {
+            // A prefix that is no valid key holds characters no key has, or is too long for
+            // one: no stream starts with it.
+            ObservationKey::new(prefix.as_str())
+                .ok()
+                .map(|from| self.observations.range(from..))
+        };
+        streams
+            .into_iter()
+            .flatten()
+            .take_while(move |(key, _)| key.as_str().starts_with(prefix.as_str()))
+            .map(|(_, observation)| observation)
+    }
+
+    /// The todos `actor` created that are not done or superseded, in frontier order.
+    pub fn pending_todos_by<'a>(
+        &'a self,
+        actor: &Actor,
+    ) -> impl Iterator<Item = &'a Todo> + use<'a> {
+        let actor = actor.clone();
+        self.pending_todos().filter(move |t| t.created_by == actor)
+    }
+
+    /// The gates `actor` opened that still ask for an answer at `now` (pending or overdue).
+    pub fn pending_gates_by<'a>(
+        &'a self,
+        actor: &Actor,
+        now: Timestamp,
+    ) -> impl Iterator<Item = &'a Gate> + use<'a> {
+        let actor = actor.clone();
+        self.gates
+            .values()
+            .filter(move |g| g.opened_by == actor && g.state_at(now).is_pending())
+    }
+}
