@@ -12,6 +12,7 @@
 //!
 //! Everything is deterministic: the same size always gives the same goal.
 
+use loopx_kernel::write::stamp;
 use std::time::Duration as Elapsed;
 
 use loopx_kernel::{
@@ -20,7 +21,7 @@ use loopx_kernel::{
     GoalSpec, GoalState, HandoffNote, Limits, MonitorSpec, NewEvidence, NewGate, NewTodo,
     Observation, ObservationKey, Outcome, PersonId, Policy, Priority, RecordedEvent,
     ResumeCondition, Revision, Settlement, SourceId, Subject, Timestamp, TodoClass, TodoId,
-    Transition, TurnId, Verdict, VerdictOutcome, WriteSet, execute, frontier, stamp,
+    Transition, TurnId, Verdict, VerdictOutcome, WriteSet, execute, frontier,
 };
 
 /// The goal sizes every benchmark runs at, in todos.

@@ -21,6 +21,8 @@
 //! (`fsync` on), started from the `initdb` and `pg_ctl` on `PATH` or in `LOOPX_PG_BIN`; without
 //! them the benchmark says so and exits with a failure.
 
+use loopx_kernel::write::stamp;
+use loopx_kernel::{SubmitError, submit};
 use std::path::Path;
 use std::thread;
 use std::time::{Duration as StdDuration, Instant};
@@ -30,10 +32,10 @@ use loopx_kernel::seams::{AppendRequest, Store};
 use loopx_kernel::{
     Actor, AgentId, Amounts, Command, Continuation, Duration, GoalId, GoalSpec, GoalState, Limits,
     NewTodo, OperationId, PersonId, Policy, Settlement, Snapshot, SourceId, Timestamp, TodoId,
-    Transition, TurnId, Verdict, VerdictOutcome, execute, stamp,
+    Transition, TurnId, Verdict, VerdictOutcome, execute,
 };
 use loopx_store::test_cluster::Cluster;
-use loopx_store::{Durability, PostgresStore, SqliteOptions, SqliteStore, SubmitError, submit};
+use loopx_store::{Durability, PostgresStore, SqliteOptions, SqliteStore};
 use tokio::runtime::{Builder, Runtime};
 use tokio_postgres::NoTls;
 

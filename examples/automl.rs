@@ -16,6 +16,7 @@
 #[allow(dead_code)] // its `main` is the toy-trainer binary's
 mod toy_trainer;
 
+use loopx_kernel::ids::sha256_hex;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -30,7 +31,7 @@ use loopx_kernel::engine::Engine;
 use loopx_kernel::seams::{Clock, Executor, TurnError, TurnReport, TurnRequest};
 use loopx_kernel::{
     Actor, AgentId, Amounts, Command, Continuation, Decision, GoalId, GoalSpec, Limits, NewTodo,
-    Observation, PersonId, PlanChange, Policy, Question, SourceId, TodoId, Transition, sha256_hex,
+    Observation, PersonId, PlanChange, Policy, Question, SourceId, TodoId, Transition,
 };
 use loopx_provider::executor::CommandExecutor;
 use loopx_provider::fact::FactBuilder;
@@ -162,7 +163,7 @@ impl Cluster {
             .args(["--batch", &config.batch.to_string(), "--memory-mb", memory])
             .arg("--out")
             .arg(&metrics)
-            .timeout(std::time::Duration::from_secs(30));
+            .timeout(loopx_kernel::Duration::seconds(30));
         let started = Instant::now();
         let ran = CommandExecutor::new(command, run_dir.join("journal"))
             .run(turn)

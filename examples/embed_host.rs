@@ -7,15 +7,8 @@ use std::error::Error;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use async_trait::async_trait;
-use loopx_kernel::engine::{Engine, Until};
-use loopx_kernel::seams::{
-    Clock, Executor, TurnError, TurnReport, TurnRequest, Validation, Validator,
-};
-use loopx_kernel::{
-    Actor, Command, Continuation, Decision, GoalSpec, Limits, NewTodo, Policy, ReplanReason,
-    Transition, Verdict, VerdictOutcome, submit,
-};
+use loopx_kernel::prelude::*;
+use loopx_kernel::{Continuation, ReplanReason, Transition};
 use loopx_provider::clock::SystemClock;
 use loopx_store::SqliteStore;
 
@@ -27,42 +20,29 @@ impl Executor for Writer {
     async fn run(&self, turn: &TurnRequest) -> Result<TurnReport, TurnError> {
         let path = self.0.join(turn.todo.as_str());
         std::fs::write(&path, &turn.title).map_err(|e| TurnError::Failed(e.to_string()))?;
-        Ok(TurnReport {
-            transition: Transition::Complete {
-                continuation: Continuation::GoalStillActive,
-            },
-            observations: vec![],
-            usage: loopx_kernel::Amounts::ZERO,
-            summary: format!("wrote {}", path.display()),
-        })
+        // More work may follow in this goal: the completion says so, and closure stays open.
+        let done = Transition::Complete {
+            continuation: Continuation::GoalStillActive,
+        };
+        Ok(TurnReport::new(done, format!("wrote {}", path.display())))
     }
 }
 
 /// An independent check of the executor's work: the file is there.
-struct FileExists(PathBuf);
+struct FileExists(PathBuf, Actor);
 
 #[async_trait]
 impl Validator for FileExists {
     fn actor(&self) -> Actor {
-        Actor::Validator("file-check".try_into().expect("a valid id"))
+        self.1.clone()
     }
 
     async fn validate(&self, turn: &TurnRequest, _: &TurnReport) -> Result<Validation, TurnError> {
-        let found = self.0.join(turn.todo.as_str()).exists();
-        let outcome = if found {
-            VerdictOutcome::Passed
+        if self.0.join(turn.todo.as_str()).exists() {
+            Ok(Validation::passed("the note is there"))
         } else {
-            VerdictOutcome::Failed
-        };
-        let verdict = Verdict {
-            validator: self.actor(),
-            outcome,
-            summary: String::new(),
-        };
-        Ok(Validation {
-            verdict,
-            evidence: vec![],
-        })
+            Ok(Validation::failed("no note was written"))
+        }
     }
 }
 
@@ -70,53 +50,33 @@ impl Validator for FileExists {
 async fn main() -> Result<(), Box<dyn Error>> {
     let dir = tempfile::tempdir()?;
     let store = Arc::new(SqliteStore::open(dir.path().join("loopx.db"))?);
+    let clock = Arc::new(SystemClock);
 
     // Someone (a person, a planner) creates the goal and its first todos.
-    let spec = GoalSpec {
-        id: "notes".try_into()?,
-        objective: "write two notes".into(),
-        owner: "olivia".try_into()?,
-        criteria: vec![],
-        agents: ["host-agent".try_into()?].into(),
-        budget: Limits::UNLIMITED,
-        policy: Policy::default(),
-        grants: std::collections::BTreeMap::default(),
-    };
-    let (owner, now) = (Actor::Person("olivia".try_into()?), SystemClock.now());
-    let goal = spec.id.clone();
-    submit(
-        &*store,
-        &goal,
-        &owner,
-        now,
-        &Command::CreateGoal { spec },
-        &"create".try_into()?,
-    )
-    .await?;
+    let spec = GoalSpec::builder("notes", "write two notes", "olivia")
+        .agent("host-agent")
+        .build()?;
+    let goal = store.goal(&spec.id);
+    goal.create(&spec, clock.now()).await?;
+    let owner = Actor::Person(spec.owner.clone());
     for name in ["first-note", "second-note"] {
-        let todo = NewTodo::advance(name.try_into()?, format!("the {name}"));
-        submit(
-            &*store,
-            &goal,
-            &owner,
-            now,
-            &Command::AddTodo { todo },
-            &format!("add-{name}").try_into()?,
-        )
-        .await?;
+        let todo = NewTodo::advance(name.parse()?, format!("the {name}"));
+        goal.submit(&owner, clock.now(), &Command::AddTodo { todo })
+            .await?;
     }
 
     // The host: one engine for its agent, run until the host must act.
+    let checker = Actor::Validator("file-check".parse()?);
     let engine = Engine::builder(
-        "host-agent".try_into()?,
+        "host-agent".parse()?,
         store.clone(),
-        Arc::new(SystemClock),
+        clock.clone(),
         Arc::new(Writer(dir.path().to_owned())),
-        Arc::new(FileExists(dir.path().to_owned())),
+        Arc::new(FileExists(dir.path().to_owned(), checker)),
     )
     .build();
     let last = engine
-        .run(&goal, Until::NeedsHost, |step| {
+        .run(goal.id(), Until::NeedsHost, |step| {
             println!("{}", step.decision.kind());
         })
         .await?;
@@ -131,17 +91,9 @@ async fn main() -> Result<(), Box<dyn Error>> {
             reason: "both notes are written".into(),
         };
         let agent = Actor::Agent(engine.agent().clone());
-        submit(
-            &*store,
-            &goal,
-            &agent,
-            SystemClock.now(),
-            &close,
-            &"close".try_into()?,
-        )
-        .await?;
+        goal.submit(&agent, clock.now(), &close).await?;
     }
-    match engine.decision(&goal).await? {
+    match engine.decision(goal.id()).await? {
         Decision::Terminal { outcome } => println!("terminal ({outcome:?})"),
         other => return Err(format!("expected the goal to be over, got {other:?}").into()),
     }

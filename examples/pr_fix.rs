@@ -24,7 +24,7 @@ use loopx_kernel::seams::{
 use loopx_kernel::{
     Actor, AgentId, Amounts, CheckId, Command, Criterion, CriterionId, CriterionStatus, Decision,
     Duration, GateAnswer, GateId, GoalId, GoalSpec, Limits, Observation, ObservationKey, PersonId,
-    Policy, ResumeCondition, SourceId, Subject, Transition, Verdict, VerdictOutcome, Workspace,
+    Policy, ResumeCondition, SourceId, Subject, Transition, VerdictOutcome, Workspace,
 };
 use loopx_provider::github::webhook::WebhookVerifier;
 use serde_json::{Value, json};
@@ -171,11 +171,8 @@ impl Validator for CiJudges {
         _report: &TurnReport,
     ) -> std::result::Result<Validation, TurnError> {
         Ok(Validation {
-            verdict: Verdict {
-                validator: self.actor(),
-                outcome: VerdictOutcome::Progress,
-                summary: "CI at the head decides whether the fix holds".into(),
-            },
+            outcome: VerdictOutcome::Progress,
+            summary: "CI at the head decides whether the fix holds".into(),
             evidence: Vec::new(),
         })
     }

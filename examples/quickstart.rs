@@ -21,7 +21,7 @@ use std::process::{Child, Command as Process, Stdio};
 use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
-use loopx_kernel::engine::{Engine, EngineOptions, StepReport};
+use loopx_kernel::engine::{Engine, EngineOptions};
 use loopx_kernel::seams::{Clock, Store, Validator};
 use loopx_kernel::{
     Actor, AgentId, Command, Criterion, Decision, DecisionScope, Duration, GateAnswer, GateScope,
@@ -410,8 +410,16 @@ fn spawn_step(dir: &Path, env: &[(&str, &str)]) -> Result<Child> {
     Ok(command.spawn()?)
 }
 
+/// What the story reads of a step report that an agent process printed as JSON.
+#[derive(serde::Deserialize)]
+struct Seen {
+    decision: Decision,
+    #[serde(default)]
+    turn: Option<serde_json::Value>,
+}
+
 /// Runs one agent step in a fresh process and reads its report.
-fn step(dir: &Path, env: &[(&str, &str)]) -> Result<StepReport> {
+fn step(dir: &Path, env: &[(&str, &str)]) -> Result<Seen> {
     let output = spawn_step(dir, env)?.wait_with_output()?;
     if !output.status.success() {
         return Err(format!("the agent step failed: {}", output.status).into());
@@ -486,10 +494,9 @@ fn describe(decision: &Decision) -> String {
     }
 }
 
-fn outcome(report: &StepReport) -> String {
+fn outcome(report: &Seen) -> String {
     match &report.turn {
-        Some(turn) => serde_json::to_value(turn)
-            .ok()
+        Some(v) => Some(v)
             .and_then(|v| {
                 Some(format!(
                     "{} `{}`",

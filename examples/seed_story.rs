@@ -9,6 +9,7 @@
 //! Run it with `cargo run -p loopx-examples --bin seed-story` (add `-- --json` for the decisions
 //! as JSON lines).
 
+use loopx_kernel::submit;
 use std::collections::BTreeMap;
 use std::error::Error;
 
@@ -22,7 +23,7 @@ use loopx_kernel::{
     Settlement, SourceId, Subject, Timestamp, TodoId, Transition, TurnId, Verdict, VerdictOutcome,
     decide,
 };
-use loopx_store::{SqliteStore, submit};
+use loopx_store::SqliteStore;
 use tokio::runtime::{Builder, Runtime};
 
 type Result<T> = std::result::Result<T, Box<dyn Error>>;

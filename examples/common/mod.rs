@@ -24,6 +24,7 @@
 //! # }
 //! ```
 
+use loopx_kernel::submit;
 use std::error::Error;
 use std::future::Future;
 use std::path::Path;
@@ -38,10 +39,10 @@ use loopx_kernel::seams::{
 };
 use loopx_kernel::{
     Actor, AgentId, Command, CriterionStatus, Decision, GateId, GoalId, GoalSpec, GoalState,
-    NewEvidence, Observation, OperationId, Question, Refusal, SourceId, Timestamp, Verdict,
-    VerdictOutcome, decide,
+    NewEvidence, Observation, OperationId, Question, Refusal, SourceId, Timestamp, VerdictOutcome,
+    decide,
 };
-use loopx_store::{SqliteStore, submit};
+use loopx_store::SqliteStore;
 use tokio::runtime::{Builder, Runtime};
 
 /// Every story's result: any error, with a message that says what went wrong.
@@ -371,14 +372,7 @@ impl Validator for StoryValidator {
             actor: self.actor(),
         };
         let judgement = (self.judge)(&judged).map_err(TurnError::Failed)?;
-        Ok(Validation {
-            verdict: Verdict {
-                validator: self.actor(),
-                outcome: judgement.outcome,
-                summary: judgement.summary,
-            },
-            evidence: judgement.evidence,
-        })
+        Ok(Validation::new(judgement.outcome, judgement.summary).with_evidence(judgement.evidence))
     }
 }
 
@@ -442,11 +436,14 @@ fn print_report(agent: &AgentId, now: Timestamp, report: &StepReport) {
             summary,
             ..
         }) => println!("{indent}{agent}'s turn on `{todo}`: {summary} (verdict: {verdict:?})"),
-        Some(TurnOutcome::NotStarted { todo, reason }) => {
-            println!("{indent}no turn on `{todo}`: {reason}");
+        Some(TurnOutcome::NotStarted { todo, refusal }) => {
+            println!("{indent}no turn on `{todo}`: {}: {refusal}", refusal.code());
         }
-        Some(TurnOutcome::LeaseLost { todo, reason, .. }) => {
-            println!("{indent}lease on `{todo}` lost: {reason}");
+        Some(TurnOutcome::LeaseLost { todo, refusal, .. }) => {
+            println!(
+                "{indent}lease on `{todo}` lost: {}: {refusal}",
+                refusal.code()
+            );
         }
         Some(TurnOutcome::Unknown { todo, turn }) => {
             println!("{indent}turn `{turn}` on `{todo}`: outcome unknown");

@@ -3,7 +3,7 @@
 //! goal already holds).
 
 /// `<kind>:<experiment>#<digest of parts>`, kept within the kernel's id length (see
-/// [`loopx_kernel::stable_id`]): equal arguments give equal ids, distinct parts distinct ones.
+/// [`loopx_kernel::ids::stable_id`]): equal arguments give equal ids, distinct parts distinct ones.
 pub fn scoped_id(kind: &str, experiment: &str, parts: &[&str]) -> String {
-    loopx_kernel::stable_id(&format!("{kind}:{experiment}"), parts)
+    loopx_kernel::ids::stable_id(&format!("{kind}:{experiment}"), parts)
 }

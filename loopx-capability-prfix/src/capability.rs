@@ -1,13 +1,14 @@
 //! The capability: goal state in, proposals out. Everything is derived from the goal's recorded
 //! observations, todos and gates on every judgement, so a restarted engine judges the same.
 
+use loopx_kernel::ids::bounded_id;
 use std::collections::BTreeSet;
 
 use loopx_kernel::seams::{Capability, Proposal};
 use loopx_kernel::{
     Actor, AgentId, Command, DecisionScope, GateId, GateScope, GoalState, MonitorSpec, NewGate,
     NewTodo, Observation, Priority, Proposals, ResumeCondition, SourceId, Timestamp, Todo,
-    TodoClass, TodoId, TodoStatus, WriteSet, bounded_id,
+    TodoClass, TodoId, TodoStatus, WriteSet,
 };
 
 use crate::config::{ConfigError, PrFixConfig};

@@ -6,9 +6,10 @@
 //! observation), so evidence about an older head becomes stale by the kernel's revision rule;
 //! nothing here tracks staleness.
 
+use loopx_kernel::ids::bounded_id;
 use loopx_kernel::{
     CheckId, EvidenceId, Lineage, NewEvidence, Observation, ObservedInput, Outcome, Revision,
-    Subject, bounded_id,
+    Subject,
 };
 
 use crate::facts::{CiItem, CiSource, CiVerdict, Thread, sha_of_revision};

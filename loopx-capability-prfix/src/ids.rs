@@ -1,6 +1,6 @@
 //! Stable ids derived from domain facts, so repeated judgements propose the same things.
 
-use loopx_kernel::bounded_to;
+use loopx_kernel::ids::bounded_to;
 
 /// The longest line prefix: room is left for the `/<what>@<short sha>` every id adds to it.
 const MAX_LINE: usize = 80;
@@ -19,6 +19,7 @@ pub fn short(sha: &str) -> &str {
 
 #[cfg(test)]
 mod tests {
+
     use super::*;
 
     #[test]

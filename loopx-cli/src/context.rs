@@ -1,6 +1,8 @@
 //! What every verb shares: the global flags resolved (store, actor, goal, operation id, time),
 //! the output mode, and the one write path (`submit`).
 
+use loopx_kernel::{StoreExt, Submitted};
+use loopx_provider::clock::SystemClock;
 use std::path::Path;
 
 use clap::Args;
@@ -8,7 +10,7 @@ use loopx_kernel::{
     Actor, AgentId, Command, Duration, GoalId, GoalState, OperationId, PersonId, SourceId,
     Timestamp,
 };
-use loopx_store::{Submitted, submit};
+
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
@@ -279,7 +281,12 @@ impl Ctx {
     ) -> Result<Submitted, CliError> {
         let actor = self.actor()?;
         let operation = self.operation()?;
-        Ok(submit(backend.store(), goal, &actor, self.now, command, &operation).await?)
+        // Paced on the wall clock, so several agents' CLIs writing one goal spread out.
+        let clock = SystemClock;
+        let handle = backend.store().goal(goal).paced(&clock);
+        Ok(handle
+            .submit_operation(&actor, self.now, command, &operation)
+            .await?)
     }
 }
 

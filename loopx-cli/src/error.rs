@@ -1,11 +1,11 @@
 //! Errors: a stable code, a message that says what is wrong, a hint that says what to do, and
 //! the exit code of the error's class.
 
+use loopx_kernel::SubmitError;
 use std::fmt;
 
 use loopx_kernel::seams::StoreError;
 use loopx_kernel::{InvalidId, Refusal};
-use loopx_store::SubmitError;
 use serde_json::{Value, json};
 
 /// The exit codes, one per class of error. Documented in the README and in `loopx --help`.

@@ -144,6 +144,14 @@ impl Limits {
         wall_ms: None,
     };
 
+    /// At most `turns` turns, and no limit on the other dimensions.
+    pub const fn turns(turns: u64) -> Limits {
+        Limits {
+            turns: Some(turns),
+            ..Limits::UNLIMITED
+        }
+    }
+
     fn get(self, dimension: Dimension) -> Option<u64> {
         match dimension {
             Dimension::Turns => self.turns,

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use crate::budget::{Amounts, Limits};
-use crate::ids::{AgentId, CheckId, CriterionId, GoalId, PersonId, Subject};
+use crate::ids::{AgentId, CheckId, CriterionId, GoalId, IntoId, InvalidId, PersonId, Subject};
 use crate::time::Duration;
 
 /// Everything a goal is created with. Later changes go through revisioned amendments.
@@ -31,6 +31,125 @@ pub struct GoalSpec {
     /// Explicit rights of one agent to act on another agent's todos.
     #[serde(default)]
     pub grants: BTreeMap<AgentId, BTreeSet<GrantedAction>>,
+}
+
+impl GoalSpec {
+    /// The goal's owner as the actor of the commands only they may issue.
+    pub fn owner_actor(&self) -> crate::actor::Actor {
+        crate::actor::Actor::Person(self.owner.clone())
+    }
+
+    /// Starts a spec of goal `id` with its objective and owner, no criteria, no agents, an
+    /// unlimited budget, the default policy and no grants; the builder's methods add the rest.
+    /// Ids may be given as text: an invalid one fails at [`GoalSpecBuilder::build`].
+    pub fn builder(
+        id: impl IntoId<GoalId>,
+        objective: impl Into<String>,
+        owner: impl IntoId<PersonId>,
+    ) -> GoalSpecBuilder {
+        let spec = id.into_id().and_then(|id| {
+            Ok(GoalSpec {
+                id,
+                objective: objective.into(),
+                owner: owner.into_id()?,
+                criteria: Vec::new(),
+                agents: BTreeSet::new(),
+                budget: Limits::UNLIMITED,
+                policy: Policy::default(),
+                grants: BTreeMap::new(),
+            })
+        });
+        GoalSpecBuilder { spec }
+    }
+}
+
+/// Builds a [`GoalSpec`]; the first invalid id is kept and reported by [`Self::build`].
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct GoalSpecBuilder {
+    spec: Result<GoalSpec, InvalidId>,
+}
+
+impl GoalSpecBuilder {
+    fn with(mut self, change: impl FnOnce(&mut GoalSpec) -> Result<(), InvalidId>) -> Self {
+        if let Ok(spec) = &mut self.spec
+            && let Err(error) = change(spec)
+        {
+            self.spec = Err(error);
+        }
+        self
+    }
+
+    /// Registers an agent that may claim work.
+    pub fn agent(self, agent: impl IntoId<AgentId>) -> Self {
+        self.with(|spec| {
+            spec.agents.insert(agent.into_id()?);
+            Ok(())
+        })
+    }
+
+    /// Adds an acceptance criterion.
+    pub fn criterion(self, criterion: Criterion) -> Self {
+        self.with(|spec| {
+            spec.criteria.push(criterion);
+            Ok(())
+        })
+    }
+
+    /// Sets the goal-wide budget limits.
+    pub fn budget(self, limits: Limits) -> Self {
+        self.with(|spec| {
+            spec.budget = limits;
+            Ok(())
+        })
+    }
+
+    /// Sets the policy.
+    pub fn policy(self, policy: Policy) -> Self {
+        self.with(|spec| {
+            spec.policy = policy;
+            Ok(())
+        })
+    }
+
+    /// Grants `agent` the right to act on other agents' todos in the way `action` says.
+    pub fn grant(self, agent: impl IntoId<AgentId>, action: GrantedAction) -> Self {
+        self.with(|spec| {
+            spec.grants
+                .entry(agent.into_id()?)
+                .or_default()
+                .insert(action);
+            Ok(())
+        })
+    }
+
+    /// The spec.
+    ///
+    /// # Errors
+    /// The first [`InvalidId`] given to the builder.
+    pub fn build(self) -> Result<GoalSpec, InvalidId> {
+        self.spec
+    }
+}
+
+impl Criterion {
+    /// Criterion `id`, met by fresh passing evidence of `check` about `subject`.
+    ///
+    /// # Errors
+    /// [`InvalidId`] for an invalid id text.
+    pub fn new(
+        id: impl IntoId<CriterionId>,
+        text: impl Into<String>,
+        check: impl IntoId<CheckId>,
+        subject: impl IntoId<Subject>,
+    ) -> Result<Criterion, InvalidId> {
+        Ok(Criterion {
+            id: id.into_id()?,
+            text: text.into(),
+            check: check.into_id()?,
+            subject: subject.into_id()?,
+        })
+    }
 }
 
 /// An acceptance criterion and the evidence that would satisfy it.

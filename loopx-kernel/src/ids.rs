@@ -25,6 +25,17 @@ pub struct InvalidId {
     pub shown: String,
 }
 
+/// What names an id of type `T`: the id itself, or text that is validated as one. Builders
+/// and handles take `impl IntoId<T>`, so a host writes `"agent-a"` where it has no id yet and
+/// an id where it has one, and an invalid text fails where the builder says.
+pub trait IntoId<T> {
+    /// The id.
+    ///
+    /// # Errors
+    /// [`InvalidId`] when the text is not a valid id of that kind.
+    fn into_id(self) -> Result<T, InvalidId>;
+}
+
 fn valid_id_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || "._:/@#+=-".contains(c)
 }
@@ -116,6 +127,30 @@ macro_rules! id_type {
             type Error = InvalidId;
             fn try_from(text: &str) -> Result<Self, InvalidId> {
                 $name::new(text)
+            }
+        }
+
+        impl IntoId<$name> for $name {
+            fn into_id(self) -> Result<$name, InvalidId> {
+                Ok(self)
+            }
+        }
+
+        impl IntoId<$name> for &$name {
+            fn into_id(self) -> Result<$name, InvalidId> {
+                Ok(self.clone())
+            }
+        }
+
+        impl IntoId<$name> for &str {
+            fn into_id(self) -> Result<$name, InvalidId> {
+                $name::new(self)
+            }
+        }
+
+        impl IntoId<$name> for String {
+            fn into_id(self) -> Result<$name, InvalidId> {
+                $name::new(self)
             }
         }
 

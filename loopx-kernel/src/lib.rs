@@ -46,9 +46,10 @@ pub mod engine;
 mod event;
 mod evidence;
 mod execute;
+mod from_fn;
 mod gate;
 mod goal;
-mod ids;
+pub mod ids;
 mod invariants;
 mod obligation;
 pub mod persistent;
@@ -57,13 +58,32 @@ mod readiness;
 mod refusal;
 pub mod seams;
 mod state;
-mod submit;
 mod time;
 mod todo;
 mod todos;
+pub mod write;
 
 #[cfg(feature = "testkit")]
 pub mod testkit;
+
+/// What a host program needs, in one import: `use loopx_kernel::prelude::*;`. The store
+/// handle ([`StoreExt`]), the engine, the seams a host implements ([`Executor`](seams::Executor),
+/// [`Validator`](seams::Validator)) with their request and report types, the ids, the goal
+/// spec and todo builders, time, and `async_trait` for implementing the seams.
+pub mod prelude {
+    pub use async_trait::async_trait;
+
+    pub use crate::engine::{Engine, EngineOptions, StepReport, TurnOutcome, Until};
+    pub use crate::seams::{
+        Capability, Clock, Executor, Proposal, Store, TurnError, TurnReport, TurnRequest,
+        Validation, Validator,
+    };
+    pub use crate::{
+        Actor, AgentId, Amounts, Command, Criterion, Decision, Duration, GoalId, GoalSpec,
+        GoalState, Limits, ManualClock, NewTodo, PersonId, SourceId, StoreExt, Timestamp, TodoId,
+        VerdictOutcome, executor_fn, validator_fn,
+    };
+}
 
 pub use actor::Actor;
 pub use budget::{Amounts, Dimension, Ledger, Limits};
@@ -80,13 +100,16 @@ pub use event::{Event, RecordedEvent, SCHEMA_VERSION, SettledTransition};
 pub use evidence::{
     Evidence, Freshness, Lineage, NewEvidence, Observation, ObservedInput, Outcome, SubjectHead,
 };
-pub use execute::{MAX_TEXT, execute, stamp};
+pub use execute::{MAX_TEXT, execute};
+pub use from_fn::{executor_fn, validator_fn};
 pub use gate::{ExpiryPolicy, Gate, GateScope, GateState, GateStatus, NewGate};
-pub use goal::{Amendment, BudgetExhaustion, Criterion, GoalSpec, GrantedAction, Policy};
+pub use goal::{
+    Amendment, BudgetExhaustion, Criterion, GoalSpec, GoalSpecBuilder, GrantedAction, Policy,
+};
 pub use ids::{
-    AgentId, CheckId, CriterionId, DecisionScope, EvidenceId, Fingerprint, GateId, GoalId,
+    AgentId, CheckId, CriterionId, DecisionScope, EvidenceId, Fingerprint, GateId, GoalId, IntoId,
     InvalidId, MAX_ID_LEN, ObligationId, ObservationKey, OperationId, PersonId, Revision, SourceId,
-    Subject, TodoId, TurnId, bounded_id, bounded_to, hex, sha256_hex, stable_id,
+    Subject, TodoId, TurnId,
 };
 pub use invariants::{Violation, check_invariants};
 pub use obligation::{Discharge, Obligation, ObligationCause, ObligationKind};
@@ -94,15 +117,13 @@ pub use proposals::Proposals;
 pub use readiness::{GateHold, GuardBlock};
 pub use refusal::Refusal;
 pub use state::{CriterionStatus, GoalState, Intent, ReplayError, Snapshot};
-pub use submit::{
-    MAX_ATTEMPTS, MAX_BACKOFF, SubmitError, Submitted, backoff, digest, submit, submit_paced,
-};
 pub use time::{Duration, Timestamp, TimestampError};
 pub use todo::{
     ContinuationRecord, HandoffNote, Lease, MonitorSpec, MonitorState, NewTodo, Priority,
     ResumeCondition, Todo, TodoClass, TodoStatus, TurnInFlight, Workspace, WriteSet,
 };
 pub use todos::Todos;
+pub use write::{GoalHandle, HandleError, StoreExt, SubmitError, Submitted, submit};
 
 /// The workspace README's Rust examples, compiled and run as doctests so they cannot rot.
 #[cfg(doctest)]

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::actor::Actor;
 use crate::budget::Amounts;
-use crate::command::{Command, Transition, Verdict};
+use crate::command::{Command, Continuation, Transition, Verdict, VerdictOutcome};
 use crate::event::RecordedEvent;
 use crate::evidence::{NewEvidence, Observation};
 use crate::ids::{
@@ -274,8 +274,9 @@ pub enum EffectStatus {
     Unknown,
 }
 
-/// A provider failure.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// A provider failure. Its JSON form is `{"kind": "timeout", "detail": …}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
+#[serde(tag = "kind", content = "detail", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ProviderError {
     /// The call did not finish in time.
@@ -389,6 +390,48 @@ pub struct TurnReport {
     pub summary: String,
 }
 
+impl TurnReport {
+    /// A report proposing `transition`, with no observations and no usage.
+    pub fn new(transition: Transition, summary: impl Into<String>) -> Self {
+        TurnReport {
+            transition,
+            observations: Vec::new(),
+            usage: Amounts::ZERO,
+            summary: summary.into(),
+        }
+    }
+
+    /// The todo is done and nothing follows it (completes only if the validator passes it).
+    pub fn complete(summary: impl Into<String>) -> Self {
+        let done = Transition::Complete {
+            continuation: Continuation::NoFollowUp,
+        };
+        TurnReport::new(done, summary)
+    }
+
+    /// The todo needs another turn.
+    pub fn keep_open(summary: impl Into<String>) -> Self {
+        TurnReport::new(Transition::KeepOpen, summary)
+    }
+
+    /// The same report with what the turn used.
+    #[must_use]
+    pub fn with_usage(mut self, usage: Amounts) -> Self {
+        self.usage = usage;
+        self
+    }
+
+    /// The same report with observations the turn made.
+    #[must_use]
+    pub fn with_observations(
+        mut self,
+        observations: impl IntoIterator<Item = Observation>,
+    ) -> Self {
+        self.observations.extend(observations);
+        self
+    }
+}
+
 /// An executor or validator failure.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -430,13 +473,56 @@ pub trait Executor: Send + Sync {
     }
 }
 
-/// An independent verdict on a turn, with the evidence it established.
+/// An independent judgement of a turn, with the evidence it established. The engine records
+/// it as the settlement's [`Verdict`], naming the validator it ran ([`Validator::actor`]), so
+/// a validator cannot speak for another.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Validation {
-    /// The verdict.
-    pub verdict: Verdict,
-    /// Evidence, bound to the revision it was established at.
+    /// Whether the turn's work holds; only `passed` lets a todo complete.
+    pub outcome: VerdictOutcome,
+    /// A short explanation, for people.
+    #[serde(default)]
+    pub summary: String,
+    /// Evidence, each bound to the revision it was established at.
+    #[serde(default)]
     pub evidence: Vec<NewEvidence>,
+}
+
+impl Validation {
+    /// A judgement with `outcome` and no evidence.
+    pub fn new(outcome: VerdictOutcome, summary: impl Into<String>) -> Self {
+        Validation {
+            outcome,
+            summary: summary.into(),
+            evidence: Vec::new(),
+        }
+    }
+
+    /// The turn's work holds.
+    pub fn passed(summary: impl Into<String>) -> Self {
+        Validation::new(VerdictOutcome::Passed, summary)
+    }
+
+    /// The turn's work does not hold.
+    pub fn failed(summary: impl Into<String>) -> Self {
+        Validation::new(VerdictOutcome::Failed, summary)
+    }
+
+    /// The same judgement with `evidence` added.
+    #[must_use]
+    pub fn with_evidence(mut self, evidence: impl IntoIterator<Item = NewEvidence>) -> Self {
+        self.evidence.extend(evidence);
+        self
+    }
+
+    /// The settlement's verdict: this judgement by `validator`.
+    pub fn verdict(&self, validator: Actor) -> Verdict {
+        Verdict {
+            validator,
+            outcome: self.outcome,
+            summary: self.summary.clone(),
+        }
+    }
 }
 
 /// Judges a turn independently of its executor.

@@ -146,6 +146,19 @@ impl Duration {
     pub const fn as_millis(self) -> i64 {
         self.0
     }
+
+    /// The same span as the standard library's type, for adapters that hand it to a timer
+    /// or a driver.
+    pub const fn to_std(self) -> std::time::Duration {
+        // Never negative: every constructor clamps at zero.
+        std::time::Duration::from_millis(self.0.unsigned_abs())
+    }
+
+    /// A standard library span, in whole milliseconds (rounded down, saturating at the
+    /// largest span this type holds).
+    pub fn from_std(span: std::time::Duration) -> Self {
+        Duration::from_millis(i64::try_from(span.as_millis()).unwrap_or(i64::MAX))
+    }
 }
 
 impl fmt::Debug for Duration {

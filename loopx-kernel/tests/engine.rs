@@ -164,11 +164,8 @@ impl Validator for Passing {
 
     async fn validate(&self, turn: &TurnRequest, _: &TurnReport) -> Result<Validation, TurnError> {
         Ok(Validation {
-            verdict: Verdict {
-                validator: self.actor(),
-                outcome: VerdictOutcome::Passed,
-                summary: "tests pass".into(),
-            },
+            outcome: VerdictOutcome::Passed,
+            summary: "tests pass".into(),
             evidence: vec![NewEvidence {
                 id: id(&format!("tests-{}", turn.turn)),
                 check: id("tests"),
@@ -367,7 +364,7 @@ fn a_lease_lost_mid_turn_is_reported_and_nothing_is_settled() {
         let report = engine.step(&goal).await.expect("a step");
 
         assert!(
-            matches!(&report.turn, Some(TurnOutcome::LeaseLost { reason, .. }) if reason.starts_with("stale_lease_epoch")),
+            matches!(&report.turn, Some(TurnOutcome::LeaseLost { refusal, .. }) if refusal.code() == "stale_lease_epoch"),
             "{:?}",
             report.turn
         );

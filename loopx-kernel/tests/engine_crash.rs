@@ -27,7 +27,7 @@ use loopx_kernel::seams::{
 };
 use loopx_kernel::{
     Actor, Command, Decision, Event, GoalId, GoalSpec, Limits, NewTodo, Policy, Priority, TurnId,
-    Verdict, VerdictOutcome, check_invariants, submit,
+    VerdictOutcome, check_invariants, submit,
 };
 use loopx_provider::clock::SystemClock;
 use loopx_provider::executor::CommandExecutor;
@@ -335,11 +335,8 @@ impl Validator for Checker {
             stand_still(marker);
         }
         Ok(Validation {
-            verdict: Verdict {
-                validator: self.actor(),
-                outcome: VerdictOutcome::Passed,
-                summary: "checked".into(),
-            },
+            outcome: VerdictOutcome::Passed,
+            summary: "checked".into(),
             evidence: vec![],
         })
     }

@@ -14,7 +14,7 @@ use loopx_kernel::{
 };
 use sha2::{Digest as _, Sha256};
 
-pub use loopx_kernel::{hex, sha256_hex};
+pub use loopx_kernel::ids::{hex, sha256_hex};
 
 fn id_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || "._:/@#+-".contains(c)
@@ -43,7 +43,7 @@ pub fn id_component(text: &str) -> String {
     out
 }
 
-pub use loopx_kernel::bounded_id;
+pub use loopx_kernel::ids::bounded_id;
 
 /// Accumulates the meaningful fields of one fact and builds the kernel [`Observation`].
 #[derive(Debug, Clone)]

@@ -8,7 +8,6 @@
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use async_trait::async_trait;
 use loopx_kernel::seams::{Clock, ObserveRequest, Provider, ProviderError};
@@ -114,7 +113,7 @@ pub struct CommitInfo {
 #[derive(Debug, Clone)]
 pub struct Git {
     program: OsString,
-    timeout: Duration,
+    timeout: loopx_kernel::Duration,
 }
 
 impl Default for Git {
@@ -128,7 +127,7 @@ impl Git {
     pub fn new() -> Self {
         Git {
             program: OsString::from("git"),
-            timeout: Duration::from_secs(30),
+            timeout: loopx_kernel::Duration::seconds(30),
         }
     }
 
@@ -141,7 +140,7 @@ impl Git {
 
     /// Sets the timeout per call.
     #[must_use]
-    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+    pub fn with_timeout(mut self, timeout: loopx_kernel::Duration) -> Self {
         self.timeout = timeout;
         self
     }

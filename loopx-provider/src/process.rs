@@ -30,7 +30,7 @@ use crate::fact::hex;
 pub const DEFAULT_OUTPUT_LIMIT: usize = 64 * 1024;
 
 /// The default timeout: ten minutes.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+pub const DEFAULT_TIMEOUT: loopx_kernel::Duration = loopx_kernel::Duration::minutes(10);
 
 /// How long to wait for the output pipes to close once the process group is gone.
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
@@ -58,7 +58,7 @@ impl CommandSpec {
             cwd: None,
             allow_env: Vec::new(),
             set_env: BTreeMap::new(),
-            timeout: DEFAULT_TIMEOUT,
+            timeout: DEFAULT_TIMEOUT.to_std(),
             output_limit: DEFAULT_OUTPUT_LIMIT,
         }
     }
@@ -120,8 +120,8 @@ impl CommandSpec {
 
     /// Sets the wall-clock timeout.
     #[must_use]
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
+    pub fn timeout(mut self, timeout: loopx_kernel::Duration) -> Self {
+        self.timeout = timeout.to_std();
         self
     }
 

@@ -15,7 +15,7 @@ use async_trait::async_trait;
 use loopx_kernel::seams::{Clock, TurnError, TurnReport, TurnRequest, Validation, Validator};
 use loopx_kernel::{
     Actor, CheckId, EvidenceId, Lineage, NewEvidence, Outcome, Revision, SourceId, Subject,
-    Verdict, VerdictOutcome,
+    VerdictOutcome,
 };
 
 use crate::fact::{bounded_id, id_component};
@@ -160,18 +160,12 @@ impl Validator for CommandValidator {
             ttl: None,
             inputs: Lineage::default(),
         };
-        Ok(Validation {
-            verdict: Verdict {
-                validator: self.actor(),
-                outcome: if passed {
-                    VerdictOutcome::Passed
-                } else {
-                    VerdictOutcome::Failed
-                },
-                summary,
-            },
-            evidence: vec![evidence],
-        })
+        let outcome = if passed {
+            VerdictOutcome::Passed
+        } else {
+            VerdictOutcome::Failed
+        };
+        Ok(Validation::new(outcome, summary).with_evidence([evidence]))
     }
 }
 
@@ -207,8 +201,8 @@ impl Validator for AllOf {
         let mut summaries = Vec::new();
         for validator in &self.validators {
             let validation = validator.validate(turn, report).await?;
-            outcomes.push(validation.verdict.outcome);
-            summaries.push(validation.verdict.summary);
+            outcomes.push(validation.outcome);
+            summaries.push(validation.summary);
             evidence.extend(validation.evidence);
         }
         let outcome = if outcomes.contains(&VerdictOutcome::Failed) {
@@ -218,13 +212,6 @@ impl Validator for AllOf {
         } else {
             VerdictOutcome::Progress
         };
-        Ok(Validation {
-            verdict: Verdict {
-                validator: self.actor(),
-                outcome,
-                summary: summaries.join("; "),
-            },
-            evidence,
-        })
+        Ok(Validation::new(outcome, summaries.join("; ")).with_evidence(evidence))
     }
 }

@@ -18,7 +18,7 @@ async fn timeout_kills_the_whole_process_group() {
     let spec = CommandSpec::from_argv(["sh", "-c", &script])
         .expect("argv")
         .allow_env("PATH")
-        .timeout(Duration::from_millis(300));
+        .timeout(loopx_kernel::Duration::from_millis(300));
     let output = spec.run().await.expect("runs");
     assert_eq!(output.exit, Exit::TimedOut);
     assert!(
@@ -41,7 +41,7 @@ async fn leftovers_of_a_finished_leader_are_killed_too() {
     let output = CommandSpec::from_argv(["sh", "-c", &script])
         .expect("argv")
         .allow_env("PATH")
-        .timeout(Duration::from_secs(10))
+        .timeout(loopx_kernel::Duration::seconds(10))
         .run()
         .await
         .expect("runs");

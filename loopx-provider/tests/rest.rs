@@ -151,7 +151,7 @@ fn client(base: &str, clock: Arc<ManualClock>) -> GitHubClient {
         SourceId::new("github").expect("id"),
         base,
         Some(Token::new(TOKEN)),
-        Duration::from_millis(500),
+        loopx_kernel::Duration::from_millis(500),
         clock,
     )
     .expect("client")
@@ -417,7 +417,7 @@ async fn server_errors_timeouts_and_bad_bodies_are_typed() {
         SourceId::new("g").expect("id"),
         "http://127.0.0.1:1",
         Some(Token::new(TOKEN)),
-        Duration::from_millis(500),
+        loopx_kernel::Duration::from_millis(500),
         clock(),
     )
     .expect("client");
@@ -464,7 +464,7 @@ async fn the_token_never_appears_in_errors_or_debug_output() {
         SourceId::new("g").expect("id"),
         "http://127.0.0.1:1",
         Some(Token::new(TOKEN)),
-        Duration::from_millis(300),
+        loopx_kernel::Duration::from_millis(300),
         clock(),
     )
     .expect("client");

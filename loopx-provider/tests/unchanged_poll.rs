@@ -1,5 +1,6 @@
 //! End to end through the kernel: an unchanged poll produces no event and charges nothing.
 
+use loopx_kernel::submit;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -240,7 +241,7 @@ async fn an_unchanged_poll_produces_no_event_and_no_charge() {
 async fn an_unchanged_poll_through_the_memory_store_records_nothing() {
     use loopx_kernel::OperationId;
     use loopx_kernel::seams::Store;
-    use loopx_store::{MemoryStore, submit};
+    use loopx_store::MemoryStore;
 
     let t0 = Timestamp::parse("2026-11-29T10:00:00Z").expect("ts");
     let provider = CheckRunFixture {

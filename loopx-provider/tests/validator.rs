@@ -69,7 +69,7 @@ async fn a_passing_command_is_passing_evidence_at_the_head_sha() {
         Actor::Validator(SourceId::new("tests").expect("id"))
     );
     let validation = pass.validate(&request, &report).await.expect("validates");
-    assert_eq!(validation.verdict.outcome, VerdictOutcome::Passed);
+    assert_eq!(validation.outcome, VerdictOutcome::Passed);
     let evidence = &validation.evidence[0];
     assert_eq!(evidence.outcome, Outcome::Pass);
     assert_eq!(evidence.revision.as_str(), format!("git:{sha}"));
@@ -78,12 +78,12 @@ async fn a_passing_command_is_passing_evidence_at_the_head_sha() {
 
     let fail = validator(root, &["sh", "-c", "exit 1"]);
     let validation = fail.validate(&request, &report).await.expect("validates");
-    assert_eq!(validation.verdict.outcome, VerdictOutcome::Failed);
+    assert_eq!(validation.outcome, VerdictOutcome::Failed);
     assert_eq!(validation.evidence[0].outcome, Outcome::Fail);
     assert!(
-        validation.verdict.summary.contains("exit 1"),
+        validation.summary.contains("exit 1"),
         "{}",
-        validation.verdict.summary
+        validation.summary
     );
 
     // Uncommitted changes: the evidence is bound to a revision no clean commit matches.

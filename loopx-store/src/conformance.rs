@@ -39,6 +39,7 @@
     reason = "every case is a test: it panics exactly when the backend fails it"
 )]
 
+use loopx_kernel::write::stamp;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -49,12 +50,13 @@ use loopx_kernel::{
     GoalState, Limits, NewTodo, Observation, ObservationKey, OperationId, PersonId, Policy,
     Priority, RecordedEvent, Refusal, ResumeCondition, Revision, SettledTransition, Settlement,
     SourceId, Subject, Timestamp, TodoId, Transition, Verdict, VerdictOutcome, frontier, next_wake,
-    stamp, terminal,
+    terminal,
 };
 
 use crate::hooked::{AppendHook, Hooked};
 use crate::retention::{OperationRecord, Retention};
-use crate::submit::{MAX_ATTEMPTS, SubmitError, Submitted, digest, submit};
+use loopx_kernel::write::{MAX_ATTEMPTS, digest};
+use loopx_kernel::{SubmitError, Submitted, submit};
 
 /// How the suite gets stores from a backend.
 #[async_trait]

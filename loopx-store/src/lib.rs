@@ -12,9 +12,6 @@
 //!   machines; row-level compare-and-set (`SELECT ... FOR UPDATE` on the goal's row), a
 //!   connection pool, `LISTEN`/`NOTIFY` to wake waiters, a lost `COMMIT` answer reported as
 //!   ambiguous.
-//! - [`submit`]: load → [`execute`](loopx_kernel::execute) → [`stamp`](loopx_kernel::stamp) →
-//!   append, with a payload digest and bounded retries on a moved goal. Hosts, the engine and
-//!   the CLI write through it.
 //! - [`Retention`]: bounded history — [`Retention::compact`] folds old events into a base
 //!   snapshot and drops them, keeping every receipt.
 //! - [`Hooked`]: any store with an [`AppendHook`] around its appends (fault injection, metrics).
@@ -41,43 +38,26 @@
 //! `[last_change(state, t), next_wake(state, t))` (see [`last_change`](loopx_kernel::last_change));
 //! a query recomputes (and rewrites) only the goals whose window does not cover its `now`.
 //!
-//! ```
-//! use loopx_kernel::*;
-//! use loopx_store::{MemoryStore, submit};
+//! Every writer goes through the kernel's one write path, the goal handle
+//! ([`StoreExt::goal`](loopx_kernel::StoreExt::goal)): load → [`execute`](loopx_kernel::execute)
+//! → stamp → append under compare-and-set, idempotent by operation id.
 //!
-//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! # let runtime = tokio::runtime::Builder::new_current_thread().build()?;
-//! # runtime.block_on(async {
+//! ```
+//! use loopx_kernel::prelude::*;
+//! use loopx_store::MemoryStore;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let store = MemoryStore::new();
 //! let now = Timestamp::parse("2026-11-29T10:00:00Z")?;
-//! let owner = PersonId::new("maintainer")?;
-//! let spec = GoalSpec {
-//!     id: GoalId::new("json-output")?,
-//!     objective: "add --format json to the CLI".into(),
-//!     owner: owner.clone(),
-//!     criteria: vec![],
-//!     agents: [AgentId::new("agent-a")?].into(),
-//!     budget: Limits::UNLIMITED,
-//!     policy: Policy::default(),
-//!     grants: Default::default(),
-//! };
-//! let goal = spec.id.clone();
-//! let created = submit(
-//!     &store,
-//!     &goal,
-//!     &Actor::Person(owner),
-//!     now,
-//!     &Command::CreateGoal { spec },
-//!     &OperationId::new("create-json-output")?,
-//! )
-//! .await?;
+//! let spec = GoalSpec::builder("json-output", "add --format json to the CLI", "maintainer")
+//!     .agent("agent-a")
+//!     .build()?;
+//! let created = store.goal(&spec.id).create(&spec, now).await?;
 //! assert_eq!(created.receipt.revision, 1);
-//! assert_eq!(store.load(&goal).await?, Some(created.state));
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! # })?;
+//! assert_eq!(store.load(&spec.id).await?, Some(created.state));
 //! # Ok(())
 //! # }
-//! # use loopx_kernel::seams::Store;
 //! ```
 #![forbid(unsafe_code)]
 
@@ -90,7 +70,6 @@ mod hooked;
 mod index;
 mod memory;
 mod retention;
-mod submit;
 mod watch;
 
 #[cfg(feature = "sqlite")]
@@ -112,4 +91,3 @@ pub use postgres::{PostgresOptions, PostgresStore, SCHEMA_VERSION as POSTGRES_SC
 pub use retention::{Compaction, OperationRecord, Retention};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{Durability, SCHEMA_VERSION as SQLITE_SCHEMA_VERSION, SqliteOptions, SqliteStore};
-pub use submit::{MAX_ATTEMPTS, MAX_BACKOFF, SubmitError, Submitted, digest, submit};

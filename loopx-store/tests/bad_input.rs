@@ -4,12 +4,13 @@
 
 mod support;
 
+use loopx_kernel::{SubmitError, submit};
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use loopx_kernel::seams::{Store, StoreError};
 use loopx_kernel::{Actor, AgentId, Command, NewTodo, OperationId, TodoId};
-use loopx_store::{SQLITE_SCHEMA_VERSION, SqliteOptions, SqliteStore, SubmitError, submit};
+use loopx_store::{SQLITE_SCHEMA_VERSION, SqliteOptions, SqliteStore};
 use rusqlite::Connection;
 use support::{block_on, create_goal, goal_id, now};
 

@@ -5,6 +5,7 @@
 //!
 //! `PROPTEST_CASES` sets the number of cases for every backend.
 
+use loopx_kernel::{SubmitError, submit};
 use std::borrow::Cow;
 
 use loopx_kernel::seams::Store;
@@ -12,7 +13,7 @@ use loopx_kernel::testkit::{LifecycleSut, LifecycleTest, config};
 use loopx_kernel::{
     Actor, Command, GoalId, GoalSpec, GoalState, OperationId, RecordedEvent, Refusal, Timestamp,
 };
-use loopx_store::{MemoryStore, SqliteOptions, SqliteStore, SubmitError, submit};
+use loopx_store::{MemoryStore, SqliteOptions, SqliteStore};
 use proptest_state_machine::prop_state_machine;
 use tokio::runtime::Runtime;
 

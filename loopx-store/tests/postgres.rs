@@ -7,15 +7,16 @@
 
 mod support;
 
+use loopx_kernel::submit;
+use loopx_kernel::write::digest;
+use loopx_kernel::write::stamp;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration as StdDuration;
 
 use loopx_kernel::seams::{AppendRequest, Store, StoreError};
-use loopx_kernel::{Command, NewTodo, OperationId, TodoId, stamp};
-use loopx_store::{
-    POSTGRES_SCHEMA_VERSION, PostgresOptions, PostgresStore, Retention, digest, submit,
-};
+use loopx_kernel::{Command, NewTodo, OperationId, TodoId};
+use loopx_store::{POSTGRES_SCHEMA_VERSION, PostgresOptions, PostgresStore, Retention};
 use support::postgres::cluster;
 use support::{create_goal, goal_id, now, owner, spec};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -64,7 +65,7 @@ fn an_unreachable_server_is_unavailable_and_the_password_is_never_shown() {
         .unwrap()
         .port();
     let url = format!("postgres://loopx:hunter2-secret@127.0.0.1:{port}/nowhere");
-    let options = PostgresOptions::default().connect_timeout(StdDuration::from_secs(2));
+    let options = PostgresOptions::default().connect_timeout(loopx_kernel::Duration::seconds(2));
     let result = runtime().block_on(PostgresStore::connect_with(
         &url,
         options,
@@ -481,7 +482,7 @@ fn no_op(i: usize, digest: &str) -> AppendRequest {
 }
 
 /// Adds todo `id` with operation `operation` through `submit`.
-async fn add_todo(store: &PostgresStore, id: &str, operation: &str) -> loopx_store::Submitted {
+async fn add_todo(store: &PostgresStore, id: &str, operation: &str) -> loopx_kernel::Submitted {
     let todo = NewTodo::advance(TodoId::new(id).unwrap(), "work");
     submit(
         store,

@@ -7,6 +7,7 @@
 //! one child role instead of the tests. `LOOPX_TEST_SEED` replays a run's random choices (each
 //! run prints its seed); `LOOPX_CRASH_ROUNDS` changes the number of kills.
 
+use loopx_kernel::{SubmitError, submit};
 use std::collections::{BTreeMap, BTreeSet};
 use std::env;
 use std::io::{BufRead, BufReader, Read};
@@ -17,6 +18,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration as StdDuration, Instant, SystemTime, UNIX_EPOCH};
 
+use loopx_kernel::StoreExt;
 use loopx_kernel::seams::{AppendRequest, Store};
 use loopx_kernel::{
     Actor, AgentId, Amounts, Command, Continuation, Duration, Event, GoalId, GoalSpec, GoalState,
@@ -24,7 +26,7 @@ use loopx_kernel::{
     Timestamp, TodoId, Transition, TurnId, Verdict, VerdictOutcome, check_invariants, frontier,
     next_wake,
 };
-use loopx_store::{SqliteOptions, SqliteStore, SubmitError, submit};
+use loopx_store::{SqliteOptions, SqliteStore};
 use tokio::runtime::Runtime;
 
 #[cfg(feature = "postgres")]
@@ -694,9 +696,14 @@ impl Racer {
         &mut self,
         goal: &GoalId,
         command: &Command,
-    ) -> Result<loopx_store::Submitted, SubmitError> {
+    ) -> Result<loopx_kernel::Submitted, SubmitError> {
         let op = self.op();
-        submit(&*self.store, goal, &self.actor, wall_clock(), command, &op).await
+        // Racers pause between attempts on a contended goal, as the engine and the CLI do.
+        self.store
+            .goal(goal)
+            .paced(&support::WallClock)
+            .submit_operation(&self.actor, wall_clock(), command, &op)
+            .await
     }
 
     /// Claims one of the first todos of a random goal's frontier; the epoch it won.
@@ -857,7 +864,7 @@ fn race_setup(target: &Target) {
         let created = Event::GoalCreated {
             spec: spec(&goal, &race_agents()),
         };
-        let mut events = loopx_kernel::stamp(0, &owner(), now, vec![created]);
+        let mut events = loopx_kernel::write::stamp(0, &owner(), now, vec![created]);
         let mut state = GoalState::replay(&events).unwrap();
         for t in 0..TODOS_PER_GOAL {
             let mut todo = NewTodo::advance(TodoId::new(format!("t{t}")).unwrap(), "race me");

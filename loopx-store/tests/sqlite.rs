@@ -4,14 +4,13 @@
 
 mod support;
 
+use loopx_kernel::submit;
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use loopx_kernel::seams::Store;
 use loopx_kernel::{Actor, AgentId, Command, GoalState, NewTodo, OperationId, TodoId};
-use loopx_store::{
-    Durability, Retention, SQLITE_SCHEMA_VERSION, SqliteOptions, SqliteStore, submit,
-};
+use loopx_store::{Durability, Retention, SQLITE_SCHEMA_VERSION, SqliteOptions, SqliteStore};
 use rusqlite::Connection;
 use support::{block_on, create_goal, goal_id, now, owner, spec};
 

@@ -1,10 +1,10 @@
 //! `loopx claim|begin|renew|release`: the lease on a todo and the turn under it.
 
+use loopx_kernel::Submitted;
 use std::fmt::Write as _;
 
 use clap::Args;
 use loopx_kernel::{Amounts, Command, Duration, GoalState, TodoId, TurnId, Workspace};
-use loopx_store::Submitted;
 use serde_json::{Value, json};
 
 use crate::context::{Ctx, parse_duration, written, written_line};

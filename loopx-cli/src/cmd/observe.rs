@@ -168,8 +168,7 @@ async fn git(ctx: &Ctx, args: &GitArgs) -> Result<Observation, CliError> {
 async fn process(ctx: &Ctx, args: &ProcessArgs) -> Result<(Observation, Value), CliError> {
     let mut spec = CommandSpec::from_argv(&args.argv)
         .map_err(|e| CliError::usage("usage", e.to_string(), "pass the command after `--`"))?;
-    let millis = u64::try_from(args.timeout.as_millis()).unwrap_or(0);
-    spec = spec.timeout(std::time::Duration::from_millis(millis));
+    spec = spec.timeout(args.timeout);
     if let Some(dir) = &args.dir {
         spec = spec.current_dir(dir);
     }

@@ -195,12 +195,11 @@ fn command(
             "give a program to run",
         )
     })?;
-    let millis = u64::try_from(args.timeout.as_millis()).unwrap_or(0);
     spec = spec
         .current_dir(workspace)
         .allow_env("PATH")
         .allow_env("HOME")
-        .timeout(std::time::Duration::from_millis(millis));
+        .timeout(args.timeout);
     for name in &args.pass_env {
         spec = spec.allow_env(name);
     }
@@ -273,14 +272,19 @@ fn progress(out: &Output, n: usize, report: &StepReport) -> String {
             let again = if *resumed { " (resumed)" } else { "" };
             let _ = write!(line, "turn on `{todo}` settled: {verdict:?}{again} · ");
         }
-        Some(TurnOutcome::NotStarted { todo, reason }) => {
-            let _ = write!(line, "`{todo}` not started: {reason} · ");
-        }
-        Some(TurnOutcome::LeaseLost { todo, reason, .. }) => {
+        Some(TurnOutcome::NotStarted { todo, refusal }) => {
             let _ = write!(
                 line,
-                "{} on `{todo}`: {reason} · ",
-                out.paint(Style::Warn, "lease lost")
+                "`{todo}` not started: {}: {refusal} · ",
+                refusal.code()
+            );
+        }
+        Some(TurnOutcome::LeaseLost { todo, refusal, .. }) => {
+            let _ = write!(
+                line,
+                "{} on `{todo}`: {}: {refusal} · ",
+                out.paint(Style::Warn, "lease lost"),
+                refusal.code()
             );
         }
         Some(TurnOutcome::Unknown { todo, turn }) => {

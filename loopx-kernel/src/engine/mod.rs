@@ -19,9 +19,9 @@
 //! its todo is idempotent, and otherwise reported as a `repair` — never silently re-run. A turn
 //! already settled is simply no longer in flight, so the loop moves on.
 //!
-//! Every write goes through [`submit_paced`] with a deterministic operation
-//! id (pausing on the engine's clock when the goal is contended), so a step retried
-//! after a lost reply commits nothing twice. Waiting ([`Engine::wait`]) sleeps until the
+//! Every write goes through the store's [`GoalHandle`](crate::GoalHandle), paced on the
+//! engine's clock, with a deterministic operation id, so a step retried after a lost reply
+//! commits nothing twice. Waiting ([`Engine::wait`]) sleeps until the
 //! decision's wake time or a store notification, whichever comes first.
 
 mod report;
@@ -31,7 +31,7 @@ use std::sync::Arc;
 use futures::future::{Either, select};
 use futures::pin_mut;
 
-pub use report::{ProposalOutcome, StepReport, TurnOutcome, Until};
+pub use report::{ProposalOutcome, ProviderFailure, StepReport, TurnOutcome, Until};
 
 use crate::actor::Actor;
 use crate::budget::Amounts;
@@ -48,9 +48,9 @@ use crate::seams::{
     TurnReport, TurnRequest, Validator,
 };
 use crate::state::GoalState;
-use crate::submit::{SubmitError, Submitted, backoff, digest, submit_paced};
 use crate::time::Duration;
 use crate::todo::{TodoClass, Workspace};
+use crate::write::{StoreExt, SubmitError, Submitted, digest};
 
 /// An observation stream the engine polls through a provider.
 #[derive(Clone)]
@@ -105,6 +105,16 @@ pub enum EngineError {
     Contended {
         /// The goal.
         goal: GoalId,
+    },
+    /// A capability proposed to create another goal than the one the engine steps.
+    #[error(
+        "capability proposed creating goal `{created}` while judging goal `{goal}`; fix the capability"
+    )]
+    GoalMismatch {
+        /// The goal stepped.
+        goal: GoalId,
+        /// The goal the proposal creates.
+        created: GoalId,
     },
     /// The validator could not judge a turn; the turn stays prepared and the next step
     /// recovers it.
@@ -321,9 +331,7 @@ impl Engine {
             workspace: workspace.clone(),
         };
         let op = operation(&["workspace", self.agent.as_str(), &workspace.top_level]);
-        self.write(state, &self.as_agent(), &command, &op)
-            .await?
-            .ok();
+        self.write(state, &self.as_agent(), &command, &op).await?;
         Ok(())
     }
 
@@ -349,9 +357,11 @@ impl Engine {
             let observations = match watch.provider.observe(&request).await {
                 Ok(observations) => observations,
                 Err(error) => {
-                    report
-                        .provider_errors
-                        .push(format!("{}: {error}", watch.provider.source()));
+                    report.provider_errors.push(ProviderFailure {
+                        provider: watch.provider.source().clone(),
+                        key: watch.key.clone(),
+                        error,
+                    });
                     continue;
                 }
             };
@@ -368,7 +378,7 @@ impl Engine {
                     observation: observation.clone(),
                 };
                 let written = self.write(state, &actor, &command, &op).await?;
-                if written.is_ok_and(|events| !events.is_empty()) {
+                if written.changed() {
                     report.observed.push(observation.key.clone());
                     changed.push(observation);
                 }
@@ -399,7 +409,7 @@ impl Engine {
                     target: proposal.command.target().map(str::to_owned),
                     after_turn: report.turn.is_some(),
                     rationale: proposal.rationale,
-                    refused: written.err().map(|refusal| refusal.code().to_owned()),
+                    refused: written.refusal(),
                 });
             }
         }
@@ -480,10 +490,14 @@ impl Engine {
         };
         let at = state.revision.to_string();
         let op = operation(&["claim", todo.as_str(), self.agent.as_str(), &at]);
-        if let Err(refusal) = self.write(state, &self.as_agent(), &command, &op).await? {
+        if let Some(refusal) = self
+            .write(state, &self.as_agent(), &command, &op)
+            .await?
+            .refusal()
+        {
             report.turn = Some(TurnOutcome::NotStarted {
                 todo: todo.clone(),
-                reason: format!("{}: {refusal}", refusal.code()),
+                refusal,
             });
             return Ok(None);
         }
@@ -510,11 +524,11 @@ impl Engine {
         };
         let op = operation(&["begin", state.spec.id.as_str(), turn.as_str()]);
         match self.write(state, &self.as_agent(), &command, &op).await? {
-            Ok(_) => Ok(Some(turn)),
-            Err(refusal) => {
+            Written::Committed(_) => Ok(Some(turn)),
+            Written::Refused(refusal) => {
                 report.turn = Some(TurnOutcome::NotStarted {
                     todo: todo.clone(),
-                    reason: format!("{}: {refusal}", refusal.code()),
+                    refusal,
                 });
                 Ok(None)
             }
@@ -571,10 +585,10 @@ impl Engine {
                 usage: Amounts::ZERO,
                 summary: format!("the executor failed: {error}"),
             })),
-            Either::Right((reason, _)) => Ran::LeaseLost(TurnOutcome::LeaseLost {
+            Either::Right((refusal, _)) => Ran::LeaseLost(TurnOutcome::LeaseLost {
                 todo: request.todo.clone(),
                 turn: request.turn.clone(),
-                reason,
+                refusal,
             }),
         }
     }
@@ -618,15 +632,17 @@ impl Engine {
     }
 
     /// Renews the lease every [`EngineOptions::renew_every`]; resolves only when renewal is
-    /// refused (the lease was lost), with the reason.
-    async fn keep_alive(&self, goal: &GoalId, request: &TurnRequest) -> String {
+    /// refused (the lease was lost), with the refusal.
+    async fn keep_alive(&self, goal: &GoalId, request: &TurnRequest) -> Refusal {
         let actor = Actor::Agent(self.agent.clone());
         let command = Command::Renew {
             todo: request.todo.clone(),
             epoch: request.epoch,
             ttl: self.options.lease_ttl,
         };
-        for n in 1u64.. {
+        let mut n = 0u64;
+        loop {
+            n = n.wrapping_add(1);
             self.clock.sleep(self.options.renew_every).await;
             let op = operation(&[
                 "renew",
@@ -638,10 +654,9 @@ impl Engine {
             // settlement's epoch check is the real fence.
             let renewed = self.submit(goal, &actor, &command, &op).await;
             if let Err(SubmitError::Refused(refusal)) = renewed {
-                return format!("{}: {refusal}", refusal.code());
+                return refusal;
             }
         }
-        "renewals exhausted".into()
     }
 
     async fn settle(
@@ -675,17 +690,17 @@ impl Engine {
         let command = Command::SettleTurn(settlement);
         Ok(
             match self.write(state, &self.as_agent(), &command, &op).await? {
-                Ok(_) => TurnOutcome::Settled {
+                Written::Committed(_) => TurnOutcome::Settled {
                     todo: request.todo.clone(),
                     turn: request.turn.clone(),
                     resumed,
                     verdict: outcome,
                     summary: executed.summary,
                 },
-                Err(refusal) => TurnOutcome::LeaseLost {
+                Written::Refused(refusal) => TurnOutcome::LeaseLost {
                     todo: request.todo.clone(),
                     turn: request.turn.clone(),
-                    reason: format!("{}: {refusal}", refusal.code()),
+                    refusal,
                 },
             },
         )
@@ -715,11 +730,10 @@ impl Engine {
                 turn: request.turn.clone(),
                 error,
             })?;
-        let verdict = Verdict {
-            validator: self.validator.actor(),
-            ..validation.verdict
-        };
-        Ok((verdict, validation.evidence))
+        Ok((
+            validation.verdict(self.validator.actor()),
+            validation.evidence,
+        ))
     }
 
     // ----- plumbing -------------------------------------------------------------------------
@@ -732,33 +746,27 @@ impl Engine {
         command: &Command,
         op: &OperationId,
     ) -> Result<Submitted, SubmitError> {
-        let pause = |retry| self.clock.sleep(backoff(op, retry));
-        submit_paced(
-            &*self.store,
-            goal,
-            actor,
-            self.clock.now(),
-            command,
-            op,
-            pause,
-        )
-        .await
+        self.store
+            .goal(goal)
+            .paced(&*self.clock)
+            .submit_operation(actor, self.clock.now(), command, op)
+            .await
     }
 
     fn as_agent(&self) -> Actor {
         Actor::Agent(self.agent.clone())
     }
 
-    /// Submits `command` as `actor` and moves `state` to the committed state, returning the
-    /// events written. A refusal is the inner error: for the engine's own commands it is part
-    /// of the protocol (a lost race, a lost lease), not a failure.
+    /// Submits `command` as `actor` and moves `state` to the committed state. A refusal is
+    /// not an error: for the engine's own commands it is part of the protocol (a lost race, a
+    /// lost lease).
     async fn write(
         &self,
         state: &mut GoalState,
         actor: &Actor,
         command: &Command,
         op: &OperationId,
-    ) -> Result<Result<Vec<RecordedEvent>, Refusal>, EngineError> {
+    ) -> Result<Written, EngineError> {
         let goal = state.spec.id.clone();
         match self.submit(&goal, actor, command, op).await {
             Ok(Submitted {
@@ -767,13 +775,36 @@ impl Engine {
                 ..
             }) => {
                 *state = committed;
-                Ok(Ok(events))
+                Ok(Written::Committed(events))
             }
-            Err(SubmitError::Refused(refusal)) => Ok(Err(refusal)),
+            Err(SubmitError::Refused(refusal)) => Ok(Written::Refused(refusal)),
             Err(SubmitError::Store(error)) => Err(EngineError::Store(error)),
-            Err(SubmitError::Contended { .. } | SubmitError::GoalMismatch { .. }) => {
-                Err(EngineError::Contended { goal })
+            Err(SubmitError::Contended { .. }) => Err(EngineError::Contended { goal }),
+            Err(SubmitError::GoalMismatch { goal, created }) => {
+                Err(EngineError::GoalMismatch { goal, created })
             }
+        }
+    }
+}
+
+/// What one of the engine's writes came to.
+enum Written {
+    /// It committed these events (none for a no-op or a replay).
+    Committed(Vec<RecordedEvent>),
+    /// The kernel refused it; nothing changed.
+    Refused(Refusal),
+}
+
+impl Written {
+    /// True when it committed at least one event.
+    fn changed(&self) -> bool {
+        matches!(self, Written::Committed(events) if !events.is_empty())
+    }
+
+    fn refusal(self) -> Option<Refusal> {
+        match self {
+            Written::Committed(_) => None,
+            Written::Refused(refusal) => Some(refusal),
         }
     }
 }

@@ -2,12 +2,15 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::refusal::Refusal;
+use crate::seams::ProviderError;
+
 use crate::command::VerdictOutcome;
 use crate::decide::Decision;
 use crate::ids::{GoalId, ObservationKey, SourceId, TodoId, TurnId};
 
 /// The account of one [`Engine::step`](super::Engine::step).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct StepReport {
     /// The goal.
     pub goal: GoalId,
@@ -18,7 +21,7 @@ pub struct StepReport {
     pub observed: Vec<ObservationKey>,
     /// Providers that failed to answer (the step goes on without them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub provider_errors: Vec<String>,
+    pub provider_errors: Vec<ProviderFailure>,
     /// Every capability proposal and whether the kernel accepted it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub proposals: Vec<ProposalOutcome>,
@@ -47,8 +50,25 @@ impl StepReport {
     }
 }
 
+/// A provider that failed to answer a watch's poll.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ProviderFailure {
+    /// The provider.
+    pub provider: SourceId,
+    /// The stream it was asked for.
+    pub key: ObservationKey,
+    /// What failed; the next due poll asks again.
+    pub error: ProviderError,
+}
+
+impl std::fmt::Display for ProviderFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({}): {}", self.provider, self.key, self.error)
+    }
+}
+
 /// A capability proposal as the engine submitted it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ProposalOutcome {
     /// The capability.
     pub capability: SourceId,
@@ -63,13 +83,14 @@ pub struct ProposalOutcome {
     pub after_turn: bool,
     /// Why the capability proposed it.
     pub rationale: String,
-    /// The refusal code when the kernel refused it; `None` when it took effect.
+    /// The kernel's refusal when it refused it (its `code` says why, stably); `None` when it
+    /// took effect.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub refused: Option<String>,
+    pub refused: Option<Refusal>,
 }
 
 /// What became of the turn a step tried to take.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum TurnOutcome {
     /// The turn ran (or was recovered) and settled in one commit.
@@ -90,8 +111,8 @@ pub enum TurnOutcome {
     NotStarted {
         /// The todo.
         todo: TodoId,
-        /// Why.
-        reason: String,
+        /// The kernel's refusal of the claim or of the prepared-turn record.
+        refusal: Refusal,
     },
     /// The lease was lost while the turn ran (renewal or settlement refused): the turn's
     /// result was not recorded; whoever holds the todo now decides.
@@ -100,8 +121,8 @@ pub enum TurnOutcome {
         todo: TodoId,
         /// The turn.
         turn: TurnId,
-        /// The refusal.
-        reason: String,
+        /// The kernel's refusal of the renewal or the settlement.
+        refusal: Refusal,
     },
     /// A prepared turn was found in flight and the executor cannot tell whether its effects
     /// happened; the step's decision is `repair`.

@@ -349,7 +349,7 @@ impl World {
         let now = ts("10:00");
         let command = Command::CreateGoal { spec };
         let events = execute(None, &owner(), now, &command).unwrap();
-        let log = loopx_kernel::stamp(0, &owner(), now, events);
+        let log = loopx_kernel::write::stamp(0, &owner(), now, events);
         let goal = GoalState::replay(&log).unwrap();
         World {
             goal,

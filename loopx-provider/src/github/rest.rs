@@ -18,7 +18,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 
 use async_trait::async_trait;
 use loopx_kernel::seams::{Clock, Effect, EffectStatus, ObserveRequest, Provider, ProviderError};
@@ -222,9 +221,10 @@ impl GitHubClient {
         source: SourceId,
         base: impl Into<String>,
         token: Option<Token>,
-        timeout: Duration,
+        timeout: loopx_kernel::Duration,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, GitHubError> {
+        let timeout = timeout.to_std();
         let http = reqwest::Client::builder()
             .timeout(timeout)
             .connect_timeout(timeout)

@@ -64,16 +64,16 @@ impl PostgresOptions {
     /// How long opening one connection may take before it fails with
     /// [`StoreError::Unavailable`] (default 5 s).
     #[must_use]
-    pub fn connect_timeout(mut self, timeout: StdDuration) -> Self {
-        self.connect_timeout = timeout;
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout.to_std();
         self
     }
 
     /// How long a call waits for a free pooled connection before it fails with
     /// [`StoreError::Unavailable`] (default 30 s).
     #[must_use]
-    pub fn wait_timeout(mut self, timeout: StdDuration) -> Self {
-        self.wait_timeout = timeout;
+    pub fn wait_timeout(mut self, timeout: Duration) -> Self {
+        self.wait_timeout = timeout.to_std();
         self
     }
 

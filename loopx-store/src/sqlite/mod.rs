@@ -68,8 +68,8 @@ impl SqliteOptions {
     /// How long a write waits for another writer (in this or another process) before it
     /// fails with [`StoreError::Unavailable`] (default 5 s).
     #[must_use]
-    pub fn busy_timeout(mut self, timeout: StdDuration) -> Self {
-        self.busy_timeout = timeout;
+    pub fn busy_timeout(mut self, timeout: Duration) -> Self {
+        self.busy_timeout = timeout.to_std();
         self
     }
 
@@ -94,8 +94,8 @@ impl SqliteOptions {
     /// this one, so waiting is polling: a change is seen at most this long after its commit,
     /// and each poll is one small indexed read.
     #[must_use]
-    pub fn change_poll(mut self, interval: StdDuration) -> Self {
-        self.change_poll = interval.max(StdDuration::from_millis(1));
+    pub fn change_poll(mut self, interval: Duration) -> Self {
+        self.change_poll = interval.to_std().max(StdDuration::from_millis(1));
         self
     }
 }

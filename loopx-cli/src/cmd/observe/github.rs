@@ -7,6 +7,7 @@
 //! refused token, unknown pull request, malformed body) writes nothing. The token is read from
 //! the environment variable named by `--token-env` only, and never printed.
 
+use loopx_kernel::submit;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
@@ -14,7 +15,6 @@ use clap::Args;
 use loopx_kernel::ManualClock;
 use loopx_kernel::{Actor, Command, Duration, Observation, OperationId, SourceId};
 use loopx_provider::github::rest::{GITHUB_API, GitHubClient, GitHubError, Token};
-use loopx_store::submit;
 use serde_json::{Map, Value, json};
 
 use crate::context::{Ctx, parse_duration, written, written_line};
@@ -156,12 +156,11 @@ async fn poll(
         Actor::Provider(id) => id.clone(),
         _ => SourceId::new(PROVIDER)?,
     };
-    let millis = u64::try_from(args.timeout.as_millis()).unwrap_or(0).max(1);
     let client = GitHubClient::new(
         source,
         args.api_url.as_str(),
         token,
-        std::time::Duration::from_millis(millis),
+        loopx_kernel::Duration::from_millis(args.timeout.as_millis().max(1)),
         Arc::new(ManualClock::new(ctx.now)),
     )
     .map_err(|e| github_error(&e))?;

@@ -1,15 +1,22 @@
 //! The write path every host takes: load the goal, let the kernel validate the command, stamp
 //! the events and append them under compare-and-set, idempotent by operation id.
+//!
+//! A host writes through a [`GoalHandle`] (`store.goal(&id)`, from [`StoreExt`]); the engine
+//! and the CLI write through the same [`submit_paced`]. The digest, the pacing between
+//! attempts and the stamping of events are here for adapters that build their own path.
 
 use std::future::Future;
 
 use crate::actor::Actor;
 use crate::command::Command;
+use crate::decide::{Decision, decide};
 use crate::event::RecordedEvent;
-use crate::execute::{execute, stamp};
-use crate::ids::{GoalId, OperationId};
+use crate::execute::execute;
+pub use crate::execute::stamp;
+use crate::goal::GoalSpec;
+use crate::ids::{AgentId, GoalId, IntoId, InvalidId, OperationId};
 use crate::refusal::Refusal;
-use crate::seams::{AppendRequest, Receipt, Store, StoreError};
+use crate::seams::{AppendRequest, Clock, Receipt, Store, StoreError};
 use crate::state::{GoalState, ReplayError};
 use crate::time::{Duration, Timestamp};
 use serde_json::Value;
@@ -86,6 +93,153 @@ pub enum SubmitError {
 impl From<StoreError> for SubmitError {
     fn from(error: StoreError) -> Self {
         SubmitError::Store(error)
+    }
+}
+
+/// Writes to one goal of a store: create it from its spec, submit commands, read its state and
+/// its decision, without naming the goal on every call. Cheap to make and to clone; it holds
+/// no state of its own beyond the store, the goal id and an optional clock to pace retries on.
+pub struct GoalHandle<'s, S: ?Sized> {
+    store: &'s S,
+    goal: GoalId,
+    pacing: Option<&'s dyn Clock>,
+}
+
+impl<S: ?Sized> Clone for GoalHandle<'_, S> {
+    fn clone(&self) -> Self {
+        GoalHandle {
+            store: self.store,
+            goal: self.goal.clone(),
+            pacing: self.pacing,
+        }
+    }
+}
+
+/// [`Store::goal`](StoreExt::goal) for every store: the entry to a [`GoalHandle`].
+pub trait StoreExt: Store {
+    /// A handle on goal `goal` of this store (which need not exist yet).
+    fn goal(&self, goal: &GoalId) -> GoalHandle<'_, Self> {
+        GoalHandle {
+            store: self,
+            goal: goal.clone(),
+            pacing: None,
+        }
+    }
+}
+
+impl<S: Store + ?Sized> StoreExt for S {}
+
+impl<'s, S: Store + ?Sized> GoalHandle<'s, S> {
+    /// The goal.
+    pub fn id(&self) -> &GoalId {
+        &self.goal
+    }
+
+    /// The same handle, pausing on `clock` for [`backoff`] between attempts on a goal that
+    /// other writers keep moving (without it, attempts follow each other at once).
+    #[must_use]
+    pub fn paced(mut self, clock: &'s dyn Clock) -> Self {
+        self.pacing = Some(clock);
+        self
+    }
+
+    /// Creates the goal from `spec`, as its owner. Idempotent: creating the same spec again
+    /// replays the first receipt (`replayed`).
+    ///
+    /// # Errors
+    /// [`SubmitError::GoalMismatch`] when `spec` names another goal; otherwise as
+    /// [`submit`] (`goal_exists` when another spec already created it).
+    pub async fn create(&self, spec: &GoalSpec, now: Timestamp) -> Result<Submitted, SubmitError> {
+        let owner = Actor::Person(spec.owner.clone());
+        let command = Command::CreateGoal { spec: spec.clone() };
+        self.submit(&owner, now, &command).await
+    }
+
+    /// Submits `command` as `actor` under an operation id derived from the actor and the
+    /// command ([`derived_operation`]): a retry of the same write replays its first receipt.
+    /// A command meant to take effect twice with the same payload (a second identical renewal,
+    /// say) needs ids of its own: [`Self::submit_operation`].
+    ///
+    /// # Errors
+    /// As [`submit`].
+    pub async fn submit(
+        &self,
+        actor: &Actor,
+        now: Timestamp,
+        command: &Command,
+    ) -> Result<Submitted, SubmitError> {
+        let operation = derived_operation(actor, command);
+        self.submit_operation(actor, now, command, &operation).await
+    }
+
+    /// Submits `command` as `actor` under the caller's operation id.
+    ///
+    /// # Errors
+    /// As [`submit`].
+    pub async fn submit_operation(
+        &self,
+        actor: &Actor,
+        now: Timestamp,
+        command: &Command,
+        operation: &OperationId,
+    ) -> Result<Submitted, SubmitError> {
+        let (store, goal) = (self.store, &self.goal);
+        match self.pacing {
+            Some(clock) => {
+                let pause = |retry| clock.sleep(backoff(operation, retry));
+                submit_paced(store, goal, actor, now, command, operation, pause).await
+            }
+            None => submit(store, goal, actor, now, command, operation).await,
+        }
+    }
+
+    /// The goal's current state.
+    ///
+    /// # Errors
+    /// [`StoreError::UnknownGoal`] when it does not exist, or a store failure.
+    pub async fn state(&self) -> Result<GoalState, StoreError> {
+        self.store
+            .load(&self.goal)
+            .await?
+            .ok_or_else(|| StoreError::UnknownGoal {
+                goal: self.goal.clone(),
+            })
+    }
+
+    /// The kernel's decision for `agent` at `now`, from the goal's current state.
+    ///
+    /// # Errors
+    /// [`HandleError::InvalidId`] for an invalid agent text; otherwise as [`Self::state`].
+    pub async fn decide(
+        &self,
+        agent: impl IntoId<AgentId>,
+        now: Timestamp,
+    ) -> Result<Decision, HandleError> {
+        let agent = agent.into_id()?;
+        Ok(decide(&self.state().await?, &agent, now))
+    }
+}
+
+/// Why a [`GoalHandle`] read failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum HandleError {
+    /// An id given as text is not valid.
+    #[error(transparent)]
+    InvalidId(#[from] InvalidId),
+    /// The store failed, or the goal does not exist.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The operation id a [`GoalHandle`] derives when the caller gives none: `op-` and 32
+/// hexadecimal digits of the [`digest`] of (actor, command). Equal for a retry of the same
+/// write, distinct for another actor or payload.
+pub fn derived_operation(actor: &Actor, command: &Command) -> OperationId {
+    let text = format!("op-{}", &digest(actor, command)[..32]);
+    match OperationId::new(text) {
+        Ok(id) => id,
+        Err(_) => unreachable!("`op-` and 32 hexadecimal digits form a valid id"),
     }
 }
 
