@@ -329,21 +329,19 @@ pub struct Proposal {
     pub rationale: String,
 }
 
-/// Domain judgement: goal state and fresh observations in, proposed commands out. Pure and
-/// synchronous; it holds no lifecycle logic and cannot write state except through proposals the
-/// kernel validates.
+/// Domain judgement: goal state in, proposed commands out. Pure and synchronous; it holds no
+/// lifecycle logic and cannot write state except through proposals the kernel validates.
+///
+/// A capability is not told which observations just changed: they are already recorded in
+/// `state`, and judging the state alone is what makes a restarted engine, or another host,
+/// judge the same.
 pub trait Capability: Send + Sync {
     /// The capability's name, recorded as the proposals' actor.
     fn source(&self) -> &SourceId;
 
-    /// Judges the goal at `now` for `agent` given the observations just made.
-    fn judge(
-        &self,
-        state: &GoalState,
-        agent: &AgentId,
-        observations: &[Observation],
-        now: Timestamp,
-    ) -> Vec<Proposal>;
+    /// Judges the goal as it stands at `now`, for `agent` (the agent whose engine asks, which
+    /// a capability may make the owner of the work it proposes).
+    fn judge(&self, state: &GoalState, agent: &AgentId, now: Timestamp) -> Vec<Proposal>;
 }
 
 // ----- executor and validator -----------------------------------------------------------------
