@@ -293,6 +293,10 @@ pub enum ProviderError {
 }
 
 /// One bounded external call that returns typed observations; never a state machine of its own.
+///
+/// Observing is all the engine asks of a provider. A provider that also performs external
+/// side effects implements [`Effector`] too; one that performs none simply does not, so no
+/// caller can ask it for an effect and no wrapper can forget to forward one.
 #[async_trait]
 pub trait Provider: Send + Sync {
     /// The provider's name, recorded as the observations' actor.
@@ -300,21 +304,19 @@ pub trait Provider: Send + Sync {
 
     /// Observes one stream.
     async fn observe(&self, request: &ObserveRequest) -> Result<Vec<Observation>, ProviderError>;
+}
 
-    /// Performs an effect; providers without effects refuse with [`ProviderError::Invalid`].
-    async fn perform(&self, effect: &Effect) -> Result<EffectStatus, ProviderError> {
-        Err(ProviderError::Invalid(format!(
-            "`{}` performs no effects (asked for `{}`)",
-            self.source(),
-            effect.kind
-        )))
-    }
+/// Performs fenced external side effects and reads them back. Implemented next to
+/// [`Provider`] by the providers that write to the world (a GitHub comment, a status); a
+/// wrapper implements it exactly when the provider it wraps does.
+#[async_trait]
+pub trait Effector: Send + Sync {
+    /// Performs an effect at most once per idempotency key, refusing an epoch older than one
+    /// already seen for the same todo where the provider can tell.
+    async fn perform(&self, effect: &Effect) -> Result<EffectStatus, ProviderError>;
 
-    /// Reads back whether an effect happened.
-    async fn readback(&self, effect: &Effect) -> Result<EffectStatus, ProviderError> {
-        let _ = effect;
-        Ok(EffectStatus::Unknown)
-    }
+    /// Reads back whether an effect happened: [`EffectStatus::Unknown`] when it cannot tell.
+    async fn readback(&self, effect: &Effect) -> Result<EffectStatus, ProviderError>;
 }
 
 // ----- capability -----------------------------------------------------------------------------
