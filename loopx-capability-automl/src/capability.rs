@@ -13,8 +13,7 @@ use std::collections::BTreeSet;
 use loopx_kernel::seams::{Capability, Proposal};
 use loopx_kernel::{
     Actor, AgentId, DecisionScope, ExpiryPolicy, GateId, GateScope, GoalState, NewGate, NewTodo,
-    ObligationId, ObligationKind, Observation, Priority, Proposals, Revision, SourceId, Timestamp,
-    TodoId,
+    ObligationId, ObligationKind, Priority, Proposals, Revision, SourceId, Timestamp, TodoId,
 };
 
 use crate::classify::{Inconclusive, InfraCause, Verdict};
@@ -52,15 +51,9 @@ impl Capability for AutoMl {
         &self.source
     }
 
-    /// Ignores `observations` on purpose: they are already in `state`, and judging the state
-    /// alone makes a restarted engine judge the same.
-    fn judge(
-        &self,
-        state: &GoalState,
-        agent: &AgentId,
-        _observations: &[Observation],
-        now: Timestamp,
-    ) -> Vec<Proposal> {
+    /// Judges the experiments the goal has observed; `agent` becomes the owner of the work
+    /// it proposes when it is registered with the goal.
+    fn judge(&self, state: &GoalState, agent: &AgentId, now: Timestamp) -> Vec<Proposal> {
         let mut plan = Plan::new(self, state, agent, now);
         for judgement in assess(&self.contract, state) {
             plan.follow(&judgement);

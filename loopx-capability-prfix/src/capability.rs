@@ -288,15 +288,9 @@ impl Capability for PrFix {
         &self.source
     }
 
-    /// Judges every pull request and triaged issue the goal has observed. The observations
-    /// argument only says what just changed; the goal's recorded observations are the facts.
-    fn judge(
-        &self,
-        state: &GoalState,
-        _agent: &AgentId,
-        _observations: &[Observation],
-        now: Timestamp,
-    ) -> Vec<Proposal> {
+    /// Judges every pull request and triaged issue the goal has observed: the goal's recorded
+    /// observations are the facts.
+    fn judge(&self, state: &GoalState, _agent: &AgentId, now: Timestamp) -> Vec<Proposal> {
         let mut out = Proposals::at(state, now);
         if state.abandoned.is_some() {
             return out.into_vec();

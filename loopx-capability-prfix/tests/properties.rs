@@ -508,7 +508,7 @@ fn closed_pull_requests_leave_nothing_running(state: &GoalState, now: Timestamp)
 
 /// Judging the same state again proposes nothing: repeated judgements converge.
 fn judgements_converge(capability: &PrFix, state: &GoalState, now: Timestamp) -> Checked {
-    let again = capability.judge(state, &roster::agents()[0], &[], now);
+    let again = capability.judge(state, &roster::agents()[0], now);
     prop_assert!(
         again.is_empty(),
         "a second judgement proposed {:?}",

@@ -8,8 +8,8 @@ use std::collections::BTreeSet;
 
 use loopx_kernel::seams::{Capability, Proposal};
 use loopx_kernel::{
-    Actor, AgentId, ExpiryPolicy, GateScope, GoalState, NewGate, NewTodo, ObligationKind,
-    Observation, PersonId, Priority, Proposals, SourceId, Timestamp, Todo,
+    Actor, AgentId, ExpiryPolicy, GateScope, GoalState, NewGate, NewTodo, ObligationKind, PersonId,
+    Priority, Proposals, SourceId, Timestamp, Todo,
 };
 
 use crate::config::{ConfigError, ResearchConfig};
@@ -199,16 +199,9 @@ impl Capability for Research {
         &self.config.name
     }
 
-    /// Proposes, for every line of work, what its standing calls for. The observations just
-    /// made are already part of `state`; the ledger is derived from the whole state so that
-    /// nothing depends on which judgement saw which observation.
-    fn judge(
-        &self,
-        state: &GoalState,
-        _agent: &AgentId,
-        _observations: &[Observation],
-        now: Timestamp,
-    ) -> Vec<Proposal> {
+    /// Proposes, for every line of work, what its standing calls for. The ledger is derived
+    /// from the whole state so that nothing depends on which judgement saw which observation.
+    fn judge(&self, state: &GoalState, _agent: &AgentId, now: Timestamp) -> Vec<Proposal> {
         let ledger = ledger(state);
         let mut proposals = Proposals::at(state, now);
         for entry in &ledger.hypotheses {

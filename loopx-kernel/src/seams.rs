@@ -294,6 +294,10 @@ pub enum ProviderError {
 }
 
 /// One bounded external call that returns typed observations; never a state machine of its own.
+///
+/// Observing is all the engine asks of a provider. A provider that also performs external
+/// side effects implements [`Effector`] too; one that performs none simply does not, so no
+/// caller can ask it for an effect and no wrapper can forget to forward one.
 #[async_trait]
 pub trait Provider: Send + Sync {
     /// The provider's name, recorded as the observations' actor.
@@ -301,21 +305,19 @@ pub trait Provider: Send + Sync {
 
     /// Observes one stream.
     async fn observe(&self, request: &ObserveRequest) -> Result<Vec<Observation>, ProviderError>;
+}
 
-    /// Performs an effect; providers without effects refuse with [`ProviderError::Invalid`].
-    async fn perform(&self, effect: &Effect) -> Result<EffectStatus, ProviderError> {
-        Err(ProviderError::Invalid(format!(
-            "`{}` performs no effects (asked for `{}`)",
-            self.source(),
-            effect.kind
-        )))
-    }
+/// Performs fenced external side effects and reads them back. Implemented next to
+/// [`Provider`] by the providers that write to the world (a GitHub comment, a status); a
+/// wrapper implements it exactly when the provider it wraps does.
+#[async_trait]
+pub trait Effector: Send + Sync {
+    /// Performs an effect at most once per idempotency key, refusing an epoch older than one
+    /// already seen for the same todo where the provider can tell.
+    async fn perform(&self, effect: &Effect) -> Result<EffectStatus, ProviderError>;
 
-    /// Reads back whether an effect happened.
-    async fn readback(&self, effect: &Effect) -> Result<EffectStatus, ProviderError> {
-        let _ = effect;
-        Ok(EffectStatus::Unknown)
-    }
+    /// Reads back whether an effect happened: [`EffectStatus::Unknown`] when it cannot tell.
+    async fn readback(&self, effect: &Effect) -> Result<EffectStatus, ProviderError>;
 }
 
 // ----- capability -----------------------------------------------------------------------------
@@ -330,21 +332,19 @@ pub struct Proposal {
     pub rationale: String,
 }
 
-/// Domain judgement: goal state and fresh observations in, proposed commands out. Pure and
-/// synchronous; it holds no lifecycle logic and cannot write state except through proposals the
-/// kernel validates.
+/// Domain judgement: goal state in, proposed commands out. Pure and synchronous; it holds no
+/// lifecycle logic and cannot write state except through proposals the kernel validates.
+///
+/// A capability is not told which observations just changed: they are already recorded in
+/// `state`, and judging the state alone is what makes a restarted engine, or another host,
+/// judge the same.
 pub trait Capability: Send + Sync {
     /// The capability's name, recorded as the proposals' actor.
     fn source(&self) -> &SourceId;
 
-    /// Judges the goal at `now` for `agent` given the observations just made.
-    fn judge(
-        &self,
-        state: &GoalState,
-        agent: &AgentId,
-        observations: &[Observation],
-        now: Timestamp,
-    ) -> Vec<Proposal>;
+    /// Judges the goal as it stands at `now`, for `agent` (the agent whose engine asks, which
+    /// a capability may make the owner of the work it proposes).
+    fn judge(&self, state: &GoalState, agent: &AgentId, now: Timestamp) -> Vec<Proposal>;
 }
 
 // ----- executor and validator -----------------------------------------------------------------

@@ -8,7 +8,10 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use futures::future::BoxFuture;
 use loopx_kernel::ManualClock;
-use loopx_kernel::engine::{Engine, EngineBuilder, EngineOptions, TurnOutcome, Until};
+use loopx_kernel::engine::{
+    Engine, EngineBuilder, EngineOptions, JudgeRound, StepReport, TurnOutcome, Until,
+    record_observation,
+};
 use loopx_kernel::seams::{
     Capability, Clock, Executor, ObserveRequest, Proposal, Provider, ProviderError, Recovery,
     Store, TurnError, TurnReport, TurnRequest, Validation, Validator,
@@ -521,7 +524,7 @@ impl Provider for Feed {
     }
 }
 
-/// Adds a fix todo for every failing check it is shown.
+/// Adds a fix todo for every failing check the goal has observed.
 struct FixFailures(SourceId);
 
 impl Capability for FixFailures {
@@ -529,15 +532,10 @@ impl Capability for FixFailures {
         &self.0
     }
 
-    fn judge(
-        &self,
-        state: &GoalState,
-        _: &AgentId,
-        seen: &[Observation],
-        _: Timestamp,
-    ) -> Vec<Proposal> {
-        let mut proposals = Proposals::new(state);
-        for observation in seen.iter().filter(|o| o.fact("verdict") == Some("fail")) {
+    fn judge(&self, state: &GoalState, _: &AgentId, now: Timestamp) -> Vec<Proposal> {
+        let mut proposals = Proposals::at(state, now);
+        let failing = state.observations.values();
+        for observation in failing.filter(|o| o.fact("verdict") == Some("fail")) {
             proposals.add_todo(
                 todo(&format!("fix-{}", observation.revision)),
                 "the check failed",
@@ -597,6 +595,109 @@ fn observations_feed_capabilities_whose_proposals_become_work() {
         let polled = engine.step(&goal).await.expect("a polled step");
         assert!(polled.observed.is_empty() && polled.proposals.is_empty());
         assert_eq!(executor.runs.load(Ordering::SeqCst), 1);
+    });
+}
+
+/// Asks for a review of every fix todo the goal holds: it sees only what the capabilities
+/// before it in a round committed.
+struct Reviews(SourceId);
+
+impl Capability for Reviews {
+    fn source(&self) -> &SourceId {
+        &self.0
+    }
+
+    fn judge(&self, state: &GoalState, _: &AgentId, now: Timestamp) -> Vec<Proposal> {
+        let mut proposals = Proposals::at(state, now);
+        let fixes = state.todos.iter().map(|(id, _)| id);
+        for fix in fixes.filter(|id| id.as_str().starts_with("fix-")) {
+            proposals.add_todo(todo(&format!("review-{fix}")), "a fix needs a review");
+        }
+        proposals.into_vec()
+    }
+}
+
+/// The proposals a step judged before its turn: who, about what, why.
+fn judged_before_turn(report: &StepReport) -> Vec<(String, Option<String>, String)> {
+    report
+        .proposals
+        .iter()
+        .filter(|p| !p.after_turn)
+        .map(|p| {
+            (
+                p.capability.to_string(),
+                p.target.clone(),
+                p.rationale.clone(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn the_engine_runs_the_judge_round_a_goal_in_memory_runs() {
+    block_on(async {
+        let h = Harness::new();
+        let goal = goal(&h.store, &[]).await;
+        let failing = check("r1", "fail");
+        let feed = Arc::new(Feed {
+            source: id("ci"),
+            next: Mutex::new(vec![failing.clone()]),
+        });
+        let fixer: Arc<dyn Capability> = Arc::new(FixFailures(id("fixer")));
+        let reviewer: Arc<dyn Capability> = Arc::new(Reviews(id("reviewer")));
+
+        // The same phases over the goal held in memory, as `testkit::scenario` runs them.
+        let mut state = h.store.load(&goal).await.expect("load").expect("a goal");
+        let recorded = record_observation(&id("ci"), failing);
+        state
+            .handle(&recorded.actor, start(), &recorded.command)
+            .expect("the observation is recorded");
+        let mut round = JudgeRound::new([&*fixer, &*reviewer], &agent(), start());
+        let mut in_memory = Vec::new();
+        let mut operations = Vec::new();
+        while let Some(proposed) = round.next_proposal(&state) {
+            let submission = &proposed.submission;
+            assert_eq!(
+                submission.actor,
+                Actor::Capability(proposed.capability.clone())
+            );
+            state
+                .handle(&submission.actor, start(), &submission.command)
+                .expect("accepted");
+            let target = submission.command.target().map(str::to_owned);
+            in_memory.push((proposed.capability.to_string(), target, proposed.rationale));
+            operations.push(submission.operation.clone());
+        }
+        assert_eq!(
+            in_memory,
+            vec![
+                (
+                    "fixer".into(),
+                    Some("fix-r1".into()),
+                    "the check failed".into()
+                ),
+                (
+                    "reviewer".into(),
+                    Some("review-fix-r1".into()),
+                    "a fix needs a review".into()
+                ),
+            ],
+            "the reviewer judged the goal after the fixer's proposal committed"
+        );
+
+        let engine = h
+            .builder(Arc::new(Scripted::completing()))
+            .watch(feed, id("check:ci"), Duration::minutes(5))
+            .capability(fixer)
+            .capability(reviewer)
+            .build();
+        let report = engine.step(&goal).await.expect("a step");
+
+        assert_eq!(judged_before_turn(&report), in_memory);
+        for op in &operations {
+            let receipt = h.store.receipt(&goal, op).await.expect("a receipt read");
+            assert!(receipt.is_some(), "the engine committed under `{op}`");
+        }
     });
 }
 

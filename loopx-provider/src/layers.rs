@@ -1,5 +1,7 @@
-//! Tower-style wrappers over [`Provider`]: each wraps a provider and is one itself, so they
-//! stack (`Retry::new(Timeout::new(client, ..), ..)`).
+//! Tower-style wrappers over [`Provider`] and [`Effector`]: each wraps a provider and is one
+//! itself, so they stack (`Retry::new(Timeout::new(client, ..), ..)`). A wrapper implements
+//! [`Effector`] exactly when the provider it wraps does, and forwards every method of both
+//! traits, so wrapping never turns an effect into a refusal.
 //!
 //! - [`Timeout`] bounds every call;
 //! - [`Retry`] retries **reads only** (`observe`, `readback`) with exponential backoff on
@@ -7,37 +9,79 @@
 //!   after a failure is unknown and must be read back), nor `Invalid` or `RateLimited`;
 //! - [`FingerprintCache`] drops observations whose fingerprint equals the last one returned for
 //!   the same key (or the caller's `known`), so an unchanged poll yields nothing;
-//! - [`Record`] and [`Replay`] capture a provider's answers on a [`Tape`] and play them back
-//!   in order, for tests without the network.
+//! - [`Record`] and [`Replay`] capture a provider's answers (observations and effects) on a
+//!   [`Tape`] and play them back in order, for tests without the network.
+//!
+//! [`Timeout`] and [`Retry`] wait on a [`Clock`], never on the runtime's timer directly: the
+//! host's [`SystemClock`](crate::clock::SystemClock) in production, a
+//! [`ManualClock`](loopx_kernel::ManualClock) in tests, which moves only when told to.
+//!
+//! A wrapper over a provider that performs no effects performs none either:
+//!
+//! ```compile_fail
+//! # use std::sync::Arc;
+//! # use loopx_kernel::seams::Effector;
+//! # use loopx_provider::layers::FingerprintCache;
+//! # use loopx_provider::metrics::MetricsProvider;
+//! fn performs(_: &impl Effector) {}
+//! fn check(metrics: MetricsProvider) {
+//!     performs(&FingerprintCache::new(metrics)); // MetricsProvider is no Effector
+//! }
+//! ```
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
-use loopx_kernel::seams::{Effect, EffectStatus, ObserveRequest, Provider, ProviderError};
-use loopx_kernel::{Fingerprint, Observation, ObservationKey, SourceId};
+use futures::future::{Either, select};
+use loopx_kernel::seams::{
+    Clock, Effect, EffectStatus, Effector, ObserveRequest, Provider, ProviderError,
+};
+use loopx_kernel::{Duration, Fingerprint, Observation, ObservationKey, SourceId};
 use serde::{Deserialize, Serialize};
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-fn kernel_duration(d: std::time::Duration) -> loopx_kernel::Duration {
-    loopx_kernel::Duration::from_millis(i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
 /// Bounds every call of the inner provider.
-#[derive(Debug)]
 pub struct Timeout<P> {
     inner: P,
-    limit: std::time::Duration,
+    limit: Duration,
+    clock: Arc<dyn Clock>,
+}
+
+impl<P: std::fmt::Debug> std::fmt::Debug for Timeout<P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Timeout")
+            .field("inner", &self.inner)
+            .field("limit", &self.limit)
+            .finish_non_exhaustive()
+    }
 }
 
 impl<P> Timeout<P> {
-    /// Wraps `inner`; a call running past `limit` is dropped and fails with
-    /// [`ProviderError::Timeout`].
-    pub fn new(inner: P, limit: std::time::Duration) -> Self {
-        Timeout { inner, limit }
+    /// Wraps `inner`: a call still running once `clock` has moved `limit` past its start is
+    /// dropped, and fails with [`ProviderError::Timeout`] (a readback answers
+    /// [`EffectStatus::Unknown`] instead: it cannot tell).
+    pub fn new(inner: P, limit: Duration, clock: Arc<dyn Clock>) -> Self {
+        Timeout {
+            inner,
+            limit,
+            clock,
+        }
+    }
+
+    /// The call's answer, or `None` when the clock reached the limit first.
+    async fn bounded<T, F>(&self, call: F) -> Option<T>
+    where
+        F: Future<Output = T> + Unpin,
+    {
+        match select(call, self.clock.sleep(self.limit)).await {
+            Either::Left((answer, _)) => Some(answer),
+            Either::Right(((), _)) => None,
+        }
     }
 }
 
@@ -48,46 +92,67 @@ impl<P: Provider> Provider for Timeout<P> {
     }
 
     async fn observe(&self, request: &ObserveRequest) -> Result<Vec<Observation>, ProviderError> {
-        tokio::time::timeout(self.limit, self.inner.observe(request))
+        self.bounded(self.inner.observe(request))
             .await
-            .map_err(|_| ProviderError::Timeout(kernel_duration(self.limit)))?
+            .ok_or(ProviderError::Timeout(self.limit))?
     }
+}
 
+#[async_trait]
+impl<P: Effector> Effector for Timeout<P> {
     async fn perform(&self, effect: &Effect) -> Result<EffectStatus, ProviderError> {
-        tokio::time::timeout(self.limit, self.inner.perform(effect))
+        self.bounded(self.inner.perform(effect))
             .await
-            .map_err(|_| ProviderError::Timeout(kernel_duration(self.limit)))?
+            .ok_or(ProviderError::Timeout(self.limit))?
     }
 
     async fn readback(&self, effect: &Effect) -> Result<EffectStatus, ProviderError> {
-        match tokio::time::timeout(self.limit, self.inner.readback(effect)).await {
-            Ok(result) => result,
-            Err(_) => Ok(EffectStatus::Unknown),
-        }
+        self.bounded(self.inner.readback(effect))
+            .await
+            .unwrap_or(Ok(EffectStatus::Unknown))
     }
 }
 
 /// Retries idempotent reads with exponential backoff.
-#[derive(Debug)]
 pub struct Retry<P> {
     inner: P,
     attempts: u32,
-    base_delay: std::time::Duration,
+    base_delay: Duration,
+    clock: Arc<dyn Clock>,
+}
+
+impl<P: std::fmt::Debug> std::fmt::Debug for Retry<P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Retry")
+            .field("inner", &self.inner)
+            .field("attempts", &self.attempts)
+            .field("base_delay", &self.base_delay)
+            .finish_non_exhaustive()
+    }
 }
 
 impl<P> Retry<P> {
-    /// Wraps `inner`: at most `attempts` tries in all (at least one), waiting `base_delay`,
-    /// then twice that, and so on between tries.
-    pub fn new(inner: P, attempts: u32, base_delay: std::time::Duration) -> Self {
+    /// Wraps `inner`: at most `attempts` tries in all (at least one), waiting on `clock`
+    /// `base_delay`, then twice that, and so on between tries.
+    pub fn new(inner: P, attempts: u32, base_delay: Duration, clock: Arc<dyn Clock>) -> Self {
         Retry {
             inner,
             attempts: attempts.max(1),
             base_delay,
+            clock,
         }
     }
 
     fn transient(error: &ProviderError) -> bool {
         matches!(error, ProviderError::Failed(_) | ProviderError::Timeout(_))
+    }
+
+    /// Waits the delay before try `tries + 1` (the base delay after the first try, doubling
+    /// after each further one).
+    async fn back_off(&self, tries: u32) {
+        let doublings = tries.saturating_sub(1).min(62);
+        let delay = self.base_delay.as_millis().saturating_mul(1 << doublings);
+        self.clock.sleep(Duration::from_millis(delay)).await;
     }
 }
 
@@ -98,27 +163,28 @@ impl<P: Provider> Provider for Retry<P> {
     }
 
     async fn observe(&self, request: &ObserveRequest) -> Result<Vec<Observation>, ProviderError> {
-        let mut delay = self.base_delay;
         let mut tries = 1;
         loop {
             match self.inner.observe(request).await {
                 Err(error) if Self::transient(&error) && tries < self.attempts => {
-                    tokio::time::sleep(delay).await;
-                    delay = delay.saturating_mul(2);
+                    self.back_off(tries).await;
                     tries += 1;
                 }
                 other => return other,
             }
         }
     }
+}
 
+#[async_trait]
+impl<P: Effector> Effector for Retry<P> {
     /// Never retried: a failed effect's outcome is unknown until read back.
     async fn perform(&self, effect: &Effect) -> Result<EffectStatus, ProviderError> {
         self.inner.perform(effect).await
     }
 
+    /// Retried on a transient failure and on [`EffectStatus::Unknown`].
     async fn readback(&self, effect: &Effect) -> Result<EffectStatus, ProviderError> {
-        let mut delay = self.base_delay;
         let mut tries = 1;
         loop {
             match self.inner.readback(effect).await {
@@ -126,8 +192,7 @@ impl<P: Provider> Provider for Retry<P> {
                 Err(error) if Self::transient(&error) && tries < self.attempts => {}
                 other => return other,
             }
-            tokio::time::sleep(delay).await;
-            delay = delay.saturating_mul(2);
+            self.back_off(tries).await;
             tries += 1;
         }
     }
@@ -174,7 +239,10 @@ impl<P: Provider> Provider for FingerprintCache<P> {
             })
             .collect())
     }
+}
 
+#[async_trait]
+impl<P: Effector> Effector for FingerprintCache<P> {
     async fn perform(&self, effect: &Effect) -> Result<EffectStatus, ProviderError> {
         self.inner.perform(effect).await
     }
@@ -195,14 +263,42 @@ pub struct TapeEntry {
     pub error: Option<String>,
 }
 
-/// Recorded observation calls, in order; serializable to keep as a test fixture.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Tape {
-    /// The calls.
-    pub entries: Vec<TapeEntry>,
+/// Which effect call was recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EffectCall {
+    /// [`Effector::perform`].
+    Perform,
+    /// [`Effector::readback`].
+    Readback,
 }
 
-/// Records every observation call of the inner provider on a shared [`Tape`].
+/// One recorded effect call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EffectEntry {
+    /// Which call.
+    pub call: EffectCall,
+    /// The effect asked for.
+    pub effect: Effect,
+    /// The answer, when the call succeeded.
+    pub status: Option<EffectStatus>,
+    /// The error's text, when it failed.
+    pub error: Option<String>,
+}
+
+/// Recorded calls, in order per kind (observations, effects); serializable to keep as a
+/// test fixture.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tape {
+    /// The observation calls.
+    pub entries: Vec<TapeEntry>,
+    /// The effect calls (`perform` and `readback`); absent from tapes of providers that
+    /// performed none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub effects: Vec<EffectEntry>,
+}
+
+/// Records every call of the inner provider on a shared [`Tape`].
 #[derive(Debug)]
 pub struct Record<P> {
     inner: P,
@@ -213,6 +309,20 @@ impl<P> Record<P> {
     /// Wraps `inner`, appending to `tape`.
     pub fn new(inner: P, tape: Arc<Mutex<Tape>>) -> Self {
         Record { inner, tape }
+    }
+
+    fn record_effect(
+        &self,
+        call: EffectCall,
+        effect: &Effect,
+        result: &Result<EffectStatus, ProviderError>,
+    ) {
+        lock(&self.tape).effects.push(EffectEntry {
+            call,
+            effect: effect.clone(),
+            status: result.as_ref().ok().copied(),
+            error: result.as_ref().err().map(ToString::to_string),
+        });
     }
 }
 
@@ -233,12 +343,35 @@ impl<P: Provider> Provider for Record<P> {
     }
 }
 
-/// Plays a [`Tape`] back: the n-th call gets the n-th answer, when its request matches.
+#[async_trait]
+impl<P: Effector> Effector for Record<P> {
+    async fn perform(&self, effect: &Effect) -> Result<EffectStatus, ProviderError> {
+        let result = self.inner.perform(effect).await;
+        self.record_effect(EffectCall::Perform, effect, &result);
+        result
+    }
+
+    async fn readback(&self, effect: &Effect) -> Result<EffectStatus, ProviderError> {
+        let result = self.inner.readback(effect).await;
+        self.record_effect(EffectCall::Readback, effect, &result);
+        result
+    }
+}
+
+/// Plays a [`Tape`] back: the n-th observation call gets the n-th recorded observation answer
+/// and the n-th effect call the n-th recorded effect answer, when the request matches.
 #[derive(Debug)]
 pub struct Replay {
     source: SourceId,
     tape: Tape,
-    next: Mutex<usize>,
+    next: Mutex<Cursor>,
+}
+
+/// How far each kind of call has been played.
+#[derive(Debug, Default)]
+struct Cursor {
+    observations: usize,
+    effects: usize,
 }
 
 impl Replay {
@@ -247,13 +380,38 @@ impl Replay {
         Replay {
             source,
             tape,
-            next: Mutex::new(0),
+            next: Mutex::new(Cursor::default()),
         }
     }
 
-    /// How many recorded calls have not been played yet.
+    /// How many recorded calls (of both kinds) have not been played yet.
     pub fn remaining(&self) -> usize {
-        self.tape.entries.len().saturating_sub(*lock(&self.next))
+        let next = lock(&self.next);
+        self.tape.entries.len().saturating_sub(next.observations)
+            + self.tape.effects.len().saturating_sub(next.effects)
+    }
+
+    fn replay_effect(
+        &self,
+        call: EffectCall,
+        effect: &Effect,
+    ) -> Result<EffectStatus, ProviderError> {
+        let mut next = lock(&self.next);
+        let entry = self.tape.effects.get(next.effects).ok_or_else(|| {
+            ProviderError::Invalid("the replay tape has no effect calls left".to_owned())
+        })?;
+        if entry.call != call || &entry.effect != effect {
+            return Err(ProviderError::Invalid(format!(
+                "replay expected {:?} of `{}`, got {call:?} of `{}`",
+                entry.call, entry.effect.idempotency_key, effect.idempotency_key
+            )));
+        }
+        next.effects += 1;
+        match (entry.status, &entry.error) {
+            (Some(status), _) => Ok(status),
+            (None, Some(error)) => Err(ProviderError::Failed(error.clone())),
+            (None, None) => Ok(EffectStatus::Unknown),
+        }
     }
 }
 
@@ -270,7 +428,7 @@ impl Provider for Replay {
         let entry = self
             .tape
             .entries
-            .get(*next)
+            .get(next.observations)
             .ok_or_else(|| ProviderError::Invalid("the replay tape is exhausted".to_owned()))?;
         if &entry.request != request {
             return Err(ProviderError::Invalid(format!(
@@ -278,11 +436,25 @@ impl Provider for Replay {
                 entry.request.key, request.key
             )));
         }
-        *next += 1;
+        next.observations += 1;
         match (&entry.observations, &entry.error) {
             (Some(observations), _) => Ok(observations.clone()),
             (None, Some(error)) => Err(ProviderError::Failed(error.clone())),
             (None, None) => Ok(Vec::new()),
         }
+    }
+}
+
+#[async_trait]
+impl Effector for Replay {
+    /// The next recorded effect answer; [`ProviderError::Invalid`] when no effect call is left
+    /// or the next one recorded is another call or another effect.
+    async fn perform(&self, effect: &Effect) -> Result<EffectStatus, ProviderError> {
+        self.replay_effect(EffectCall::Perform, effect)
+    }
+
+    /// As `perform`, for a recorded readback.
+    async fn readback(&self, effect: &Effect) -> Result<EffectStatus, ProviderError> {
+        self.replay_effect(EffectCall::Readback, effect)
     }
 }

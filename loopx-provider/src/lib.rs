@@ -15,7 +15,8 @@
 //!   conditional requests, typed rate limits, fenced idempotent effects with readback).
 //! - [`metrics`]: experiment metrics bound to the run's revision.
 //! - [`layers`]: tower-style wrappers (timeout, retry for reads, fingerprint cache,
-//!   record/replay).
+//!   record/replay), each an [`Effector`](loopx_kernel::seams::Effector) exactly when the
+//!   provider it wraps is one, the ones that wait waiting on a [`Clock`](loopx_kernel::seams::Clock).
 //! - [`clock::SystemClock`]: real time for hosts (the kernel never reads a clock).
 //! - [`fact`]: how every provider builds an observation and its fingerprint.
 #![forbid(unsafe_code)]

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use loopx_kernel::ManualClock;
-use loopx_kernel::seams::{Clock as _, Effect, EffectStatus, ObserveRequest, Provider};
+use loopx_kernel::seams::{Clock as _, Effect, EffectStatus, Effector, ObserveRequest, Provider};
 use loopx_kernel::{GoalId, ObservationKey, SourceId, Timestamp, TodoId};
 use loopx_provider::github::CiVerdict;
 use loopx_provider::github::rest::{GitHubClient, GitHubError, Token};

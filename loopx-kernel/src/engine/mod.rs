@@ -4,8 +4,9 @@
 //!
 //! 1. **observe** — poll the due [`Watch`]es through their providers; changed observations are
 //!    recorded by the provider actor, unchanged ones are dropped by the kernel;
-//! 2. **judge** — every capability judges the goal with the changed observations; its proposals
-//!    are submitted with the capability as actor and validated like any other command;
+//! 2. **judge** — every capability judges the goal as it stands (a [`JudgeRound`]); its
+//!    proposals are submitted with the capability as actor and validated like any other
+//!    command;
 //! 3. **decide** — the kernel's [`decide`] for the engine's agent;
 //! 4. on `continue`, **one turn** — claim the todo, record a *prepared turn* (the `turn_begun`
 //!    event: the journal entry with the turn id and the budget reservation) **before** the
@@ -24,6 +25,7 @@
 //! commits nothing twice. Waiting ([`Engine::wait`]) sleeps until the
 //! decision's wake time or a store notification, whichever comes first.
 
+mod judgement;
 mod report;
 
 use std::sync::Arc;
@@ -31,6 +33,7 @@ use std::sync::Arc;
 use futures::future::{Either, select};
 use futures::pin_mut;
 
+pub use judgement::{JudgeRound, Proposed, Submission, record_observation};
 pub use report::{ProposalOutcome, ProviderFailure, StepReport, TurnOutcome, Until};
 
 use crate::actor::Actor;
@@ -38,7 +41,7 @@ use crate::budget::Amounts;
 use crate::command::{Command, Settlement, Transition, Verdict, VerdictOutcome};
 use crate::decide::{Assignment, Decision, LeaseStep, RepairIssue, decide};
 use crate::event::RecordedEvent;
-use crate::evidence::{NewEvidence, Observation};
+use crate::evidence::NewEvidence;
 use crate::ids::{
     AgentId, GoalId, ObservationKey, OperationId, TodoId, TurnId, bounded_id, sha256_hex,
 };
@@ -50,7 +53,7 @@ use crate::seams::{
 use crate::state::GoalState;
 use crate::time::Duration;
 use crate::todo::{TodoClass, Workspace};
-use crate::write::{StoreExt, SubmitError, Submitted, digest};
+use crate::write::{StoreExt, SubmitError, Submitted};
 
 /// An observation stream the engine polls through a provider.
 #[derive(Clone)]
@@ -239,8 +242,8 @@ impl Engine {
         let mut state = self.load(goal).await?;
         let mut report = StepReport::new(goal.clone());
         self.report_workspace(&mut state).await?;
-        let changed = self.observe(&mut state, &mut report, false).await?;
-        self.judge(&mut state, &changed, &mut report).await?;
+        self.observe(&mut state, &mut report, false).await?;
+        self.judge(&mut state, &mut report).await?;
         let decision = decide(&state, &self.agent, self.clock.now());
         report.decision = match decision {
             Decision::Continue(assignment) => {
@@ -249,8 +252,8 @@ impl Engine {
                 } else {
                     // A turn changes the world it watches: look again before deciding, so the
                     // decision judges the turn's evidence against the head it produced.
-                    let changed = self.observe(&mut state, &mut report, true).await?;
-                    self.judge(&mut state, &changed, &mut report).await?;
+                    self.observe(&mut state, &mut report, true).await?;
+                    self.judge(&mut state, &mut report).await?;
                     decide(&state, &self.agent, self.clock.now())
                 }
             }
@@ -335,16 +338,15 @@ impl Engine {
         Ok(())
     }
 
-    /// Polls the due watches (every watch when `all`); returns the observations that changed
-    /// something.
+    /// Polls the due watches (every watch when `all`) and records what they observed; the
+    /// streams that changed something go to the report.
     async fn observe(
         &self,
         state: &mut GoalState,
         report: &mut StepReport,
         all: bool,
-    ) -> Result<Vec<Observation>, EngineError> {
+    ) -> Result<(), EngineError> {
         let now = self.clock.now();
-        let mut changed = Vec::new();
         for watch in &self.watches {
             let last = state.observations.get(&watch.key);
             if !all && last.is_some_and(|o| o.observed_at.plus(watch.every) > now) {
@@ -365,53 +367,46 @@ impl Engine {
                     continue;
                 }
             };
-            let actor = Actor::Provider(watch.provider.source().clone());
             for observation in observations {
-                let seen = observation.observed_at.as_millis().to_string();
-                let op = operation(&[
-                    "observe",
-                    observation.key.as_str(),
-                    observation.fingerprint.as_str(),
-                    &seen,
-                ]);
-                let command = Command::RecordObservation {
-                    observation: observation.clone(),
-                };
+                let key = observation.key.clone();
+                let Submission {
+                    actor,
+                    command,
+                    operation: op,
+                } = record_observation(watch.provider.source(), observation);
                 let written = self.write(state, &actor, &command, &op).await?;
                 if written.changed() {
-                    report.observed.push(observation.key.clone());
-                    changed.push(observation);
+                    report.observed.push(key);
                 }
             }
         }
-        Ok(changed)
+        Ok(())
     }
 
+    /// One [`JudgeRound`] of the engine's capabilities, each proposal submitted as its
+    /// capability.
     async fn judge(
         &self,
         state: &mut GoalState,
-        changed: &[Observation],
         report: &mut StepReport,
     ) -> Result<(), EngineError> {
-        for capability in &self.capabilities {
-            let proposals = capability.judge(state, &self.agent, changed, self.clock.now());
-            let actor = Actor::Capability(capability.source().clone());
-            let at = state.revision.to_string();
-            for proposal in proposals {
-                // Bound to the revision judged and the payload, so a step retried after a crash
-                // replays its proposals instead of repeating them.
-                let payload = digest(&actor, &proposal.command);
-                let op = operation(&["propose", capability.source().as_str(), &at, &payload[..32]]);
-                let written = self.write(state, &actor, &proposal.command, &op).await?;
-                report.proposals.push(ProposalOutcome {
-                    capability: capability.source().clone(),
-                    command: proposal.command.name().to_owned(),
-                    target: proposal.command.target().map(str::to_owned),
-                    after_turn: report.turn.is_some(),
-                    rationale: proposal.rationale,
-                    refused: written.refusal(),
-                });
-            }
+        let capabilities = self.capabilities.iter().map(|c| &**c);
+        let mut round = JudgeRound::new(capabilities, &self.agent, self.clock.now());
+        while let Some(proposed) = round.next_proposal(state) {
+            let Submission {
+                actor,
+                command,
+                operation: op,
+            } = &proposed.submission;
+            let written = self.write(state, actor, command, op).await?;
+            report.proposals.push(ProposalOutcome {
+                capability: proposed.capability,
+                command: command.name().to_owned(),
+                target: command.target().map(str::to_owned),
+                after_turn: report.turn.is_some(),
+                rationale: proposed.rationale,
+                refused: written.refusal(),
+            });
         }
         Ok(())
     }

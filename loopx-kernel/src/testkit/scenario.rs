@@ -4,9 +4,11 @@
 //! A [`Scenario`] holds one goal in memory and a capability under test. Each step either sets
 //! the world up (a command from a person or an agent, evidence from a provider, the passing of
 //! time) or feeds observations: they are recorded by a provider actor, the capability judges
-//! the observations that changed anything, every proposal is executed **as the capability**
-//! through the same validation as any other command, and the step ends with the kernel's
-//! [`Decision`] for the scenario's agent. The [`Transcript`] of all of it is plain data,
+//! the goal as it stands, every proposal is executed **as the capability** through the same
+//! validation as any other command, and the step ends with the kernel's [`Decision`] for the
+//! scenario's agent. Recording and judging are the engine's own observe and judge phases
+//! ([`record_observation`], [`JudgeRound`]), applied here to a goal in memory, so a scenario
+//! table tests what the engine runs. The [`Transcript`] of all of it is plain data,
 //! meant for snapshot assertions (`insta::assert_json_snapshot!`), so a table of scenarios
 //! reads as a table of expected behaviour.
 //!
@@ -26,15 +28,13 @@
 //!     fn source(&self) -> &SourceId {
 //!         &self.0
 //!     }
-//!     fn judge(&self, _: &GoalState, _: &AgentId, seen: &[Observation], _: Timestamp) -> Vec<Proposal> {
-//!         seen.iter()
-//!             .filter(|o| o.facts.get("verdict").map(String::as_str) == Some("fail"))
-//!             .filter_map(|o| TodoId::new(format!("fix-{}", o.key)).ok())
-//!             .map(|id| Proposal {
-//!                 command: Command::AddTodo { todo: NewTodo::advance(id, "fix the failing check") },
-//!                 rationale: "a check failed".into(),
-//!             })
-//!             .collect()
+//!     fn judge(&self, state: &GoalState, _: &AgentId, now: Timestamp) -> Vec<Proposal> {
+//!         let mut proposals = Proposals::at(state, now);
+//!         let failing = state.observations.values().filter(|o| o.fact("verdict") == Some("fail"));
+//!         for id in failing.filter_map(|o| TodoId::new(format!("fix-{}", o.key)).ok()) {
+//!             proposals.add_todo(NewTodo::advance(id, "fix the failing check"), "a check failed");
+//!         }
+//!         proposals.into_vec()
 //!     }
 //! }
 //!
@@ -60,6 +60,7 @@ use crate::actor::Actor;
 use crate::budget::Limits;
 use crate::command::{Command, GateAnswer};
 use crate::decide::{Decision, decide};
+use crate::engine::{JudgeRound, Submission, record_observation};
 use crate::evidence::{NewEvidence, Observation};
 use crate::goal::{Criterion, GoalSpec, Policy};
 use crate::ids::{
@@ -78,7 +79,7 @@ pub type StepBuilder = Arc<dyn Fn(&GoalState, Timestamp) -> Option<ScenarioStep>
 /// One step of a scenario table.
 #[derive(Clone)]
 pub enum ScenarioStep {
-    /// Observations made by the scenario's provider; the capability judges the changed ones.
+    /// Observations made by the scenario's provider; the capability then judges the goal.
     Observe(Vec<Observation>),
     /// A command issued by someone other than the capability (the owner answering a gate, an
     /// agent settling a turn). It is part of the setting, so a refusal is reported as such.
@@ -434,39 +435,38 @@ impl<'c, C: Capability + ?Sized> Scenario<'c, C> {
             },
             ScenarioStep::Advance(span) => {
                 self.now = self.now.plus(span);
-                let proposals = self.judge(&[]);
+                let proposals = self.judge();
                 self.record("advance", vec![], None, proposals)
             }
             ScenarioStep::Judge => {
-                let proposals = self.judge(&[]);
+                let proposals = self.judge();
                 self.record("judge", vec![], None, proposals)
             }
         }
     }
 
+    /// Records the observations as the engine's observe phase does
+    /// ([`record_observation`]), stamped with the scenario time, then judges.
     fn observe(&mut self, observations: Vec<Observation>) -> StepRecord {
-        let actor = Actor::Provider(self.provider.clone());
         let mut changed = Vec::new();
         let mut refused = None;
         for mut observation in observations {
             observation.observed_at = self.now;
-            let command = Command::RecordObservation {
-                observation: observation.clone(),
-            };
+            let key = observation.key.clone();
+            let Submission { actor, command, .. } = record_observation(&self.provider, observation);
             match self.state.handle(&actor, self.now, &command) {
                 Ok(events) if events.is_empty() => {}
-                Ok(_) => changed.push(observation),
+                Ok(_) => changed.push(key),
                 Err(refusal) => refused = Some(refusal.to_string()),
             }
         }
-        let proposals = self.judge(&changed);
-        let keys = changed.into_iter().map(|o| o.key).collect();
-        self.record("observe", keys, refused, proposals)
+        let proposals = self.judge();
+        self.record("observe", changed, refused, proposals)
     }
 
     fn judge_setting(&mut self) -> Vec<JudgedProposal> {
         if self.judge_after_settings {
-            self.judge(&[])
+            self.judge()
         } else {
             vec![]
         }
@@ -479,31 +479,30 @@ impl<'c, C: Capability + ?Sized> Scenario<'c, C> {
             .map(|refusal| format!("{}: {refusal}", refusal.code()))
     }
 
-    fn judge(&mut self, observations: &[Observation]) -> Vec<JudgedProposal> {
-        let actor = Actor::Capability(self.capability.source().clone());
-        let proposals = self
-            .capability
-            .judge(&self.state, &self.agent, observations, self.now);
-        proposals
-            .into_iter()
-            .map(|proposal| {
-                let result = match self.state.handle(&actor, self.now, &proposal.command) {
-                    Ok(events) => ProposalResult::Accepted {
-                        events: events.iter().map(|e| e.event.name()).collect(),
-                    },
-                    Err(refusal) => ProposalResult::Refused {
-                        code: refusal.code(),
-                        message: refusal.to_string(),
-                    },
-                };
-                JudgedProposal {
-                    command: proposal.command.name(),
-                    detail: proposal.command,
-                    rationale: proposal.rationale,
-                    result,
-                }
-            })
-            .collect()
+    /// The engine's judge phase: one [`JudgeRound`] of the capability, each proposal applied
+    /// as the capability.
+    fn judge(&mut self) -> Vec<JudgedProposal> {
+        let mut round = JudgeRound::new([self.capability], &self.agent, self.now);
+        let mut judged = Vec::new();
+        while let Some(proposed) = round.next_proposal(&self.state) {
+            let Submission { actor, command, .. } = proposed.submission;
+            let result = match self.state.handle(&actor, self.now, &command) {
+                Ok(events) => ProposalResult::Accepted {
+                    events: events.iter().map(|e| e.event.name()).collect(),
+                },
+                Err(refusal) => ProposalResult::Refused {
+                    code: refusal.code(),
+                    message: refusal.to_string(),
+                },
+            };
+            judged.push(JudgedProposal {
+                command: command.name(),
+                detail: command,
+                rationale: proposed.rationale,
+                result,
+            });
+        }
+        judged
     }
 
     fn record(

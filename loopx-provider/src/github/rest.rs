@@ -20,7 +20,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
-use loopx_kernel::seams::{Clock, Effect, EffectStatus, ObserveRequest, Provider, ProviderError};
+use loopx_kernel::seams::{
+    Clock, Effect, EffectStatus, Effector, ObserveRequest, Provider, ProviderError,
+};
 use loopx_kernel::{Observation, SourceId, Timestamp};
 use reqwest::header::{ACCEPT, AUTHORIZATION, ETAG, HeaderMap, IF_NONE_MATCH, USER_AGENT};
 use reqwest::{Method, StatusCode};
@@ -706,7 +708,10 @@ impl Provider for GitHubClient {
         let n = number(n)?;
         Ok(self.observe_pull(repo, n).await?)
     }
+}
 
+#[async_trait]
+impl Effector for GitHubClient {
     async fn perform(&self, effect: &Effect) -> Result<EffectStatus, ProviderError> {
         Ok(self.perform_effect(effect).await?)
     }
