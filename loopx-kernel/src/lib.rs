@@ -46,6 +46,7 @@ pub mod engine;
 mod event;
 mod evidence;
 mod execute;
+pub mod facts;
 mod gate;
 mod goal;
 mod ids;
@@ -86,7 +87,7 @@ pub use goal::{Amendment, BudgetExhaustion, Criterion, GoalSpec, GrantedAction, 
 pub use ids::{
     AgentId, CheckId, CriterionId, DecisionScope, EvidenceId, Fingerprint, GateId, GoalId,
     InvalidId, MAX_ID_LEN, ObligationId, ObservationKey, OperationId, PersonId, Revision, SourceId,
-    Subject, TodoId, TurnId, bounded_id, bounded_to, hex, sha256_hex, stable_id,
+    Subject, TodoId, TurnId, bounded_id, bounded_to, hex, id_component, sha256_hex, stable_id,
 };
 pub use invariants::{Violation, check_invariants};
 pub use obligation::{Discharge, Obligation, ObligationCause, ObligationKind};
