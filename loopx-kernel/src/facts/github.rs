@@ -394,12 +394,12 @@ fact_enum! {
 
 fact_schema! {
     /// Feasibility facts about one issue, on stream and subject `triage:<repo>#<n>`; recorded by
-    /// whoever triages it.
+    /// whoever triages it, each fact once it is known.
     pub struct Triage, read as TriageRead, kind "triage", prefix "triage:" {
         /// What reproducing it showed.
-        req reproduction: Reproduction,
+        opt reproduction: Reproduction,
         /// A test fails because of it.
-        req failing_test: bool,
+        opt failing_test: bool,
         /// Repository-relative path prefixes a fix would write.
         opt scope: Vec<String>,
         /// The focused command that validates a fix.
@@ -494,6 +494,7 @@ mod tests {
             ("draft", "yes"),
             ("commits", "many"),
             ("title", "  "),
+            ("mergeable_state", ""),
         ]
         .iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
@@ -502,8 +503,18 @@ mod tests {
         assert_eq!(read.status, Fact::Invalid("banana".into()));
         assert_eq!(read.draft, Fact::Invalid("yes".into()));
         assert_eq!(read.commits, Fact::Invalid("many".into()));
-        assert_eq!(read.title, Fact::Missing, "blank is missing");
+        assert_eq!(
+            read.title,
+            Fact::Known("  ".into()),
+            "a text is kept, blank included"
+        );
         assert_eq!(read.head_sha, Fact::Missing);
+        assert_eq!(read.mergeable_state, Fact::Known(String::new()));
+        assert_eq!(
+            Fact::<u64>::read(Some(" ")),
+            Fact::Missing,
+            "a blank number is missing"
+        );
     }
 
     #[test]
@@ -560,8 +571,8 @@ mod tests {
         assert_eq!(facts.get("pulls").map(String::as_str), Some("1,2"));
         assert_eq!(CheckRun::read(&facts).pulls, Fact::Known(vec![1, 2]));
         let triage = Triage {
-            reproduction: Reproduction::NotReproduced,
-            failing_test: false,
+            reproduction: Some(Reproduction::NotReproduced),
+            failing_test: None,
             scope: Some(vec!["src/a".into(), "tests".into()]),
             validation: None,
         };

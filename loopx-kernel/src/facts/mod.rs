@@ -49,11 +49,12 @@
 //! Key prefixes and key builders belong to the schema too ([`FactSchema::PREFIX`],
 //! `PullRequest::key`), so a prefix such as `pr:` is written once.
 //!
-//! Facts are outside input. Reading never fails and never panics: an absent or blank fact is
-//! [`Fact::Missing`], one that does not decode is [`Fact::Invalid`] (its text, cut to 64
-//! characters), anything else [`Fact::Known`]. Numbers are read with surrounding whitespace
-//! trimmed; words (booleans, enumerations) and texts are read exactly as written. What an
-//! unknown or invalid fact *means* is the capability's judgement, not the schema's.
+//! Facts are outside input. Reading never fails and never panics: an absent fact is
+//! [`Fact::Missing`], one that decodes is [`Fact::Known`], one that does not is
+//! [`Fact::Missing`] when blank and [`Fact::Invalid`] (its text, cut to 64 characters)
+//! otherwise. Numbers are read with surrounding whitespace trimmed; words (booleans,
+//! enumerations) are read exactly as written; texts are kept as written, blank included. What
+//! an unknown or invalid fact *means* is the capability's judgement, not the schema's.
 //!
 //! These are vocabulary, not rules: they are plain data with no I/O, shared here because
 //! providers and capabilities both depend on the kernel and on nothing else. No kernel rule
@@ -84,13 +85,16 @@ pub enum Fact<T> {
 }
 
 impl<T: FactValue> Fact<T> {
-    /// Reads a fact's text: `None` or blank is [`Fact::Missing`], text that does not decode is
-    /// [`Fact::Invalid`].
+    /// Reads a fact's text: `None` is [`Fact::Missing`]; text that decodes is [`Fact::Known`];
+    /// text that does not is [`Fact::Missing`] when blank and [`Fact::Invalid`] otherwise.
     pub fn read(text: Option<&str>) -> Fact<T> {
-        match text {
-            None => Fact::Missing,
-            Some(text) if text.trim().is_empty() => Fact::Missing,
-            Some(text) => T::decode(text).map_or_else(|| Fact::Invalid(echo(text)), Fact::Known),
+        let Some(text) = text else {
+            return Fact::Missing;
+        };
+        match T::decode(text) {
+            Some(value) => Fact::Known(value),
+            None if text.trim().is_empty() => Fact::Missing,
+            None => Fact::Invalid(echo(text)),
         }
     }
 }
