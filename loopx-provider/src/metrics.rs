@@ -192,12 +192,13 @@ pub fn observations(
         summary.min = summary.min.min(point.value);
         summary.max = summary.max.max(point.value);
     }
-    let subject = metrics::subject(experiment);
+    let exp = id_component(experiment);
+    let subject = metrics::subject(&exp);
     let revision = run.revision();
     by_name
         .into_iter()
         .map(|(name, s)| {
-            FactBuilder::new(&Metric::key(experiment, name), &subject, &revision)
+            FactBuilder::new(&Metric::key(&exp, &id_component(name)), &subject, &revision)
                 .summary(format!(
                     "{name} = {} at step {} ({} points) for code {}",
                     s.last_value,

@@ -1,19 +1,20 @@
 //! Experiments: the metrics provider's summary of each metric of a run, and the run-status
 //! observation recorded by whichever provider watches the training job.
 //!
-//! Both are about subject `experiment:<e>` at revision `run:<code>+<config>+<dataset>`.
+//! Both are about subject `experiment:<e>` at revision `run:<code>+<config>+<dataset>`. The key
+//! builders take the experiment and metric as written in keys: a writer encodes external text
+//! with [`id_component`](crate::id_component) first, a reader passes what it read from a key.
 
 use serde::{Deserialize, Serialize};
 
 use crate::facts::{FactValue, Split, echo};
-use crate::ids::id_component;
 
 /// The prefix of an experiment subject: `experiment:<e>`.
 pub const SUBJECT_PREFIX: &str = "experiment:";
 
-/// The subject every fact about `experiment` is bound to: `experiment:<e>` (encoded here).
+/// The subject every fact about `experiment` is bound to: `experiment:<e>`.
 pub fn subject(experiment: &str) -> String {
-    format!("{SUBJECT_PREFIX}{}", id_component(experiment))
+    format!("{SUBJECT_PREFIX}{experiment}")
 }
 
 fact_schema! {
@@ -41,14 +42,9 @@ fact_schema! {
 }
 
 impl Metric {
-    /// The stream `metric:<e>/<name>` (both encoded here).
+    /// The stream `metric:<e>/<name>`.
     pub fn key(experiment: &str, metric: &str) -> String {
-        format!(
-            "{}{}/{}",
-            Self::PREFIX,
-            id_component(experiment),
-            id_component(metric)
-        )
+        format!("{}{experiment}/{metric}", Self::PREFIX)
     }
 }
 
@@ -132,9 +128,9 @@ fact_schema! {
 }
 
 impl RunStatus {
-    /// The stream `run:<e>` (encoded here).
+    /// The stream `run:<e>`.
     pub fn key(experiment: &str) -> String {
-        format!("{}{}", Self::PREFIX, id_component(experiment))
+        format!("{}{experiment}", Self::PREFIX)
     }
 }
 
