@@ -419,7 +419,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::facts::{Fact, FactSchema};
+    use crate::facts::{Fact, FactError, FactSchema};
 
     #[test]
     fn threads_parse_only_their_own_shape() {
@@ -480,6 +480,7 @@ mod tests {
             !facts.contains_key("mergeable_state"),
             "absent options write nothing"
         );
+        assert_eq!(PullRequest::parse(&facts), Ok(pull()));
         let read = PullRequest::read(&facts);
         assert_eq!(read.status, Fact::Known(PullState::Draft));
         assert_eq!(read.head_sha, Fact::Known("ec26c3e5".to_owned()));
@@ -511,6 +512,13 @@ mod tests {
         assert_eq!(read.head_sha, Fact::Missing);
         assert_eq!(read.mergeable_state, Fact::Known(String::new()));
         assert_eq!(
+            PullRequest::parse(&facts),
+            Err(FactError::Invalid {
+                fact: "status".into(),
+                value: "banana".into()
+            })
+        );
+        assert_eq!(
             Fact::<u64>::read(Some(" ")),
             Fact::Missing,
             "a blank number is missing"
@@ -533,6 +541,7 @@ mod tests {
             facts.get("item.check:lint").map(String::as_str),
             Some("failing")
         );
+        assert_eq!(CiRollup::parse(&facts), Ok(rollup));
         let read = CiRollup::read(&facts);
         assert_eq!(read.verdict, Fact::Known(CiVerdict::Failing));
         assert_eq!(read.items, Fact::Known(2));

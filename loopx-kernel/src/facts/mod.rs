@@ -238,6 +238,25 @@ impl<T: FactValue> FactValue for Vec<T> {
     }
 }
 
+/// Why a schema's strict reading ([`FactSchema::parse`]) refused an observation's facts.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FactError {
+    /// A fact the schema requires is not recorded (or recorded blank where a value is needed).
+    #[error("fact `{fact}` is missing")]
+    Missing {
+        /// The fact's name.
+        fact: String,
+    },
+    /// A fact is recorded but is not a value of its type.
+    #[error("fact `{fact}` has an unreadable value `{value}`")]
+    Invalid {
+        /// The fact's name.
+        fact: String,
+        /// Its text, cut to [`MAX_ECHO_CHARS`] characters.
+        value: String,
+    },
+}
+
 /// One kind of observation: its streams' key prefix and its facts, written from a typed value
 /// and read back as a typed [`FactSchema::Read`].
 pub trait FactSchema {
@@ -251,6 +270,14 @@ pub trait FactSchema {
     fn to_facts(&self) -> BTreeMap<String, String>;
     /// Reads the facts back. Never fails: every field says whether it was known.
     fn read(facts: &BTreeMap<String, String>) -> Self::Read;
+    /// Reads the facts back strictly: the value when every required fact is known and every
+    /// recorded one is readable, so `parse(&v.to_facts())` gives `v` back.
+    ///
+    /// # Errors
+    /// [`FactError`] naming the first fact (in declaration order) that is missing or unreadable.
+    fn parse(facts: &BTreeMap<String, String>) -> Result<Self, FactError>
+    where
+        Self: Sized;
 }
 
 impl Observation {
@@ -318,6 +345,43 @@ pub(crate) mod read {
             .range(prefix.to_owned()..)
             .map_while(|(name, value)| Some((name.strip_prefix(prefix)?, value)))
             .map(|(name, value)| (name.to_owned(), Fact::read(Some(value))))
+            .collect()
+    }
+}
+
+/// Strict readers the schema macro calls, one per field mode.
+pub(crate) mod strict {
+    use std::collections::BTreeMap;
+
+    use super::{Fact, FactError};
+
+    pub(crate) fn req<T>(fact: Fact<T>, name: &str) -> Result<T, FactError> {
+        match fact {
+            Fact::Known(value) => Ok(value),
+            Fact::Missing => Err(FactError::Missing {
+                fact: name.to_owned(),
+            }),
+            Fact::Invalid(value) => Err(FactError::Invalid {
+                fact: name.to_owned(),
+                value,
+            }),
+        }
+    }
+
+    pub(crate) fn opt<T>(fact: Fact<T>, name: &str) -> Result<Option<T>, FactError> {
+        match fact {
+            Fact::Missing => Ok(None),
+            fact => req(fact, name).map(Some),
+        }
+    }
+
+    pub(crate) fn map<T>(
+        facts: BTreeMap<String, Fact<T>>,
+        prefix: &str,
+    ) -> Result<BTreeMap<String, T>, FactError> {
+        facts
+            .into_iter()
+            .map(|(name, fact)| Ok((name.clone(), req(fact, &format!("{prefix}{name}"))?)))
             .collect()
     }
 }
@@ -420,6 +484,15 @@ macro_rules! fact_schema {
                 $read {
                     $( $field: $crate::facts::read::$mode(facts, Self::$field), )+
                 }
+            }
+
+            fn parse(
+                facts: &std::collections::BTreeMap<String, String>,
+            ) -> Result<Self, $crate::facts::FactError> {
+                let read = <Self as $crate::facts::FactSchema>::read(facts);
+                Ok($name {
+                    $( $field: $crate::facts::strict::$mode(read.$field, Self::$field)?, )+
+                })
             }
         }
     };
