@@ -28,6 +28,8 @@ use loopx_capability_automl::{
 };
 use loopx_examples::{Judged, Judgement, Result, Story, StoryValidator, ensure};
 use loopx_kernel::engine::Engine;
+use loopx_kernel::facts::metrics::{self, ExitReason, RunState, RunStatus};
+use loopx_kernel::facts::{FactValue, Split};
 use loopx_kernel::seams::{Clock, Executor, TurnError, TurnReport, TurnRequest};
 use loopx_kernel::{
     Actor, AgentId, Amounts, Command, Continuation, Decision, GoalId, GoalSpec, Limits, NewTodo,
@@ -171,31 +173,41 @@ impl Cluster {
         let seconds = started.elapsed().as_secs_f64();
         let run = revision(config);
         let (state, reason) = match ran.transition {
-            Transition::Complete { .. } => ("finished", None),
+            Transition::Complete { .. } => (RunState::Finished, None),
             // The executor reports the exit only in its summary: 137 is a kill for memory.
-            _ if ran.summary.ends_with("exit 137") => ("failed", Some("oom")),
-            _ => ("failed", Some("crash")),
+            _ if ran.summary.ends_with("exit 137") => (RunState::Failed, Some(ExitReason::Oom)),
+            _ => (RunState::Failed, Some(ExitReason::Crash)),
         };
         #[allow(clippy::cast_precision_loss)] // small numbers
         let cost = (STEPS * config.batch) as f64 / 1000.0;
+        let summary = format!(
+            "{experiment} {state}{} (attempt {attempt}, {memory} MB node)",
+            reason
+                .as_ref()
+                .map_or_else(String::new, |r| format!(": {}", r.encode()))
+        );
         let status = FactBuilder::new(
-            &format!("run:{experiment}"),
-            &format!("experiment:{experiment}"),
+            &RunStatus::key(experiment),
+            &metrics::subject(experiment),
             &run.revision(),
         )
-        .summary(format!(
-            "{experiment} {state}{} (attempt {attempt}, {memory} MB node)",
-            reason.map_or_else(String::new, |r| format!(": {r}"))
-        ))
-        .fact("state", state)
-        .fact_opt("exit_reason", reason)
-        .fact("split", split)
-        .fact("dataset", DATASET)
-        .fact("eval_window", "2026-11")
-        .fact("budget", format!("steps={STEPS}"))
-        .fact("cost", cost)
-        .fact("wall_time_secs", format!("{seconds:.3}"))
-        .fact("attempt", attempt)
+        .summary(summary)
+        .facts(&RunStatus {
+            state,
+            exit_reason: reason,
+            split: if split == "holdout" {
+                Split::Holdout
+            } else {
+                Split::Dev
+            },
+            dataset: DATASET.to_owned(),
+            eval_window: "2026-11".to_owned(),
+            budget: format!("steps={STEPS}"),
+            cost,
+            // Milliseconds are enough for a wall-clock time.
+            wall_time_secs: (seconds * 1000.0).round() / 1000.0,
+            attempt,
+        })
         .build(self.clock.now())
         .map_err(|e| failed(&e))?;
         let provider = MetricsProvider::new(

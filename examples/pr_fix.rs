@@ -18,6 +18,8 @@ use async_trait::async_trait;
 use loopx_capability_prfix::{PrFix, PrFixConfig, ci_evidence};
 use loopx_examples::{Result, Story, ensure};
 use loopx_kernel::engine::{Engine, EngineOptions};
+use loopx_kernel::facts::Fact;
+use loopx_kernel::facts::github::{CheckRun, CiVerdict};
 use loopx_kernel::seams::{
     Executor, Store, TurnError, TurnReport, TurnRequest, Validation, Validator,
 };
@@ -127,8 +129,8 @@ impl Executor for Agent {
             .map_err(|e| TurnError::Failed(e.to_string()))?
             .ok_or_else(|| TurnError::Failed("the goal is gone".into()))?;
         let failing = state.observations.values().find(|o: &&Observation| {
-            o.key.as_str().starts_with("check:")
-                && o.facts.get("verdict").map(String::as_str) == Some("failing")
+            o.read_facts::<CheckRun>()
+                .is_some_and(|check| check.verdict == Fact::Known(CiVerdict::Failing))
         });
         let Some(check) = failing else {
             return Err(TurnError::Failed(format!(

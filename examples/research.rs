@@ -17,6 +17,8 @@ use async_trait::async_trait;
 use loopx_capability_research::{Research, ResearchConfig, Status, holdout_evidence, ledger};
 use loopx_examples::{Judged, Judgement, Result, Story, StoryValidator, ensure};
 use loopx_kernel::engine::Engine;
+use loopx_kernel::facts::research::{Edge, Finding, Hypothesis};
+use loopx_kernel::facts::{FactSchema, Finite, Split};
 use loopx_kernel::seams::{Clock, Executor, TurnError, TurnReport, TurnRequest};
 use loopx_kernel::{
     Actor, AgentId, Amounts, Command, Continuation, Decision, GoalId, GoalSpec, Limits,
@@ -36,18 +38,15 @@ fn lifts(hypothesis: &str) -> Option<(f64, f64)> {
     }
 }
 
-fn observation(
+fn observation<S: FactSchema>(
     key: &str,
     subject: &str,
-    facts: &[(&str, String)],
+    facts: &S,
     summary: String,
     now: loopx_kernel::Timestamp,
 ) -> std::result::Result<Observation, loopx_kernel::InvalidId> {
-    facts
-        .iter()
-        .fold(FactBuilder::new(key, subject, "v1"), |b, (k, v)| {
-            b.fact(k, v)
-        })
+    FactBuilder::new(key, subject, "v1")
+        .facts(facts)
         .summary(summary)
         .build(now)
 }
@@ -69,23 +68,27 @@ impl Executor for Lab {
             .ok_or_else(|| failed(&"not a line's todo"))?;
         let (dev, holdout) = lifts(hypothesis).ok_or_else(|| failed(&"no such experiment"))?;
         let (split, lift, evaluator) = match kind {
-            "experiment" => ("dev", dev, turn.agent.to_string()),
-            "holdout" => ("holdout", holdout, EVALUATOR.to_owned()),
+            "experiment" => (Split::Dev, dev, turn.agent.to_string()),
+            "holdout" => (Split::Holdout, holdout, EVALUATOR.to_owned()),
             _ => return Err(failed(&"the lab runs experiments and holdouts only")),
         };
-        let edge = if lift >= 0.0 { "supports" } else { "refutes" };
+        let edge = if lift >= 0.0 {
+            Edge::Supports
+        } else {
+            Edge::Refutes
+        };
         let finding = format!("{hypothesis}-{split}");
         let summary = format!("{split} lift {lift:+} on {hypothesis}, evaluated by {evaluator}");
-        let facts = [
-            ("hypothesis", hypothesis.to_owned()),
-            ("split", split.to_owned()),
-            ("edge", edge.to_owned()),
-            ("evaluator", evaluator),
-            ("producer", turn.agent.to_string()),
-            ("lift", lift.to_string()),
-        ];
+        let facts = Finding {
+            hypothesis: hypothesis.to_owned(),
+            split,
+            edge,
+            evaluator,
+            producer: Some(turn.agent.to_string()),
+            lift: Finite::new(lift),
+        };
         let seen = observation(
-            &format!("finding:{finding}"),
+            &Finding::key(&finding),
             &format!("run/{finding}"),
             &facts,
             summary.clone(),
@@ -189,11 +192,12 @@ fn main() -> Result<()> {
         ("h1", &alice, "the byte-level tokenizer lifts accuracy"),
         ("h2", &bob, "doubling the context lifts accuracy"),
     ] {
-        let facts = [
-            ("owner", owner.to_string()),
-            ("statement", statement.to_owned()),
-        ];
-        let key = format!("hypothesis:{id}");
+        let facts = Hypothesis {
+            owner: owner.clone(),
+            depends_on: None,
+            statement: Some(statement.to_owned()),
+        };
+        let key = Hypothesis::key(id);
         let summary = format!("{id} ({owner}): {statement}");
         story.note(&summary);
         let declared = observation(

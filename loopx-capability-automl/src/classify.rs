@@ -19,7 +19,7 @@
 use serde::Serialize;
 
 use crate::contract::{Direction, ExperimentContract, Guardrails};
-use crate::facts::{ExitReason, Fact, Run, RunState, Split};
+use crate::facts::{ExitReason, Fact, Run, RunState, Split, split_of};
 
 /// How one guardrail stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -125,8 +125,8 @@ impl std::fmt::Display for Mismatch {
                 return write!(
                     f,
                     "{experiment} reports split {} but is named for {}",
-                    found.name(),
-                    expected.name()
+                    found.as_str(),
+                    expected.as_str()
                 );
             }
             Mismatch::Dataset { run, baseline } => ("dataset", run, baseline),
@@ -310,10 +310,10 @@ pub fn attribute(reason: Option<&ExitReason>) -> InfraCause {
 fn identity(run: &Run, baseline: &Run, missing: &mut Vec<String>) -> Option<Mismatch> {
     for side in [run, baseline] {
         match side.split {
-            Fact::Known(found) if found != Split::of(&side.experiment) => {
+            Fact::Known(found) if found != split_of(&side.experiment) => {
                 return Some(Mismatch::Split {
                     experiment: side.experiment.clone(),
-                    expected: Split::of(&side.experiment),
+                    expected: split_of(&side.experiment),
                     found,
                 });
             }

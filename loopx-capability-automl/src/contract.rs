@@ -2,6 +2,7 @@
 //! guardrails a candidate must keep. Plain data, (de)serialisable, validated once at
 //! construction so judgement never meets a nonsensical threshold.
 
+use loopx_kernel::facts::metrics::Metric;
 use loopx_kernel::{ObservationKey, PersonId};
 use serde::{Deserialize, Serialize};
 
@@ -274,7 +275,7 @@ impl Guardrails {
 fn check_name(field: &'static str, value: &str) -> Result<(), ContractError> {
     // Experiment and metric names become parts of observation keys, so they must fit the
     // kernel's id alphabet on their own (an empty name would silently merge streams).
-    if value.is_empty() || ObservationKey::new(format!("metric:{value}")).is_err() {
+    if value.is_empty() || ObservationKey::new(format!("{}{value}", Metric::PREFIX)).is_err() {
         return Err(ContractError::InvalidName {
             field,
             value: value.chars().take(64).collect(),

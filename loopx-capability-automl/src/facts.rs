@@ -1,40 +1,52 @@
-//! Reading experiment facts out of the goal's observations. Every fact is outside input: each
-//! is parsed into a typed value, and a missing or unreadable one stays visible as such
-//! ([`Fact::Missing`], [`Fact::Invalid`]) instead of becoming a default or a panic.
+//! Reading experiment facts out of the goal's observations. The facts and keys are the kernel's
+//! experiment schemas ([`loopx_kernel::facts::metrics`]), the same definition the metrics
+//! provider and the run watcher write them with. Every fact is outside input: each is read into
+//! a typed value, and a missing or unreadable one stays visible as such ([`Fact::Missing`],
+//! [`Fact::Invalid`]) instead of becoming a default or a panic.
 //!
 //! Two streams are read per experiment `<e>`, both about subject `experiment:<e>` at revision
 //! `run:<code>+<config>+<dataset>`:
 //!
-//! - `run:<e>`, the run-status observation (defined by this crate, recorded by whichever
-//!   provider watches the training job): facts `state`, `exit_reason`, `split`, `dataset`,
+//! - `run:<e>`, the run-status observation ([`RunStatus`], recorded by whichever provider
+//!   watches the training job): facts `state`, `exit_reason`, `split`, `dataset`,
 //!   `eval_window`, `budget`, `cost`, `wall_time_secs`, `attempt`.
-//! - `metric:<e>/<name>`, the metrics provider's summary of one metric: fact `last_value`
-//!   (the others it records are not needed here).
+//! - `metric:<e>/<name>`, the metrics provider's summary of one metric ([`Metric`]): fact
+//!   `last_value` (the others it records are not needed here).
 //!
 //! The holdout evaluation of experiment `<e>` is the experiment `<e>@holdout`.
 
+use loopx_kernel::facts::FactSchema;
+use loopx_kernel::facts::metrics::{self, Metric, RunStatus};
 use loopx_kernel::{GoalState, Observation, Revision};
 use serde::Serialize;
+
+/// A fact as read from an observation (the kernel's reading of outside input).
+pub use loopx_kernel::facts::Fact;
+/// Which part of the data a run was evaluated on, as its `split` fact says: the development
+/// split for comparisons and candidates, the holdout split for confirmation before promotion.
+pub use loopx_kernel::facts::Split;
+/// Why a run ended abnormally, as its `exit_reason` fact says.
+pub use loopx_kernel::facts::metrics::ExitReason;
 
 /// The suffix naming an experiment's holdout evaluation: `<e>@holdout`.
 pub const HOLDOUT_SUFFIX: &str = "@holdout";
 
 /// The prefix of run-status observation keys: `run:<e>`.
-pub const RUN_PREFIX: &str = "run:";
+pub const RUN_PREFIX: &str = RunStatus::PREFIX;
 
 /// The run-status stream of `experiment`.
 pub fn run_key(experiment: &str) -> String {
-    format!("{RUN_PREFIX}{experiment}")
+    RunStatus::key(experiment)
 }
 
 /// The metrics provider's stream for `metric` of `experiment`.
 pub fn metric_key(experiment: &str, metric: &str) -> String {
-    format!("metric:{experiment}/{metric}")
+    Metric::key(experiment, metric)
 }
 
 /// The subject every fact about `experiment` is bound to.
 pub fn subject(experiment: &str) -> String {
-    format!("experiment:{experiment}")
+    metrics::subject(experiment)
 }
 
 /// The holdout evaluation of `experiment`.
@@ -42,62 +54,12 @@ pub fn holdout_of(experiment: &str) -> String {
     format!("{experiment}{HOLDOUT_SUFFIX}")
 }
 
-/// A fact as read from an observation.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "fact", content = "value", rename_all = "snake_case")]
-pub enum Fact<T> {
-    /// Not recorded (or recorded for another revision of the run).
-    Missing,
-    /// Recorded but unreadable; the raw text, cut to 64 characters.
-    Invalid(String),
-    /// Read.
-    Known(T),
-}
-
-impl<T> Fact<T> {
-    /// The value, when known.
-    pub fn known(&self) -> Option<&T> {
-        match self {
-            Fact::Known(value) => Some(value),
-            _ => None,
-        }
-    }
-}
-
-/// Which part of the data a run was evaluated on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Split {
-    /// The development split: comparisons and candidates.
-    Dev,
-    /// The holdout split: confirmation before promotion.
-    Holdout,
-}
-
-impl Split {
-    /// The split an experiment's name says it was evaluated on.
-    pub fn of(experiment: &str) -> Split {
-        if experiment.ends_with(HOLDOUT_SUFFIX) {
-            Split::Holdout
-        } else {
-            Split::Dev
-        }
-    }
-
-    /// The split's name as the `split` fact spells it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Split::Dev => "dev",
-            Split::Holdout => "holdout",
-        }
-    }
-
-    fn parse(text: &str) -> Option<Split> {
-        match text {
-            "dev" => Some(Split::Dev),
-            "holdout" => Some(Split::Holdout),
-            _ => None,
-        }
+/// The split an experiment's name says it was evaluated on.
+pub fn split_of(experiment: &str) -> Split {
+    if experiment.ends_with(HOLDOUT_SUFFIX) {
+        Split::Holdout
+    } else {
+        Split::Dev
     }
 }
 
@@ -113,37 +75,6 @@ pub enum RunState {
     Failed,
     /// Missing or unreadable: treated like a run still in progress.
     Unknown,
-}
-
-/// Why a run ended abnormally, as its `exit_reason` fact says.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "reason", content = "text", rename_all = "snake_case")]
-pub enum ExitReason {
-    /// The process crashed.
-    Crash,
-    /// Out of memory.
-    Oom,
-    /// The scheduler took the machine back.
-    Preempted,
-    /// The run ended without writing its metrics file.
-    MissingMetrics,
-    /// Training diverged (a non-finite loss): a fact about the model, not the infrastructure.
-    Diverged,
-    /// Anything else, kept verbatim (cut to 64 characters).
-    Other(String),
-}
-
-impl ExitReason {
-    fn parse(text: &str) -> ExitReason {
-        match text {
-            "crash" => ExitReason::Crash,
-            "oom" => ExitReason::Oom,
-            "preempted" => ExitReason::Preempted,
-            "missing_metrics" => ExitReason::MissingMetrics,
-            "diverged" => ExitReason::Diverged,
-            other => ExitReason::Other(cut(other)),
-        }
-    }
 }
 
 /// One run as its run-status observation and its metric observations describe it.
@@ -199,22 +130,24 @@ impl Run {
                 .filter(|o| o.revision == status.revision)
                 .cloned(),
         );
+        let facts = RunStatus::read(&status.facts);
         Some(Run {
             experiment: experiment.to_owned(),
             revision: status.revision.clone(),
-            state: run_state(status.fact("state")),
-            exit_reason: status.fact("exit_reason").map(ExitReason::parse),
-            split: parse(status.fact("split"), Split::parse),
-            dataset: text(status.fact("dataset")),
-            eval_window: text(status.fact("eval_window")),
-            budget: text(status.fact("budget")),
-            cost: number(status.fact("cost")),
-            wall_time_secs: number(status.fact("wall_time_secs")),
-            attempt: status
-                .fact("attempt")
-                .and_then(|a| a.trim().parse::<u32>().ok())
-                .filter(|a| *a > 0)
-                .unwrap_or(1),
+            state: match facts.state {
+                Fact::Known(metrics::RunState::Running) => RunState::Running,
+                Fact::Known(metrics::RunState::Finished) => RunState::Finished,
+                Fact::Known(metrics::RunState::Failed) => RunState::Failed,
+                Fact::Missing | Fact::Invalid(_) => RunState::Unknown,
+            },
+            exit_reason: facts.exit_reason.into_known(),
+            split: facts.split,
+            dataset: trimmed(facts.dataset),
+            eval_window: trimmed(facts.eval_window),
+            budget: trimmed(facts.budget),
+            cost: facts.cost,
+            wall_time_secs: facts.wall_time_secs,
+            attempt: facts.attempt.into_known().filter(|a| *a > 0).unwrap_or(1),
             primary: metric(primary),
             secondary: secondary.iter().map(|name| metric(name)).collect(),
             inputs,
@@ -234,39 +167,24 @@ pub fn experiments(state: &GoalState) -> Vec<String> {
 
 fn metric_value(state: &GoalState, experiment: &str, name: &str, revision: &Revision) -> Fact<f64> {
     match state.observation(&metric_key(experiment, name)) {
-        Some(o) if &o.revision == revision => number(o.fact("last_value")),
+        Some(o) if &o.revision == revision => Metric::read(&o.facts).last_value,
         _ => Fact::Missing,
     }
 }
 
-fn run_state(text: Option<&str>) -> RunState {
-    match text {
-        Some("running") => RunState::Running,
-        Some("finished") => RunState::Finished,
-        Some("failed") => RunState::Failed,
-        _ => RunState::Unknown,
+/// A text compared across runs, without surrounding whitespace; blank is missing.
+fn trimmed(fact: Fact<String>) -> Fact<String> {
+    match fact {
+        Fact::Known(text) if text.trim().is_empty() => Fact::Missing,
+        Fact::Known(text) => Fact::Known(text.trim().to_owned()),
+        other => other,
     }
 }
 
 /// Parses a number fact. NaN and infinities are kept as values: a diverged metric is a fact
 /// the guardrails judge, not an unreadable one.
 pub fn number(text: Option<&str>) -> Fact<f64> {
-    parse(text, |t| t.parse::<f64>().ok())
-}
-
-fn text(text: Option<&str>) -> Fact<String> {
-    parse(text, |t| Some(t.to_owned()))
-}
-
-fn parse<T>(text: Option<&str>, read: impl Fn(&str) -> Option<T>) -> Fact<T> {
-    match text.map(str::trim) {
-        None | Some("") => Fact::Missing,
-        Some(t) => read(t).map_or_else(|| Fact::Invalid(cut(t)), Fact::Known),
-    }
-}
-
-fn cut(text: &str) -> String {
-    text.chars().take(64).collect()
+    Fact::read(text)
 }
 
 #[cfg(test)]
@@ -285,15 +203,14 @@ mod tests {
 
     #[test]
     fn names_and_splits_follow_the_holdout_suffix() {
-        assert_eq!(Split::of("exp-a"), Split::Dev);
-        assert_eq!(Split::of(&holdout_of("exp-a")), Split::Holdout);
+        assert_eq!(split_of("exp-a"), Split::Dev);
+        assert_eq!(split_of(&holdout_of("exp-a")), Split::Holdout);
         assert_eq!(run_key("exp-a"), "run:exp-a");
         assert_eq!(metric_key("exp-a", "loss"), "metric:exp-a/loss");
-        assert_eq!(ExitReason::parse("oom"), ExitReason::Oom);
         assert_eq!(
-            ExitReason::parse("segfault"),
-            ExitReason::Other("segfault".into())
+            trimmed(Fact::Known(" ds1 ".into())),
+            Fact::Known("ds1".into())
         );
-        assert_eq!(run_state(Some("paused")), RunState::Unknown);
+        assert_eq!(trimmed(Fact::Known("  ".into())), Fact::Missing);
     }
 }

@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use crate::classify::{Classification, classify, classify_reference};
 use crate::contract::ExperimentContract;
-use crate::facts::{HOLDOUT_SUFFIX, Run, Split, experiments, holdout_of};
+use crate::facts::{HOLDOUT_SUFFIX, Run, Split, experiments, holdout_of, split_of};
 
 /// The part a run plays under the contract.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -74,7 +74,7 @@ pub fn assess_run(
         .collect();
     let read = |name: &str| Run::read(state, name, &contract.primary, &secondary);
     let run = read(experiment)?;
-    let split = Split::of(experiment);
+    let split = split_of(experiment);
     let baseline_name = match split {
         Split::Dev => contract.baseline.clone(),
         Split::Holdout => holdout_of(&contract.baseline),

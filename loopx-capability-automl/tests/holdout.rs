@@ -5,6 +5,7 @@ mod common;
 
 use common::*;
 use loopx_capability_automl::{HoldoutError, HoldoutStanding, holdout_evidence, holdout_standing};
+use loopx_kernel::facts::metrics::RunStatus;
 use loopx_kernel::testkit::{roster, scenario};
 use loopx_kernel::{
     Actor, Command, Freshness, GoalState, Observation, Outcome, PersonId, Revision, SourceId,
@@ -105,7 +106,7 @@ fn a_new_revision_makes_holdout_evidence_stale() {
     );
     record(
         &mut goal,
-        vec![run("exp-a", R2).with("state", "running").obs()],
+        vec![run("exp-a", R2).with(RunStatus::state, "running").obs()],
     );
     assert!(matches!(
         goal.freshness(&id, roster::start()),

@@ -19,6 +19,7 @@ use loopx_capability_automl::{
     AutoMl, HoldoutStanding, Verdict, assess_run, classify, holdout_evidence, holdout_standing,
     scoped_id,
 };
+use loopx_kernel::facts::metrics::{self, Metric, RunStatus};
 use loopx_kernel::testkit::scenario::{self, Scenario, ScenarioStep, StepRecord};
 use loopx_kernel::{
     Actor, Command, Duration, GoalState, Observation, PersonId, Revision, Subject, Timestamp,
@@ -29,15 +30,15 @@ const EXPERIMENTS: [&str; 5] = ["base", "exp-a", "exp-b", "base@holdout", "exp-a
 const CANDIDATES: [&str; 2] = ["exp-a", "exp-b"];
 const REVISIONS: [&str; 3] = [BASE, R1, R2];
 const RUN_FACTS: [&str; 10] = [
-    "state",
-    "exit_reason",
-    "split",
-    "dataset",
-    "eval_window",
-    "budget",
-    "cost",
-    "wall_time_secs",
-    "attempt",
+    RunStatus::state,
+    RunStatus::exit_reason,
+    RunStatus::split,
+    RunStatus::dataset,
+    RunStatus::eval_window,
+    RunStatus::budget,
+    RunStatus::cost,
+    RunStatus::wall_time_secs,
+    RunStatus::attempt,
     "junk",
 ];
 const METRICS: [&str; 3] = ["accuracy", "latency_ms", "junk"];
@@ -128,20 +129,20 @@ fn noise(
     let names: &[&str] = if key_is_run {
         &RUN_FACTS
     } else {
-        &["last_value", "name", "points"]
+        &[Metric::last_value, Metric::name, Metric::points]
     };
     let facts: Vec<(&str, &str)> = facts
         .iter()
         .map(|(n, v)| (names[n % names.len()], VALUES[*v]))
         .collect();
     let key = if key_is_run {
-        format!("run:{experiment}")
+        RunStatus::key(experiment)
     } else {
-        format!("metric:{experiment}/{}", METRICS[metric])
+        Metric::key(experiment, METRICS[metric])
     };
     scenario::observation(
         &key,
-        &format!("experiment:{experiment}"),
+        &metrics::subject(experiment),
         REVISIONS[revision],
         &facts,
     )
@@ -299,8 +300,8 @@ proptest! {
         latency in prop::num::f64::ANY,
         cost in prop::sample::select(VALUES.to_vec()),
     ) {
-        let mut facts = run("exp-a", R1).with("state", state).with("exit_reason", exit).with("cost", cost);
-        if exit.is_empty() { facts = facts.without("exit_reason"); }
+        let mut facts = run("exp-a", R1).with(RunStatus::state, state).with(RunStatus::exit_reason, exit).with(RunStatus::cost, cost);
+        if exit.is_empty() { facts = facts.without(RunStatus::exit_reason); }
         let mut goal = GoalState::create(
             &Actor::Person(PersonId::new("olivia").expect("person")),
             loopx_kernel::testkit::roster::start(),

@@ -6,6 +6,7 @@ mod common;
 
 use common::*;
 use loopx_capability_automl::scoped_id;
+use loopx_kernel::facts::metrics::RunStatus;
 use loopx_kernel::testkit::scenario::{JudgedProposal, ScenarioStep};
 use loopx_kernel::{
     Actor, AgentId, Command, Duration, GateAnswer, GateId, MonitorSpec, NewTodo, ObservationKey,
@@ -108,7 +109,7 @@ fn cases() -> Vec<Case> {
             "running_run_proposes_nothing",
             vec![
                 watch(),
-                with_run(&run("exp-a", R1).with("state", "running"), "0.99"),
+                with_run(&run("exp-a", R1).with(RunStatus::state, "running"), "0.99"),
             ],
             "continue",
             &[],
@@ -150,7 +151,7 @@ fn cases() -> Vec<Case> {
         case(
             "missing_metrics_file_retries",
             vec![with_run(
-                &run("exp-a", R1).with("exit_reason", "missing_metrics"),
+                &run("exp-a", R1).with(RunStatus::exit_reason, "missing_metrics"),
                 "0.5",
             )],
             "continue",
@@ -165,7 +166,7 @@ fn cases() -> Vec<Case> {
         case(
             "attempts_exhausted_asks_for_repair",
             vec![with_run(
-                &run("exp-a", R1).failed("oom").with("attempt", "3"),
+                &run("exp-a", R1).failed("oom").with(RunStatus::attempt, "3"),
                 "0.2",
             )],
             "repair",
@@ -185,14 +186,17 @@ fn cases() -> Vec<Case> {
         ),
         case(
             "cost_cap_exceeded_is_blocked",
-            vec![with_run(&run("exp-a", R1).with("cost", "250"), "0.9")],
+            vec![with_run(
+                &run("exp-a", R1).with(RunStatus::cost, "250"),
+                "0.9",
+            )],
             "replan",
             &["raise_obligation guardrail:exp-a"],
         ),
         case(
             "time_cap_exceeded_is_blocked",
             vec![with_run(
-                &run("exp-a", R1).with("wall_time_secs", "9000"),
+                &run("exp-a", R1).with(RunStatus::wall_time_secs, "9000"),
                 "0.9",
             )],
             "replan",
@@ -212,14 +216,14 @@ fn cases() -> Vec<Case> {
         ),
         case(
             "missing_cost_needs_evaluation",
-            vec![with_run(&run("exp-a", R1).without("cost"), "0.9")],
+            vec![with_run(&run("exp-a", R1).without(RunStatus::cost), "0.9")],
             "continue",
             &["add_todo evaluate:exp-a"],
         ),
         case(
             "unreadable_cost_needs_evaluation",
             vec![with_run(
-                &run("exp-a", R1).with("cost", "ten dollars"),
+                &run("exp-a", R1).with(RunStatus::cost, "ten dollars"),
                 "0.9",
             )],
             "continue",
@@ -244,14 +248,17 @@ fn cases() -> Vec<Case> {
         ),
         case(
             "dataset_mismatch_is_invalid",
-            vec![with_run(&run("exp-a", R1).with("dataset", "ds2"), "0.95")],
+            vec![with_run(
+                &run("exp-a", R1).with(RunStatus::dataset, "ds2"),
+                "0.95",
+            )],
             "replan",
             &["raise_obligation invalid:exp-a"],
         ),
         case(
             "window_mismatch_is_invalid",
             vec![with_run(
-                &run("exp-a", R1).with("eval_window", "2026-11"),
+                &run("exp-a", R1).with(RunStatus::eval_window, "2026-11"),
                 "0.95",
             )],
             "replan",
@@ -260,7 +267,7 @@ fn cases() -> Vec<Case> {
         case(
             "budget_mismatch_is_invalid",
             vec![with_run(
-                &run("exp-a", R1).with("budget", "steps=5000"),
+                &run("exp-a", R1).with(RunStatus::budget, "steps=5000"),
                 "0.95",
             )],
             "replan",
@@ -268,7 +275,10 @@ fn cases() -> Vec<Case> {
         ),
         case(
             "mislabelled_split_is_invalid",
-            vec![with_run(&run("exp-a", R1).with("split", "holdout"), "0.95")],
+            vec![with_run(
+                &run("exp-a", R1).with(RunStatus::split, "holdout"),
+                "0.95",
+            )],
             "replan",
             &["raise_obligation invalid:exp-a"],
         ),
@@ -353,7 +363,9 @@ fn cases() -> Vec<Case> {
                 promoted_to_gate(),
                 vec![
                     watch(),
-                    observe(vec![run("exp-a", R2).with("state", "running").obs()]),
+                    observe(vec![
+                        run("exp-a", R2).with(RunStatus::state, "running").obs(),
+                    ]),
                 ],
             ]
             .concat(),

@@ -11,6 +11,11 @@ use loopx_kernel::{
     TodoClass, TodoId, TodoStatus, WriteSet,
 };
 
+use loopx_kernel::facts::github::{
+    self, CheckRun, CheckSuite, CiRollup, Commit, CommitStatus, Issue, PullRequest, ReviewThreads,
+};
+use loopx_kernel::facts::{Fact, FactSchema};
+
 use crate::config::{ConfigError, PrFixConfig};
 use crate::facts::{
     CiItem, CiVerdict, PullStatus, Review, Thread, Threads, Triage, branch_blocked, sha_of_revision,
@@ -45,15 +50,19 @@ impl PrFix {
     /// What the goal's observations say about the pull request observed as `pull`: its status,
     /// exact head, CI at that head and reviews against it.
     pub fn pull_facts(&self, state: &GoalState, pull: &Observation) -> Option<PullFacts> {
-        let thread = Thread::parse(pull.key.as_str(), "pr:")?;
-        let head = sha_of_revision(pull.revision.as_str())
-            .filter(|sha| pull.fact("head_sha").is_none_or(|fact| fact == *sha));
+        let thread = Thread::parse(pull.key.as_str(), PullRequest::PREFIX)?;
+        let head = sha_of_revision(pull.revision.as_str()).filter(|sha| {
+            match PullRequest::read(&pull.facts).head_sha {
+                Fact::Known(fact) => fact == *sha,
+                _ => true,
+            }
+        });
         let (ci, reviews) = match head {
             Some(head) => {
                 let items = ci_items(state, &thread, head);
                 let reviews = reviews(state, &thread);
                 let threads = state
-                    .observation(&thread.key("threads:"))
+                    .observation(&ReviewThreads::key(&thread))
                     .map(Threads::read);
                 (
                     ci_at_head(&items, &self.config.required_checks),
@@ -77,12 +86,12 @@ impl PrFix {
 
     fn plan_pull(&self, out: &mut Proposals, pull: &Observation, now: Timestamp) {
         let (Some(thread), Some(facts)) = (
-            Thread::parse(pull.key.as_str(), "pr:"),
+            Thread::parse(pull.key.as_str(), PullRequest::PREFIX),
             self.pull_facts(out.state(), pull),
         ) else {
             return;
         };
-        let line = Line::new(self, out.state(), &thread.key("pr:"), now);
+        let line = Line::new(self, out.state(), &PullRequest::key(&thread), now);
         match (phase(&facts, self.config.required_approvals), facts.head) {
             (Phase::Closed, _) => {
                 let verb = if facts.status == PullStatus::Merged {
@@ -105,14 +114,16 @@ impl PrFix {
     }
 
     fn plan_issue(&self, out: &mut Proposals, triage: &Observation, now: Timestamp) {
-        let Some(thread) = Thread::parse(triage.key.as_str(), "triage:") else {
+        let Some(thread) = Thread::parse(triage.key.as_str(), github::Triage::PREFIX) else {
             return;
         };
         let line = Line::new(self, out.state(), &thread.key("route:"), now);
         let closed = out
             .state()
-            .observation(&thread.key("issue:"))
-            .is_some_and(|issue| issue.fact("state") == Some("closed"));
+            .observation(&Issue::key(&thread))
+            .is_some_and(|issue| {
+                Issue::read(&issue.facts).state.known().map(String::as_str) == Some("closed")
+            });
         if closed {
             line.close(
                 out,
@@ -154,7 +165,7 @@ impl PrFix {
     ) -> Option<Step> {
         let pr = thread.key("");
         let at = short(head);
-        let line = ids::line(&thread.key("pr:"));
+        let line = ids::line(&PullRequest::key(thread));
         let id = TodoId::new(bounded_id(&format!("{line}/{}@{at}", phase.slug()))).ok()?;
         let monitor = |title: String| NewTodo {
             class: TodoClass::Monitor(MonitorSpec {
@@ -295,10 +306,10 @@ impl Capability for PrFix {
         if state.abandoned.is_some() {
             return out.into_vec();
         }
-        for pull in state.observations_with_prefix("pr:") {
+        for pull in state.observations_with_prefix(PullRequest::PREFIX) {
             self.plan_pull(&mut out, pull, now);
         }
-        for triage in state.observations_with_prefix("triage:") {
+        for triage in state.observations_with_prefix(github::Triage::PREFIX) {
             self.plan_issue(&mut out, triage, now);
         }
         out.into_vec()
@@ -498,11 +509,11 @@ fn route_todo(thread: &Thread, triage: &Observation, route: Route, id: &str) -> 
 /// CI items about the exact `head` of the pull request: check runs, suites and statuses of
 /// that commit, and the REST roll-up when it was read at that head.
 fn ci_items(state: &GoalState, thread: &Thread, head: &str) -> Vec<CiItem> {
-    let repo = &thread.repo;
-    ["check", "suite", "status"]
+    let commit = Commit::of(thread, head);
+    [CheckRun::PREFIX, CheckSuite::PREFIX, CommitStatus::PREFIX]
         .iter()
-        .flat_map(|kind| state.observations_with_prefix(&format!("{kind}:{repo}@{head}/")))
-        .chain(state.observation(&thread.key("ci:")))
+        .flat_map(|kind| state.observations_with_prefix(&commit.streams(kind)))
+        .chain(state.observation(&CiRollup::key(thread)))
         .filter_map(CiItem::read)
         .filter(|item| item.sha == head)
         .collect()
@@ -511,7 +522,7 @@ fn ci_items(state: &GoalState, thread: &Thread, head: &str) -> Vec<CiItem> {
 /// Each reviewer's latest review of the pull request.
 fn reviews(state: &GoalState, thread: &Thread) -> Vec<Review> {
     state
-        .observations_with_prefix(&format!("{}/", thread.key("review:")))
+        .observations_with_prefix(&github::Review::streams(thread))
         .map(Review::read)
         .collect()
 }

@@ -12,6 +12,9 @@ use loopx_kernel::{
     Subject,
 };
 
+use loopx_kernel::facts::git;
+use loopx_kernel::facts::github::{CiRollup, Commit, PullRequest};
+
 use crate::facts::{CiItem, CiSource, CiVerdict, Thread, sha_of_revision};
 use crate::ids::short;
 
@@ -71,7 +74,7 @@ pub enum CiEvidenceError {
 /// [`CiEvidenceError`] when the observations are not a concluded CI fact at the pull
 /// request's exact head.
 pub fn ci_evidence(ci: &Observation, pull: &Observation) -> Result<NewEvidence, CiEvidenceError> {
-    let thread = Thread::parse(pull.key.as_str(), "pr:")
+    let thread = Thread::parse(pull.key.as_str(), PullRequest::PREFIX)
         .filter(|_| pull.subject.as_str() == pull.key.as_str())
         .ok_or_else(|| CiEvidenceError::NotAPullRequest {
             key: pull.key.to_string(),
@@ -115,8 +118,8 @@ pub fn ci_evidence(ci: &Observation, pull: &Observation) -> Result<NewEvidence, 
 /// roll-up, to the pull request itself).
 fn is_about(ci: &Observation, item: &CiItem, thread: &Thread) -> bool {
     match item.source {
-        CiSource::Rollup => ci.key.as_str() == thread.key("ci:"),
-        _ => ci.subject.as_str() == format!("commit:{}@{}", thread.repo, item.sha),
+        CiSource::Rollup => ci.key.as_str() == CiRollup::key(thread),
+        _ => ci.subject.as_str() == Commit::of(thread, &item.sha).subject(),
     }
 }
 
@@ -142,7 +145,7 @@ fn build(
     outcome: Outcome,
 ) -> Option<NewEvidence> {
     let check = bounded_id(&check_name(item));
-    let pull = thread.key("pr:");
+    let pull = PullRequest::key(thread);
     let summary = format!(
         "{} {} at {}",
         check,
@@ -162,7 +165,7 @@ fn build(
         .ok()?,
         check: CheckId::new(check).ok()?,
         subject: Subject::new(pull).ok()?,
-        revision: Revision::new(format!("git:{}", item.sha)).ok()?,
+        revision: Revision::new(git::revision(&item.sha)).ok()?,
         outcome,
         summary,
         observed_at: ci.observed_at,

@@ -1,46 +1,22 @@
-//! Typed readings of the observations this capability judges. Observation facts are outside
-//! input: every reader parses, and a value it does not recognise becomes a typed "unknown",
-//! never a panic.
+//! Typed readings of the observations this capability judges. The facts and keys are the
+//! kernel's GitHub schemas ([`loopx_kernel::facts::github`]), the same definition the GitHub
+//! provider writes them with; this module decides what they mean. Observation facts are outside
+//! input: a value the capability does not recognise becomes a typed "unknown", never a panic.
 
 use loopx_kernel::Observation;
+use loopx_kernel::facts::github::{
+    self, CheckRun, CheckSuite, CiRollup, CommitStatus, PullRequest, PullState,
+    Reproduction as Reproduced, ReviewThreads,
+};
+use loopx_kernel::facts::{Fact, FactSchema};
 use serde::{Deserialize, Serialize};
 
 /// A pull request or issue named the way the GitHub provider names them: the repository as it
 /// appears in observation keys (`owner/name`, encoded for ids) and the number.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct Thread {
-    /// The repository, as written in observation keys.
-    pub repo: String,
-    /// The pull request or issue number.
-    pub number: u64,
-}
+pub use loopx_kernel::facts::github::Thread;
 
-impl Thread {
-    /// Reads `<prefix><repo>#<n>` (e.g. `pr:acme/cli#12`); `None` for any other shape.
-    pub fn parse(key: &str, prefix: &str) -> Option<Thread> {
-        let (repo, number) = key.strip_prefix(prefix)?.rsplit_once('#')?;
-        let number = number.parse().ok()?;
-        (!repo.is_empty() && !repo.contains('#')).then(|| Thread {
-            repo: repo.to_owned(),
-            number,
-        })
-    }
-
-    /// `<prefix><repo>#<n>`.
-    pub fn key(&self, prefix: &str) -> String {
-        format!("{prefix}{}#{}", self.repo, self.number)
-    }
-}
-
-/// The exact commit a fact is bound to: a git revision `git:<sha>` with a hexadecimal sha.
-pub fn sha_of_revision(revision: &str) -> Option<&str> {
-    revision.strip_prefix("git:").filter(|sha| is_sha(sha))
-}
-
-/// True for 7 to 64 hexadecimal digits.
-pub fn is_sha(text: &str) -> bool {
-    (7..=64).contains(&text.len()) && text.chars().all(|c| c.is_ascii_hexdigit())
-}
+/// The exact commit a fact is bound to (`git:<sha>`), and what counts as a sha.
+pub use loopx_kernel::facts::git::{is_sha, sha_of_revision};
 
 /// Where a pull request stands on GitHub (`status` fact of a `pr:` observation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -61,14 +37,15 @@ pub enum PullStatus {
 impl PullStatus {
     /// Reads the `status` fact, with the `draft` fact making an open pull request a draft.
     pub fn read(observation: &Observation) -> PullStatus {
-        let draft = observation.fact("draft") == Some("true");
-        match observation.fact("status") {
-            Some("merged") => PullStatus::Merged,
-            Some("closed") => PullStatus::Closed,
-            Some("draft") => PullStatus::Draft,
-            Some("open") if draft => PullStatus::Draft,
-            Some("open") => PullStatus::Open,
-            _ => PullStatus::Unknown,
+        let pull = PullRequest::read(&observation.facts);
+        let draft = pull.draft == Fact::Known(true);
+        match pull.status {
+            Fact::Known(PullState::Merged) => PullStatus::Merged,
+            Fact::Known(PullState::Closed) => PullStatus::Closed,
+            Fact::Known(PullState::Draft) => PullStatus::Draft,
+            Fact::Known(PullState::Open) if draft => PullStatus::Draft,
+            Fact::Known(PullState::Open) => PullStatus::Open,
+            Fact::Missing | Fact::Invalid(_) => PullStatus::Unknown,
         }
     }
 }
@@ -76,7 +53,10 @@ impl PullStatus {
 /// True when GitHub reports the branch behind its base or in conflict (`mergeable_state`).
 pub fn branch_blocked(observation: &Observation) -> bool {
     matches!(
-        observation.fact("mergeable_state"),
+        PullRequest::read(&observation.facts)
+            .mergeable_state
+            .known()
+            .map(String::as_str),
         Some("behind" | "dirty")
     )
 }
@@ -98,18 +78,19 @@ pub enum CiVerdict {
 }
 
 impl CiVerdict {
-    fn from_verdict_fact(value: Option<&str>) -> CiVerdict {
+    fn from_verdict_fact(value: &Fact<github::CiVerdict>) -> CiVerdict {
         match value {
-            Some("passing") => CiVerdict::Passing,
-            Some("failing") => CiVerdict::Failing,
-            Some("pending") => CiVerdict::Pending,
-            Some("none") => CiVerdict::Absent,
-            _ => CiVerdict::Unknown,
+            Fact::Known(github::CiVerdict::Passing) => CiVerdict::Passing,
+            Fact::Known(github::CiVerdict::Failing) => CiVerdict::Failing,
+            Fact::Known(github::CiVerdict::Pending) => CiVerdict::Pending,
+            Fact::Known(github::CiVerdict::None) => CiVerdict::Absent,
+            Fact::Missing | Fact::Invalid(_) => CiVerdict::Unknown,
         }
     }
 
-    fn from_conclusion(status: Option<&str>, conclusion: Option<&str>) -> CiVerdict {
-        match conclusion {
+    fn from_conclusion(status: &Fact<String>, conclusion: &Fact<String>) -> CiVerdict {
+        let status = status.known().map(String::as_str);
+        match conclusion.known().map(String::as_str) {
             Some("success" | "neutral" | "skipped") => CiVerdict::Passing,
             Some(
                 "failure" | "cancelled" | "timed_out" | "action_required" | "stale"
@@ -152,35 +133,28 @@ impl CiItem {
     /// Reads a check-run, check-suite, status or roll-up observation; `None` for anything else
     /// or for one not bound to an exact commit.
     pub fn read(observation: &Observation) -> Option<CiItem> {
-        let key = observation.key.as_str();
         let sha = sha_of_revision(observation.revision.as_str())?.to_owned();
-        let (source, name, verdict) = if key.starts_with("check:") {
-            let verdict = match CiVerdict::from_verdict_fact(observation.fact("verdict")) {
-                CiVerdict::Unknown => CiVerdict::from_conclusion(
-                    observation.fact("status"),
-                    observation.fact("conclusion"),
-                ),
+        let (source, name, verdict) = if let Some(run) = observation.read_facts::<CheckRun>() {
+            let verdict = match CiVerdict::from_verdict_fact(&run.verdict) {
+                CiVerdict::Unknown => CiVerdict::from_conclusion(&run.status, &run.conclusion),
                 known => known,
             };
-            (CiSource::CheckRun, observation.fact("name")?, verdict)
-        } else if key.starts_with("suite:") {
-            let verdict = CiVerdict::from_conclusion(
-                observation.fact("status"),
-                observation.fact("conclusion"),
-            );
-            (CiSource::CheckSuite, observation.fact("app")?, verdict)
-        } else if key.starts_with("status:") {
-            let verdict = CiVerdict::from_verdict_fact(observation.fact("verdict"));
-            (CiSource::Status, observation.fact("context")?, verdict)
-        } else if key.starts_with("ci:") {
-            let verdict = CiVerdict::from_verdict_fact(observation.fact("verdict"));
-            (CiSource::Rollup, "rollup", verdict)
+            (CiSource::CheckRun, run.name.into_known()?, verdict)
+        } else if let Some(suite) = observation.read_facts::<CheckSuite>() {
+            let verdict = CiVerdict::from_conclusion(&suite.status, &suite.conclusion);
+            (CiSource::CheckSuite, suite.app.into_known()?, verdict)
+        } else if let Some(status) = observation.read_facts::<CommitStatus>() {
+            let verdict = CiVerdict::from_verdict_fact(&status.verdict);
+            (CiSource::Status, status.context.into_known()?, verdict)
+        } else if let Some(rollup) = observation.read_facts::<CiRollup>() {
+            let verdict = CiVerdict::from_verdict_fact(&rollup.verdict);
+            (CiSource::Rollup, "rollup".to_owned(), verdict)
         } else {
             return None;
         };
         Some(CiItem {
             source,
-            name: name.to_owned(),
+            name,
             sha,
             verdict,
         })
@@ -212,21 +186,19 @@ pub struct Review {
 impl Review {
     /// Reads a `review:` observation.
     pub fn read(observation: &Observation) -> Review {
-        let state = match observation.fact("state") {
+        let review = github::Review::read(&observation.facts);
+        let state = match review.state.known().map(String::as_str) {
             Some("approved") => ReviewState::Approved,
             Some("changes_requested") => ReviewState::ChangesRequested,
             _ => ReviewState::Neutral,
         };
-        let commit = observation
-            .fact("commit_id")
-            .filter(|sha| is_sha(sha))
-            .map(str::to_owned);
+        let commit = review.commit_id.into_known().filter(|sha| is_sha(sha));
         Review { state, commit }
     }
 }
 
 /// Review threads of a pull request as read at one head (a `threads:<repo>#<n>` observation
-/// with revision `git:<sha>`, facts `unresolved` and `complete`).
+/// with revision `git:<sha>`; the kernel's [`ReviewThreads`] facts).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Threads {
     /// The head the threads were read at.
@@ -239,8 +211,9 @@ impl Threads {
     /// Reads a `threads:` observation; an unreadable count or an incomplete read is "not all
     /// resolved".
     pub fn read(observation: &Observation) -> Threads {
-        let complete = observation.fact("complete") == Some("true");
-        let none_open = observation.fact("unresolved") == Some("0");
+        let threads = ReviewThreads::read(&observation.facts);
+        let complete = threads.complete == Fact::Known(true);
+        let none_open = threads.unresolved == Fact::Known(0);
         Threads {
             sha: sha_of_revision(observation.revision.as_str()).map(str::to_owned),
             all_resolved: complete && none_open,
@@ -281,34 +254,30 @@ pub struct Triage {
 impl Triage {
     /// Reads a `triage:` observation.
     pub fn read(observation: &Observation) -> Triage {
-        let reproduction = match observation.fact("reproduction") {
-            Some("product_bug") => Reproduction::ProductBug,
-            Some("test_bug") => Reproduction::TestBug,
-            Some("environment") => Reproduction::Environment,
-            Some("under_specified") => Reproduction::UnderSpecified,
+        let triage = github::Triage::read(&observation.facts);
+        let reproduction = match triage.reproduction {
+            Fact::Known(Reproduced::ProductBug) => Reproduction::ProductBug,
+            Fact::Known(Reproduced::TestBug) => Reproduction::TestBug,
+            Fact::Known(Reproduced::Environment) => Reproduction::Environment,
+            Fact::Known(Reproduced::UnderSpecified) => Reproduction::UnderSpecified,
             _ => Reproduction::None,
         };
         Triage {
             reproduction,
-            failing_test: observation.fact("failing_test") == Some("true"),
-            scope: observation.fact("scope").and_then(scope_paths),
-            validation: observation
-                .fact("validation")
-                .map(str::trim)
+            failing_test: triage.failing_test == Fact::Known(true),
+            scope: triage.scope.into_known().and_then(scope_paths),
+            validation: triage
+                .validation
+                .known()
+                .map(|command| command.trim())
                 .filter(|command| !command.is_empty())
                 .map(str::to_owned),
         }
     }
 }
 
-/// Comma-separated path prefixes; `None` when empty or when one escapes the repository.
-fn scope_paths(text: &str) -> Option<Vec<String>> {
-    let paths: Vec<String> = text
-        .split(',')
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-        .map(str::to_owned)
-        .collect();
+/// Path prefixes; `None` when there are none or when one escapes the repository.
+fn scope_paths(paths: Vec<String>) -> Option<Vec<String>> {
     let escapes = paths.iter().any(|p| p.split('/').any(|c| c == ".."));
     (!paths.is_empty() && !escapes).then_some(paths)
 }
@@ -320,23 +289,6 @@ mod tests {
 
     fn seen(key: &str, revision: &str, facts: &[(&str, &str)]) -> Observation {
         observation(key, "s", revision, facts).expect("valid test ids")
-    }
-
-    #[test]
-    fn threads_parse_only_their_own_shape() {
-        let pr = Thread::parse("pr:acme/cli#12", "pr:").expect("a pull request key");
-        assert_eq!((pr.repo.as_str(), pr.number), ("acme/cli", 12));
-        assert_eq!(pr.key("ci:"), "ci:acme/cli#12");
-        assert_eq!(Thread::parse("pr:acme/cli#x", "pr:"), None);
-        assert_eq!(Thread::parse("pr:#3", "pr:"), None);
-        assert_eq!(Thread::parse("issue:acme/cli#3", "pr:"), None);
-    }
-
-    #[test]
-    fn revisions_bind_only_hex_shas() {
-        assert_eq!(sha_of_revision("git:ec26c3e5"), Some("ec26c3e5"));
-        assert_eq!(sha_of_revision("git:main"), None);
-        assert_eq!(sha_of_revision("content:ab12cd34"), None);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 mod support;
 
 use loopx_capability_prfix::{CiEvidenceError, PrFixConfig, ci_evidence};
+use loopx_kernel::facts::github::{Reproduction, Triage};
 use loopx_kernel::testkit::roster;
 use loopx_kernel::testkit::scenario::{self, Scenario, ScenarioStep};
 use loopx_kernel::{
@@ -288,7 +289,7 @@ fn cases() -> Vec<Case> {
                     check_passed(),
                     review("CHANGES_REQUESTED", HEAD),
                 ]),
-                observe(vec![pushed(NEW_HEAD), threads(NEW_HEAD, "0")]),
+                observe(vec![pushed(NEW_HEAD), threads(NEW_HEAD, 0)]),
             ],
             "wait",
             &[
@@ -305,7 +306,7 @@ fn cases() -> Vec<Case> {
                     check_passed(),
                     review("CHANGES_REQUESTED", HEAD),
                 ]),
-                observe(vec![pushed(NEW_HEAD), threads(NEW_HEAD, "2")]),
+                observe(vec![pushed(NEW_HEAD), threads(NEW_HEAD, 2)]),
             ],
             "continue",
             &[
@@ -512,7 +513,7 @@ fn cases() -> Vec<Case> {
             "issue_caused_by_the_environment_routes_a_comment_only",
             vec![observe(vec![
                 issue(&[]),
-                triage(&[("reproduction", "environment")]),
+                triage(&reproduced(Reproduction::Environment)),
             ])],
             "continue",
             &[format!("add_todo {}", route("1-comment"))],
@@ -521,7 +522,7 @@ fn cases() -> Vec<Case> {
             "issue_without_feasibility_facts_routes_triage_only",
             vec![observe(vec![
                 issue(&[]),
-                triage(&[("reproduction", "none")]),
+                triage(&reproduced(Reproduction::NotReproduced)),
             ])],
             "continue",
             &[format!("add_todo {}", route("1-triage"))],
@@ -529,7 +530,7 @@ fn cases() -> Vec<Case> {
         case(
             "new_triage_facts_reroute_and_supersede_the_open_triage_todo",
             vec![
-                observe(vec![issue(&[]), triage(&[])]),
+                observe(vec![issue(&[]), triage(&untriaged())]),
                 observe(vec![triage(&fixable())]),
             ],
             "continue",
@@ -542,11 +543,11 @@ fn cases() -> Vec<Case> {
             "refined_facts_on_the_same_route_do_not_reroute",
             vec![
                 observe(vec![issue(&[]), triage(&fixable())]),
-                observe(vec![triage(&[
-                    ("reproduction", "product_bug"),
-                    ("scope", "src/parser,tests/parser"),
-                    ("validation", "cargo test -p cli parser::"),
-                ])]),
+                observe(vec![triage(&Triage {
+                    scope: Some(vec!["src/parser".into(), "tests/parser".into()]),
+                    validation: Some("cargo test -p cli parser::".into()),
+                    ..reproduced(Reproduction::ProductBug)
+                })]),
             ],
             "continue",
             &[format!("add_todo {}", route("1-fix"))],
@@ -566,12 +567,12 @@ fn cases() -> Vec<Case> {
     ]
 }
 
-fn fixable() -> Vec<(&'static str, &'static str)> {
-    vec![
-        ("reproduction", "product_bug"),
-        ("scope", "src/parser"),
-        ("validation", "cargo test -p cli parser"),
-    ]
+fn fixable() -> Triage {
+    Triage {
+        scope: Some(vec!["src/parser".into()]),
+        validation: Some("cargo test -p cli parser".into()),
+        ..reproduced(Reproduction::ProductBug)
+    }
 }
 
 fn failed_status() -> loopx_kernel::Observation {

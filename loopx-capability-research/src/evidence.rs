@@ -8,6 +8,8 @@
 
 use loopx_kernel::{GoalState, Lineage, NewEvidence, ObservationKey, ObservedInput};
 
+use loopx_kernel::facts::research::Hypothesis;
+
 use crate::facts::{self, FactError, Split};
 use crate::ids;
 use crate::ledger::{bound_revision, expected_outcome, producer};
@@ -133,8 +135,7 @@ fn hypothesis_facts(
             hypothesis: hypothesis.to_owned(),
         },
     };
-    let key = ObservationKey::new(format!("{}{hypothesis}", facts::HYPOTHESIS_PREFIX))
-        .map_err(|_| unknown())?;
+    let key = ObservationKey::new(Hypothesis::key(hypothesis)).map_err(|_| unknown())?;
     let observation = state.observations.get(&key).ok_or_else(unknown)?;
     match facts::parse_hypothesis(observation) {
         Some(Ok(facts)) => Ok(facts),

@@ -1,37 +1,40 @@
 //! The observation vocabulary: which keys carry hypotheses and findings, which facts they hold,
-//! and how those facts are parsed. Facts are outside input: every parser returns a typed
-//! [`FactError`] instead of guessing or panicking.
+//! and what this capability accepts of them. The keys and facts are the kernel's research
+//! schemas ([`loopx_kernel::facts::research`]), the same definition their writers use. Facts are
+//! outside input: every reader returns a typed [`FactError`] instead of guessing or panicking.
 
-use std::fmt;
-
+use loopx_kernel::facts::research::{Finding, Hypothesis};
+use loopx_kernel::facts::{Fact, FactSchema};
 use loopx_kernel::{AgentId, Observation, Revision, Subject};
 use serde::Serialize;
 
 /// Key prefix of a hypothesis declaration: `hypothesis:<id>`.
-pub const HYPOTHESIS_PREFIX: &str = "hypothesis:";
+pub const HYPOTHESIS_PREFIX: &str = Hypothesis::PREFIX;
 /// Key prefix of an experiment finding: `finding:<id>`.
-pub const FINDING_PREFIX: &str = "finding:";
+pub const FINDING_PREFIX: &str = Finding::PREFIX;
 
-/// Fact names read from observations.
+/// Fact names read from observations: the kernel schemas' names.
 pub mod fact {
+    use loopx_kernel::facts::research::{Finding, Hypothesis};
+
     /// On a hypothesis: the agent that owns its line of work (required).
-    pub const OWNER: &str = "owner";
+    pub const OWNER: &str = Hypothesis::owner;
     /// On a hypothesis: comma-separated ids of the hypotheses it depends on (optional).
-    pub const DEPENDS_ON: &str = "depends_on";
+    pub const DEPENDS_ON: &str = Hypothesis::depends_on;
     /// On a hypothesis: the claim, in words (optional).
-    pub const STATEMENT: &str = "statement";
+    pub const STATEMENT: &str = Hypothesis::statement;
     /// On a finding: the hypothesis it bears on (required).
-    pub const HYPOTHESIS: &str = "hypothesis";
+    pub const HYPOTHESIS: &str = Finding::hypothesis;
     /// On a finding: `dev` or `holdout` (required).
-    pub const SPLIT: &str = "split";
+    pub const SPLIT: &str = Finding::split;
     /// On a finding: `supports` or `refutes` (required).
-    pub const EDGE: &str = "edge";
+    pub const EDGE: &str = Finding::edge;
     /// On a finding: who evaluated the result (required).
-    pub const EVALUATOR: &str = "evaluator";
+    pub const EVALUATOR: &str = Finding::evaluator;
     /// On a finding: the agent that produced the result (optional; the hypothesis owner).
-    pub const PRODUCER: &str = "producer";
+    pub const PRODUCER: &str = Finding::producer;
     /// On a finding: the metric lift, a finite decimal number (optional).
-    pub const LIFT: &str = "lift";
+    pub const LIFT: &str = Finding::lift;
 }
 
 /// The longest hypothesis id: derived todo, gate and obligation ids stay within the kernel's
@@ -41,33 +44,10 @@ pub const MAX_HYPOTHESIS_ID: usize = 40;
 pub const MAX_FINDING_ID: usize = 64;
 
 /// Which data a finding was measured on. Only holdout data can support or refute.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Split {
-    /// The development set the work was tuned on: local evidence only.
-    Dev,
-    /// Data held out from tuning.
-    Holdout,
-}
+pub use loopx_kernel::facts::Split;
 
 /// How a finding bears on its hypothesis: an edge of the evidence graph.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Edge {
-    /// The result is what the hypothesis predicts.
-    Supports,
-    /// The result contradicts the hypothesis.
-    Refutes,
-}
-
-impl fmt::Display for Edge {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Edge::Supports => "supports",
-            Edge::Refutes => "refutes",
-        })
-    }
-}
+pub use loopx_kernel::facts::research::Edge;
 
 /// A fact that cannot be used. The observation it came from is left out of the ledger and
 /// listed as a problem instead.
@@ -170,34 +150,33 @@ pub fn parse_hypothesis(observation: &Observation) -> Option<Result<HypothesisFa
 }
 
 fn hypothesis_facts(id: &str, observation: &Observation) -> Result<HypothesisFacts, FactError> {
-    let owner = required(observation, fact::OWNER)?;
-    let owner = AgentId::new(owner).map_err(|_| unusable(fact::OWNER, owner))?;
-    let depends_on = dependencies(id, observation.fact(fact::DEPENDS_ON).unwrap_or(""))?;
+    let read = Hypothesis::read(&observation.facts);
+    let owner = required(read.owner, fact::OWNER)?;
+    let depends_on = match read.depends_on {
+        Fact::Known(ids) => dependencies(id, ids)?,
+        _ => vec![],
+    };
     Ok(HypothesisFacts {
         id: id.to_owned(),
         owner,
         depends_on,
-        statement: observation
-            .fact(fact::STATEMENT)
-            .unwrap_or_default()
-            .to_owned(),
+        statement: read.statement.into_known().unwrap_or_default(),
         subject: observation.subject.clone(),
         revision: observation.revision.clone(),
     })
 }
 
-/// Parses a `depends_on` list: comma-separated hypothesis ids, blanks ignored. A hypothesis
-/// cannot depend on itself.
+/// Checks a `depends_on` list (blanks already skipped): sorted, without duplicates. A
+/// hypothesis cannot depend on itself.
 ///
 /// # Errors
 /// [`FactError::Unusable`] when an entry is not a valid hypothesis id or names `own`.
-pub fn dependencies(own: &str, list: &str) -> Result<Vec<String>, FactError> {
-    let mut ids = Vec::new();
-    for entry in list.split(',').map(str::trim).filter(|e| !e.is_empty()) {
-        if entry == own || !valid_local_id(entry, MAX_HYPOTHESIS_ID) {
-            return Err(unusable(fact::DEPENDS_ON, list));
-        }
-        ids.push(entry.to_owned());
+pub fn dependencies(own: &str, mut ids: Vec<String>) -> Result<Vec<String>, FactError> {
+    if ids
+        .iter()
+        .any(|entry| entry == own || !valid_local_id(entry, MAX_HYPOTHESIS_ID))
+    {
+        return Err(unusable(fact::DEPENDS_ON, &ids.join(",")));
     }
     ids.sort();
     ids.dedup();
@@ -211,65 +190,30 @@ pub fn parse_finding(observation: &Observation) -> Option<Result<FindingFacts, F
 }
 
 fn finding_facts(id: &str, observation: &Observation) -> Result<FindingFacts, FactError> {
-    let hypothesis = required(observation, fact::HYPOTHESIS)?;
-    if !valid_local_id(hypothesis, MAX_HYPOTHESIS_ID) {
-        return Err(unusable(fact::HYPOTHESIS, hypothesis));
+    let read = Finding::read(&observation.facts);
+    let hypothesis = required(text(read.hypothesis), fact::HYPOTHESIS)?;
+    if !valid_local_id(&hypothesis, MAX_HYPOTHESIS_ID) {
+        return Err(unusable(fact::HYPOTHESIS, &hypothesis));
     }
-    let split = parse_split(required(observation, fact::SPLIT)?)?;
-    let edge = parse_edge(required(observation, fact::EDGE)?)?;
-    let evaluator = required(observation, fact::EVALUATOR)?;
-    let producer = observation
-        .fact(fact::PRODUCER)
-        .filter(|p| !p.is_empty())
-        .map(str::to_owned);
-    let lift = observation.fact(fact::LIFT).map(parse_lift).transpose()?;
+    let split = required(read.split, fact::SPLIT)?;
+    let edge = required(read.edge, fact::EDGE)?;
+    let evaluator = required(text(read.evaluator), fact::EVALUATOR)?;
+    let producer = read.producer.into_known().filter(|p| !p.is_empty());
+    let lift = match read.lift {
+        Fact::Missing => None,
+        Fact::Known(lift) => Some(lift.get()),
+        Fact::Invalid(value) => return Err(unusable(fact::LIFT, &value)),
+    };
     check_lift(edge, lift)?;
     Ok(FindingFacts {
         id: id.to_owned(),
-        hypothesis: hypothesis.to_owned(),
+        hypothesis,
         split,
         edge,
-        evaluator: evaluator.to_owned(),
+        evaluator,
         producer,
         lift,
     })
-}
-
-/// Parses a split (`dev` or `holdout`, exactly).
-///
-/// # Errors
-/// [`FactError::Unusable`] for anything else.
-pub fn parse_split(value: &str) -> Result<Split, FactError> {
-    match value {
-        "dev" => Ok(Split::Dev),
-        "holdout" => Ok(Split::Holdout),
-        _ => Err(unusable(fact::SPLIT, value)),
-    }
-}
-
-/// Parses an edge kind (`supports` or `refutes`, exactly).
-///
-/// # Errors
-/// [`FactError::Unusable`] for anything else.
-pub fn parse_edge(value: &str) -> Result<Edge, FactError> {
-    match value {
-        "supports" => Ok(Edge::Supports),
-        "refutes" => Ok(Edge::Refutes),
-        _ => Err(unusable(fact::EDGE, value)),
-    }
-}
-
-/// Parses a lift: a finite decimal number.
-///
-/// # Errors
-/// [`FactError::Unusable`] for text that is not a number, or for infinities and NaN.
-pub fn parse_lift(value: &str) -> Result<f64, FactError> {
-    value
-        .trim()
-        .parse::<f64>()
-        .ok()
-        .filter(|lift| lift.is_finite())
-        .ok_or_else(|| unusable(fact::LIFT, value))
 }
 
 /// Checks that a lift does not point against its edge: a support needs a lift of at least
@@ -287,11 +231,21 @@ pub fn check_lift(edge: Edge, lift: Option<f64>) -> Result<(), FactError> {
     }
 }
 
-fn required<'o>(observation: &'o Observation, name: &'static str) -> Result<&'o str, FactError> {
-    observation
-        .fact(name)
-        .filter(|value| !value.trim().is_empty())
-        .ok_or(FactError::Missing { fact: name })
+/// A required text: blank counts as missing.
+fn text(fact: Fact<String>) -> Fact<String> {
+    match fact {
+        Fact::Known(value) if value.trim().is_empty() => Fact::Missing,
+        other => other,
+    }
+}
+
+/// A required fact: missing, or unusable with the text that was recorded.
+fn required<T>(fact: Fact<T>, name: &'static str) -> Result<T, FactError> {
+    match fact {
+        Fact::Known(value) => Ok(value),
+        Fact::Missing => Err(FactError::Missing { fact: name }),
+        Fact::Invalid(value) => Err(unusable(name, &value)),
+    }
 }
 
 fn unusable(fact: &'static str, value: &str) -> FactError {
@@ -326,22 +280,41 @@ mod tests {
     }
 
     #[test]
-    fn splits_and_edges_are_exact_words() {
-        assert_eq!(parse_split("dev"), Ok(Split::Dev));
-        assert_eq!(parse_split("holdout"), Ok(Split::Holdout));
-        assert!(parse_split("DEV").is_err());
-        assert!(parse_split(" holdout").is_err());
-        assert_eq!(parse_edge("supports"), Ok(Edge::Supports));
-        assert_eq!(parse_edge("refutes"), Ok(Edge::Refutes));
-        assert!(parse_edge("depends_on").is_err());
-    }
-
-    #[test]
-    fn lifts_are_finite_numbers() {
-        assert_eq!(parse_lift(" 0.25 "), Ok(0.25));
-        assert_eq!(parse_lift("-3"), Ok(-3.0));
-        for bad in ["nan", "inf", "-inf", "1e400", "", "abc"] {
-            assert!(parse_lift(bad).is_err(), "{bad}");
+    fn splits_edges_and_lifts_are_read_by_the_schema() {
+        let finding = |split: &str, edge: &str, lift: &str| {
+            parse_finding(&observed(
+                "finding:f1",
+                &[
+                    ("hypothesis", "h1"),
+                    ("split", split),
+                    ("edge", edge),
+                    ("evaluator", "bob"),
+                    ("lift", lift),
+                ],
+            ))
+            .expect("a finding key")
+        };
+        assert!(finding("holdout", "supports", " 0.25 ").is_ok());
+        assert!(finding("dev", "refutes", "-3").is_ok());
+        for (split, edge) in [
+            ("DEV", "supports"),
+            (" holdout", "supports"),
+            ("dev", "depends_on"),
+        ] {
+            assert!(
+                matches!(finding(split, edge, "0"), Err(FactError::Unusable { .. })),
+                "{split} {edge}"
+            );
+        }
+        for bad in ["nan", "inf", "-inf", "1e400", "abc"] {
+            assert_eq!(
+                finding("dev", "supports", bad),
+                Err(FactError::Unusable {
+                    fact: fact::LIFT,
+                    value: bad.to_owned()
+                }),
+                "{bad}"
+            );
         }
     }
 
@@ -362,13 +335,21 @@ mod tests {
 
     #[test]
     fn dependencies_are_sorted_unique_and_never_self() {
+        let list = |text: &str| {
+            parse_hypothesis(&observed(
+                "hypothesis:h3",
+                &[("owner", "alice"), ("depends_on", text)],
+            ))
+            .expect("a hypothesis key")
+            .map(|h| h.depends_on)
+        };
         assert_eq!(
-            dependencies("h3", " h2, h1,,h2 "),
+            list(" h2, h1,,h2 "),
             Ok(vec!["h1".to_owned(), "h2".to_owned()])
         );
-        assert_eq!(dependencies("h3", ""), Ok(vec![]));
-        assert!(dependencies("h1", "h1").is_err());
-        assert!(dependencies("h1", "h2,bad id").is_err());
+        assert_eq!(list(""), Ok(vec![]));
+        assert!(list("h3").is_err());
+        assert!(list("h2,bad id").is_err());
     }
 
     #[test]

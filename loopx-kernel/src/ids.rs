@@ -280,6 +280,30 @@ pub fn bounded_id(text: &str) -> String {
     bounded_to(text, MAX_ID_LEN)
 }
 
+/// Encodes external text (a login, a check name, a branch) as a component of a kernel id.
+///
+/// Letters, digits and `._:/@#+-` are kept; every other byte becomes `=XX` (its hexadecimal
+/// value), so the encoding is injective and the result always passes the kernel's id alphabet.
+/// Length is not bounded here: [`bounded_id`] does that for the whole id.
+pub fn id_component(text: &str) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_ascii_alphanumeric() || "._:/@#+-".contains(c) {
+            out.push(c);
+        } else {
+            let mut buf = [0u8; 4];
+            for byte in c.encode_utf8(&mut buf).bytes() {
+                let _ = write!(out, "={byte:02X}");
+            }
+        }
+    }
+    if out.is_empty() {
+        out.push_str("=00");
+    }
+    out
+}
+
 /// A stable id for a thing named by `prefix` and the facts `parts`:
 /// `<prefix>#<16 hexadecimal digits>`, the digits a SHA-256 over the parts (each followed by a
 /// separator byte, so `["ab", "c"]` and `["a", "bc"]` differ), the whole kept within
@@ -298,6 +322,15 @@ pub fn stable_id(prefix: &str, parts: &[&str]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn components_encode_outside_characters_injectively() {
+        assert_eq!(id_component("dependabot[bot]"), "dependabot=5Bbot=5D");
+        assert_eq!(id_component("a b"), "a=20b");
+        assert_ne!(id_component("a=20b"), id_component("a b"));
+        assert_eq!(id_component(""), "=00");
+        assert!(Subject::new(id_component("é ✓ [x]")).is_ok());
+    }
 
     #[test]
     fn ids_accept_the_documented_alphabet() {

@@ -46,6 +46,7 @@ pub mod engine;
 mod event;
 mod evidence;
 mod execute;
+pub mod facts;
 mod from_fn;
 mod gate;
 mod goal;

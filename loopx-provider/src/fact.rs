@@ -4,11 +4,12 @@
 //! fingerprint is always computed the same way: a SHA-256 over the key, the subject, the revision
 //! and the facts (a sorted map), never over the summary or the observation time. Two
 //! observations of the same fact therefore carry the same fingerprint, and the kernel drops the
-//! second as unchanged.
+//! second as unchanged. The facts come from a schema of [`loopx_kernel::facts`]
+//! ([`FactBuilder::facts`]), the one definition capabilities read them back with.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
+use loopx_kernel::facts::FactSchema;
 use loopx_kernel::{
     Fingerprint, InvalidId, Observation, ObservationKey, Revision, Subject, Timestamp,
 };
@@ -16,34 +17,7 @@ use sha2::{Digest as _, Sha256};
 
 pub use loopx_kernel::ids::{hex, sha256_hex};
 
-fn id_char(c: char) -> bool {
-    c.is_ascii_alphanumeric() || "._:/@#+-".contains(c)
-}
-
-/// Encodes external text (a login, a check name, a branch) as a component of a kernel id.
-///
-/// Letters, digits and `._:/@#+-` are kept; every other byte becomes `=XX` (its hexadecimal
-/// value), so the encoding is injective and the result always passes the kernel's id alphabet.
-/// Length is not bounded here: [`bounded_id`] does that for the whole id.
-pub fn id_component(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if id_char(c) {
-            out.push(c);
-        } else {
-            let mut buf = [0u8; 4];
-            for byte in c.encode_utf8(&mut buf).bytes() {
-                let _ = write!(out, "={byte:02X}");
-            }
-        }
-    }
-    if out.is_empty() {
-        out.push_str("=00");
-    }
-    out
-}
-
-pub use loopx_kernel::ids::bounded_id;
+pub use loopx_kernel::ids::{bounded_id, id_component};
 
 /// Accumulates the meaningful fields of one fact and builds the kernel [`Observation`].
 #[derive(Debug, Clone)]
@@ -98,6 +72,23 @@ impl FactBuilder {
         self
     }
 
+    /// Adds every fact of a typed observation value (see [`loopx_kernel::facts`]), each cut to
+    /// [`MAX_FACT_LEN`] bytes: the same names and texts the schema's reader reads back.
+    #[must_use]
+    pub fn facts<S: FactSchema>(mut self, value: &S) -> Self {
+        for (name, value) in value.to_facts() {
+            self.facts.insert(name, cut(&value, MAX_FACT_LEN));
+        }
+        self
+    }
+
+    /// Drops the fact `name`, if added.
+    #[must_use]
+    pub fn without(mut self, name: &str) -> Self {
+        self.facts.remove(name);
+        self
+    }
+
     /// Adds a fact when `value` is present.
     #[must_use]
     #[allow(clippy::needless_pass_by_value)]
@@ -149,15 +140,6 @@ impl FactBuilder {
 mod tests {
     use super::*;
     use loopx_kernel::MAX_ID_LEN;
-
-    #[test]
-    fn components_encode_outside_characters_injectively() {
-        assert_eq!(id_component("dependabot[bot]"), "dependabot=5Bbot=5D");
-        assert_eq!(id_component("a b"), "a=20b");
-        assert_ne!(id_component("a=20b"), id_component("a b"));
-        assert_eq!(id_component(""), "=00");
-        assert!(Subject::new(id_component("é ✓ [x]")).is_ok());
-    }
 
     #[test]
     fn long_ids_are_cut_with_a_digest() {

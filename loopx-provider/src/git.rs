@@ -10,10 +10,11 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
+use loopx_kernel::facts::git::{self, GitHead};
 use loopx_kernel::seams::{Clock, ObserveRequest, Provider, ProviderError};
 use loopx_kernel::{Observation, SourceId, Workspace};
 
-use crate::fact::{FactBuilder, id_component};
+use crate::fact::FactBuilder;
 use crate::process::{CommandSpec, Exit, ProcessError, ProcessOutput};
 
 /// A failure reading a repository.
@@ -369,8 +370,8 @@ pub fn parse_status(text: &str) -> Result<GitStatus, GitError> {
 }
 
 /// Observes one working tree: stream `key` about subject `subject`, revision `git:<head>`,
-/// facts `head`, `branch`, `dirty`, `changed`, `untracked`, `unmerged`, `top_level`,
-/// `common_dir`.
+/// facts the kernel's [`GitHead`] schema (`head`, `branch`, `dirty`, `changed`, `untracked`,
+/// `unmerged`, `top_level`, `common_dir`).
 pub struct GitProvider {
     source: SourceId,
     git: Git,
@@ -423,19 +424,21 @@ impl GitProvider {
                 rev: "HEAD".to_owned(),
             })?;
         let branch = status.branch.clone().unwrap_or_else(|| "(detached)".into());
-        FactBuilder::new(key, &self.subject, &format!("git:{}", id_component(&head)))
+        FactBuilder::new(key, &self.subject, &git::revision(&head))
             .summary(format!(
                 "{branch} at {head}{}",
                 if status.dirty() { ", dirty" } else { "" }
             ))
-            .fact("head", &head)
-            .fact("branch", &branch)
-            .fact("dirty", status.dirty())
-            .fact("changed", status.changed)
-            .fact("untracked", status.untracked)
-            .fact("unmerged", status.unmerged)
-            .fact("top_level", &workspace.top_level)
-            .fact("common_dir", &workspace.common_dir)
+            .facts(&GitHead {
+                dirty: status.dirty(),
+                head,
+                branch,
+                changed: status.changed,
+                untracked: status.untracked,
+                unmerged: status.unmerged,
+                top_level: workspace.top_level.clone(),
+                common_dir: workspace.common_dir.clone(),
+            })
             .build(self.clock.now())
             .map_err(|error| GitError::Parse {
                 command: "status".to_owned(),

@@ -2,8 +2,9 @@
 //! `value`), bound to the run's revision (code sha + config hash + dataset fingerprint).
 //!
 //! Each metric name becomes one observation: stream `metric:<experiment>/<name>`, subject
-//! `experiment:<experiment>`, revision `run:<code>+<config>+<dataset>`; facts `points`,
-//! `last_step`, `last_value`, `min`, `max`. A rewritten file with the same points fingerprints
+//! `experiment:<experiment>`, revision `run:<code>+<config>+<dataset>`; its facts are the
+//! kernel's [`Metric`] schema (`points`, `last_step`, `last_value`, `min`, `max` and the run's
+//! parts), the definition capabilities read them back with. A rewritten file with the same points fingerprints
 //! alike; a new point, a new code sha, config or dataset changes the fingerprint, and a new
 //! revision makes evidence about the old run stale.
 
@@ -12,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use loopx_kernel::facts::metrics::{self, Metric};
 use loopx_kernel::seams::{Clock, ObserveRequest, Provider, ProviderError};
 use loopx_kernel::{Observation, SourceId, Timestamp};
 use serde::Deserialize;
@@ -191,36 +193,35 @@ pub fn observations(
         summary.max = summary.max.max(point.value);
     }
     let exp = id_component(experiment);
+    let subject = metrics::subject(&exp);
     let revision = run.revision();
     by_name
         .into_iter()
         .map(|(name, s)| {
-            FactBuilder::new(
-                &format!("metric:{exp}/{}", id_component(name)),
-                &format!("experiment:{exp}"),
-                &revision,
-            )
-            .summary(format!(
-                "{name} = {} at step {} ({} points) for code {}",
-                s.last_value,
-                s.last_step,
-                s.points,
-                run.code_sha.get(..7).unwrap_or(&run.code_sha)
-            ))
-            .fact("name", name)
-            .fact("points", s.points)
-            .fact("last_step", s.last_step)
-            .fact("last_value", s.last_value)
-            .fact("min", s.min)
-            .fact("max", s.max)
-            .fact("code_sha", &run.code_sha)
-            .fact("config_hash", &run.config_hash)
-            .fact("dataset", &run.dataset)
-            .build(observed_at)
-            .map_err(|e| MetricsError::Malformed {
-                line: 0,
-                detail: e.to_string(),
-            })
+            FactBuilder::new(&Metric::key(&exp, &id_component(name)), &subject, &revision)
+                .summary(format!(
+                    "{name} = {} at step {} ({} points) for code {}",
+                    s.last_value,
+                    s.last_step,
+                    s.points,
+                    run.code_sha.get(..7).unwrap_or(&run.code_sha)
+                ))
+                .facts(&Metric {
+                    name: name.to_owned(),
+                    points: s.points,
+                    last_step: s.last_step,
+                    last_value: s.last_value,
+                    min: s.min,
+                    max: s.max,
+                    code_sha: run.code_sha.clone(),
+                    config_hash: run.config_hash.clone(),
+                    dataset: run.dataset.clone(),
+                })
+                .build(observed_at)
+                .map_err(|e| MetricsError::Malformed {
+                    line: 0,
+                    detail: e.to_string(),
+                })
         })
         .collect()
 }

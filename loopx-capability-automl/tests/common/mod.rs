@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use loopx_capability_automl::{
     AutoMl, Direction, ExperimentContract, Guardrails, holdout_evidence,
 };
+use loopx_kernel::facts::metrics::{self, Metric, RunStatus};
 use loopx_kernel::testkit::scenario::{self, Scenario, ScenarioStep, Transcript};
 use loopx_kernel::{Observation, SourceId};
 
@@ -46,7 +47,8 @@ pub fn capability(contract: ExperimentContract) -> AutoMl {
     AutoMl::new(SourceId::new("automl").expect("valid source"), contract).expect("valid contract")
 }
 
-/// A run-status observation under construction: a finished run with every fact present.
+/// A run-status observation under construction: a finished run with every fact present, as
+/// texts (so a table may record any text, nonsense included), named by the kernel's schema.
 #[derive(Debug, Clone)]
 pub struct RunFacts {
     experiment: String,
@@ -61,13 +63,13 @@ pub fn run(experiment: &str, revision: &str) -> RunFacts {
         "dev"
     };
     let facts = [
-        ("state", "finished"),
-        ("split", split),
-        ("dataset", "ds1"),
-        ("eval_window", "2026-10"),
-        ("budget", "steps=1000"),
-        ("cost", "10"),
-        ("wall_time_secs", "3600"),
+        (RunStatus::state, "finished"),
+        (RunStatus::split, split),
+        (RunStatus::dataset, "ds1"),
+        (RunStatus::eval_window, "2026-10"),
+        (RunStatus::budget, "steps=1000"),
+        (RunStatus::cost, "10"),
+        (RunStatus::wall_time_secs, "3600"),
     ];
     RunFacts {
         experiment: experiment.into(),
@@ -91,7 +93,8 @@ impl RunFacts {
     }
 
     pub fn failed(self, reason: &str) -> Self {
-        self.with("state", "failed").with("exit_reason", reason)
+        self.with(RunStatus::state, "failed")
+            .with(RunStatus::exit_reason, reason)
     }
 
     pub fn obs(&self) -> Observation {
@@ -101,8 +104,8 @@ impl RunFacts {
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
         scenario::observation(
-            &format!("run:{}", self.experiment),
-            &format!("experiment:{}", self.experiment),
+            &RunStatus::key(&self.experiment),
+            &metrics::subject(&self.experiment),
             &self.revision,
             &facts,
         )
@@ -110,13 +113,18 @@ impl RunFacts {
     }
 }
 
-/// The metrics provider's summary of one metric, as the testkit builds it.
+/// The metrics provider's summary of one metric, as the testkit builds it (the value as
+/// written, so a table may record text no number reads back as).
 pub fn metric(experiment: &str, name: &str, revision: &str, value: &str) -> Observation {
     scenario::observation(
-        &format!("metric:{experiment}/{name}"),
-        &format!("experiment:{experiment}"),
+        &Metric::key(experiment, name),
+        &metrics::subject(experiment),
         revision,
-        &[("name", name), ("last_value", value), ("points", "10")],
+        &[
+            (Metric::name, name),
+            (Metric::last_value, value),
+            (Metric::points, "10"),
+        ],
     )
     .expect("valid metric observation")
 }

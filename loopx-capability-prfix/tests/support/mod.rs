@@ -6,6 +6,8 @@
 use std::path::PathBuf;
 
 use loopx_capability_prfix::{PrFix, PrFixConfig, ci_evidence};
+use loopx_kernel::facts::git;
+use loopx_kernel::facts::github::{Reproduction, ReviewThreads, Thread, Triage};
 use loopx_kernel::testkit::roster;
 use loopx_kernel::testkit::scenario::{self, JudgedProposal, ScenarioStep};
 use loopx_kernel::{Command, Observation, SourceId};
@@ -17,6 +19,8 @@ pub const HEAD: &str = "ec26c3e57ca3a959ca5aad62de7213c562f8c821";
 pub const NEW_HEAD: &str = "5c7a9b1e0f2d4c6a8e1b3d5f7a9c0e2b4d6f8a1c";
 /// An older commit, for reviews of something other than the head.
 pub const OLD_SHA: &str = "d6fde92930d4715a2b49857d24b940956b26d2d3";
+/// The repository of every fixture.
+pub const REPO: &str = "Codertocat/Hello-World";
 /// The pull request's subject and observation key.
 pub const PR: &str = "pr:Codertocat/Hello-World#2";
 
@@ -118,21 +122,39 @@ pub fn review(state: &str, sha: &str) -> Observation {
 }
 
 /// Review threads read at `sha` (recorded by whoever reads them: an agent or a provider).
-pub fn threads(sha: &str, unresolved: &str) -> Observation {
-    let key = "threads:Codertocat/Hello-World#2";
-    scenario::observation(
-        key,
-        key,
-        &format!("git:{sha}"),
-        &[("unresolved", unresolved), ("complete", "true")],
-    )
-    .expect("valid ids")
+pub fn threads(sha: &str, unresolved: u64) -> Observation {
+    let key = ReviewThreads::key(&Thread::new(REPO, 2));
+    let threads = ReviewThreads {
+        unresolved,
+        complete: true,
+    };
+    scenario::observed(&key, &key, &git::revision(sha), &threads).expect("valid ids")
 }
 
 /// Feasibility facts for issue #1.
-pub fn triage(facts: &[(&str, &str)]) -> Observation {
-    let key = "triage:Codertocat/Hello-World#1";
-    scenario::observation(key, key, "content:triage", facts).expect("valid ids")
+pub fn triage(facts: &Triage) -> Observation {
+    let key = Triage::key(&Thread::new(REPO, 1));
+    scenario::observed(&key, &key, "content:triage", facts).expect("valid ids")
+}
+
+/// Triage facts with nothing known yet.
+pub fn untriaged() -> Triage {
+    Triage {
+        reproduction: None,
+        failing_test: None,
+        scope: None,
+        validation: None,
+    }
+}
+
+/// Triage facts with only `reproduction` known.
+pub fn reproduced(reproduction: Reproduction) -> Triage {
+    Triage {
+        reproduction: Some(reproduction),
+        failing_test: None,
+        scope: None,
+        validation: None,
+    }
 }
 
 /// `issues/opened` (issue #1), edited.

@@ -4,6 +4,7 @@
 #![allow(dead_code)] // each test binary uses its own subset
 
 use loopx_capability_research::holdout_evidence;
+use loopx_kernel::facts::research::{Finding, Hypothesis};
 use loopx_kernel::testkit::roster;
 use loopx_kernel::testkit::scenario::{self, ScenarioStep};
 use loopx_kernel::{
@@ -30,20 +31,21 @@ pub fn holdout_step(key: &'static str) -> Step {
 
 /// A `hypothesis:<id>` observation about subject `research/<id>` at `revision`.
 pub fn hypothesis(id: &str, owner: &str, depends_on: &str, revision: &str) -> Observation {
-    let key = format!("hypothesis:{id}");
+    let key = Hypothesis::key(id);
     let subject = format!("research/{id}");
     let mut facts = vec![
-        ("owner", owner),
-        ("statement", "the change lifts the metric"),
+        (Hypothesis::owner, owner),
+        (Hypothesis::statement, "the change lifts the metric"),
     ];
     if !depends_on.is_empty() {
-        facts.push(("depends_on", depends_on));
+        facts.push((Hypothesis::depends_on, depends_on));
     }
     scenario::observation(&key, &subject, revision, &facts).expect("test ids are valid")
 }
 
 /// A `finding:<id>` observation: `split`, `edge`, evaluated by `evaluator`, produced by the
-/// hypothesis owner unless `producer` is given, with `lift`.
+/// hypothesis owner unless `producer` is given, with `lift`. The facts are texts named by the
+/// kernel's schema, so a table may record values no reader accepts.
 pub fn finding(
     id: &str,
     hypothesis: &str,
@@ -53,17 +55,17 @@ pub fn finding(
     producer: Option<&str>,
     lift: &str,
 ) -> Observation {
-    let key = format!("finding:{id}");
+    let key = Finding::key(id);
     let subject = format!("run/{id}");
     let mut facts = vec![
-        ("hypothesis", hypothesis),
-        ("split", split),
-        ("edge", edge),
-        ("evaluator", evaluator),
-        ("lift", lift),
+        (Finding::hypothesis, hypothesis),
+        (Finding::split, split),
+        (Finding::edge, edge),
+        (Finding::evaluator, evaluator),
+        (Finding::lift, lift),
     ];
     if let Some(producer) = producer {
-        facts.push(("producer", producer));
+        facts.push((Finding::producer, producer));
     }
     scenario::observation(&key, &subject, "r1", &facts).expect("test ids are valid")
 }

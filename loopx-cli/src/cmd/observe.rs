@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use clap::{Args, Subcommand};
 use loopx_kernel::ManualClock;
+use loopx_kernel::facts::process::ProcessResult;
 use loopx_kernel::{Command, Duration, Observation, SourceId};
 use loopx_provider::fact::FactBuilder;
 use loopx_provider::git::{Git, GitProvider};
@@ -186,10 +187,12 @@ async fn process(ctx: &Ctx, args: &ProcessArgs) -> Result<(Observation, Value), 
         .unwrap_or_else(|| format!("run:{}", digest.get(..16).unwrap_or(&digest)));
     let observation = FactBuilder::new(&args.key, &args.subject, &revision)
         .summary(format!("{} ended with {}", spec.display(), output.exit))
-        .fact("exit", output.exit)
-        .fact("stdout_sha256", &output.stdout.sha256)
-        .fact("stderr_sha256", &output.stderr.sha256)
-        .fact("success", output.exit.success())
+        .facts(&ProcessResult {
+            exit: output.exit.to_string(),
+            success: output.exit.success(),
+            stdout_sha256: output.stdout.sha256.clone(),
+            stderr_sha256: output.stderr.sha256.clone(),
+        })
         .build(ctx.now)
         .map_err(|e| invalid_id(&e))?;
     let extra = json!({

@@ -62,6 +62,7 @@ use crate::command::{Command, GateAnswer};
 use crate::decide::{Decision, decide};
 use crate::engine::{JudgeRound, Submission, record_observation};
 use crate::evidence::{NewEvidence, Observation};
+use crate::facts::FactSchema;
 use crate::goal::{Criterion, GoalSpec, Policy};
 use crate::ids::{
     AgentId, Fingerprint, GateId, GoalId, InvalidId, ObservationKey, PersonId, Revision, SourceId,
@@ -570,6 +571,31 @@ pub fn observation(
         .iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
         .collect();
+    with_facts(key, subject, revision, facts)
+}
+
+/// An observation of stream `key` about `subject` at `revision` whose facts are a typed
+/// `value` of one of the kernel's observation schemas ([`crate::facts`]), written as a
+/// provider writes them; fingerprinted as [`observation`] does, so both build the same
+/// observation from the same facts.
+///
+/// # Errors
+/// [`InvalidId`] when a name is not a valid id.
+pub fn observed<S: FactSchema>(
+    key: &str,
+    subject: &str,
+    revision: &str,
+    value: &S,
+) -> Result<Observation, InvalidId> {
+    with_facts(key, subject, revision, value.to_facts())
+}
+
+fn with_facts(
+    key: &str,
+    subject: &str,
+    revision: &str,
+    facts: BTreeMap<String, String>,
+) -> Result<Observation, InvalidId> {
     let fingerprint = format!("{key}|{subject}|{revision}|{facts:?}");
     Ok(Observation {
         key: ObservationKey::new(key)?,

@@ -5,7 +5,8 @@
 //! webhook and through a poll fingerprints alike.
 //!
 //! Observation conventions (repository `owner/name`, external text encoded with
-//! [`id_component`]):
+//! [`id_component`](crate::fact::id_component)); each kind's facts, key prefix and key builder
+//! are its schema in [`loopx_kernel::facts::github`], the definition capabilities read with:
 //!
 //! | fact | key | subject | revision |
 //! |---|---|---|---|
@@ -26,10 +27,14 @@
 pub mod rest;
 pub mod webhook;
 
+use std::collections::BTreeMap;
+
+use loopx_kernel::facts::git;
+use loopx_kernel::facts::github::{self as facts, Commit, Thread};
 use loopx_kernel::{InvalidId, Observation, Timestamp};
 use serde::{Deserialize, Serialize};
 
-use crate::fact::{FactBuilder, id_component, sha256_hex};
+use crate::fact::{FactBuilder, sha256_hex};
 
 /// A user or bot.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -83,16 +88,16 @@ pub struct PullRequest {
 }
 
 impl PullRequest {
-    /// `open`, `draft`, `merged` or `closed`.
-    pub fn status(&self) -> &'static str {
+    /// Open, draft, merged or closed.
+    pub fn status(&self) -> PullState {
         if self.merged == Some(true) || self.merged_at.is_some() {
-            "merged"
+            PullState::Merged
         } else if self.state == "closed" {
-            "closed"
+            PullState::Closed
         } else if self.draft {
-            "draft"
+            PullState::Draft
         } else {
-            "open"
+            PullState::Open
         }
     }
 }
@@ -265,31 +270,9 @@ pub struct Push {
     pub forced: bool,
 }
 
-/// The roll-up of every check and status on one commit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CiVerdict {
-    /// Every check and status succeeded (or was neutral or skipped).
-    Passing,
-    /// At least one failed, errored, was cancelled or timed out.
-    Failing,
-    /// None failed and at least one is still running or queued.
-    Pending,
-    /// No check and no status exists for the commit.
-    None,
-}
-
-impl CiVerdict {
-    /// The verdict as text.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CiVerdict::Passing => "passing",
-            CiVerdict::Failing => "failing",
-            CiVerdict::Pending => "pending",
-            CiVerdict::None => "none",
-        }
-    }
-}
+/// The roll-up of every check and status on one commit: the verdict the observations record,
+/// defined once with their schema.
+pub use loopx_kernel::facts::github::{CiVerdict, PullState};
 
 /// One check or status inside a roll-up, reduced to its verdict.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -434,14 +417,10 @@ fn short(sha: &str) -> &str {
     sha.get(..7).unwrap_or(sha)
 }
 
-fn pulls(refs: &[PullRef]) -> String {
+fn pulls(refs: &[PullRef]) -> Vec<u64> {
     let mut numbers: Vec<u64> = refs.iter().map(|p| p.number).collect();
     numbers.sort_unstable();
     numbers
-        .iter()
-        .map(u64::to_string)
-        .collect::<Vec<_>>()
-        .join(",")
 }
 
 fn app_name(app: Option<&App>) -> String {
@@ -460,9 +439,8 @@ impl GitHubEvent {
     pub fn observation(&self, observed_at: Timestamp) -> Result<Observation, InvalidId> {
         let builder = match self {
             GitHubEvent::PullRequest { repo, pull, .. } => {
-                let r = id_component(repo);
-                let key = format!("pr:{r}#{}", pull.number);
-                FactBuilder::new(&key, &key, &format!("git:{}", id_component(&pull.head.sha)))
+                let key = facts::PullRequest::key(&Thread::new(repo, pull.number));
+                FactBuilder::new(&key, &key, &git::revision(&pull.head.sha))
                     .summary(format!(
                         "{repo}#{} {} at {}: {}",
                         pull.number,
@@ -470,15 +448,17 @@ impl GitHubEvent {
                         short(&pull.head.sha),
                         pull.title
                     ))
-                    .fact("status", pull.status())
-                    .fact("draft", pull.draft)
-                    .fact("head_sha", &pull.head.sha)
-                    .fact("head_ref", &pull.head.name)
-                    .fact("base_ref", &pull.base.name)
-                    .fact("title", &pull.title)
-                    .fact("author", login(pull.user.as_ref()))
-                    .fact_opt("mergeable_state", pull.mergeable_state.as_ref())
-                    .fact_opt("commits", pull.commits)
+                    .facts(&facts::PullRequest {
+                        status: pull.status(),
+                        draft: pull.draft,
+                        head_sha: pull.head.sha.clone(),
+                        head_ref: pull.head.name.clone(),
+                        base_ref: pull.base.name.clone(),
+                        title: pull.title.clone(),
+                        author: login(pull.user.as_ref()).to_owned(),
+                        mergeable_state: pull.mergeable_state.clone(),
+                        commits: pull.commits,
+                    })
             }
             GitHubEvent::Review {
                 repo,
@@ -486,71 +466,70 @@ impl GitHubEvent {
                 review,
             } => {
                 let who = login(review.user.as_ref());
-                let key = format!(
-                    "review:{}#{number}/{}",
-                    id_component(repo),
-                    id_component(who)
-                );
+                let key = facts::Review::key(&Thread::new(repo, *number), who);
                 let sha = review.commit_id.as_deref().unwrap_or("unknown");
-                FactBuilder::new(&key, &key, &format!("git:{}", id_component(sha)))
+                FactBuilder::new(&key, &key, &git::revision(sha))
                     .summary(format!(
                         "{who} {} {repo}#{number} at {}",
                         review.normalized_state(),
                         short(sha)
                     ))
-                    .fact("reviewer", who)
-                    .fact("state", review.normalized_state())
-                    .fact("commit_id", sha)
-                    .fact("pull", number)
+                    .facts(&facts::Review {
+                        reviewer: who.to_owned(),
+                        state: review.normalized_state(),
+                        commit_id: sha.to_owned(),
+                        pull: *number,
+                    })
             }
             GitHubEvent::CheckRun { repo, run } => {
-                let r = id_component(repo);
-                let sha = id_component(&run.head_sha);
+                let commit = Commit::new(repo, &run.head_sha);
                 FactBuilder::new(
-                    &format!("check:{r}@{sha}/{}", id_component(&run.name)),
-                    &format!("commit:{r}@{sha}"),
-                    &format!("git:{sha}"),
+                    &facts::CheckRun::key(&commit, &run.name),
+                    &commit.subject(),
+                    &commit.revision(),
                 )
                 .summary(format!(
                     "check `{}` {} at {}",
                     run.name,
-                    check_run_verdict(run).as_str(),
+                    check_run_verdict(run),
                     short(&run.head_sha)
                 ))
-                .fact("name", &run.name)
-                .fact("status", &run.status)
-                .fact("conclusion", run.conclusion.as_deref().unwrap_or("none"))
-                .fact("verdict", check_run_verdict(run).as_str())
-                .fact("app", app_name(run.app.as_ref()))
-                .fact("pulls", pulls(&run.pull_requests))
+                .facts(&facts::CheckRun {
+                    name: run.name.clone(),
+                    status: run.status.clone(),
+                    conclusion: run.conclusion.as_deref().unwrap_or("none").to_owned(),
+                    verdict: check_run_verdict(run),
+                    app: app_name(run.app.as_ref()),
+                    pulls: pulls(&run.pull_requests),
+                })
             }
             GitHubEvent::CheckSuite { repo, suite } => {
-                let r = id_component(repo);
-                let sha = id_component(&suite.head_sha);
+                let commit = Commit::new(repo, &suite.head_sha);
                 let app = app_name(suite.app.as_ref());
                 FactBuilder::new(
-                    &format!("suite:{r}@{sha}/{}", id_component(&app)),
-                    &format!("commit:{r}@{sha}"),
-                    &format!("git:{sha}"),
+                    &facts::CheckSuite::key(&commit, &app),
+                    &commit.subject(),
+                    &commit.revision(),
                 )
                 .summary(format!(
                     "check suite of {app} {} at {}",
                     suite.conclusion.as_deref().unwrap_or("pending"),
                     short(&suite.head_sha)
                 ))
-                .fact("app", &app)
-                .fact("status", suite.status.as_deref().unwrap_or("unknown"))
-                .fact("conclusion", suite.conclusion.as_deref().unwrap_or("none"))
-                .fact_opt("head_branch", suite.head_branch.as_ref())
-                .fact("pulls", pulls(&suite.pull_requests))
+                .facts(&facts::CheckSuite {
+                    app: app.clone(),
+                    status: suite.status.as_deref().unwrap_or("unknown").to_owned(),
+                    conclusion: suite.conclusion.as_deref().unwrap_or("none").to_owned(),
+                    head_branch: suite.head_branch.clone(),
+                    pulls: pulls(&suite.pull_requests),
+                })
             }
             GitHubEvent::Status { repo, sha, status } => {
-                let r = id_component(repo);
-                let s = id_component(sha);
+                let commit = Commit::new(repo, sha);
                 FactBuilder::new(
-                    &format!("status:{r}@{s}/{}", id_component(&status.context)),
-                    &format!("commit:{r}@{s}"),
-                    &format!("git:{s}"),
+                    &facts::CommitStatus::key(&commit, &status.context),
+                    &commit.subject(),
+                    &commit.revision(),
                 )
                 .summary(format!(
                     "status `{}` {} at {}",
@@ -558,36 +537,39 @@ impl GitHubEvent {
                     status.state,
                     short(sha)
                 ))
-                .fact("context", &status.context)
-                .fact("state", &status.state)
-                .fact("verdict", status_verdict(&status.state).as_str())
-                .fact_opt("description", status.description.as_ref())
+                .facts(&facts::CommitStatus {
+                    context: status.context.clone(),
+                    state: status.state.clone(),
+                    verdict: status_verdict(&status.state),
+                    description: status.description.clone(),
+                })
             }
             GitHubEvent::Issue { repo, issue } => {
-                let key = format!("issue:{}#{}", id_component(repo), issue.number);
-                let mut labels: Vec<&str> = issue.labels.iter().map(|l| l.name.as_str()).collect();
+                let key = facts::Issue::key(&Thread::new(repo, issue.number));
+                let mut labels: Vec<String> = issue.labels.iter().map(|l| l.name.clone()).collect();
                 labels.sort_unstable();
-                let mut assignees: Vec<&str> =
-                    issue.assignees.iter().map(|u| u.login.as_str()).collect();
+                let mut assignees: Vec<String> =
+                    issue.assignees.iter().map(|u| u.login.clone()).collect();
                 assignees.sort_unstable();
+                let fact = facts::Issue {
+                    state: issue.state.clone(),
+                    title: issue.title.clone(),
+                    labels,
+                    assignees,
+                    locked: issue.locked,
+                    pull_request: issue.pull_request.is_some(),
+                };
+                // The revision digests the issue's content: every fact but what it is.
                 let content = FactBuilder::new("", "", "")
-                    .fact("state", &issue.state)
-                    .fact("title", &issue.title)
-                    .fact("labels", labels.join(","))
-                    .fact("assignees", assignees.join(","))
-                    .fact("locked", issue.locked);
+                    .facts(&fact)
+                    .without(facts::Issue::pull_request);
                 let revision = format!("content:{}", &content.fingerprint()[7..23]);
                 FactBuilder::new(&key, &key, &revision)
                     .summary(format!(
                         "{repo}#{} {}: {}",
                         issue.number, issue.state, issue.title
                     ))
-                    .fact("state", &issue.state)
-                    .fact("title", &issue.title)
-                    .fact("labels", labels.join(","))
-                    .fact("assignees", assignees.join(","))
-                    .fact("locked", issue.locked)
-                    .fact("pull_request", issue.pull_request.is_some())
+                    .facts(&fact)
             }
             GitHubEvent::IssueComment {
                 repo,
@@ -596,7 +578,7 @@ impl GitHubEvent {
                 on_pull_request,
                 comment,
             } => {
-                let key = format!("comment:{}/{}", id_component(repo), comment.id);
+                let key = facts::IssueComment::key(repo, comment.id);
                 let deleted = action.as_deref() == Some("deleted");
                 let body = if deleted {
                     ""
@@ -610,17 +592,19 @@ impl GitHubEvent {
                         "{who} commented on {repo}#{number}{}",
                         if deleted { " (deleted)" } else { "" }
                     ))
-                    .fact("author", who)
-                    .fact("number", number)
-                    .fact("on_pull_request", on_pull_request)
-                    .fact("deleted", deleted)
-                    .fact("body", body)
-                    .fact("body_sha256", digest)
-                    .fact("body_bytes", body.len())
+                    .facts(&facts::IssueComment {
+                        author: who.to_owned(),
+                        number: *number,
+                        on_pull_request: *on_pull_request,
+                        deleted,
+                        body: body.to_owned(),
+                        body_sha256: digest,
+                        body_bytes: body.len() as u64,
+                    })
             }
             GitHubEvent::Push { repo, push } => {
-                let key = format!("ref:{}:{}", id_component(repo), id_component(&push.git_ref));
-                FactBuilder::new(&key, &key, &format!("git:{}", id_component(&push.after)))
+                let key = facts::Push::key(repo, &push.git_ref);
+                FactBuilder::new(&key, &key, &git::revision(&push.after))
                     .summary(format!(
                         "push to {} on {repo}: {} -> {}{}",
                         push.git_ref,
@@ -628,35 +612,40 @@ impl GitHubEvent {
                         short(&push.after),
                         if push.forced { " (forced)" } else { "" }
                     ))
-                    .fact("ref", &push.git_ref)
-                    .fact("before", &push.before)
-                    .fact("after", &push.after)
-                    .fact("created", push.created)
-                    .fact("deleted", push.deleted)
-                    .fact("forced", push.forced)
+                    .facts(&facts::Push {
+                        git_ref: push.git_ref.clone(),
+                        before: push.before.clone(),
+                        after: push.after.clone(),
+                        created: push.created,
+                        deleted: push.deleted,
+                        forced: push.forced,
+                    })
             }
             GitHubEvent::Ci(rollup) => {
-                let r = id_component(&rollup.repo);
-                let mut builder = FactBuilder::new(
-                    &format!("ci:{r}#{}", rollup.number),
-                    &format!("pr:{r}#{}", rollup.number),
-                    &format!("git:{}", id_component(&rollup.sha)),
+                let thread = Thread::new(&rollup.repo, rollup.number);
+                FactBuilder::new(
+                    &facts::CiRollup::key(&thread),
+                    &facts::PullRequest::key(&thread),
+                    &git::revision(&rollup.sha),
                 )
                 .summary(format!(
                     "CI {} for {}#{} at {} ({} checks and statuses)",
-                    rollup.verdict.as_str(),
+                    rollup.verdict,
                     rollup.repo,
                     rollup.number,
                     short(&rollup.sha),
                     rollup.items.len()
                 ))
-                .fact("verdict", rollup.verdict.as_str())
-                .fact("head_sha", &rollup.sha)
-                .fact("items", rollup.items.len());
-                for item in &rollup.items {
-                    builder = builder.fact(&format!("item.{}", item.name), item.verdict.as_str());
-                }
-                builder
+                .facts(&facts::CiRollup {
+                    verdict: rollup.verdict,
+                    head_sha: rollup.sha.clone(),
+                    items: rollup.items.len() as u64,
+                    item: rollup
+                        .items
+                        .iter()
+                        .map(|item| (item.name.clone(), item.verdict))
+                        .collect::<BTreeMap<_, _>>(),
+                })
             }
         };
         builder.build(observed_at)

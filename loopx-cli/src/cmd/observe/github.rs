@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use clap::Args;
 use loopx_kernel::ManualClock;
+use loopx_kernel::facts::github::PullRequest;
 use loopx_kernel::{Actor, Command, Duration, Observation, OperationId, SourceId};
 use loopx_provider::github::rest::{GITHUB_API, GitHubClient, GitHubError, Token};
 use serde_json::{Map, Value, json};
@@ -102,8 +103,8 @@ pub async fn run(ctx: &Ctx, args: &GitHubArgs) -> Result<Exit, CliError> {
 
     let head = observations
         .first()
-        .and_then(|pr| pr.facts.get("head_sha"))
-        .cloned()
+        .and_then(Observation::read_facts::<PullRequest>)
+        .and_then(|pr| pr.head_sha.into_known())
         .unwrap_or_default();
     let revision = observations
         .first()
