@@ -3,7 +3,7 @@
 //!
 //! Both are about subject `experiment:<e>` at revision `run:<code>+<config>+<dataset>`. The key
 //! builders take the experiment and metric as written in keys: a writer encodes external text
-//! with [`id_component`](crate::id_component) first, a reader passes what it read from a key.
+//! with [`id_component`](crate::ids::id_component) first, a reader passes what it read from a key.
 
 use serde::{Deserialize, Serialize};
 
