@@ -12,19 +12,11 @@
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let now = Timestamp::parse("2026-11-29T10:00:00Z")?;
-//! let owner = PersonId::new("maintainer")?;
 //! let agent = AgentId::new("agent-a")?;
-//! let spec = GoalSpec {
-//!     id: GoalId::new("json-output")?,
-//!     objective: "add --format json to the CLI".into(),
-//!     owner: owner.clone(),
-//!     criteria: vec![],
-//!     agents: [agent.clone()].into(),
-//!     budget: Limits::UNLIMITED,
-//!     policy: Policy::default(),
-//!     grants: Default::default(),
-//! };
-//! let mut goal = GoalState::create(&Actor::Person(owner), now, &spec)?;
+//! let spec = GoalSpec::builder("json-output", "add --format json to the CLI", "maintainer")
+//!     .agent(&agent)
+//!     .build()?;
+//! let mut goal = GoalState::create(&spec.owner_actor(), now, &spec)?;
 //! goal.handle(
 //!     &Actor::Agent(agent.clone()),
 //!     now,

@@ -60,7 +60,7 @@ use crate::write::{StoreExt, SubmitError, Submitted};
 pub struct Watch {
     /// Who observes it.
     pub provider: Arc<dyn Provider>,
-    /// The stream.
+    /// The stream it polls; a monitor todo that watches this key is polled through it too.
     pub key: ObservationKey,
     /// How often it is polled when nothing else asks for it.
     pub every: Duration,
@@ -106,7 +106,7 @@ pub enum EngineError {
     /// Other writers kept moving the goal.
     #[error("goal `{goal}` is contended: other writers keep committing; step again")]
     Contended {
-        /// The goal.
+        /// The goal other writers keep moving.
         goal: GoalId,
     },
     /// A capability proposed to create another goal than the one the engine steps.
@@ -123,7 +123,7 @@ pub enum EngineError {
     /// recovers it.
     #[error("the validator could not judge turn `{turn}`: {error}")]
     Validator {
-        /// The turn.
+        /// The turn left prepared, recovered by the next step.
         turn: TurnId,
         /// What failed.
         error: TurnError,

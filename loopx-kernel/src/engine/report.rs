@@ -12,7 +12,7 @@ use crate::ids::{GoalId, ObservationKey, SourceId, TodoId, TurnId};
 /// The account of one [`Engine::step`](super::Engine::step).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct StepReport {
-    /// The goal.
+    /// The goal stepped.
     pub goal: GoalId,
     /// The goal revision after the step; a wait watches for commits past it.
     pub revision: u64,
@@ -28,7 +28,7 @@ pub struct StepReport {
     /// The turn taken, if the decision was `continue`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<TurnOutcome>,
-    /// The decision after the step.
+    /// The decision after the step, for the engine's agent: what the host obeys next.
     pub decision: Decision,
 }
 
@@ -53,7 +53,7 @@ impl StepReport {
 /// A provider that failed to answer a watch's poll.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ProviderFailure {
-    /// The provider.
+    /// The provider that failed.
     pub provider: SourceId,
     /// The stream it was asked for.
     pub key: ObservationKey,
@@ -70,7 +70,7 @@ impl std::fmt::Display for ProviderFailure {
 /// A capability proposal as the engine submitted it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ProposalOutcome {
-    /// The capability.
+    /// The capability that proposed it, the command's actor.
     pub capability: SourceId,
     /// The command's name.
     pub command: String,
@@ -95,9 +95,9 @@ pub struct ProposalOutcome {
 pub enum TurnOutcome {
     /// The turn ran (or was recovered) and settled in one commit.
     Settled {
-        /// The todo.
+        /// The todo worked on; its lease is released with the settlement.
         todo: TodoId,
-        /// The turn.
+        /// The turn the charge and the evidence are bound to.
         turn: TurnId,
         /// True when a turn prepared before a crash was finished or re-run.
         resumed: bool,
@@ -109,7 +109,7 @@ pub enum TurnOutcome {
     /// No turn began: the claim or the prepared-turn record was refused (another agent was
     /// faster, or the budget ran out in between). Nothing was charged.
     NotStarted {
-        /// The todo.
+        /// The todo the decision offered.
         todo: TodoId,
         /// The kernel's refusal of the claim or of the prepared-turn record.
         refusal: Refusal,
@@ -117,9 +117,9 @@ pub enum TurnOutcome {
     /// The lease was lost while the turn ran (renewal or settlement refused): the turn's
     /// result was not recorded; whoever holds the todo now decides.
     LeaseLost {
-        /// The todo.
+        /// The todo whose lease this agent no longer holds.
         todo: TodoId,
-        /// The turn.
+        /// The turn whose result was dropped; it is never charged.
         turn: TurnId,
         /// The kernel's refusal of the renewal or the settlement.
         refusal: Refusal,
@@ -127,9 +127,9 @@ pub enum TurnOutcome {
     /// A prepared turn was found in flight and the executor cannot tell whether its effects
     /// happened; the step's decision is `repair`.
     Unknown {
-        /// The todo.
+        /// The todo, still leased to this agent.
         todo: TodoId,
-        /// The turn.
+        /// The turn still in flight, to read back before anything else.
         turn: TurnId,
     },
 }
