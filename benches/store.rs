@@ -28,7 +28,7 @@ use std::thread;
 use std::time::{Duration as StdDuration, Instant};
 
 use loopx_benches::{Goal, against};
-use loopx_kernel::seams::{AppendRequest, Store};
+use loopx_kernel::seams::{AppendRequest, Commit, Store};
 use loopx_kernel::{
     Actor, AgentId, Amounts, Command, Continuation, Duration, GoalId, GoalSpec, GoalState, Limits,
     NewTodo, OperationId, PersonId, Policy, Settlement, Snapshot, SourceId, Timestamp, TodoId,
@@ -949,18 +949,19 @@ fn cold_load<S: Store>(
         n += 1;
     }
     let store = open(runtime)?;
-    let mut written = 0u64;
+    let mut base: Option<GoalState> = None;
     for (k, batch) in log.chunks(5_000).enumerate() {
         let request = AppendRequest {
             goal: goal_id.clone(),
-            expected_revision: written,
+            expected_revision: base.as_ref().map_or(0, |state| state.revision),
             operation: id(format!("load-{k}")),
             digest: format!("load-{k}"),
             at: now,
             events: batch.to_vec(),
         };
-        runtime.block_on(store.append(request))?;
-        written += batch.len() as u64;
+        let commit = Commit::fold(base.take(), request)?;
+        base = Some(commit.state().clone());
+        runtime.block_on(store.append(commit))?;
     }
     drop(store);
     let mut times = Vec::new();
@@ -969,7 +970,7 @@ fn cold_load<S: Store>(
         let start = Instant::now();
         let loaded = runtime.block_on(fresh.load(&goal_id))?;
         times.push(start.elapsed().as_secs_f64());
-        if loaded.as_ref().map(|s| s.revision) != Some(written) {
+        if loaded.as_ref().map(|s| s.revision) != Some(log.len() as u64) {
             return Err("the cold goal did not load at its last revision".into());
         }
     }

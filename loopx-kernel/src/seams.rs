@@ -45,6 +45,86 @@ pub struct AppendRequest {
     pub events: Vec<RecordedEvent>,
 }
 
+/// What [`Store::append`] commits: an [`AppendRequest`] together with the goal's state after
+/// it. Only [`Commit::fold`] builds one, so the state is always the fold of the request's
+/// events onto the base state it was given — the goal at `expected_revision` (none for 0), of
+/// the request's goal. A store therefore writes the state's index rows and snapshot without
+/// folding the batch again; it still refuses the commit when the goal no longer stands at
+/// `expected_revision` (compare-and-set), and a goal's state at a revision never changes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Commit {
+    request: AppendRequest,
+    state: GoalState,
+}
+
+impl Commit {
+    /// Folds `request`'s events onto `base`, the goal's state at `request.expected_revision`
+    /// (`None` when the goal does not exist yet), taking the state over.
+    ///
+    /// # Errors
+    /// [`StoreError::InvalidBatch`] when `base` is not the request's goal at its expected
+    /// revision, or the events do not apply to it (a revision gap, an event that contradicts the
+    /// state, a genesis for another goal); [`StoreError::UnknownGoal`] for an empty batch (a
+    /// no-op) on a goal that does not exist.
+    pub fn fold(base: Option<GoalState>, request: AppendRequest) -> Result<Commit, StoreError> {
+        let goal = &request.goal;
+        let invalid = |detail: String| StoreError::InvalidBatch { detail };
+        let refused = |error: crate::ReplayError| {
+            invalid(format!(
+                "the batch for goal `{goal}` does not apply to its state ({error})"
+            ))
+        };
+        let state = match base {
+            None if request.expected_revision != 0 => {
+                return Err(invalid(format!(
+                    "the batch for goal `{goal}` expects revision {} but was folded onto no state",
+                    request.expected_revision
+                )));
+            }
+            None if request.events.is_empty() => {
+                return Err(StoreError::UnknownGoal { goal: goal.clone() });
+            }
+            None => GoalState::replay(&request.events).map_err(refused)?,
+            Some(state)
+                if &state.spec.id != goal || state.revision != request.expected_revision =>
+            {
+                return Err(invalid(format!(
+                    "the batch for goal `{goal}` at revision {} was folded onto goal `{}` at revision {}",
+                    request.expected_revision, state.spec.id, state.revision
+                )));
+            }
+            Some(mut state) => {
+                for event in &request.events {
+                    state.apply(event).map_err(refused)?;
+                }
+                state
+            }
+        };
+        if &state.spec.id != goal {
+            return Err(invalid(format!(
+                "the batch creates goal `{}` but was sent for goal `{goal}`",
+                state.spec.id
+            )));
+        }
+        Ok(Commit { request, state })
+    }
+
+    /// The request: goal, expected revision, operation, digest, time and events.
+    pub fn request(&self) -> &AppendRequest {
+        &self.request
+    }
+
+    /// The goal's state after the commit.
+    pub fn state(&self) -> &GoalState {
+        &self.state
+    }
+
+    /// The request and the state after it, taken apart.
+    pub fn into_parts(self) -> (AppendRequest, GoalState) {
+        (self.request, self.state)
+    }
+}
+
 /// Proof that an operation committed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Receipt {
@@ -172,10 +252,11 @@ pub trait Store: Send + Sync {
         None
     }
 
-    /// Commits the batch atomically. The same operation id with the same digest returns the
-    /// first receipt and changes nothing; with another digest it is
-    /// [`StoreError::OperationConflict`]; a moved goal is [`StoreError::Conflict`].
-    async fn append(&self, request: AppendRequest) -> Result<Receipt, StoreError>;
+    /// Commits the folded batch atomically. The same operation id with the same digest returns
+    /// the first receipt and changes nothing; with another digest it is
+    /// [`StoreError::OperationConflict`]; a goal that no longer stands at the commit's expected
+    /// revision is [`StoreError::Conflict`].
+    async fn append(&self, commit: Commit) -> Result<Receipt, StoreError>;
 
     /// The receipt of an operation, if it committed.
     async fn receipt(

@@ -16,8 +16,8 @@ pub use crate::execute::stamp;
 use crate::goal::GoalSpec;
 use crate::ids::{AgentId, GoalId, IntoId, InvalidId, OperationId};
 use crate::refusal::Refusal;
-use crate::seams::{AppendRequest, Clock, Receipt, Store, StoreError};
-use crate::state::{GoalState, ReplayError};
+use crate::seams::{AppendRequest, Clock, Commit, Receipt, Store, StoreError};
+use crate::state::GoalState;
 use crate::time::{Duration, Timestamp};
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
@@ -444,7 +444,6 @@ impl Call<'_> {
         }
         let after = current.as_ref().map_or(0, |s| s.revision);
         let recorded = stamp(after, self.actor, self.now, events);
-        let state = fold(current, &recorded, goal)?;
         let request = AppendRequest {
             goal: goal.clone(),
             expected_revision: after,
@@ -453,7 +452,10 @@ impl Call<'_> {
             at: self.now,
             events: recorded.clone(),
         };
-        let receipt = match store.append(request).await {
+        // Folded once, here: the store commits this state rather than folding the batch again.
+        let commit = Commit::fold(current, request).map_err(|error| kernel_bug(goal, &error))?;
+        let state = commit.state().clone();
+        let receipt = match store.append(commit).await {
             Ok(receipt) => receipt,
             Err(StoreError::Conflict { .. }) => return Ok(None),
             Err(StoreError::Ambiguous { operation: op }) => match store.receipt(goal, &op).await {
@@ -515,28 +517,14 @@ async fn replayed<S: Store + ?Sized>(
     })
 }
 
-/// The state after `events`, folded locally so the caller gets it without a reload.
-fn fold(
-    current: Option<GoalState>,
-    events: &[RecordedEvent],
-    goal: &GoalId,
-) -> Result<GoalState, SubmitError> {
-    let kernel_bug = |error: ReplayError| {
-        SubmitError::Store(StoreError::Corrupt {
-            detail: format!(
-                "events the kernel validated for goal `{goal}` do not apply ({error}); this is a kernel bug, nothing was written"
-            ),
-        })
-    };
-    match current {
-        None => GoalState::replay(events).map_err(kernel_bug),
-        Some(mut state) => {
-            for event in events {
-                state.apply(event).map_err(kernel_bug)?;
-            }
-            Ok(state)
-        }
-    }
+/// Events the kernel validated and stamped that do not fold onto the state they were validated
+/// against.
+fn kernel_bug(goal: &GoalId, error: &StoreError) -> SubmitError {
+    SubmitError::Store(StoreError::Corrupt {
+        detail: format!(
+            "events the kernel validated for goal `{goal}` do not apply ({error}); this is a kernel bug, nothing was written"
+        ),
+    })
 }
 
 #[cfg(test)]

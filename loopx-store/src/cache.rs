@@ -8,13 +8,13 @@
 //! [`StateCache::behind`]), instead of decoding the snapshot and the whole tail again.
 //!
 //! A state this handle committed also keeps the index rows the commit wrote, so that the next
-//! commit can tell which rows change without reading them back (see [`StateCache::rows`]).
+//! commit can tell which rows change without reading them back (see [`StateCache::known`]).
 
 use std::borrow::Cow;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use loopx_kernel::{GoalId, GoalState};
+use loopx_kernel::{AgentId, GoalId, GoalState};
 
 use crate::index::Projection;
 
@@ -23,6 +23,20 @@ use crate::index::Projection;
 pub(crate) struct StateCache {
     inner: Mutex<Inner>,
     capacity: usize,
+}
+
+/// What a cache holds about a goal at one revision, besides its state: see
+/// [`StateCache::known`].
+#[derive(Debug, Clone)]
+pub(crate) struct Known {
+    /// The revision of the goal's latest snapshot when the state was cached.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub snapshot_revision: u64,
+    /// Whether the goal's registered agents are the ones asked about.
+    pub same_agents: bool,
+    /// The index rows this handle wrote with the commit that made the state, if it did.
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+    pub rows: Option<Arc<Projection>>,
 }
 
 #[derive(Debug)]
@@ -58,22 +72,6 @@ impl StateCache {
             .map(|entry| entry.state.clone())
     }
 
-    /// The cached state of `goal` at `revision`, with the revision of the goal's latest
-    /// snapshot as it was when the state was cached.
-    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
-    pub(crate) fn get_with_snapshot(
-        &self,
-        goal: &GoalId,
-        revision: u64,
-    ) -> Option<(GoalState, u64)> {
-        let inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        inner
-            .states
-            .get(goal)
-            .filter(|entry| entry.state.revision == revision)
-            .map(|entry| (entry.state.clone(), entry.snapshot_revision))
-    }
-
     /// The cached state of `goal`, whatever its revision.
     pub(crate) fn newest(&self, goal: &GoalId) -> Option<GoalState> {
         let inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
@@ -81,7 +79,6 @@ impl StateCache {
     }
 
     /// The revision of the cached state of `goal`, if one is cached.
-    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub(crate) fn latest_revision(&self, goal: &GoalId) -> Option<u64> {
         let inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         inner.states.get(goal).map(|entry| entry.state.revision)
@@ -98,19 +95,28 @@ impl StateCache {
             .map(|entry| entry.state.clone())
     }
 
-    /// The index rows this handle's commit wrote when it made `goal`'s revision `revision`.
-    /// Rows for a revision are the same at every instant of their window, and the window's start
-    /// (`valid_from`) names it, so they are the stored rows whenever the goal row still shows
-    /// that revision and that start; a refresh recomputes rows only outside their window, and
-    /// so writes another start.
-    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
-    pub(crate) fn rows(&self, goal: &GoalId, revision: u64) -> Option<Arc<Projection>> {
+    /// What the cache knows of `goal` at `revision`: the revision of its latest snapshot when
+    /// the state was cached, whether its registered agents are `agents`, and the index rows
+    /// this handle's commit wrote when it made that revision. Rows for a revision are the same
+    /// at every instant of their window, and the window's start (`valid_from`) names it, so
+    /// they are the stored rows whenever the goal row still shows that revision and that start;
+    /// a refresh recomputes rows only outside their window, and so writes another start.
+    pub(crate) fn known(
+        &self,
+        goal: &GoalId,
+        revision: u64,
+        agents: &BTreeSet<AgentId>,
+    ) -> Option<Known> {
         let inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         inner
             .states
             .get(goal)
             .filter(|entry| entry.state.revision == revision)
-            .and_then(|entry| entry.rows.clone())
+            .map(|entry| Known {
+                snapshot_revision: entry.snapshot_revision,
+                same_agents: &entry.state.spec.agents == agents,
+                rows: entry.rows.clone(),
+            })
     }
 
     /// Keeps `state`, whose goal's latest snapshot is at `snapshot_revision`, unless a newer
@@ -120,14 +126,12 @@ impl StateCache {
     }
 
     /// Like [`put`](Self::put), taking the state over instead of copying it.
-    #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
     pub(crate) fn put_owned(&self, state: GoalState, snapshot_revision: u64) {
         self.keep(Cow::Owned(state), snapshot_revision, None);
     }
 
     /// Like [`put_owned`](Self::put_owned), for a state this handle just committed together
     /// with `rows`, the index rows it wrote.
-    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
     pub(crate) fn put_committed(&self, state: GoalState, snapshot_revision: u64, rows: Projection) {
         self.keep(Cow::Owned(state), snapshot_revision, Some(Arc::new(rows)));
     }

@@ -1,69 +1,99 @@
-//! What the durable backends compute before they write a commit: the folded batch, its index
-//! rows, the encoded events and, when one is due, the snapshot.
+//! What the durable backends compute before they write a commit: its receipt, its index rows,
+//! the encoded events and, when one is due, the snapshot — all from the state the kernel's
+//! [`Commit::fold`] folded, which is not folded again here.
+
+use std::sync::Arc;
 
 use loopx_kernel::GoalState;
-use loopx_kernel::seams::{AppendRequest, StoreError};
+use loopx_kernel::seams::{AppendRequest, Commit, Receipt, StoreError};
 
-use crate::fold::{Folded, encode, encode_event, fold_batch};
+use crate::cache::{Known, StateCache};
+use crate::fold::{encode, encode_event, receipt};
 use crate::index::Projection;
 
 /// A commit ready to write.
 pub(crate) struct Prepared {
-    /// The batch folded into the goal's state, with its receipt.
-    pub folded: Folded,
+    /// The request.
+    pub request: AppendRequest,
+    /// The goal's state after the commit.
+    pub state: GoalState,
+    /// The receipt the commit returns.
+    pub receipt: Receipt,
     /// The goal's index rows after the commit, computed at the commit time (their window holds
     /// it).
     pub projection: Projection,
     /// The events as stored JSON (without the revision and time the rows hold), in order.
     pub events: Vec<String>,
-    /// The snapshot to write, when one is due.
+    /// What this handle's cache knows of the goal at the expected revision.
+    pub known: Option<Known>,
+    /// The snapshot to write, when one is due (see [`Prepared::plan_snapshot`]).
     pub snapshot: Option<String>,
-    /// Whether the registered agents differ from before the batch.
-    pub agents_changed: bool,
+    /// The revision of the goal's latest snapshot before the commit, as the writer read it.
+    pub last_snapshot: u64,
 }
 
-/// Folds, indexes and encodes a commit of `request` onto `state` (the goal at the request's
-/// expected revision, taken over), before the writer knows whether a snapshot is due: see
+/// Indexes and encodes `commit`, before the writer knows whether a snapshot is due: see
 /// [`Prepared::plan_snapshot`].
-pub(crate) fn prepare(
-    state: Option<GoalState>,
-    request: &AppendRequest,
-) -> Result<Prepared, StoreError> {
-    let agents_before = state.as_ref().map(|before| before.spec.agents.clone());
-    let folded = fold_batch(state, request)?;
-    let agents_changed = agents_before.is_none_or(|before| before != folded.state.spec.agents);
-    let projection = Projection::compute(&folded.state, folded.receipt.committed_at);
+pub(crate) fn prepare(commit: Commit, cache: &StateCache) -> Result<Prepared, StoreError> {
+    let (request, state) = commit.into_parts();
+    let known = cache.known(&request.goal, request.expected_revision, &state.spec.agents);
+    let projection = Projection::compute(&state, request.at);
     let events = request
         .events
         .iter()
         .map(encode_event)
         .collect::<Result<_, _>>()?;
     Ok(Prepared {
-        folded,
+        receipt: receipt(&request, &state),
+        request,
+        state,
         projection,
         events,
+        known,
         snapshot: None,
-        agents_changed,
+        last_snapshot: 0,
     })
 }
 
 impl Prepared {
+    /// Whether the registered agents may differ from the goal's before the commit (they do, or
+    /// this handle does not know the goal's previous state).
+    pub(crate) fn agents_changed(&self) -> bool {
+        self.known.as_ref().is_none_or(|known| !known.same_agents)
+    }
+
+    /// The index rows the goal was committed with at the expected revision, when this handle
+    /// wrote them.
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+    pub(crate) fn known_rows(&self) -> Option<&Arc<Projection>> {
+        self.known.as_ref().and_then(|known| known.rows.as_ref())
+    }
+
     /// Encodes the snapshot when one is due: the batch is not empty and at least
     /// `snapshot_every` events were committed since `last_snapshot` (the revision of the goal's
-    /// latest snapshot as the write transaction reads it, 0 when it has none).
+    /// latest snapshot as the writer reads it, 0 when it has none).
     pub(crate) fn plan_snapshot(
         &mut self,
         last_snapshot: u64,
         snapshot_every: u64,
     ) -> Result<(), StoreError> {
-        let state = &self.folded.state;
-        let due = self.folded.receipt.events > 0
-            && state.revision.saturating_sub(last_snapshot) >= snapshot_every;
+        let due = self.receipt.events > 0
+            && self.state.revision.saturating_sub(last_snapshot) >= snapshot_every;
+        self.last_snapshot = last_snapshot;
         self.snapshot = if due {
-            Some(encode(&state.snapshot())?)
+            Some(encode(&self.state.snapshot())?)
         } else {
             None
         };
         Ok(())
+    }
+
+    /// The revision of the goal's latest snapshot once the commit is written.
+    pub(crate) fn snapshot_revision(&self) -> u64 {
+        if self.snapshot.is_some() {
+            self.state.revision
+        } else {
+            self.last_snapshot
+        }
     }
 }

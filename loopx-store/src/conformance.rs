@@ -44,7 +44,9 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
-use loopx_kernel::seams::{AppendRequest, GoalStatus, GoalSummary, Receipt, Store, StoreError};
+use loopx_kernel::seams::{
+    AppendRequest, Commit, GoalStatus, GoalSummary, Receipt, Store, StoreError,
+};
 use loopx_kernel::{
     Actor, AgentId, Amounts, Command, Continuation, Duration, Event, Fingerprint, GoalId, GoalSpec,
     GoalState, Limits, NewTodo, Observation, ObservationKey, OperationId, PersonId, Policy,
@@ -370,6 +372,38 @@ fn request(
     }
 }
 
+/// `request` folded onto `base` (the goal's state at its expected revision) by the kernel, as
+/// a writer commits it.
+fn commit(base: Option<&GoalState>, request: AppendRequest) -> Commit {
+    match Commit::fold(base.cloned(), request) {
+        Ok(commit) => commit,
+        Err(error) => panic!("the suite's batch does not fold: {error}"),
+    }
+}
+
+/// `state` after `command`, folded here without a store: a revision the store never saw.
+fn ahead_of(state: &GoalState, actor: &Actor, now: Timestamp, command: &Command) -> GoalState {
+    let events = stamp(
+        state.revision,
+        actor,
+        now,
+        events_of(state, actor, now, command),
+    );
+    commit(
+        Some(state),
+        AppendRequest {
+            goal: state.spec.id.clone(),
+            expected_revision: state.revision,
+            operation: id("local"),
+            digest: digest(actor, command),
+            at: now,
+            events,
+        },
+    )
+    .into_parts()
+    .1
+}
+
 fn events_of(state: &GoalState, actor: &Actor, now: Timestamp, command: &Command) -> Vec<Event> {
     match loopx_kernel::execute(Some(state), actor, now, command) {
         Ok(events) => events,
@@ -476,12 +510,17 @@ pub async fn stale_revision_is_a_conflict<B: Backend>(backend: &B) {
         events_of(&genesis, &ag("a"), at(2), &command),
     );
     assert_eq!(
-        store.append(stale).await,
+        store.append(commit(Some(&genesis), stale)).await,
         Err(StoreError::Conflict {
             expected: 1,
             current: 2
         })
     );
+    // A state at revision 5, folded without the store: three todos it never saw.
+    let mut future = before.clone();
+    for name in ["f3", "f4", "f5"] {
+        future = ahead_of(&future, &ag("a"), at(2), &add(name));
+    }
     let ahead = request(
         &goal.id,
         5,
@@ -489,10 +528,10 @@ pub async fn stale_revision_is_a_conflict<B: Backend>(backend: &B) {
         &ag("a"),
         at(2),
         &command,
-        events_of(&before, &ag("a"), at(2), &command),
+        events_of(&future, &ag("a"), at(2), &command),
     );
     assert_eq!(
-        store.append(ahead).await,
+        store.append(commit(Some(&future), ahead)).await,
         Err(StoreError::Conflict {
             expected: 5,
             current: 2
@@ -513,7 +552,7 @@ pub async fn stale_revision_is_a_conflict<B: Backend>(backend: &B) {
         }],
     );
     assert_eq!(
-        store.append(recreate).await,
+        store.append(commit(None, recreate)).await,
         Err(StoreError::Conflict {
             expected: 0,
             current: 2
@@ -548,6 +587,7 @@ pub async fn operation_ids_are_idempotent<B: Backend>(backend: &B) {
         &command,
         events_of(&state, &ag("a"), at(1), &command),
     );
+    let first = commit(Some(&state), first);
     let receipt = ok(store.append(first.clone()).await, "append");
     assert_eq!((receipt.revision, receipt.events), (2, 1));
     assert_eq!(
@@ -566,10 +606,10 @@ pub async fn operation_ids_are_idempotent<B: Backend>(backend: &B) {
     assert_eq!(goal.state().await, after);
     assert_eq!(all_events(&store, &goal.id).await.len(), 3);
 
-    let mut other = first.clone();
+    let mut other = first.request().clone();
     other.digest = "another payload".into();
     assert_eq!(
-        store.append(other).await,
+        store.append(commit(Some(&state), other)).await,
         Err(StoreError::OperationConflict { operation: id("x") })
     );
 
@@ -634,6 +674,7 @@ pub async fn concurrent_appends_have_one_winner<B: Backend>(backend: &B) {
             events_of(&state, &ag("a"), at(2), &command),
         );
         let store = Arc::clone(&store);
+        let req = commit(Some(&state), req);
         tasks.spawn(async move { store.append(req).await });
     }
     let mut wins = 0;
@@ -701,9 +742,11 @@ fn bad_batches(goal: &GoalId, state: &GoalState, command: &Command) -> [AppendRe
     [gap, contradicts, twice]
 }
 
-/// A batch that does not fold into the goal's state is refused as corrupt input and nothing is
-/// written: a revision gap, an event that contradicts the state, a genesis for another goal,
-/// an empty batch for a goal that does not exist.
+/// A batch that does not fold into the goal's state never reaches the store: the kernel's
+/// `Commit::fold`, the only way to build what `append` takes, refuses it with a typed error, and
+/// nothing is written: a revision gap, an event that contradicts the state, a genesis for
+/// another goal, a batch folded onto another state than the goal's at its expected revision, an
+/// empty batch for a goal that does not exist.
 pub async fn batches_that_do_not_apply_are_refused<B: Backend>(backend: &B) {
     let store = backend.fresh().await;
     let mut goal = Goal::create(&store, spec("g", &["a"]), at(0)).await;
@@ -715,11 +758,27 @@ pub async fn batches_that_do_not_apply_are_refused<B: Backend>(backend: &B) {
     let [gap, contradicts, twice] = bad_batches(&goal.id, &before, &command);
     for bad in [gap, contradicts, twice] {
         let op = bad.operation.clone();
-        match store.append(bad).await {
+        match Commit::fold(Some(before.clone()), bad) {
             Err(StoreError::InvalidBatch { .. }) => {}
             other => panic!("`{op}` must be refused as an invalid batch, got {other:?}"),
         }
         assert_eq!(ok(store.receipt(&goal.id, &op).await, "receipt"), None);
+    }
+    let valid = request(
+        &goal.id,
+        2,
+        "valid",
+        &ag("a"),
+        at(2),
+        &command,
+        events_of(&before, &ag("a"), at(2), &command),
+    );
+    let genesis = fold(&events_before[..1]);
+    for base in [Some(genesis), None] {
+        match Commit::fold(base, valid.clone()) {
+            Err(StoreError::InvalidBatch { .. }) => {}
+            other => panic!("a batch folded onto another state must be refused, got {other:?}"),
+        }
     }
     assert_eq!(goal.state().await, before);
     assert_eq!(all_events(&store, &goal.id).await, events_before);
@@ -740,12 +799,12 @@ pub async fn batches_that_do_not_apply_are_refused<B: Backend>(backend: &B) {
         }],
     );
     assert!(matches!(
-        store.append(wrong_goal).await,
+        Commit::fold(None, wrong_goal),
         Err(StoreError::InvalidBatch { .. })
     ));
     let empty = request(&elsewhere, 0, "empty", &owner(), at(3), &create, vec![]);
     assert_eq!(
-        store.append(empty).await,
+        Commit::fold(None, empty),
         Err(StoreError::UnknownGoal {
             goal: elsewhere.clone()
         })
@@ -805,6 +864,7 @@ pub async fn empty_batch_records_a_no_op<B: Backend>(backend: &B) {
         &observation("ci:acme", "f1", 3),
         vec![],
     );
+    let raw = commit(Some(&before), raw);
     let receipt = ok(store.append(raw.clone()).await, "empty append");
     assert_eq!((receipt.revision, receipt.events), (2, 0));
     assert_eq!(ok(store.append(raw).await, "retried empty append"), receipt);
@@ -817,8 +877,9 @@ pub async fn empty_batch_records_a_no_op<B: Backend>(backend: &B) {
         &observation("ci:acme", "f1", 3),
         vec![],
     );
+    let genesis = fold(&all_events(&store, &goal.id).await[..1]);
     assert_eq!(
-        store.append(stale).await,
+        store.append(commit(Some(&genesis), stale)).await,
         Err(StoreError::Conflict {
             expected: 1,
             current: 2
@@ -1422,6 +1483,7 @@ pub async fn compaction_inside_a_commit_keeps_its_receipt<B: Backend>(backend: &
         &add("x"),
         events,
     );
+    let wide = commit(Some(&before), wide);
     let receipt = ok(store.append(wide.clone()).await, "append");
     assert_eq!(receipt.events, 3);
     goal.run(&ag("a"), at(3), add("after")).await;
@@ -1445,20 +1507,21 @@ pub async fn compaction_inside_a_commit_keeps_its_receipt<B: Backend>(backend: &
     audit_kept(&store, &wide, &receipt, &operations).await;
 }
 
-/// The audit trail reads as `operations`, the commit of `request` has `receipt`, and the same
-/// append again answers with it.
+/// The audit trail reads as `operations`, `commit` has `receipt`, and the same append again
+/// answers with it.
 async fn audit_kept<S: Retention>(
     store: &S,
-    request: &AppendRequest,
+    commit: &Commit,
     receipt: &Receipt,
     operations: &[OperationRecord],
 ) {
+    let request = commit.request();
     let goal = &request.goal;
     let now = ok(store.operations(goal, 0, usize::MAX).await, "operations");
     assert_eq!(now, operations);
     let found = ok(store.receipt(goal, &request.operation).await, "receipt");
     assert_eq!(found.as_ref(), Some(receipt));
-    assert_eq!(store.append(request.clone()).await.as_ref(), Ok(receipt));
+    assert_eq!(store.append(commit.clone()).await.as_ref(), Ok(receipt));
 }
 
 /// Reopening the store shows everything it acknowledged: states, events, receipts and the

@@ -1,68 +1,36 @@
-//! What every backend does with a batch before writing it: fold it into the goal's state with
-//! the kernel, so a batch that does not apply is refused before anything is written.
+//! What every backend shares around its rows: a commit's receipt, the stored JSON of events and
+//! snapshots and how they decode, and folding stored history with the kernel (a history that
+//! does not fold is reported as damage, never folded past).
 
 use loopx_kernel::seams::{AppendRequest, Receipt, StoreError};
 use loopx_kernel::{
     Actor, Event, GoalId, GoalState, RecordedEvent, ReplayError, SCHEMA_VERSION, Timestamp,
 };
 
-/// A batch folded into the goal's state, ready to write.
-#[derive(Debug)]
-pub(crate) struct Folded {
-    /// The goal's state after the batch.
-    pub state: GoalState,
-    /// The receipt the commit will return.
-    pub receipt: Receipt,
-}
-
-/// Folds `request` into `current` (the goal's state at `request.expected_revision`, `None` when
-/// the goal does not exist yet), taking the state over rather than copying it.
-///
-/// The caller has already checked the operation id and the expected revision.
-pub(crate) fn fold_batch(
-    current: Option<GoalState>,
-    request: &AppendRequest,
-) -> Result<Folded, StoreError> {
-    let goal = &request.goal;
-    let state = match current {
-        None if request.events.is_empty() => {
-            return Err(StoreError::UnknownGoal { goal: goal.clone() });
-        }
-        None => {
-            let state =
-                GoalState::replay(&request.events).map_err(|error| refused(goal, &error))?;
-            if &state.spec.id != goal {
-                return Err(StoreError::InvalidBatch {
-                    detail: format!(
-                        "the batch creates goal `{}` but was sent for goal `{goal}`",
-                        state.spec.id
-                    ),
-                });
-            }
-            state
-        }
-        Some(mut state) => {
-            for event in &request.events {
-                state.apply(event).map_err(|error| refused(goal, &error))?;
-            }
-            state
-        }
-    };
-    let committed_at = request.at;
-    let receipt = Receipt {
-        goal: goal.clone(),
+/// The receipt a commit of `request` returns, `state` being the goal's state after it.
+pub(crate) fn receipt(request: &AppendRequest, state: &GoalState) -> Receipt {
+    Receipt {
+        goal: request.goal.clone(),
         operation: request.operation.clone(),
         digest: request.digest.clone(),
         revision: state.revision,
         events: request.events.len() as u64,
-        committed_at,
-    };
-    Ok(Folded { state, receipt })
+        committed_at: request.at,
+    }
 }
 
-fn refused(goal: &GoalId, error: &ReplayError) -> StoreError {
-    StoreError::InvalidBatch {
-        detail: format!("the batch for goal `{goal}` does not apply to its state ({error})"),
+/// The answer to a commit of an operation that committed before: its first receipt when the
+/// payload digest is the same, otherwise [`StoreError::OperationConflict`].
+pub(crate) fn same_operation(
+    first: Receipt,
+    request: &AppendRequest,
+) -> Result<Receipt, StoreError> {
+    if first.digest == request.digest {
+        Ok(first)
+    } else {
+        Err(StoreError::OperationConflict {
+            operation: request.operation.clone(),
+        })
     }
 }
 

@@ -3,7 +3,7 @@
 //! and forwards everything else unchanged.
 
 use async_trait::async_trait;
-use loopx_kernel::seams::{AppendRequest, GoalSummary, Receipt, Store, StoreError};
+use loopx_kernel::seams::{AppendRequest, Commit, GoalSummary, Receipt, Store, StoreError};
 use loopx_kernel::{
     AgentId, Duration, GoalId, GoalState, OperationId, RecordedEvent, Timestamp, TodoId,
 };
@@ -22,7 +22,7 @@ pub trait AppendHook<S: Sync + ?Sized>: Send + Sync {
     }
 }
 
-/// `inner` with `hook` around each append (the request is cloned for the hook's `after`).
+/// `inner` with `hook` around each append (the commit's request is cloned for the hook).
 #[derive(Debug)]
 pub struct Hooked<S, H> {
     /// The store every call is forwarded to.
@@ -41,9 +41,10 @@ impl<S: Store, H: AppendHook<S>> Store for Hooked<S, H> {
         self.inner.cached(goal)
     }
 
-    async fn append(&self, request: AppendRequest) -> Result<Receipt, StoreError> {
+    async fn append(&self, commit: Commit) -> Result<Receipt, StoreError> {
+        let request = commit.request().clone();
         self.hook.before(&self.inner, &request).await;
-        let receipt = self.inner.append(request.clone()).await?;
+        let receipt = self.inner.append(commit).await?;
         self.hook.after(&self.inner, &request, &receipt).await;
         Ok(receipt)
     }

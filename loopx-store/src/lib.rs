@@ -27,9 +27,12 @@
 //! sends.
 //!
 //! Every commit is atomic: the events, the receipt, the goal's index rows and (when due) a
-//! snapshot are written together or not at all. Before anything is written, the batch is
-//! folded into the goal's state with the kernel's [`GoalState::apply`](loopx_kernel::GoalState::apply);
-//! a batch that does not apply is refused and nothing changes.
+//! snapshot are written together or not at all. A store commits a kernel
+//! [`Commit`](loopx_kernel::seams::Commit): the batch already folded into the goal's state with
+//! [`GoalState::apply`](loopx_kernel::GoalState::apply) by [`Commit::fold`](loopx_kernel::seams::Commit::fold),
+//! which refuses a batch that does not apply, so nothing unfoldable reaches a store. The SQLite
+//! and PostgreSQL backends run the same algorithms over a small per-backend dialect that holds
+//! their SQL.
 //!
 //! The cross-goal queries (`goals`, `frontier`, `next_wake`) read index rows that each commit
 //! writes, computed with the kernel's [`terminal`](loopx_kernel::terminal),
@@ -65,6 +68,8 @@
 mod cache;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod commit;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod dialect;
 mod fold;
 mod hooked;
 mod index;

@@ -5,12 +5,12 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use async_trait::async_trait;
 use loopx_kernel::Duration;
-use loopx_kernel::seams::{AppendRequest, GoalSummary, Receipt, Store, StoreError};
+use loopx_kernel::seams::{Commit, GoalSummary, Receipt, Store, StoreError};
 use loopx_kernel::{
     AgentId, GoalId, GoalState, OperationId, RecordedEvent, Snapshot, Timestamp, TodoId,
 };
 
-use crate::fold::{fold_batch, kinds, unfoldable};
+use crate::fold::{kinds, receipt, same_operation, unfoldable};
 use crate::index::{Projection, merge_frontiers};
 use crate::retention::{Compaction, OperationRecord, Retention};
 use crate::watch::{deadline, past};
@@ -19,7 +19,7 @@ use tokio::sync::watch;
 /// A [`Store`] in process memory, for tests and embedding experiments.
 ///
 /// It keeps the same promises as the durable backends — atomic compare-and-set commits,
-/// idempotent operation ids, batches folded with the kernel before they are accepted, the same
+/// idempotent operation ids, only batches the kernel folded (a [`Commit`]), the same
 /// cross-goal queries and the same retention — and passes the same conformance suite. It keeps
 /// each goal's current state folded, so `load` is a clone. Nothing survives the process.
 ///
@@ -133,19 +133,14 @@ impl Store for MemoryStore {
         Ok(self.lock().goals.get(goal).map(|g| g.state.clone()))
     }
 
-    async fn append(&self, request: AppendRequest) -> Result<Receipt, StoreError> {
+    async fn append(&self, commit: Commit) -> Result<Receipt, StoreError> {
+        let (request, state) = commit.into_parts();
         let mut inner = self.lock();
         let existing = inner.goals.get(&request.goal);
-        if let Some(position) = existing.and_then(|g| g.receipts.get(&request.operation)) {
-            let first = existing.and_then(|g| g.operations.get(*position));
-            if let Some(first) = first {
-                if first.receipt.digest == request.digest {
-                    return Ok(first.receipt.clone());
-                }
-                return Err(StoreError::OperationConflict {
-                    operation: request.operation,
-                });
-            }
+        if let Some(position) = existing.and_then(|g| g.receipts.get(&request.operation))
+            && let Some(first) = existing.and_then(|g| g.operations.get(*position))
+        {
+            return same_operation(first.receipt.clone(), &request);
         }
         let current = existing.map_or(0, |g| g.state.revision);
         if current != request.expected_revision {
@@ -154,18 +149,18 @@ impl Store for MemoryStore {
                 current,
             });
         }
-        let folded = fold_batch(existing.map(|g| g.state.clone()), &request)?;
+        let receipt = receipt(&request, &state);
         let changed = !request.events.is_empty();
-        let projection = Projection::compute(&folded.state, folded.receipt.committed_at);
+        let projection = Projection::compute(&state, receipt.committed_at);
         let record = OperationRecord {
-            receipt: folded.receipt.clone(),
+            receipt: receipt.clone(),
             actor: request.events.first().map(|e| e.actor.clone()),
             events: kinds(&request.events),
         };
         let id = request.goal.clone();
-        let updated_at = folded.receipt.committed_at;
+        let updated_at = receipt.committed_at;
         if let Some(goal) = inner.goals.get_mut(&id) {
-            goal.state = folded.state;
+            goal.state = state;
             goal.events.extend(request.events);
             goal.receipts
                 .insert(request.operation, goal.operations.len());
@@ -173,7 +168,7 @@ impl Store for MemoryStore {
             goal.updated_at = updated_at;
         } else {
             let goal = Goal {
-                state: folded.state,
+                state,
                 events: request.events,
                 base: None,
                 receipts: HashMap::from([(request.operation, 0)]),
@@ -190,7 +185,7 @@ impl Store for MemoryStore {
         if changed {
             self.commits.send_modify(|n| *n = n.wrapping_add(1));
         }
-        Ok(folded.receipt)
+        Ok(receipt)
     }
 
     async fn receipt(

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration as StdDuration;
 
-use loopx_kernel::seams::{AppendRequest, Store, StoreError};
+use loopx_kernel::seams::{AppendRequest, Commit, Store, StoreError};
 use loopx_kernel::{Command, NewTodo, OperationId, TodoId};
 use loopx_store::{POSTGRES_SCHEMA_VERSION, PostgresOptions, PostgresStore, Retention};
 use support::postgres::cluster;
@@ -310,8 +310,9 @@ fn a_commit_whose_answer_is_lost_is_ambiguous_and_submit_resolves_it() {
             at: now(),
             events: stamp(1, &owner(), now(), events),
         };
+        let commit = Commit::fold(Some(state), request).unwrap();
         proxy.armed.store(true, Ordering::SeqCst);
-        let result = store.append(request).await;
+        let result = store.append(commit).await;
         assert!(
             proxy.fired.load(Ordering::SeqCst),
             "the proxy never cut a commit"
@@ -469,16 +470,18 @@ async fn stored_digests(client: &tokio_postgres::Client) -> Vec<String> {
         .collect()
 }
 
-/// A recorded no-op at revision 4 of the test goal, with operation `odd-{i}` and `digest`.
-fn no_op(i: usize, digest: &str) -> AppendRequest {
-    AppendRequest {
+/// A recorded no-op at revision 4 of the test goal (`base`, its state there), with operation
+/// `odd-{i}` and `digest`.
+fn no_op(base: Option<&loopx_kernel::GoalState>, i: usize, digest: &str) -> Commit {
+    let request = AppendRequest {
         goal: goal_id(),
         expected_revision: 4,
         operation: OperationId::new(format!("odd-{i}")).unwrap(),
         digest: digest.to_owned(),
         at: now(),
         events: vec![],
-    }
+    };
+    Commit::fold(base.cloned(), request).unwrap()
 }
 
 /// Adds todo `id` with operation `operation` through `submit`.
@@ -513,10 +516,10 @@ fn a_database_written_by_schema_2_migrates_and_reads_as_before() {
             "abcdefghijklmnopqrstuvwxyz012345",
             "ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789",
         ];
-        for (i, text) in odd.iter().enumerate() {
-            store.append(no_op(i, text)).await.unwrap();
-        }
         let state = store.load(&goal_id()).await.unwrap();
+        for (i, text) in odd.iter().enumerate() {
+            store.append(no_op(state.as_ref(), i, text)).await.unwrap();
+        }
         let events = store.events(&goal_id(), 0, usize::MAX).await.unwrap();
         let operations = store.operations(&goal_id(), 0, usize::MAX).await.unwrap();
         drop(store);
@@ -548,15 +551,13 @@ fn a_database_written_by_schema_2_migrates_and_reads_as_before() {
         // Operations committed before the upgrade stay idempotent, with the same digest, and
         // conflict with another.
         for (i, text) in odd.iter().enumerate() {
-            let request = no_op(i, text);
             let first = operations[4 + i].receipt.clone();
-            assert_eq!(store.append(request.clone()).await, Ok(first));
-            let other = AppendRequest {
-                digest: "another".to_owned(),
-                ..request
-            };
+            assert_eq!(
+                store.append(no_op(state.as_ref(), i, text)).await,
+                Ok(first)
+            );
             assert!(matches!(
-                store.append(other).await,
+                store.append(no_op(state.as_ref(), i, "another")).await,
                 Err(StoreError::OperationConflict { .. })
             ));
         }
@@ -698,7 +699,8 @@ fn a_retry_from_a_handle_that_missed_the_commit_returns_the_first_receipt_and_ca
             at: later,
             events: stamp(1, &owner(), later, events),
         };
-        assert_eq!(stale.append(request).await, Ok(first.receipt.clone()));
+        let commit = Commit::fold(Some(at_one), request).unwrap();
+        assert_eq!(stale.append(commit).await, Ok(first.receipt.clone()));
         assert_eq!(stale.load(&goal_id()).await.unwrap(), Some(first.state));
     });
 }

@@ -19,7 +19,7 @@ use std::thread;
 use std::time::{Duration as StdDuration, Instant, SystemTime, UNIX_EPOCH};
 
 use loopx_kernel::StoreExt;
-use loopx_kernel::seams::{AppendRequest, Store};
+use loopx_kernel::seams::{AppendRequest, Commit, Store};
 use loopx_kernel::{
     Actor, AgentId, Amounts, Command, Continuation, Duration, Event, GoalId, GoalSpec, GoalState,
     Limits, NewTodo, OperationId, PersonId, Policy, Refusal, Settlement, Snapshot, SourceId,
@@ -883,7 +883,8 @@ fn race_setup(target: &Target) {
             at: now,
             events,
         };
-        let receipt = rt.block_on(store.append(request)).unwrap();
+        let commit = Commit::fold(None, request).unwrap();
+        let receipt = rt.block_on(store.append(commit)).unwrap();
         assert_eq!(receipt.revision, 1 + TODOS_PER_GOAL as u64);
     }
 }

@@ -5,7 +5,7 @@ use std::io::Write as _;
 use std::path::PathBuf;
 
 use clap::Args;
-use loopx_kernel::seams::{AppendRequest, StoreError};
+use loopx_kernel::seams::{AppendRequest, Commit, StoreError};
 use loopx_kernel::{GoalState, OperationId, RecordedEvent, check_invariants};
 use serde_json::json;
 use sha2::{Digest as _, Sha256};
@@ -209,7 +209,9 @@ pub async fn import(ctx: &Ctx, args: &ImportArgs) -> Result<Exit, CliError> {
             at: events.last().map_or(ctx.now, |e| e.at),
             events: events.clone(),
         };
-        match store.append(request).await {
+        // Folded by the kernel: a history that does not fold is refused before it is written.
+        let commit = Commit::fold(None, request)?;
+        match store.append(commit).await {
             Ok(receipt) => (receipt, false),
             Err(StoreError::Conflict { .. }) => {
                 return Err(CliError::new(

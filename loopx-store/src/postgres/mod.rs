@@ -10,7 +10,7 @@ use std::time::Duration as StdDuration;
 
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod};
-use loopx_kernel::seams::{AppendRequest, GoalSummary, Receipt, Store, StoreError};
+use loopx_kernel::seams::{Commit, GoalSummary, Receipt, Store, StoreError};
 use loopx_kernel::{
     AgentId, Duration, GoalId, GoalState, OperationId, RecordedEvent, Snapshot, Timestamp, TodoId,
 };
@@ -19,6 +19,7 @@ use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
 use tokio_postgres::{NoTls, Socket};
 
 use crate::cache::StateCache;
+use crate::dialect::ops as shared;
 use crate::retention::{Compaction, OperationRecord, Retention};
 use crate::watch::deadline;
 use listen::{Connector, Listener, Signal};
@@ -238,12 +239,14 @@ impl PostgresStore {
         })
     }
 
-    fn cx(&self) -> ops::Cx<'_> {
-        ops::Cx {
-            target: &self.shared.target,
-            cache: &self.shared.cache,
-            snapshot_every: self.shared.options.snapshot_every,
-        }
+    /// The dialect the shared algorithms run over, on a pooled connection.
+    async fn dialect(&self) -> Result<ops::Pg<'_>, StoreError> {
+        Ok(ops::Pg::new(
+            self.client().await?,
+            &self.shared.target,
+            &self.shared.cache,
+            self.shared.options.snapshot_every,
+        ))
     }
 
     /// The handle's notification connection, opened (again) when there is none alive.
@@ -258,16 +261,14 @@ impl PostgresStore {
     }
 
     async fn moved(&self, watch: &[(GoalId, u64)]) -> Result<Vec<GoalId>, StoreError> {
-        let client = self.client().await?;
-        ops::moved(&client, &self.cx(), watch).await
+        shared::moved(&mut self.dialect().await?, watch).await
     }
 }
 
 #[async_trait]
 impl Store for PostgresStore {
     async fn load(&self, goal: &GoalId) -> Result<Option<GoalState>, StoreError> {
-        let mut client = self.client().await?;
-        ops::load(&mut client, &self.cx(), goal).await
+        shared::load(&mut self.dialect().await?, goal).await
     }
 
     /// The newest state of the goal this handle's cache holds (a commit through it, or a load).
@@ -275,9 +276,8 @@ impl Store for PostgresStore {
         self.shared.cache.newest(goal)
     }
 
-    async fn append(&self, request: AppendRequest) -> Result<Receipt, StoreError> {
-        let mut client = self.client().await?;
-        ops::append(&mut client, &self.cx(), &request).await
+    async fn append(&self, commit: Commit) -> Result<Receipt, StoreError> {
+        shared::append(&mut self.dialect().await?, commit).await
     }
 
     async fn receipt(
@@ -285,8 +285,7 @@ impl Store for PostgresStore {
         goal: &GoalId,
         operation: &OperationId,
     ) -> Result<Option<Receipt>, StoreError> {
-        let client = self.client().await?;
-        ops::receipt(&client, &self.cx(), goal, operation).await
+        shared::receipt(&mut self.dialect().await?, goal, operation).await
     }
 
     async fn events(
@@ -295,13 +294,11 @@ impl Store for PostgresStore {
         after: u64,
         limit: usize,
     ) -> Result<Vec<RecordedEvent>, StoreError> {
-        let client = self.client().await?;
-        ops::events(&client, &self.cx(), goal, after, limit).await
+        shared::events(&mut self.dialect().await?, goal, after, limit).await
     }
 
     async fn goals(&self, now: Timestamp) -> Result<Vec<GoalSummary>, StoreError> {
-        let mut client = self.client().await?;
-        ops::goals(&mut client, &self.cx(), now).await
+        shared::goals(&mut self.dialect().await?, now).await
     }
 
     async fn frontier(
@@ -309,13 +306,11 @@ impl Store for PostgresStore {
         agent: &AgentId,
         now: Timestamp,
     ) -> Result<Vec<(GoalId, TodoId)>, StoreError> {
-        let mut client = self.client().await?;
-        ops::frontier(&mut client, &self.cx(), agent, now).await
+        shared::frontier(&mut self.dialect().await?, agent, now).await
     }
 
     async fn next_wake(&self, now: Timestamp) -> Result<Option<Timestamp>, StoreError> {
-        let mut client = self.client().await?;
-        ops::next_wake(&mut client, &self.cx(), now).await
+        shared::next_wake(&mut self.dialect().await?, now).await
     }
 
     /// Waits on `LISTEN`: subscribes to the handle's notification connection, re-reads the
@@ -376,13 +371,11 @@ impl Store for PostgresStore {
 #[async_trait]
 impl Retention for PostgresStore {
     async fn compact(&self, goal: &GoalId, keep_after: u64) -> Result<Compaction, StoreError> {
-        let mut client = self.client().await?;
-        ops::compact(&mut client, &self.cx(), goal, keep_after).await
+        shared::compact(&mut self.dialect().await?, goal, keep_after).await
     }
 
     async fn base(&self, goal: &GoalId) -> Result<Option<Snapshot>, StoreError> {
-        let mut client = self.client().await?;
-        ops::base(&mut client, &self.cx(), goal).await
+        shared::base(&mut self.dialect().await?, goal).await
     }
 
     async fn operations(
@@ -391,7 +384,6 @@ impl Retention for PostgresStore {
         after: u64,
         limit: usize,
     ) -> Result<Vec<OperationRecord>, StoreError> {
-        let mut client = self.client().await?;
-        ops::operations(&mut client, &self.cx(), goal, after, limit).await
+        shared::operations(&mut self.dialect().await?, goal, after, limit).await
     }
 }

@@ -1,88 +1,28 @@
-//! The SQL behind each store operation. Every statement is parameterised; every write runs in
-//! one transaction that first locks the goal's row (`SELECT ... FOR UPDATE`) for its
-//! compare-and-set.
+//! PostgreSQL's [`Dialect`]: the statements behind each store operation and the commit's one
+//! call of `loopx_append`. The store's algorithms are written once in [`crate::dialect::ops`].
+//! Every statement is parameterised; a write transaction locks the goal's row
+//! (`SELECT ... FOR UPDATE`) for its compare-and-set.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
-use deadpool_postgres::{GenericClient, Object};
-use loopx_kernel::seams::{AppendRequest, GoalSummary, Receipt, StoreError};
-use loopx_kernel::{
-    AgentId, GoalId, GoalState, OperationId, RecordedEvent, Snapshot, Timestamp, TodoId,
-};
+use deadpool_postgres::Object;
+use loopx_kernel::seams::{AppendRequest, Receipt, StoreError};
+use loopx_kernel::{AgentId, GoalId, GoalState, OperationId, Timestamp};
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
 use super::listen::{CHANNEL, payload};
 use super::schema::{column, is_unique_violation, pg};
 use crate::cache::StateCache;
-use crate::commit::{Prepared, prepare};
-use crate::fold::{
-    EventRow, check_loaded, decode_event, decode_snapshot, encode, fold_stored, missing_base,
-    tail_usable,
+use crate::commit::Prepared;
+use crate::dialect::{
+    self, AgentGoal, Columns, Dialect, GoalRow, Kept, ListedGoal, Mode, OperationRow, Outcome,
+    count, int, stored_id,
 };
-use crate::index::{Projection, covers, merge_frontiers, parse_status, status_name};
-use crate::retention::{
-    Compaction, OperationRecord, audit, covering, decode_operation, fill_from_events, pending_spans,
-};
-
-/// What every operation needs from the store handle.
-pub(super) struct Cx<'a> {
-    /// The server, for messages (never the password).
-    pub target: &'a str,
-    pub cache: &'a StateCache,
-    pub snapshot_every: u64,
-}
-
-impl Cx<'_> {
-    fn err(&self) -> impl Fn(tokio_postgres::Error) -> StoreError + '_ {
-        move |error| pg(self.target, &error)
-    }
-}
+use crate::fold::{EventRow, decode_snapshot, encode};
+use crate::index::{Projection, status_name};
 
 type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
-
-async fn query<C: GenericClient>(
-    c: &C,
-    sql: &str,
-    params: Params<'_>,
-) -> Result<Vec<Row>, tokio_postgres::Error> {
-    let statement = c.prepare_cached(sql).await?;
-    c.query(&statement, params).await
-}
-
-async fn execute<C: GenericClient>(
-    c: &C,
-    sql: &str,
-    params: Params<'_>,
-) -> Result<u64, tokio_postgres::Error> {
-    let statement = c.prepare_cached(sql).await?;
-    c.execute(&statement, params).await
-}
-
-// ----- conversions --------------------------------------------------------------------------
-
-fn int(value: u64) -> i64 {
-    i64::try_from(value).unwrap_or(i64::MAX)
-}
-
-fn count(value: i64, what: &str) -> Result<u64, StoreError> {
-    u64::try_from(value).map_err(|_| StoreError::Corrupt {
-        detail: format!("a stored {what} is negative ({value}); restore the store from a backup"),
-    })
-}
-
-fn get<'a, T: tokio_postgres::types::FromSql<'a>>(row: &'a Row, i: usize) -> Result<T, StoreError> {
-    row.try_get(i).map_err(|e| column(&e))
-}
-
-fn stored_id<T: TryFrom<String>>(text: String, what: &str) -> Result<T, StoreError> {
-    let shown: String = text.chars().take(64).collect();
-    T::try_from(text).map_err(|_| StoreError::Corrupt {
-        detail: format!(
-            "a stored {what} `{shown}` is not a valid id; restore the store from a backup"
-        ),
-    })
-}
 
 // ----- the reads ----------------------------------------------------------------------------
 //
@@ -123,424 +63,221 @@ const RECEIPTS_TO_KEEP: &str = "SELECT revision, commit_events, operation, diges
 const SNAPSHOT_AT: &str = "SELECT json FROM snapshots WHERE goal = $1 AND revision = $2";
 /// A page of a goal's receipts after a revision, in commit order.
 const OPERATIONS_AFTER: &str = "SELECT operation, digest, revision, events, committed_at, actor, kinds FROM commits WHERE goal = $1 AND revision > $2 ORDER BY revision, events = 0, seq LIMIT $3";
-
-// ----- the goal row -------------------------------------------------------------------------
-
-#[derive(Debug, Clone, Copy)]
-pub(super) struct GoalRow {
-    revision: u64,
-    base_revision: u64,
-    snapshot_revision: u64,
-}
-
-async fn goal_row<C: GenericClient>(
-    c: &C,
-    cx: &Cx<'_>,
-    goal: &GoalId,
-    lock: bool,
-) -> Result<Option<GoalRow>, StoreError> {
-    let sql = if lock { GOAL_ROW_LOCKED } else { GOAL_ROW };
-    let rows = query(c, sql, &[&goal.as_str()]).await.map_err(cx.err())?;
-    rows.first()
-        .map(|row| {
-            Ok(GoalRow {
-                revision: count(get(row, 0)?, "revision")?,
-                base_revision: count(get(row, 1)?, "revision")?,
-                snapshot_revision: count(get(row, 2)?, "revision")?,
-            })
-        })
-        .transpose()
-}
-
-// ----- load ---------------------------------------------------------------------------------
-
-/// An event row from the columns `revision, at, json` starting at `from`.
-fn event_row(row: &Row, from: usize) -> Result<EventRow, StoreError> {
-    Ok(EventRow {
-        revision: count(get(row, from)?, "revision")?,
-        at: get(row, from + 1)?,
-        json: get(row, from + 2)?,
-    })
-}
-
-/// Event rows of `goal` in `(after, up_to]`, in order.
-async fn event_rows<C: GenericClient>(
-    c: &C,
-    cx: &Cx<'_>,
-    goal: &GoalId,
-    after: u64,
-    up_to: u64,
-) -> Result<Vec<EventRow>, StoreError> {
-    let rows = query(c, EVENT_ROWS, &[&goal.as_str(), &int(after), &int(up_to)])
-        .await
-        .map_err(cx.err())?;
-    rows.iter().map(|row| event_row(row, 0)).collect()
-}
-
-/// The goal's state at `revision`: the newest snapshot at or before it plus the events up to
-/// it, folded with the kernel. The caller reads inside one snapshot of the database (or holds
-/// the goal's row lock).
-async fn state_at<C: GenericClient>(
-    c: &C,
-    cx: &Cx<'_>,
-    goal: &GoalId,
-    row: GoalRow,
-    revision: u64,
-) -> Result<Option<GoalState>, StoreError> {
-    let rows = query(c, SNAPSHOT_AT_OR_BEFORE, &[&goal.as_str(), &int(revision)])
-        .await
-        .map_err(cx.err())?;
-    let state = match rows.first() {
-        Some(r) => Some(decode_snapshot(
-            goal,
-            count(get(r, 0)?, "revision")?,
-            get::<&str>(r, 1)?,
-        )?),
-        None if row.base_revision > 0 => return Err(missing_base(goal, row.base_revision)),
-        None => None,
-    };
-    let from = state.as_ref().map_or(0, |s| s.revision);
-    let stored = event_rows(c, cx, goal, from, revision).await?;
-    fold_stored(goal, state, &stored)
-}
-
-/// The goal's current state and row.
-async fn load_state<C: GenericClient>(
-    c: &C,
-    cx: &Cx<'_>,
-    goal: &GoalId,
-    lock: bool,
-) -> Result<Option<(GoalState, GoalRow)>, StoreError> {
-    let Some(row) = goal_row(c, cx, goal, lock).await? else {
-        return Ok(None);
-    };
-    if let Some(state) = cx.cache.get(goal, row.revision) {
-        return Ok(Some((state, row)));
-    }
-    let state = state_at(c, cx, goal, row, row.revision).await?;
-    let state = check_loaded(goal, state, row.revision)?;
-    cx.cache.put(&state, row.snapshot_revision);
-    Ok(Some((state, row)))
-}
-
-/// The goal's current state and row in one statement (one round trip), when the cache holds
-/// the goal at its current revision or a little behind it: the statement reads the goal's row
-/// and the events after the cached state, which are folded on. `Err(None)`-like outcomes are
-/// returned as `Ok(Quick::Unknown)`: nothing cached that helps, read the goal the long way.
-async fn load_quick<C: GenericClient>(
-    c: &C,
-    cx: &Cx<'_>,
-    goal: &GoalId,
-) -> Result<Quick, StoreError> {
-    let Some(after) = cx.cache.latest_revision(goal) else {
-        return Ok(Quick::Unknown);
-    };
-    let up_to = after.saturating_add(cx.snapshot_every);
-    let rows = query(
-        c,
-        GOAL_AND_TAIL,
-        &[&goal.as_str(), &int(after), &int(up_to)],
-    )
-    .await
-    .map_err(cx.err())?;
-    let Some(first) = rows.first() else {
-        return Ok(Quick::Absent);
-    };
-    let row = GoalRow {
-        revision: count(get(first, 0)?, "revision")?,
-        base_revision: count(get(first, 1)?, "revision")?,
-        snapshot_revision: count(get(first, 2)?, "revision")?,
-    };
-    if let Some(state) = cx.cache.get(goal, row.revision) {
-        return Ok(Quick::Loaded(Box::new(state), row));
-    }
-    let Some(older) = cx.cache.behind(goal, row.revision) else {
-        return Ok(Quick::Unknown);
-    };
-    if !tail_usable(
-        older.revision,
-        row.revision,
-        row.base_revision,
-        row.snapshot_revision,
-        cx.snapshot_every,
-    ) {
-        return Ok(Quick::Unknown);
-    }
-    let mut tail = Vec::with_capacity(rows.len());
-    for r in &rows {
-        if get::<Option<i64>>(r, 3)?.is_some() {
-            tail.push(event_row(r, 3)?);
-        }
-    }
-    let contiguous = tail
-        .iter()
-        .zip(older.revision + 1..)
-        .all(|(event, revision)| event.revision == revision)
-        && tail.len() as u64 == row.revision - older.revision;
-    if !contiguous {
-        return Ok(Quick::Unknown);
-    }
-    let state = fold_stored(goal, Some(older), &tail)?;
-    let state = check_loaded(goal, state, row.revision)?;
-    cx.cache.put(&state, row.snapshot_revision);
-    Ok(Quick::Loaded(Box::new(state), row))
-}
-
-/// What [`load_quick`] found.
-enum Quick {
-    /// The goal does not exist.
-    Absent,
-    /// The goal's current state and row.
-    Loaded(Box<GoalState>, GoalRow),
-    /// The cache did not help: read the snapshot and its tail.
-    Unknown,
-}
-
-/// The goal's current state and row: [`load_quick`] when the cache helps, otherwise the
-/// snapshot and its tail inside one read-only snapshot of the database.
-async fn load_current(
-    client: &mut Object,
-    cx: &Cx<'_>,
-    goal: &GoalId,
-) -> Result<Option<(GoalState, GoalRow)>, StoreError> {
-    match load_quick(&*client, cx, goal).await? {
-        Quick::Absent => return Ok(None),
-        Quick::Loaded(state, row) => return Ok(Some((*state, row))),
-        Quick::Unknown => {}
-    }
-    let tx = read_only(client, cx).await?;
-    let loaded = load_state(&tx, cx, goal, false).await?;
-    tx.rollback().await.map_err(cx.err())?;
-    Ok(loaded)
-}
-
-/// A read-only transaction over one snapshot of the database; it ends with a rollback (it
-/// wrote nothing).
-async fn read_only<'c>(
-    client: &'c mut Object,
-    cx: &Cx<'_>,
-) -> Result<deadpool_postgres::Transaction<'c>, StoreError> {
-    client
-        .build_transaction()
-        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-        .read_only(true)
-        .start()
-        .await
-        .map_err(cx.err())
-}
-
-pub(super) async fn load(
-    client: &mut Object,
-    cx: &Cx<'_>,
-    goal: &GoalId,
-) -> Result<Option<GoalState>, StoreError> {
-    Ok(load_current(client, cx, goal)
-        .await?
-        .map(|(state, _)| state))
-}
-
-// ----- append -------------------------------------------------------------------------------
+/// Every goal row, for the listing (it walks the table by definition).
+const LISTING: &str =
+    "SELECT goal, objective, status, revision, valid_from, valid_until FROM goals";
 
 /// The statement that commits through the `loopx_append` function (schema 4).
 const APPEND: &str =
     "SELECT r_outcome, r_digest, r_revision, r_events, r_committed_at FROM loopx_append(
     $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)";
 
-pub(super) async fn append(
-    client: &mut Object,
-    cx: &Cx<'_>,
-    request: &AppendRequest,
-) -> Result<Receipt, StoreError> {
-    let goal = &request.goal;
-    let expected = request.expected_revision;
-    // The goal's state at the expected revision, to fold the batch onto before the commit: from
-    // the cache, or read in one statement. A state at a revision never changes, so one taken
-    // from the cache is exact whenever the commit's revision check passes.
-    let start = match cx.cache.get_with_snapshot(goal, expected) {
-        Some((state, snapshot)) => Some((Some(state), snapshot)),
-        None if expected == 0 => Some((None, 0)),
-        None => match load_current(client, cx, goal).await? {
-            Some((state, row)) if row.revision == expected => {
-                Some((Some(state), row.snapshot_revision))
-            }
-            Some((_, row)) => {
-                // Not at the expected revision: the operation committed already, or the
-                // compare-and-set fails (revisions only grow).
-                if let Some(first) = receipt_in(&*client, cx, goal, &request.operation).await? {
-                    return same_operation(first, request);
-                }
-                return Err(StoreError::Conflict {
-                    expected,
-                    current: row.revision,
+// ----- rows ---------------------------------------------------------------------------------
+
+fn get<'a, T: tokio_postgres::types::FromSql<'a>>(row: &'a Row, i: usize) -> Result<T, StoreError> {
+    row.try_get(i).map_err(|e| column(&e))
+}
+
+impl Columns for Row {
+    fn text(&self, i: usize) -> Result<String, StoreError> {
+        get(self, i)
+    }
+
+    fn opt_text(&self, i: usize) -> Result<Option<String>, StoreError> {
+        get(self, i)
+    }
+
+    fn int(&self, i: usize) -> Result<i64, StoreError> {
+        get(self, i)
+    }
+
+    fn opt_int(&self, i: usize) -> Result<Option<i64>, StoreError> {
+        get(self, i)
+    }
+
+    fn digest(&self, i: usize) -> Result<String, StoreError> {
+        read_digest(&get::<Vec<u8>>(self, i)?)
+    }
+}
+
+// ----- the dialect --------------------------------------------------------------------------
+
+/// PostgreSQL's dialect: one pooled connection and the handle's shared state. Dropped with a
+/// transaction open (an error on the way, or a caller that stopped waiting), it rolls the
+/// transaction back before the connection returns to the pool.
+pub(super) struct Pg<'a> {
+    client: Option<Object>,
+    /// The server, for messages (never the password).
+    target: &'a str,
+    cache: &'a StateCache,
+    snapshot_every: u64,
+    /// Whether a transaction may be open on the connection.
+    open: bool,
+}
+
+impl<'a> Pg<'a> {
+    pub(super) fn new(
+        client: Object,
+        target: &'a str,
+        cache: &'a StateCache,
+        snapshot_every: u64,
+    ) -> Self {
+        Pg {
+            client: Some(client),
+            target,
+            cache,
+            snapshot_every,
+            open: false,
+        }
+    }
+
+    fn client(&self) -> Result<&Object, StoreError> {
+        self.client.as_ref().ok_or_else(|| StoreError::Unavailable {
+            detail: format!("no connection to PostgreSQL ({})", self.target),
+        })
+    }
+
+    fn err(&self) -> impl Fn(tokio_postgres::Error) -> StoreError + '_ {
+        move |error| pg(self.target, &error)
+    }
+
+    async fn query(&self, sql: &str, params: Params<'_>) -> Result<Vec<Row>, StoreError> {
+        let client = self.client()?;
+        let statement = client.prepare_cached(sql).await.map_err(self.err())?;
+        client.query(&statement, params).await.map_err(self.err())
+    }
+
+    async fn execute(&self, sql: &str, params: Params<'_>) -> Result<u64, StoreError> {
+        let client = self.client()?;
+        let statement = client.prepare_cached(sql).await.map_err(self.err())?;
+        client.execute(&statement, params).await.map_err(self.err())
+    }
+
+    async fn batch(&self, sql: &str) -> Result<(), StoreError> {
+        self.client()?.batch_execute(sql).await.map_err(self.err())
+    }
+
+    /// Commits `prepared` through one call of `loopx_append` (one round trip): the call is one
+    /// statement in its own (implicit) transaction, so everything the function wrote commits
+    /// when it returns, or nothing does.
+    async fn call_append(&self, prepared: &Prepared) -> Result<Outcome, StoreError> {
+        let request = &prepared.request;
+        let frontier = frontier_rows(&prepared.projection)?;
+        let receipt = &prepared.receipt;
+        let projection = &prepared.projection;
+        let revisions: Vec<i64> = request.events.iter().map(|e| int(e.revision)).collect();
+        let times: Vec<i64> = request.events.iter().map(|e| e.at.as_millis()).collect();
+        let agents: Option<Vec<&str>> = prepared
+            .agents_changed()
+            .then(|| projection.agents.iter().map(AgentId::as_str).collect());
+        let status = status_name(projection.summary.status);
+        let valid_until = projection.summary.next_wake.map(Timestamp::as_millis);
+        let note = payload(&request.goal, prepared.state.revision);
+        let params: Params<'_> = &[
+            &request.goal.as_str(),
+            &int(request.expected_revision),
+            &receipt.operation.as_str(),
+            &stored_digest(&receipt.digest),
+            &int(receipt.revision),
+            &int(receipt.events),
+            &receipt.committed_at.as_millis(),
+            &revisions,
+            &times,
+            &prepared.events,
+            &projection.summary.objective,
+            &status,
+            &projection.valid_from.as_millis(),
+            &valid_until,
+            &prepared.snapshot,
+            &agents,
+            &frontier.0,
+            &frontier.1,
+            &CHANNEL,
+            &note,
+        ];
+        let client = self.client()?;
+        let statement = client.prepare_cached(APPEND).await.map_err(self.err())?;
+        let rows = match client.query(&statement, params).await {
+            Ok(rows) => rows,
+            // Another writer created the goal (or committed this operation) first.
+            Err(error) if is_unique_violation(&error) => return self.after_race(request).await,
+            // The server answered with an error: the statement, and so its transaction, failed.
+            Err(error) if error.as_db_error().is_some() => return Err(pg(self.target, &error)),
+            // No answer: the commit may or may not have happened.
+            Err(_) => {
+                return Err(StoreError::Ambiguous {
+                    operation: request.operation.clone(),
                 });
             }
-            None => None,
-        },
-    };
-    let Some((state, snapshot_revision)) = start else {
-        // The goal does not exist but the batch expects it to.
-        if let Some(first) = receipt_in(&*client, cx, goal, &request.operation).await? {
-            return same_operation(first, request);
-        }
-        return Err(StoreError::Conflict {
-            expected,
-            current: 0,
-        });
-    };
-    let mut prepared = match prepare(state, request) {
-        Ok(prepared) => prepared,
-        Err(error) => {
-            // An operation that committed already answers with its first receipt (or a
-            // conflict), whatever its batch would do now.
-            if let Some(first) = receipt_in(&*client, cx, goal, &request.operation).await? {
-                return same_operation(first, request);
-            }
-            return Err(error);
-        }
-    };
-    prepared.plan_snapshot(snapshot_revision, cx.snapshot_every)?;
-    let (receipt, committed) = call_append(client, cx, request, &prepared).await?;
-    if !committed {
-        // The operation had committed before: the batch folded here is not the goal's history.
-        return Ok(receipt);
+        };
+        answer(&rows, request)
     }
-    let snapshot_revision = if prepared.snapshot.is_some() {
-        prepared.folded.state.revision
-    } else {
-        snapshot_revision
-    };
-    cx.cache.put_owned(prepared.folded.state, snapshot_revision);
-    Ok(receipt)
-}
 
-/// Commits `prepared` through one call of `loopx_append` (one round trip). Returns the new receipt with `true`, the first receipt of an operation
-/// that had committed already with `false`, or the error that says why nothing (or possibly
-/// something) committed.
-async fn call_append(
-    client: &mut Object,
-    cx: &Cx<'_>,
-    request: &AppendRequest,
-    prepared: &Prepared,
-) -> Result<(Receipt, bool), StoreError> {
-    let goal = &request.goal;
-    let expected = request.expected_revision;
-    let frontier = frontier_rows(&prepared.projection)?;
-    let receipt = &prepared.folded.receipt;
-    let state = &prepared.folded.state;
-    let projection = &prepared.projection;
-    let revisions: Vec<i64> = request.events.iter().map(|e| int(e.revision)).collect();
-    let times: Vec<i64> = request.events.iter().map(|e| e.at.as_millis()).collect();
-    let agents: Option<Vec<&str>> = prepared
-        .agents_changed
-        .then(|| projection.agents.iter().map(AgentId::as_str).collect());
-    let status = status_name(projection.summary.status);
-    let valid_until = projection.summary.next_wake.map(Timestamp::as_millis);
-    let note = payload(goal, state.revision);
-    let params: Params<'_> = &[
-        &goal.as_str(),
-        &int(expected),
-        &receipt.operation.as_str(),
-        &stored_digest(&receipt.digest),
-        &int(receipt.revision),
-        &int(receipt.events),
-        &receipt.committed_at.as_millis(),
-        &revisions,
-        &times,
-        &prepared.events,
-        &projection.summary.objective,
-        &status,
-        &projection.valid_from.as_millis(),
-        &valid_until,
-        &prepared.snapshot,
-        &agents,
-        &frontier.0,
-        &frontier.1,
-        &CHANNEL,
-        &note,
-    ];
-    let statement = client.prepare_cached(APPEND).await.map_err(cx.err())?;
-    // The call is one statement in its own (implicit) transaction: everything the function
-    // wrote commits when it returns, or nothing does. One round trip per commit.
-    let rows = match client.query(&statement, params).await {
-        Ok(rows) => rows,
-        // Another writer created the goal (or committed this operation) first.
-        Err(error) if is_unique_violation(&error) => {
-            return after_race(client, cx, request)
-                .await
-                .map(|first| (first, false));
+    /// After a unique-key violation: the competing commit is visible now.
+    async fn after_race(&self, request: &AppendRequest) -> Result<Outcome, StoreError> {
+        let found = self
+            .query(
+                RECEIPT,
+                &[&request.goal.as_str(), &request.operation.as_str()],
+            )
+            .await?;
+        if let Some(r) = found.first() {
+            return Ok(Outcome::Recorded(dialect::receipt(
+                r,
+                0,
+                &request.goal,
+                &request.operation,
+            )?));
         }
-        // The server answered with an error: the statement, and so its transaction, failed.
-        Err(error) if error.as_db_error().is_some() => return Err(pg(cx.target, &error)),
-        // No answer: the commit may or may not have happened.
-        Err(_) => {
-            return Err(StoreError::Ambiguous {
-                operation: request.operation.clone(),
-            });
-        }
-    };
-    if let Some(answer) = not_committed(&rows, request)? {
-        // The function wrote nothing.
-        return answer.map(|first| (first, false));
-    }
-    Ok((prepared.folded.receipt.clone(), true))
-}
-
-/// Reads the answer of `loopx_append`: `None` when it committed, otherwise what the append returns: the operation's first receipt, or a conflict.
-fn not_committed(
-    rows: &[Row],
-    request: &AppendRequest,
-) -> Result<Option<Result<Receipt, StoreError>>, StoreError> {
-    let outcome = rows.first().and_then(|row| row.try_get::<_, i32>(0).ok());
-    match (outcome, rows.first()) {
-        (Some(0), _) => Ok(None),
-        (Some(1), Some(row)) => {
-            let first = Receipt {
-                goal: request.goal.clone(),
-                operation: request.operation.clone(),
-                digest: digest_at(row, 1)?,
-                revision: count(get(row, 2)?, "revision")?,
-                events: count(get(row, 3)?, "event count")?,
-                committed_at: Timestamp::from_millis(get(row, 4)?),
-            };
-            Ok(Some(same_operation(first, request)))
-        }
-        (Some(2), Some(row)) => Ok(Some(Err(StoreError::Conflict {
-            expected: request.expected_revision,
-            current: count(get(row, 2)?, "revision")?,
-        }))),
-        // An answer this build cannot read: whether it committed is unknown.
-        _ => Ok(Some(Err(StoreError::Ambiguous {
-            operation: request.operation.clone(),
-        }))),
-    }
-}
-
-fn same_operation(first: Receipt, request: &AppendRequest) -> Result<Receipt, StoreError> {
-    if first.digest == request.digest {
-        Ok(first)
-    } else {
-        Err(StoreError::OperationConflict {
-            operation: request.operation.clone(),
+        let rows = self.query(GOAL_ROW, &[&request.goal.as_str()]).await?;
+        let current = rows.first().map(|r| dialect::goal_row(r, 0)).transpose()?;
+        Ok(Outcome::Moved {
+            current: current.map_or(0, |row| row.revision),
         })
     }
 }
 
-/// After a unique-key violation: the competing commit is visible now.
-async fn after_race(
-    client: &Object,
-    cx: &Cx<'_>,
-    request: &AppendRequest,
-) -> Result<Receipt, StoreError> {
-    if let Some(first) = receipt_in(client, cx, &request.goal, &request.operation).await? {
-        return same_operation(first, request);
+impl Drop for Pg<'_> {
+    fn drop(&mut self) {
+        if !self.open {
+            return;
+        }
+        let Some(client) = self.client.take() else {
+            return;
+        };
+        match tokio::runtime::Handle::try_current() {
+            // The rollback runs before the connection goes back to the pool; a connection that
+            // cannot roll back is closed instead.
+            Ok(handle) => drop(handle.spawn(async move {
+                if client.batch_execute("ROLLBACK").await.is_err() {
+                    drop(Object::take(client));
+                }
+            })),
+            Err(_) => drop(Object::take(client)),
+        }
     }
-    let current = goal_row(client, cx, &request.goal, false)
-        .await?
-        .map_or(0, |r| r.revision);
-    Err(StoreError::Conflict {
-        expected: request.expected_revision,
-        current,
-    })
+}
+
+/// Reads the answer of `loopx_append`: committed, the operation's first receipt, or the goal's
+/// revision when it is not the expected one.
+fn answer(rows: &[Row], request: &AppendRequest) -> Result<Outcome, StoreError> {
+    let outcome = rows.first().and_then(|row| row.try_get::<_, i32>(0).ok());
+    match (outcome, rows.first()) {
+        (Some(0), _) => Ok(Outcome::Committed),
+        (Some(1), Some(row)) => Ok(Outcome::Recorded(dialect::receipt(
+            row,
+            1,
+            &request.goal,
+            &request.operation,
+        )?)),
+        (Some(2), Some(row)) => Ok(Outcome::Moved {
+            current: count(row.int(2)?, "revision")?,
+        }),
+        // An answer this build cannot read: whether it committed is unknown.
+        _ => Err(StoreError::Ambiguous {
+            operation: request.operation.clone(),
+        }),
+    }
 }
 
 /// A projection's frontier rows as (agents, JSON arrays).
@@ -554,25 +291,364 @@ fn frontier_rows(projection: &Projection) -> Result<(Vec<String>, Vec<String>), 
     Ok((agents, todos))
 }
 
-async fn write_frontier<C: GenericClient>(
-    tx: &C,
-    goal: &str,
-    (agents, todos): &(Vec<String>, Vec<String>),
-) -> Result<(), tokio_postgres::Error> {
-    execute(tx, "DELETE FROM frontier WHERE goal = $1", &[&goal]).await?;
-    if !agents.is_empty() {
-        execute(
-            tx,
-            "INSERT INTO frontier (agent, goal, todos)
-             SELECT a, $1, t FROM unnest($2::text[], $3::text[]) AS f(a, t)",
-            &[&goal, agents, todos],
-        )
-        .await?;
-    }
-    Ok(())
+/// A snapshot row's JSON in column `i`, decoded as `goal`'s state at `revision` without a copy.
+fn snapshot_in(goal: &GoalId, revision: u64, r: &Row, i: usize) -> Result<GoalState, StoreError> {
+    decode_snapshot(goal, revision, get::<&str>(r, i)?)
 }
 
-// ----- receipts and events ------------------------------------------------------------------
+impl Dialect for Pg<'_> {
+    type Digest = Vec<u8>;
+
+    fn cache(&self) -> &StateCache {
+        self.cache
+    }
+
+    fn snapshot_every(&self) -> u64 {
+        self.snapshot_every
+    }
+
+    /// A read runs over one snapshot of the database (repeatable read), read only.
+    async fn begin(&mut self, mode: Mode) -> Result<(), StoreError> {
+        // Set first: a caller that stops waiting after `BEGIN` went out still rolls it back.
+        self.open = true;
+        self.batch(match mode {
+            Mode::Read => "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY",
+            Mode::Write => "BEGIN",
+        })
+        .await
+    }
+
+    async fn commit(&mut self) -> Result<(), StoreError> {
+        self.batch("COMMIT").await?;
+        self.open = false;
+        Ok(())
+    }
+
+    async fn rollback(&mut self) -> Result<(), StoreError> {
+        self.batch("ROLLBACK").await?;
+        self.open = false;
+        Ok(())
+    }
+
+    async fn goal_row(&mut self, goal: &GoalId, lock: bool) -> Result<Option<GoalRow>, StoreError> {
+        let sql = if lock { GOAL_ROW_LOCKED } else { GOAL_ROW };
+        let rows = self.query(sql, &[&goal.as_str()]).await?;
+        rows.first().map(|r| dialect::goal_row(r, 0)).transpose()
+    }
+
+    /// One statement (one round trip).
+    async fn goal_row_and_tail(
+        &mut self,
+        goal: &GoalId,
+        after: u64,
+        up_to: u64,
+    ) -> Result<Option<(GoalRow, Vec<EventRow>)>, StoreError> {
+        let rows = self
+            .query(GOAL_AND_TAIL, &[&goal.as_str(), &int(after), &int(up_to)])
+            .await?;
+        let Some(first) = rows.first() else {
+            return Ok(None);
+        };
+        let row = dialect::goal_row(first, 0)?;
+        let mut tail = Vec::with_capacity(rows.len());
+        for r in &rows {
+            if r.opt_int(3)?.is_some() {
+                tail.push(dialect::event_row(r, 3)?);
+            }
+        }
+        Ok(Some((row, tail)))
+    }
+
+    async fn event_rows(
+        &mut self,
+        goal: &GoalId,
+        after: u64,
+        up_to: u64,
+    ) -> Result<Vec<EventRow>, StoreError> {
+        let rows = self
+            .query(EVENT_ROWS, &[&goal.as_str(), &int(after), &int(up_to)])
+            .await?;
+        rows.iter().map(|r| dialect::event_row(r, 0)).collect()
+    }
+
+    async fn events_after(
+        &mut self,
+        goal: &GoalId,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<EventRow>, StoreError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = self
+            .query(EVENTS_AFTER, &[&goal.as_str(), &int(after), &limit])
+            .await?;
+        rows.iter().map(|r| dialect::event_row(r, 0)).collect()
+    }
+
+    async fn snapshot(
+        &mut self,
+        goal: &GoalId,
+        up_to: Option<u64>,
+    ) -> Result<Option<GoalState>, StoreError> {
+        let up_to = int(up_to.unwrap_or(u64::MAX));
+        let rows = self
+            .query(SNAPSHOT_AT_OR_BEFORE, &[&goal.as_str(), &up_to])
+            .await?;
+        rows.first()
+            .map(|r| snapshot_in(goal, count(r.int(0)?, "revision")?, r, 1))
+            .transpose()
+    }
+
+    async fn snapshot_at(
+        &mut self,
+        goal: &GoalId,
+        revision: u64,
+    ) -> Result<Option<GoalState>, StoreError> {
+        let rows = self
+            .query(SNAPSHOT_AT, &[&goal.as_str(), &int(revision)])
+            .await?;
+        rows.first()
+            .map(|r| snapshot_in(goal, revision, r, 0))
+            .transpose()
+    }
+
+    async fn receipt(
+        &mut self,
+        goal: &GoalId,
+        operation: &OperationId,
+    ) -> Result<Option<Receipt>, StoreError> {
+        let rows = self
+            .query(RECEIPT, &[&goal.as_str(), &operation.as_str()])
+            .await?;
+        rows.first()
+            .map(|r| dialect::receipt(r, 0, goal, operation))
+            .transpose()
+    }
+
+    /// One statement for all of them.
+    async fn revisions(&mut self, goals: &[&GoalId]) -> Result<BTreeMap<String, u64>, StoreError> {
+        let ids: Vec<&str> = goals.iter().map(|goal| goal.as_str()).collect();
+        let rows = self.query(GOAL_REVISIONS, &[&ids]).await?;
+        rows.iter()
+            .map(|r| Ok((r.text(0)?, count(r.int(1)?, "revision")?)))
+            .collect()
+    }
+
+    async fn listing(&mut self) -> Result<Vec<ListedGoal>, StoreError> {
+        let rows = self.query(LISTING, &[]).await?;
+        rows.iter().map(dialect::listed_goal).collect()
+    }
+
+    /// One statement: the agent's goals joined with its frontier rows.
+    async fn agent_goals(&mut self, agent: &AgentId) -> Result<Vec<AgentGoal>, StoreError> {
+        let rows = self
+            .query(AGENT_GOALS_AND_FRONTIER, &[&agent.as_str()])
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(AgentGoal {
+                    goal: stored_id(r.text(0)?, "goal id")?,
+                    window: dialect::window(r, 1)?,
+                    todos: r.opt_text(3)?,
+                })
+            })
+            .collect()
+    }
+
+    async fn stale_goals(&mut self, now: Timestamp) -> Result<Vec<GoalId>, StoreError> {
+        let rows = self.query(STALE_GOALS, &[&now.as_millis()]).await?;
+        rows.iter()
+            .map(|r| stored_id(r.text(0)?, "goal id"))
+            .collect()
+    }
+
+    async fn earliest_wake(&mut self, now: Timestamp) -> Result<Option<Timestamp>, StoreError> {
+        let rows = self.query(EARLIEST_WAKE, &[&now.as_millis()]).await?;
+        let earliest = match rows.first() {
+            Some(r) => r.opt_int(0)?,
+            None => None,
+        };
+        Ok(earliest.map(Timestamp::from_millis))
+    }
+
+    async fn operation_rows(
+        &mut self,
+        goal: &GoalId,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<OperationRow>, StoreError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = self
+            .query(OPERATIONS_AFTER, &[&goal.as_str(), &int(after), &limit])
+            .await?;
+        rows.iter()
+            .map(|r| dialect::operation_row(r, goal))
+            .collect()
+    }
+
+    /// The receipts rows of schema 3 that read their names from the events, then the receipts
+    /// on event rows (schema 4).
+    async fn receipts_to_keep(
+        &mut self,
+        goal: &GoalId,
+        target: u64,
+    ) -> Result<Vec<Kept<Vec<u8>>>, StoreError> {
+        let g = goal.as_str();
+        let unnamed = self
+            .query(RECEIPT_ROWS_TO_NAME, &[&g, &int(target)])
+            .await?;
+        let on_events = self.query(RECEIPTS_TO_KEEP, &[&g, &int(target)]).await?;
+        let mut kept = Vec::with_capacity(unnamed.len() + on_events.len());
+        for r in &unnamed {
+            kept.push(Kept::Unnamed {
+                revision: count(r.int(0)?, "revision")?,
+                events: count(r.int(1)?, "event count")?,
+                seq: r.int(2)?,
+            });
+        }
+        for r in &on_events {
+            kept.push(dialect::kept_on_event(r, get::<Vec<u8>>(r, 3)?)?);
+        }
+        Ok(kept)
+    }
+
+    /// One call of `loopx_append`, which checks the operation id and the expected revision
+    /// under the goal's row lock. The host plans the snapshot from the revision of the goal's
+    /// latest snapshot as cached with the expected revision; without one, the goal's row is
+    /// read first, which also settles a goal that moved before anything is sent.
+    async fn write_commit(&mut self, prepared: &mut Prepared) -> Result<Outcome, StoreError> {
+        let (goal, expected) = (&prepared.request.goal, prepared.request.expected_revision);
+        let last_snapshot = match prepared.known.as_ref() {
+            Some(known) => known.snapshot_revision,
+            None if expected == 0 => 0,
+            None => match self.goal_row(goal, false).await? {
+                Some(row) if row.revision == expected => row.snapshot_revision,
+                row => {
+                    // The operation committed already, or the compare-and-set fails (revisions
+                    // only grow).
+                    let operation = &prepared.request.operation;
+                    if let Some(first) = self.receipt(goal, operation).await? {
+                        return Ok(Outcome::Recorded(first));
+                    }
+                    return Ok(Outcome::Moved {
+                        current: row.map_or(0, |r| r.revision),
+                    });
+                }
+            },
+        };
+        prepared.plan_snapshot(last_snapshot, self.snapshot_every)?;
+        self.call_append(prepared).await
+    }
+
+    /// The frontier rows are replaced as a whole.
+    async fn write_rows(&mut self, projection: &Projection) -> Result<(), StoreError> {
+        let goal = projection.summary.goal.as_str();
+        let (agents, todos) = frontier_rows(projection)?;
+        let valid_until = projection.summary.next_wake.map(Timestamp::as_millis);
+        let updated = self
+            .execute(
+                "UPDATE goals SET status = $3, valid_from = $4, valid_until = $5 WHERE goal = $1 AND revision = $2",
+                &[
+                    &goal,
+                    &int(projection.summary.revision),
+                    &status_name(projection.summary.status),
+                    &projection.valid_from.as_millis(),
+                    &valid_until,
+                ],
+            )
+            .await?;
+        if updated != 1 {
+            return Ok(());
+        }
+        self.execute("DELETE FROM frontier WHERE goal = $1", &[&goal])
+            .await?;
+        if !agents.is_empty() {
+            self.execute(
+                "INSERT INTO frontier (agent, goal, todos)
+                 SELECT a, $1, t FROM unnest($2::text[], $3::text[]) AS f(a, t)",
+                &[&goal, &agents, &todos],
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    async fn keep_receipt(
+        &mut self,
+        goal: &GoalId,
+        kept: &Kept<Vec<u8>>,
+        (actor, kinds): (&str, &str),
+        target: u64,
+    ) -> Result<(), StoreError> {
+        let g = goal.as_str();
+        match kept {
+            Kept::Unnamed { revision, seq, .. } => {
+                self.execute(
+                    "UPDATE receipts SET actor = $4, kinds = $5 WHERE goal = $1 AND revision = $2 AND seq = $3",
+                    &[&g, &int(*revision), seq, &actor, &kinds],
+                )
+                .await?;
+            }
+            Kept::OnEvent {
+                revision,
+                events,
+                operation,
+                digest,
+                at,
+            } => {
+                self.execute(
+                    "INSERT INTO receipts (goal, operation, digest, revision, events, committed_at, actor, kinds)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                    &[&g, operation, digest, &int(*revision), &int(*events), at, &actor, &kinds],
+                )
+                .await?;
+                // An event row that compaction keeps holds the receipt no more (the others go).
+                if *revision > target {
+                    self.execute(
+                        "UPDATE events SET operation = NULL, digest = NULL, commit_events = NULL
+                         WHERE goal = $1 AND revision = $2",
+                        &[&g, &int(*revision)],
+                    )
+                    .await?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn cut_history(
+        &mut self,
+        goal: &GoalId,
+        target: u64,
+        base: &str,
+    ) -> Result<u64, StoreError> {
+        let g = goal.as_str();
+        self.execute(
+            "INSERT INTO snapshots (goal, revision, json) VALUES ($1, $2, $3)
+             ON CONFLICT (goal, revision) DO UPDATE SET json = excluded.json",
+            &[&g, &int(target), &base],
+        )
+        .await?;
+        let removed = self
+            .execute(
+                "DELETE FROM events WHERE goal = $1 AND revision <= $2",
+                &[&g, &int(target)],
+            )
+            .await?;
+        self.execute(
+            "DELETE FROM snapshots WHERE goal = $1 AND revision < $2",
+            &[&g, &int(target)],
+        )
+        .await?;
+        self.execute(
+            "UPDATE goals SET base_revision = $2, snapshot_revision = GREATEST(snapshot_revision, $2) WHERE goal = $1",
+            &[&g, &int(target)],
+        )
+        .await?;
+        Ok(removed)
+    }
+}
+
+// ----- digests ------------------------------------------------------------------------------
 
 /// A payload digest as schema 3 stores it: a SHA-256 digest in lowercase hex (what `submit`
 /// computes) as its 32 bytes; any other text as its UTF-8 bytes, after one `0xff` byte (which
@@ -621,495 +697,6 @@ fn read_digest(bytes: &[u8]) -> Result<String, StoreError> {
     String::from_utf8(text.to_vec()).map_err(|_| StoreError::Corrupt {
         detail: "a stored operation digest is neither SHA-256 nor text; the receipts were changed outside loopx: restore the database from a backup".to_owned(),
     })
-}
-
-/// The digest in column `i` of a receipt row.
-fn digest_at(row: &Row, i: usize) -> Result<String, StoreError> {
-    read_digest(&get::<Vec<u8>>(row, i)?)
-}
-
-async fn receipt_in<C: GenericClient>(
-    c: &C,
-    cx: &Cx<'_>,
-    goal: &GoalId,
-    operation: &OperationId,
-) -> Result<Option<Receipt>, StoreError> {
-    let rows = query(c, RECEIPT, &[&goal.as_str(), &operation.as_str()])
-        .await
-        .map_err(cx.err())?;
-    rows.first()
-        .map(|r| {
-            Ok(Receipt {
-                goal: goal.clone(),
-                operation: operation.clone(),
-                digest: digest_at(r, 0)?,
-                revision: count(get(r, 1)?, "revision")?,
-                events: count(get(r, 2)?, "event count")?,
-                committed_at: Timestamp::from_millis(get(r, 3)?),
-            })
-        })
-        .transpose()
-}
-
-pub(super) async fn receipt(
-    client: &Object,
-    cx: &Cx<'_>,
-    goal: &GoalId,
-    operation: &OperationId,
-) -> Result<Option<Receipt>, StoreError> {
-    receipt_in(client, cx, goal, operation).await
-}
-
-pub(super) async fn events(
-    client: &Object,
-    cx: &Cx<'_>,
-    goal: &GoalId,
-    after: u64,
-    limit: usize,
-) -> Result<Vec<RecordedEvent>, StoreError> {
-    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    let rows = query(client, EVENTS_AFTER, &[&goal.as_str(), &int(after), &limit])
-        .await
-        .map_err(cx.err())?;
-    rows.iter()
-        .map(|r| decode_event(goal, &event_row(r, 0)?))
-        .collect()
-}
-
-/// The watched goals that stand past the revision given for them (see `Store::changed`).
-pub(super) async fn moved(
-    client: &Object,
-    cx: &Cx<'_>,
-    watch: &[(GoalId, u64)],
-) -> Result<Vec<GoalId>, StoreError> {
-    let ids: Vec<&str> = watch.iter().map(|(g, _)| g.as_str()).collect();
-    let rows = query(client, GOAL_REVISIONS, &[&ids])
-        .await
-        .map_err(cx.err())?;
-    let mut revisions: BTreeMap<String, u64> = BTreeMap::new();
-    for row in &rows {
-        revisions.insert(get(row, 0)?, count(get(row, 1)?, "revision")?);
-    }
-    Ok(crate::watch::past(watch, |goal| {
-        revisions.get(goal.as_str()).copied().unwrap_or(0)
-    }))
-}
-
-// ----- cross-goal queries -------------------------------------------------------------------
-
-/// Recomputes the index rows of `stale` goals at `now` and returns them; a goal that moved
-/// meanwhile keeps the rows its newer commit wrote.
-async fn refresh(
-    client: &mut Object,
-    cx: &Cx<'_>,
-    now: Timestamp,
-    stale: &[GoalId],
-) -> Result<Vec<Projection>, StoreError> {
-    if stale.is_empty() {
-        return Ok(Vec::new());
-    }
-    let mut out = Vec::with_capacity(stale.len());
-    {
-        let tx = read_only(client, cx).await?;
-        for goal in stale {
-            if let Some((state, _)) = load_state(&tx, cx, goal, false).await? {
-                out.push(Projection::compute(&state, now));
-            }
-        }
-        tx.rollback().await.map_err(cx.err())?;
-    }
-    let mut rows = Vec::with_capacity(out.len());
-    for projection in &out {
-        rows.push(frontier_rows(projection)?);
-    }
-    let tx = client.transaction().await.map_err(cx.err())?;
-    for (projection, frontier) in out.iter().zip(&rows) {
-        let goal = projection.summary.goal.as_str();
-        let valid_until = projection.summary.next_wake.map(Timestamp::as_millis);
-        let updated = execute(
-            &tx,
-            "UPDATE goals SET status = $3, valid_from = $4, valid_until = $5 WHERE goal = $1 AND revision = $2",
-            &[
-                &goal,
-                &int(projection.summary.revision),
-                &status_name(projection.summary.status),
-                &projection.valid_from.as_millis(),
-                &valid_until,
-            ],
-        )
-        .await
-        .map_err(cx.err())?;
-        if updated == 1 {
-            write_frontier(&tx, goal, frontier)
-                .await
-                .map_err(cx.err())?;
-        }
-    }
-    tx.commit().await.map_err(cx.err())?;
-    Ok(out)
-}
-
-fn window(row: &Row, from: usize) -> Result<(Timestamp, Option<Timestamp>), StoreError> {
-    Ok((
-        Timestamp::from_millis(get(row, from)?),
-        get::<Option<i64>>(row, from + 1)?.map(Timestamp::from_millis),
-    ))
-}
-
-pub(super) async fn goals(
-    client: &mut Object,
-    cx: &Cx<'_>,
-    now: Timestamp,
-) -> Result<Vec<GoalSummary>, StoreError> {
-    let rows = query(
-        client,
-        "SELECT goal, objective, status, revision, valid_from, valid_until FROM goals",
-        &[],
-    )
-    .await
-    .map_err(cx.err())?;
-    let mut summaries = BTreeMap::new();
-    let mut stale = Vec::new();
-    for r in &rows {
-        let goal: GoalId = stored_id(get(r, 0)?, "goal id")?;
-        let (valid_from, valid_until) = window(r, 4)?;
-        if !covers(valid_from, valid_until, now) {
-            stale.push(goal);
-            continue;
-        }
-        let status: String = get(r, 2)?;
-        let summary = GoalSummary {
-            goal: goal.clone(),
-            objective: get(r, 1)?,
-            status: parse_status(&status).ok_or_else(|| StoreError::Corrupt {
-                detail: format!(
-                    "goal `{goal}` has an unknown status `{status}`; restore the store from a backup"
-                ),
-            })?,
-            revision: count(get(r, 3)?, "revision")?,
-            next_wake: valid_until,
-        };
-        summaries.insert(goal, summary);
-    }
-    for projection in refresh(client, cx, now, &stale).await? {
-        summaries.insert(projection.summary.goal.clone(), projection.summary);
-    }
-    Ok(summaries.into_values().collect())
-}
-
-pub(super) async fn frontier(
-    client: &mut Object,
-    cx: &Cx<'_>,
-    agent: &AgentId,
-    now: Timestamp,
-) -> Result<Vec<(GoalId, TodoId)>, StoreError> {
-    let rows = query(client, AGENT_GOALS_AND_FRONTIER, &[&agent.as_str()])
-        .await
-        .map_err(cx.err())?;
-    let mut per_goal: BTreeMap<GoalId, Vec<(u8, TodoId)>> = BTreeMap::new();
-    let mut stale = Vec::new();
-    let mut seen = BTreeSet::new();
-    for r in &rows {
-        let goal: GoalId = stored_id(get(r, 0)?, "goal id")?;
-        let (valid_from, valid_until) = window(r, 1)?;
-        if !seen.insert(goal.clone()) {
-            continue;
-        }
-        if !covers(valid_from, valid_until, now) {
-            stale.push(goal);
-            continue;
-        }
-        if let Some(json) = get::<Option<String>>(r, 3)? {
-            let todos: Vec<(u8, TodoId)> =
-                serde_json::from_str(&json).map_err(|error| StoreError::Corrupt {
-                    detail: format!(
-                        "the frontier row of `{agent}` in goal `{goal}` cannot be read ({error}); restore the store from a backup"
-                    ),
-                })?;
-            per_goal.insert(goal, todos);
-        }
-    }
-    for mut projection in refresh(client, cx, now, &stale).await? {
-        if let Some(todos) = projection.frontier.remove(agent) {
-            per_goal.insert(projection.summary.goal, todos);
-        }
-    }
-    Ok(merge_frontiers(
-        per_goal
-            .iter()
-            .map(|(goal, todos)| (goal, todos.as_slice())),
-    ))
-}
-
-pub(super) async fn next_wake(
-    client: &mut Object,
-    cx: &Cx<'_>,
-    now: Timestamp,
-) -> Result<Option<Timestamp>, StoreError> {
-    let rows = query(client, STALE_GOALS, &[&now.as_millis()])
-        .await
-        .map_err(cx.err())?;
-    let stale: Vec<GoalId> = rows
-        .iter()
-        .map(|r| stored_id(get(r, 0)?, "goal id"))
-        .collect::<Result<_, _>>()?;
-    let refreshed = refresh(client, cx, now, &stale).await?;
-    let row = query(client, EARLIEST_WAKE, &[&now.as_millis()])
-        .await
-        .map_err(cx.err())?;
-    let indexed: Option<i64> = match row.first() {
-        Some(r) => get(r, 0)?,
-        None => None,
-    };
-    Ok(indexed
-        .map(Timestamp::from_millis)
-        .into_iter()
-        .chain(refreshed.iter().filter_map(|p| p.summary.next_wake))
-        .min())
-}
-
-// ----- retention ----------------------------------------------------------------------------
-
-pub(super) async fn compact(
-    client: &mut Object,
-    cx: &Cx<'_>,
-    goal: &GoalId,
-    keep_after: u64,
-) -> Result<Compaction, StoreError> {
-    let tx = client.transaction().await.map_err(cx.err())?;
-    let row = goal_row(&tx, cx, goal, true)
-        .await?
-        .ok_or_else(|| StoreError::UnknownGoal { goal: goal.clone() })?;
-    let target = keep_after.min(row.revision);
-    if target <= row.base_revision {
-        return Ok(Compaction {
-            goal: goal.clone(),
-            base_revision: row.base_revision,
-            events_removed: 0,
-        });
-    }
-    let state = match state_at(&tx, cx, goal, row, target).await? {
-        Some(state) if state.revision == target => state,
-        _ => {
-            return Err(StoreError::Corrupt {
-                detail: format!(
-                    "the history of goal `{goal}` does not reach revision {target}; restore the store from a backup"
-                ),
-            });
-        }
-    };
-    let g = goal.as_str();
-    let json = encode(&state.snapshot())?;
-    let err = cx.err();
-    execute(
-        &tx,
-        "INSERT INTO snapshots (goal, revision, json) VALUES ($1, $2, $3)
-         ON CONFLICT (goal, revision) DO UPDATE SET json = excluded.json",
-        &[&g, &int(target), &json],
-    )
-    .await
-    .map_err(&err)?;
-    keep_receipts(&tx, cx, goal, target).await?;
-    let removed = execute(
-        &tx,
-        "DELETE FROM events WHERE goal = $1 AND revision <= $2",
-        &[&g, &int(target)],
-    )
-    .await
-    .map_err(&err)?;
-    execute(
-        &tx,
-        "DELETE FROM snapshots WHERE goal = $1 AND revision < $2",
-        &[&g, &int(target)],
-    )
-    .await
-    .map_err(&err)?;
-    execute(
-        &tx,
-        "UPDATE goals SET base_revision = $2, snapshot_revision = GREATEST(snapshot_revision, $2) WHERE goal = $1",
-        &[&g, &int(target)],
-    )
-    .await
-    .map_err(&err)?;
-    tx.commit().await.map_err(&err)?;
-    Ok(Compaction {
-        goal: goal.clone(),
-        base_revision: target,
-        events_removed: removed,
-    })
-}
-
-/// Before compaction deletes the events up to `target`: the receipts of those events get their
-/// actor and event names in a receipts row of their own (a receipt on an event row moves there),
-/// so the audit trail outlives the events.
-async fn keep_receipts(
-    tx: &deadpool_postgres::Transaction<'_>,
-    cx: &Cx<'_>,
-    goal: &GoalId,
-    target: u64,
-) -> Result<(), StoreError> {
-    let g = goal.as_str();
-    let err = cx.err();
-    // Receipts rows that read their names from the events (written by schema 3).
-    let in_receipts = query(tx, RECEIPT_ROWS_TO_NAME, &[&g, &int(target)])
-        .await
-        .map_err(&err)?;
-    // Receipts on event rows (schema 4).
-    let on_events = query(tx, RECEIPTS_TO_KEEP, &[&g, &int(target)])
-        .await
-        .map_err(&err)?;
-    if in_receipts.is_empty() && on_events.is_empty() {
-        return Ok(());
-    }
-    let span = |r: &Row| -> Result<(u64, u64), StoreError> {
-        Ok((
-            count(get(r, 0)?, "revision")?,
-            count(get(r, 1)?, "event count")?,
-        ))
-    };
-    let spans: Vec<(u64, u64)> = in_receipts
-        .iter()
-        .chain(&on_events)
-        .map(span)
-        .collect::<Result<_, _>>()?;
-    let events = batch_events(tx, cx, goal, &spans).await?;
-    for r in &in_receipts {
-        let (revision, n) = span(r)?;
-        let (actor, names) = audit(goal, &events, revision, n)?;
-        execute(
-            tx,
-            "UPDATE receipts SET actor = $4, kinds = $5 WHERE goal = $1 AND revision = $2 AND seq = $3",
-            &[&g, &int(revision), &get::<i64>(r, 2)?, &encode(&actor)?, &encode(&names)?],
-        )
-        .await
-        .map_err(&err)?;
-    }
-    for r in &on_events {
-        let (revision, n) = span(r)?;
-        let (actor, names) = audit(goal, &events, revision, n)?;
-        let (operation, digest, at) = (
-            get::<String>(r, 2)?,
-            get::<Vec<u8>>(r, 3)?,
-            get::<i64>(r, 4)?,
-        );
-        execute(
-            tx,
-            "INSERT INTO receipts (goal, operation, digest, revision, events, committed_at, actor, kinds)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-            &[&g, &operation, &digest, &int(revision), &int(n), &at, &encode(&actor)?, &encode(&names)?],
-        )
-        .await
-        .map_err(&err)?;
-        // An event row that compaction keeps holds the receipt no more (the others go).
-        if revision > target {
-            execute(
-                tx,
-                "UPDATE events SET operation = NULL, digest = NULL, commit_events = NULL
-                 WHERE goal = $1 AND revision = $2",
-                &[&g, &int(revision)],
-            )
-            .await
-            .map_err(&err)?;
-        }
-    }
-    Ok(())
-}
-
-pub(super) async fn base(
-    client: &mut Object,
-    cx: &Cx<'_>,
-    goal: &GoalId,
-) -> Result<Option<Snapshot>, StoreError> {
-    let tx = read_only(client, cx).await?;
-    let Some(row) = goal_row(&tx, cx, goal, false).await? else {
-        return Ok(None);
-    };
-    if row.base_revision == 0 {
-        return Ok(None);
-    }
-    let rows = query(&tx, SNAPSHOT_AT, &[&goal.as_str(), &int(row.base_revision)])
-        .await
-        .map_err(cx.err())?;
-    let json: String = match rows.first() {
-        Some(r) => get(r, 0)?,
-        None => return Err(missing_base(goal, row.base_revision)),
-    };
-    let state = decode_snapshot(goal, row.base_revision, &json)?;
-    tx.rollback().await.map_err(cx.err())?;
-    Ok(Some(state.snapshot()))
-}
-
-pub(super) async fn operations(
-    client: &mut Object,
-    cx: &Cx<'_>,
-    goal: &GoalId,
-    after: u64,
-    limit: usize,
-) -> Result<Vec<OperationRecord>, StoreError> {
-    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    // One snapshot of the database: a compaction cannot delete the events a receipt's actor
-    // and event names are read from between the two reads.
-    let tx = read_only(client, cx).await?;
-    let rows = query(
-        &tx,
-        OPERATIONS_AFTER,
-        &[&goal.as_str(), &int(after), &limit],
-    )
-    .await
-    .map_err(cx.err())?;
-    let mut records = Vec::with_capacity(rows.len());
-    let mut from_events = Vec::new();
-    for r in &rows {
-        let operation: OperationId = stored_id(get(r, 0)?, "operation id")?;
-        let receipt = Receipt {
-            goal: goal.clone(),
-            operation,
-            digest: digest_at(r, 1)?,
-            revision: count(get(r, 2)?, "revision")?,
-            events: count(get(r, 3)?, "event count")?,
-            committed_at: Timestamp::from_millis(get(r, 4)?),
-        };
-        match get::<Option<String>>(r, 6)? {
-            Some(kinds) => records.push(decode_operation(receipt, get(r, 5)?, &kinds)?),
-            None if receipt.events == 0 => records.push(OperationRecord {
-                receipt,
-                actor: None,
-                events: Vec::new(),
-            }),
-            None => {
-                from_events.push(records.len());
-                records.push(OperationRecord {
-                    receipt,
-                    actor: None,
-                    events: Vec::new(),
-                });
-            }
-        }
-    }
-    if !from_events.is_empty() {
-        let spans = pending_spans(&records, &from_events);
-        let events = batch_events(&tx, cx, goal, &spans).await?;
-        fill_from_events(goal, &mut records, &from_events, &events)?;
-    }
-    tx.rollback().await.map_err(cx.err())?;
-    Ok(records)
-}
-
-/// The events of the receipts `spans` (each its revision and event count), by revision.
-async fn batch_events<C: GenericClient>(
-    c: &C,
-    cx: &Cx<'_>,
-    goal: &GoalId,
-    spans: &[(u64, u64)],
-) -> Result<BTreeMap<u64, RecordedEvent>, StoreError> {
-    let Some((from, to)) = covering(spans) else {
-        return Ok(BTreeMap::new());
-    };
-    event_rows(c, cx, goal, from, to)
-        .await?
-        .iter()
-        .map(|row| Ok((row.revision, decode_event(goal, row)?)))
-        .collect()
 }
 
 #[cfg(all(test, feature = "test-cluster"))]
@@ -1183,7 +770,7 @@ mod tests {
                 ("RECEIPTS_TO_KEEP", RECEIPTS_TO_KEEP),
                 ("SNAPSHOT_AT", SNAPSHOT_AT),
                 ("OPERATIONS_AFTER", OPERATIONS_AFTER),
-                ("the listing of every goal", "SELECT goal FROM goals"),
+                ("the listing of every goal", LISTING),
             ];
             for (name, statement) in reads {
                 let types = client.prepare(statement).await.unwrap().params().to_vec();

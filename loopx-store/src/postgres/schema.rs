@@ -4,6 +4,8 @@ use loopx_kernel::seams::StoreError;
 use tokio_postgres::config::Host;
 use tokio_postgres::error::SqlState;
 
+use crate::dialect::TABLES;
+
 /// The newest database schema this build reads and writes.
 pub const SCHEMA_VERSION: u32 = 4;
 
@@ -25,16 +27,6 @@ const MIGRATIONS: &[(u32, &str)] = &[
         4,
         include_str!("../../migrations/postgres/0004_receipts_on_events.sql"),
     ),
-];
-
-/// The tables schema 1 creates, to tell an empty database from another program's.
-const TABLES: &[&str] = &[
-    "goals",
-    "events",
-    "receipts",
-    "snapshots",
-    "goal_agents",
-    "frontier",
 ];
 
 /// The advisory lock key that serializes migrations of one database across hosts
@@ -179,6 +171,7 @@ async fn read_version(
         .map_err(err)?;
     let has_version: bool = row.try_get(0).map_err(|e| column(&e))?;
     if !has_version {
+        // The tables schema 1 creates, to tell an empty database from another program's.
         let tables: Vec<String> = TABLES.iter().map(|t| (*t).to_owned()).collect();
         let foreign = tx
             .query_opt(

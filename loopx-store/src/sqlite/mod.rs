@@ -8,14 +8,16 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration as StdDuration;
 
 use async_trait::async_trait;
-use loopx_kernel::seams::{AppendRequest, GoalSummary, Receipt, Store, StoreError};
+use loopx_kernel::seams::{Commit, GoalSummary, Receipt, Store, StoreError};
 use loopx_kernel::{
     AgentId, Duration, GoalId, GoalState, OperationId, RecordedEvent, Snapshot, Timestamp, TodoId,
 };
 use rusqlite::Connection;
 use tokio::runtime::RuntimeFlavor;
 
+use crate::dialect::ops as shared;
 use crate::retention::{Compaction, OperationRecord, Retention};
+use ops::Sqlite;
 
 pub use schema::SCHEMA_VERSION;
 
@@ -331,7 +333,8 @@ impl Store for SqliteStore {
             return loaded;
         }
         let goal = goal.clone();
-        self.run(move |conn, cx| ops::load(conn, cx, &goal)).await
+        self.run(move |conn, cx| ops::block(shared::load(&mut Sqlite::new(conn, cx), &goal)))
+            .await
     }
 
     /// The newest state of the goal this handle's cache holds (a commit through it, or a load).
@@ -339,8 +342,8 @@ impl Store for SqliteStore {
         self.shared.cache.newest(goal)
     }
 
-    async fn append(&self, request: AppendRequest) -> Result<Receipt, StoreError> {
-        self.run(move |conn, cx| ops::append(conn, cx, &request))
+    async fn append(&self, commit: Commit) -> Result<Receipt, StoreError> {
+        self.run(move |conn, cx| ops::block(shared::append(&mut Sqlite::new(conn, cx), commit)))
             .await
     }
 
@@ -351,8 +354,14 @@ impl Store for SqliteStore {
     ) -> Result<Option<Receipt>, StoreError> {
         let goal = goal.clone();
         let operation = operation.clone();
-        self.run(move |conn, _| ops::receipt(conn, &goal, &operation))
-            .await
+        self.run(move |conn, cx| {
+            ops::block(shared::receipt(
+                &mut Sqlite::new(conn, cx),
+                &goal,
+                &operation,
+            ))
+        })
+        .await
     }
 
     async fn events(
@@ -362,12 +371,20 @@ impl Store for SqliteStore {
         limit: usize,
     ) -> Result<Vec<RecordedEvent>, StoreError> {
         let goal = goal.clone();
-        self.run(move |conn, _| ops::events(conn, &goal, after, limit))
-            .await
+        self.run(move |conn, cx| {
+            ops::block(shared::events(
+                &mut Sqlite::new(conn, cx),
+                &goal,
+                after,
+                limit,
+            ))
+        })
+        .await
     }
 
     async fn goals(&self, now: Timestamp) -> Result<Vec<GoalSummary>, StoreError> {
-        self.run(move |conn, cx| ops::goals(conn, cx, now)).await
+        self.run(move |conn, cx| ops::block(shared::goals(&mut Sqlite::new(conn, cx), now)))
+            .await
     }
 
     async fn frontier(
@@ -376,12 +393,14 @@ impl Store for SqliteStore {
         now: Timestamp,
     ) -> Result<Vec<(GoalId, TodoId)>, StoreError> {
         let agent = agent.clone();
-        self.run(move |conn, cx| ops::frontier(conn, cx, &agent, now))
-            .await
+        self.run(move |conn, cx| {
+            ops::block(shared::frontier(&mut Sqlite::new(conn, cx), &agent, now))
+        })
+        .await
     }
 
     async fn next_wake(&self, now: Timestamp) -> Result<Option<Timestamp>, StoreError> {
-        self.run(move |conn, cx| ops::next_wake(conn, cx, now))
+        self.run(move |conn, cx| ops::block(shared::next_wake(&mut Sqlite::new(conn, cx), now)))
             .await
     }
 
@@ -396,7 +415,11 @@ impl Store for SqliteStore {
         loop {
             if !watch.is_empty() {
                 let watched = watch.to_vec();
-                let moved = self.run(move |conn, _| ops::moved(conn, &watched)).await?;
+                let moved = self
+                    .run(move |conn, cx| {
+                        ops::block(shared::moved(&mut Sqlite::new(conn, cx), &watched))
+                    })
+                    .await?;
                 if !moved.is_empty() {
                     return Ok(moved);
                 }
@@ -414,13 +437,20 @@ impl Store for SqliteStore {
 impl Retention for SqliteStore {
     async fn compact(&self, goal: &GoalId, keep_after: u64) -> Result<Compaction, StoreError> {
         let goal = goal.clone();
-        self.run(move |conn, _| ops::compact(conn, &goal, keep_after))
-            .await
+        self.run(move |conn, cx| {
+            ops::block(shared::compact(
+                &mut Sqlite::new(conn, cx),
+                &goal,
+                keep_after,
+            ))
+        })
+        .await
     }
 
     async fn base(&self, goal: &GoalId) -> Result<Option<Snapshot>, StoreError> {
         let goal = goal.clone();
-        self.run(move |conn, _| ops::base(conn, &goal)).await
+        self.run(move |conn, cx| ops::block(shared::base(&mut Sqlite::new(conn, cx), &goal)))
+            .await
     }
 
     async fn operations(
@@ -430,7 +460,14 @@ impl Retention for SqliteStore {
         limit: usize,
     ) -> Result<Vec<OperationRecord>, StoreError> {
         let goal = goal.clone();
-        self.run(move |conn, _| ops::operations(conn, &goal, after, limit))
-            .await
+        self.run(move |conn, cx| {
+            ops::block(shared::operations(
+                &mut Sqlite::new(conn, cx),
+                &goal,
+                after,
+                limit,
+            ))
+        })
+        .await
     }
 }

@@ -1,0 +1,469 @@
+//! The store's algorithms, written once over a [`Dialect`].
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use loopx_kernel::seams::{Commit, GoalSummary, Receipt, StoreError};
+use loopx_kernel::{
+    AgentId, GoalId, GoalState, OperationId, RecordedEvent, Snapshot, Timestamp, TodoId,
+};
+
+use super::{Dialect, GoalRow, Kept, Mode, Outcome};
+use crate::commit::prepare;
+use crate::fold::{
+    EventRow, check_loaded, decode_event, encode, fold_stored, missing_base, same_operation,
+    tail_usable,
+};
+use crate::index::{Projection, merge_frontiers, parse_status};
+use crate::retention::{
+    Compaction, OperationRecord, audit, covering, decode_operation, fill_from_events, pending_spans,
+};
+
+// ----- load ---------------------------------------------------------------------------------
+
+/// The goal's current state: from the cache and one short read when the cache holds the goal
+/// at its current revision or a little behind it; otherwise its newest snapshot and the events
+/// after it, in one read transaction.
+pub(crate) async fn load<D: Dialect>(
+    d: &mut D,
+    goal: &GoalId,
+) -> Result<Option<GoalState>, StoreError> {
+    if let Some(quick) = load_quick(d, goal).await? {
+        return Ok(quick);
+    }
+    d.begin(Mode::Read).await?;
+    let loaded = load_state(d, goal).await?;
+    d.rollback().await?;
+    Ok(loaded.map(|(state, _)| state))
+}
+
+/// [`load`] without a transaction, when the cache helps: the goal's row and the events after
+/// the cached state in one read, folded on. `None` when the cache does not help.
+async fn load_quick<D: Dialect>(
+    d: &mut D,
+    goal: &GoalId,
+) -> Result<Option<Option<GoalState>>, StoreError> {
+    let Some(after) = d.cache().latest_revision(goal) else {
+        return Ok(None);
+    };
+    let up_to = after.saturating_add(d.snapshot_every());
+    let Some((row, tail)) = d.goal_row_and_tail(goal, after, up_to).await? else {
+        return Ok(Some(None));
+    };
+    Ok(from_cache(d, goal, row, Some(tail))?.map(Some))
+}
+
+/// The goal's state and row, read inside the caller's transaction.
+async fn load_state<D: Dialect>(
+    d: &mut D,
+    goal: &GoalId,
+) -> Result<Option<(GoalState, GoalRow)>, StoreError> {
+    let Some(row) = d.goal_row(goal, false).await? else {
+        return Ok(None);
+    };
+    if let Some(state) = from_cache(d, goal, row, None)? {
+        return Ok(Some((state, row)));
+    }
+    if let Some(older) = d.cache().behind(goal, row.revision)
+        && usable(d, &older, row)
+    {
+        let tail = d.event_rows(goal, older.revision, row.revision).await?;
+        if let Some(state) = fold_tail(d, goal, older, row, &tail)? {
+            return Ok(Some((state, row)));
+        }
+    }
+    let state = state_at(d, goal, row, None).await?;
+    let state = check_loaded(goal, state, row.revision)?;
+    d.cache().put(&state, row.snapshot_revision);
+    Ok(Some((state, row)))
+}
+
+/// The goal's state at `row`'s revision from the cache: as cached, or a cached older state with
+/// `tail` (the events after it, when read already) folded on. `None` when the cache does not
+/// hold it.
+fn from_cache<D: Dialect>(
+    d: &D,
+    goal: &GoalId,
+    row: GoalRow,
+    tail: Option<Vec<EventRow>>,
+) -> Result<Option<GoalState>, StoreError> {
+    if let Some(state) = d.cache().get(goal, row.revision) {
+        return Ok(Some(state));
+    }
+    match (tail, d.cache().behind(goal, row.revision)) {
+        (Some(tail), Some(older)) if usable(d, &older, row) => {
+            fold_tail(d, goal, older, row, &tail)
+        }
+        _ => Ok(None),
+    }
+}
+
+/// Whether folding the events after `older` is worth it for a goal at `row`.
+fn usable<D: Dialect>(d: &D, older: &GoalState, row: GoalRow) -> bool {
+    tail_usable(
+        older.revision,
+        row.revision,
+        row.base_revision,
+        row.snapshot_revision,
+        d.snapshot_every(),
+    )
+}
+
+/// `older` with `tail` folded on, when the tail holds exactly the events after it up to `row`'s
+/// revision (compaction may have taken some away); the result is cached.
+fn fold_tail<D: Dialect>(
+    d: &D,
+    goal: &GoalId,
+    older: GoalState,
+    row: GoalRow,
+    tail: &[EventRow],
+) -> Result<Option<GoalState>, StoreError> {
+    let contiguous = tail
+        .iter()
+        .zip(older.revision + 1..)
+        .all(|(event, revision)| event.revision == revision)
+        && tail.len() as u64 == row.revision - older.revision;
+    if !contiguous {
+        return Ok(None);
+    }
+    let state = fold_stored(goal, Some(older), tail)?;
+    let state = check_loaded(goal, state, row.revision)?;
+    d.cache().put(&state, row.snapshot_revision);
+    Ok(Some(state))
+}
+
+/// The goal's state at `up_to` (its current revision when `None`): the newest snapshot at or
+/// before it plus the events after it, folded with the kernel. The caller reads inside one
+/// transaction.
+async fn state_at<D: Dialect>(
+    d: &mut D,
+    goal: &GoalId,
+    row: GoalRow,
+    up_to: Option<u64>,
+) -> Result<Option<GoalState>, StoreError> {
+    let state = match d.snapshot(goal, up_to).await? {
+        Some(state) => Some(state),
+        None if row.base_revision > 0 => return Err(missing_base(goal, row.base_revision)),
+        None => None,
+    };
+    let from = state.as_ref().map_or(0, |s| s.revision);
+    let stored = d
+        .event_rows(goal, from, up_to.unwrap_or(row.revision))
+        .await?;
+    fold_stored(goal, state, &stored)
+}
+
+// ----- append -------------------------------------------------------------------------------
+
+/// Commits `commit`: its index rows and encoded events are computed first (from the state the
+/// kernel folded), then the dialect writes it under compare-and-set, and the handle's cache
+/// keeps the state and the rows it wrote.
+pub(crate) async fn append<D: Dialect>(d: &mut D, commit: Commit) -> Result<Receipt, StoreError> {
+    let mut prepared = prepare(commit, d.cache())?;
+    match d.write_commit(&mut prepared).await? {
+        Outcome::Committed => {
+            let snapshot_revision = prepared.snapshot_revision();
+            if prepared.request.events.is_empty() {
+                // A recorded no-op wrote no rows and made no revision.
+                d.cache().put_owned(prepared.state, snapshot_revision);
+            } else {
+                d.cache()
+                    .put_committed(prepared.state, snapshot_revision, prepared.projection);
+            }
+            Ok(prepared.receipt)
+        }
+        Outcome::Recorded(first) => same_operation(first, &prepared.request),
+        Outcome::Moved { current } => Err(StoreError::Conflict {
+            expected: prepared.request.expected_revision,
+            current,
+        }),
+    }
+}
+
+// ----- reads --------------------------------------------------------------------------------
+
+/// The receipt of `operation` on `goal`, if it committed.
+pub(crate) async fn receipt<D: Dialect>(
+    d: &mut D,
+    goal: &GoalId,
+    operation: &OperationId,
+) -> Result<Option<Receipt>, StoreError> {
+    d.receipt(goal, operation).await
+}
+
+/// Up to `limit` events of `goal` after `after`.
+pub(crate) async fn events<D: Dialect>(
+    d: &mut D,
+    goal: &GoalId,
+    after: u64,
+    limit: usize,
+) -> Result<Vec<RecordedEvent>, StoreError> {
+    d.events_after(goal, after, limit)
+        .await?
+        .iter()
+        .map(|row| decode_event(goal, row))
+        .collect()
+}
+
+/// The watched goals that stand past the revision given for them (see `Store::changed`).
+pub(crate) async fn moved<D: Dialect>(
+    d: &mut D,
+    watch: &[(GoalId, u64)],
+) -> Result<Vec<GoalId>, StoreError> {
+    let goals: Vec<&GoalId> = watch.iter().map(|(goal, _)| goal).collect();
+    let revisions = d.revisions(&goals).await?;
+    Ok(crate::watch::past(watch, |goal| {
+        revisions.get(goal.as_str()).copied().unwrap_or(0)
+    }))
+}
+
+// ----- cross-goal queries -------------------------------------------------------------------
+
+/// Recomputes the index rows of `stale` goals at `now` and returns them. The states are read
+/// and the rows computed before the write transaction; a goal that moved meanwhile keeps the
+/// rows its newer commit wrote. Goals that vanished are skipped.
+async fn refresh<D: Dialect>(
+    d: &mut D,
+    now: Timestamp,
+    stale: &[GoalId],
+) -> Result<Vec<Projection>, StoreError> {
+    if stale.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::with_capacity(stale.len());
+    d.begin(Mode::Read).await?;
+    for goal in stale {
+        if let Some((state, _)) = load_state(d, goal).await? {
+            out.push(Projection::compute(&state, now));
+        }
+    }
+    d.rollback().await?;
+    d.begin(Mode::Write).await?;
+    for projection in &out {
+        d.write_rows(projection).await?;
+    }
+    d.commit().await?;
+    Ok(out)
+}
+
+/// Every goal with its standing at `now`.
+pub(crate) async fn goals<D: Dialect>(
+    d: &mut D,
+    now: Timestamp,
+) -> Result<Vec<GoalSummary>, StoreError> {
+    let mut summaries = BTreeMap::new();
+    let mut stale = Vec::new();
+    for row in d.listing().await? {
+        if !row.window.covers(now) {
+            stale.push(row.goal);
+            continue;
+        }
+        let goal = row.goal;
+        let status = parse_status(&row.status).ok_or_else(|| StoreError::Corrupt {
+            detail: format!(
+                "goal `{goal}` has an unknown status `{}`; restore the store from a backup",
+                row.status
+            ),
+        })?;
+        let summary = GoalSummary {
+            goal: goal.clone(),
+            objective: row.objective,
+            status,
+            revision: row.revision,
+            next_wake: row.window.until,
+        };
+        summaries.insert(goal, summary);
+    }
+    for projection in refresh(d, now, &stale).await? {
+        summaries.insert(projection.summary.goal.clone(), projection.summary);
+    }
+    Ok(summaries.into_values().collect())
+}
+
+/// The cross-goal frontier of `agent` at `now`.
+pub(crate) async fn frontier<D: Dialect>(
+    d: &mut D,
+    agent: &AgentId,
+    now: Timestamp,
+) -> Result<Vec<(GoalId, TodoId)>, StoreError> {
+    let mut per_goal: BTreeMap<GoalId, Vec<(u8, TodoId)>> = BTreeMap::new();
+    let mut stale = Vec::new();
+    let mut seen = BTreeSet::new();
+    for row in d.agent_goals(agent).await? {
+        if !seen.insert(row.goal.clone()) {
+            continue;
+        }
+        if !row.window.covers(now) {
+            stale.push(row.goal);
+            continue;
+        }
+        if let Some(json) = row.todos {
+            let goal = row.goal;
+            let todos: Vec<(u8, TodoId)> =
+                serde_json::from_str(&json).map_err(|error| StoreError::Corrupt {
+                    detail: format!(
+                        "the frontier row of `{agent}` in goal `{goal}` cannot be read ({error}); restore the store from a backup"
+                    ),
+                })?;
+            per_goal.insert(goal, todos);
+        }
+    }
+    for mut projection in refresh(d, now, &stale).await? {
+        if let Some(todos) = projection.frontier.remove(agent) {
+            per_goal.insert(projection.summary.goal, todos);
+        }
+    }
+    Ok(merge_frontiers(
+        per_goal
+            .iter()
+            .map(|(goal, todos)| (goal, todos.as_slice())),
+    ))
+}
+
+/// The earliest wake time across all goals after `now`.
+pub(crate) async fn next_wake<D: Dialect>(
+    d: &mut D,
+    now: Timestamp,
+) -> Result<Option<Timestamp>, StoreError> {
+    let mut stale = d.stale_goals(now).await?;
+    // A goal may be stale at both ends of its window.
+    stale.sort();
+    stale.dedup();
+    let refreshed = refresh(d, now, &stale).await?;
+    let indexed = d.earliest_wake(now).await?;
+    Ok(indexed
+        .into_iter()
+        .chain(refreshed.iter().filter_map(|p| p.summary.next_wake))
+        .min())
+}
+
+// ----- retention ----------------------------------------------------------------------------
+
+/// Compacts `goal` to `keep_after` (see `Retention::compact`), in one write transaction.
+pub(crate) async fn compact<D: Dialect>(
+    d: &mut D,
+    goal: &GoalId,
+    keep_after: u64,
+) -> Result<Compaction, StoreError> {
+    d.begin(Mode::Write).await?;
+    let row = d
+        .goal_row(goal, true)
+        .await?
+        .ok_or_else(|| StoreError::UnknownGoal { goal: goal.clone() })?;
+    let target = keep_after.min(row.revision);
+    if target <= row.base_revision {
+        d.rollback().await?;
+        return Ok(Compaction {
+            goal: goal.clone(),
+            base_revision: row.base_revision,
+            events_removed: 0,
+        });
+    }
+    let state = match state_at(d, goal, row, Some(target)).await? {
+        Some(state) if state.revision == target => state,
+        _ => {
+            return Err(StoreError::Corrupt {
+                detail: format!(
+                    "the history of goal `{goal}` does not reach revision {target}; restore the store from a backup"
+                ),
+            });
+        }
+    };
+    let base = encode(&state.snapshot())?;
+    keep_receipts(d, goal, target).await?;
+    let removed = d.cut_history(goal, target, &base).await?;
+    d.commit().await?;
+    Ok(Compaction {
+        goal: goal.clone(),
+        base_revision: target,
+        events_removed: removed,
+    })
+}
+
+/// Before compaction deletes the events up to `target`: the receipts of those events keep
+/// their actor and event names in the receipts table, so the audit trail outlives the events.
+async fn keep_receipts<D: Dialect>(
+    d: &mut D,
+    goal: &GoalId,
+    target: u64,
+) -> Result<(), StoreError> {
+    let kept = d.receipts_to_keep(goal, target).await?;
+    let spans: Vec<(u64, u64)> = kept.iter().map(Kept::span).collect();
+    let events = spans_events(d, goal, &spans).await?;
+    for receipt in &kept {
+        let (revision, n) = receipt.span();
+        let (actor, names) = audit(goal, &events, revision, n)?;
+        let names = (encode(&actor)?, encode(&names)?);
+        d.keep_receipt(goal, receipt, (&names.0, &names.1), target)
+            .await?;
+    }
+    Ok(())
+}
+
+/// The base snapshot of a compacted goal.
+pub(crate) async fn base<D: Dialect>(
+    d: &mut D,
+    goal: &GoalId,
+) -> Result<Option<Snapshot>, StoreError> {
+    d.begin(Mode::Read).await?;
+    let base = match d.goal_row(goal, false).await? {
+        Some(row) if row.base_revision > 0 => Some(
+            d.snapshot_at(goal, row.base_revision)
+                .await?
+                .ok_or_else(|| missing_base(goal, row.base_revision))?,
+        ),
+        _ => None,
+    };
+    d.rollback().await?;
+    Ok(base.map(|state| state.snapshot()))
+}
+
+/// Up to `limit` committed operations of `goal` after `after`, in one read transaction: a
+/// compaction cannot delete the events a receipt's actor and event names are read from between
+/// the two reads.
+pub(crate) async fn operations<D: Dialect>(
+    d: &mut D,
+    goal: &GoalId,
+    after: u64,
+    limit: usize,
+) -> Result<Vec<OperationRecord>, StoreError> {
+    d.begin(Mode::Read).await?;
+    let rows = d.operation_rows(goal, after, limit).await?;
+    let mut records = Vec::with_capacity(rows.len());
+    // The records whose actor and event names live in their events.
+    let mut from_events = Vec::new();
+    for row in rows {
+        if let Some(kinds) = row.kinds {
+            records.push(decode_operation(row.receipt, row.actor, &kinds)?);
+            continue;
+        }
+        if row.receipt.events > 0 {
+            from_events.push(records.len());
+        }
+        records.push(OperationRecord {
+            receipt: row.receipt,
+            actor: None,
+            events: Vec::new(),
+        });
+    }
+    let events = spans_events(d, goal, &pending_spans(&records, &from_events)).await?;
+    fill_from_events(goal, &mut records, &from_events, &events)?;
+    d.rollback().await?;
+    Ok(records)
+}
+
+/// The events the receipts `spans` (each its revision and event count) were committed with, by
+/// revision.
+async fn spans_events<D: Dialect>(
+    d: &mut D,
+    goal: &GoalId,
+    spans: &[(u64, u64)],
+) -> Result<BTreeMap<u64, RecordedEvent>, StoreError> {
+    let Some((from, to)) = covering(spans) else {
+        return Ok(BTreeMap::new());
+    };
+    d.event_rows(goal, from, to)
+        .await?
+        .iter()
+        .map(|row| Ok((row.revision, decode_event(goal, row)?)))
+        .collect()
+}
