@@ -20,7 +20,7 @@ use crate::todo::{HandoffNote, NewTodo, ResumeCondition, Workspace};
 pub enum Command {
     /// Create the goal; the issuing person becomes its owner.
     CreateGoal {
-        /// The goal.
+        /// Everything the goal is created with; its id must be new to the store.
         spec: GoalSpec,
     },
     /// Amend the goal (owner only) against the goal revision the owner read.
@@ -32,7 +32,7 @@ pub enum Command {
     },
     /// Give the goal up (owner only); it ends `terminal (abandoned)` once no turn is in flight.
     AbandonGoal {
-        /// Why.
+        /// Why it is given up, recorded for whoever reads the log (at most `MAX_TEXT` bytes).
         reason: String,
     },
     /// Record the explicit intent to close the goal once every condition holds.
@@ -42,12 +42,12 @@ pub enum Command {
     },
     /// Add a todo.
     AddTodo {
-        /// The todo.
+        /// The todo; its id must be new to the goal.
         todo: NewTodo,
     },
     /// Change which agent a todo is meant for.
     Reassign {
-        /// The todo.
+        /// The todo to reassign; a live lease on it is not moved (use `handoff`).
         todo: TodoId,
         /// The new assignee, or `None` for anyone.
         to: Option<AgentId>,
@@ -57,9 +57,9 @@ pub enum Command {
     },
     /// Set a todo aside until a typed condition holds.
     Defer {
-        /// The todo.
+        /// The todo to set aside; it leaves every frontier until `until` holds.
         todo: TodoId,
-        /// The condition.
+        /// The recorded fact that lets it resume; prose never resumes anything.
         until: ResumeCondition,
         /// Required when acting on another agent's todo under a grant.
         #[serde(default)]
@@ -67,9 +67,9 @@ pub enum Command {
     },
     /// Record a blocking fact on a todo.
     Block {
-        /// The todo.
+        /// The todo to block; it leaves every frontier until unblocked.
         todo: TodoId,
-        /// The fact.
+        /// The blocking fact, in words, for whoever unblocks it.
         reason: String,
         /// Required when acting on another agent's todo under a grant.
         #[serde(default)]
@@ -77,7 +77,7 @@ pub enum Command {
     },
     /// Clear a blocking fact.
     Unblock {
-        /// The todo.
+        /// The blocked todo; it returns to open.
         todo: TodoId,
         /// Required when acting on another agent's todo under a grant.
         #[serde(default)]
@@ -85,9 +85,9 @@ pub enum Command {
     },
     /// Replace a todo; it never runs again.
     Supersede {
-        /// The todo.
+        /// The todo replaced; it is never offered again.
         todo: TodoId,
-        /// Why.
+        /// Why it is replaced, recorded with the event.
         reason: String,
         /// The todo that replaces it, added in the same commit.
         #[serde(default)]
@@ -98,7 +98,7 @@ pub enum Command {
     },
     /// Acquire the lease on a todo (the issuing agent becomes the holder).
     Claim {
-        /// The todo.
+        /// The todo to lease; it must be in the issuing agent's frontier.
         todo: TodoId,
         /// Lease time-to-live; the goal policy's when absent.
         #[serde(default)]
@@ -112,7 +112,7 @@ pub enum Command {
     },
     /// Extend a live lease.
     Renew {
-        /// The todo.
+        /// The todo whose live lease the issuing agent holds.
         todo: TodoId,
         /// The holder's epoch.
         epoch: u64,
@@ -122,18 +122,18 @@ pub enum Command {
     },
     /// Give a lease up; a begun turn's reservation is returned uncharged.
     Release {
-        /// The todo.
+        /// The todo whose lease the issuing agent gives up.
         todo: TodoId,
         /// The holder's epoch.
         epoch: u64,
     },
     /// Move a live lease to another agent under a new epoch.
     Handoff {
-        /// The todo.
+        /// The todo whose live lease moves.
         todo: TodoId,
-        /// The current epoch.
+        /// The epoch the sender holds; a stale one is refused, and the receiver gets the next.
         epoch: u64,
-        /// The receiving agent.
+        /// The receiving agent, registered and not excluded from the todo.
         to: AgentId,
         /// What the receiver needs to carry on.
         note: HandoffNote,
@@ -143,7 +143,7 @@ pub enum Command {
     },
     /// Record a prepared turn under a live lease and reserve its budget.
     BeginTurn {
-        /// The todo.
+        /// The todo whose live lease the issuing agent holds.
         todo: TodoId,
         /// The holder's epoch.
         epoch: u64,
@@ -158,9 +158,9 @@ pub enum Command {
     /// Resolve a turn whose lease expired with its outcome unknown, after reading back what
     /// happened.
     ResolveOutcome {
-        /// The todo.
+        /// The todo whose expired lease left the outcome unknown.
         todo: TodoId,
-        /// The turn.
+        /// The turn in flight when the lease expired; any other is refused.
         turn: TurnId,
         /// What the readback showed.
         resolution: OutcomeResolution,
@@ -170,36 +170,36 @@ pub enum Command {
     },
     /// Open a gate.
     OpenGate {
-        /// The gate.
+        /// The gate; its id must be new and its scope must cover something.
         gate: NewGate,
     },
     /// Answer a gate (its owner only).
     AnswerGate {
-        /// The gate.
+        /// The pending gate answered.
         gate: GateId,
-        /// The answer.
+        /// What its owner decided: resolved with a text, or rejected.
         answer: GateAnswer,
     },
     /// Withdraw a pending gate (whoever opened it, or the goal owner).
     WithdrawGate {
-        /// The gate.
+        /// The pending gate withdrawn; what it covered runs again.
         gate: GateId,
-        /// Why.
+        /// Why it is withdrawn, recorded with the event.
         reason: String,
     },
     /// Record an observation; an unchanged fingerprint produces no event.
     RecordObservation {
-        /// The observation.
+        /// The fact observed; an older one of its subject never moves it back.
         observation: Observation,
     },
     /// Record evidence established outside a turn (validators, providers and people only).
     RecordEvidence {
-        /// The evidence.
+        /// The evidence, bound to the revision it was shown at.
         evidence: NewEvidence,
     },
     /// Raise a replan or repair obligation.
     RaiseObligation {
-        /// Its id.
+        /// Its id, new to the goal; raising it again is a duplicate.
         id: ObligationId,
         /// Replan or repair.
         kind: ObligationKind,
@@ -211,7 +211,7 @@ pub enum Command {
     },
     /// Discharge an obligation with the visible changes that answer it, in one commit.
     Discharge {
-        /// The obligation.
+        /// The open obligation the changes answer.
         obligation: ObligationId,
         /// The changes; at least one, each must change something.
         changes: Vec<PlanChange>,
@@ -354,12 +354,12 @@ pub enum Transition {
     KeepOpen,
     /// Set it aside until a condition holds.
     Defer {
-        /// The condition.
+        /// The recorded fact that lets it resume; prose never resumes anything.
         until: ResumeCondition,
     },
     /// Record a blocking fact.
     Block {
-        /// The fact.
+        /// The blocking fact, in words, for whoever unblocks it.
         reason: String,
     },
 }
@@ -414,14 +414,14 @@ pub enum GateAnswer {
 pub enum PlanChange {
     /// Add a todo.
     AddTodo {
-        /// The todo.
+        /// The todo; its id must be new to the goal.
         todo: NewTodo,
     },
     /// Supersede a todo.
     Supersede {
-        /// The todo.
+        /// The todo replaced; it is never offered again.
         todo: TodoId,
-        /// Why.
+        /// Why it is replaced, recorded with the event.
         reason: String,
         /// Its replacement.
         #[serde(default)]
@@ -429,26 +429,26 @@ pub enum PlanChange {
     },
     /// Defer a todo.
     Defer {
-        /// The todo.
+        /// The todo to set aside; it leaves every frontier until `until` holds.
         todo: TodoId,
         /// Until when.
         until: ResumeCondition,
     },
     /// Block a todo.
     Block {
-        /// The todo.
+        /// The todo to block; it leaves every frontier until unblocked.
         todo: TodoId,
-        /// Why.
+        /// The blocking fact, in words, for whoever unblocks it.
         reason: String,
     },
     /// Unblock a todo.
     Unblock {
-        /// The todo.
+        /// The blocked todo; it returns to open.
         todo: TodoId,
     },
     /// Open a gate.
     OpenGate {
-        /// The gate.
+        /// The gate; its id must be new and its scope must cover something.
         gate: NewGate,
     },
     /// Declare the intent to close the goal.

@@ -29,7 +29,7 @@ use crate::todo::HandoffNote;
 /// A batch of events to commit atomically after `expected_revision`, under an operation id.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AppendRequest {
-    /// The goal.
+    /// The goal the batch is for; a batch for another goal is refused.
     pub goal: GoalId,
     /// The revision the events were validated against; the commit fails if the goal moved.
     pub expected_revision: u64,
@@ -128,13 +128,13 @@ impl Commit {
 /// Proof that an operation committed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Receipt {
-    /// The goal.
+    /// The goal it committed to.
     pub goal: GoalId,
-    /// The operation.
+    /// The operation id it committed under, once per goal.
     pub operation: OperationId,
     /// The payload digest it committed with.
     pub digest: String,
-    /// The goal revision after the commit.
+    /// The goal revision right after the commit (unchanged by a recorded no-op).
     pub revision: u64,
     /// How many events it committed (zero for a recorded no-op).
     pub events: u64,
@@ -157,13 +157,13 @@ pub enum GoalStatus {
 /// One goal in a cross-goal listing.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GoalSummary {
-    /// The goal.
+    /// The goal listed.
     pub goal: GoalId,
-    /// Its objective.
+    /// Its objective, as the spec states it.
     pub objective: String,
-    /// Its standing.
+    /// Its standing at the listing's `now`: terminal is derived, never stored.
     pub status: GoalStatus,
-    /// Its revision.
+    /// Its revision when listed; a later commit moves it.
     pub revision: u64,
     /// The earliest time its decisions can change by time alone, if any.
     pub next_wake: Option<Timestamp>,
@@ -179,7 +179,7 @@ pub enum StoreError {
     Conflict {
         /// What the request expected.
         expected: u64,
-        /// The current revision.
+        /// The revision the goal stands at now: reload from it.
         current: u64,
     },
     /// The operation id was already committed with a different payload.
@@ -187,7 +187,7 @@ pub enum StoreError {
         "operation `{operation}` was already committed with a different payload; use a new operation id"
     )]
     OperationConflict {
-        /// The operation.
+        /// The operation id already taken by another payload.
         operation: OperationId,
     },
     /// The commit may or may not have happened (the connection was lost mid-commit); read the
@@ -196,13 +196,13 @@ pub enum StoreError {
         "the outcome of operation `{operation}` is unknown; read its receipt back before retrying"
     )]
     Ambiguous {
-        /// The operation.
+        /// The operation whose receipt to read back.
         operation: OperationId,
     },
     /// The goal does not exist.
     #[error("no goal `{goal}` in this store")]
     UnknownGoal {
-        /// The goal.
+        /// The goal asked for.
         goal: GoalId,
     },
     /// The batch does not apply to the goal's state (a gap in revisions, an event that
@@ -320,7 +320,7 @@ pub trait Store: Send + Sync {
 /// What to look at.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ObserveRequest {
-    /// The observation stream.
+    /// The observation stream to look at.
     pub key: ObservationKey,
     /// The fingerprint already recorded, so a provider can answer "unchanged" cheaply.
     pub known: Option<Fingerprint>,
@@ -331,7 +331,7 @@ pub struct ObserveRequest {
 pub struct Effect {
     /// Stable across retries of the same effect.
     pub idempotency_key: String,
-    /// The goal.
+    /// The goal whose todo's lease authorises the effect.
     pub goal: GoalId,
     /// The todo whose lease authorises it.
     pub todo: TodoId,
@@ -339,7 +339,7 @@ pub struct Effect {
     pub epoch: u64,
     /// What to do, e.g. `github.comment`.
     pub kind: String,
-    /// Its parameters.
+    /// Its parameters, as the provider documents them for `kind`.
     pub params: BTreeMap<String, String>,
 }
 
@@ -407,7 +407,7 @@ pub trait Effector: Send + Sync {
 /// actor, through the same validation as any other command.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Proposal {
-    /// The proposed command.
+    /// The proposed command, executed with the capability as actor.
     pub command: Command,
     /// Why, for the log.
     pub rationale: String,
@@ -433,19 +433,19 @@ pub trait Capability: Send + Sync {
 /// One bounded turn handed to an executor.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TurnRequest {
-    /// The goal.
+    /// The goal the turn serves.
     pub goal: GoalId,
     /// The goal's objective, so an executor starting from nothing knows why.
     pub objective: String,
-    /// The todo.
+    /// The todo the turn works on, leased to `agent`.
     pub todo: TodoId,
-    /// Its title.
+    /// The todo's title: what to do, in words.
     pub title: String,
     /// The agent running it.
     pub agent: AgentId,
     /// The lease epoch to present with every effect.
     pub epoch: u64,
-    /// The turn id.
+    /// The turn id the charge, the evidence and every effect are bound to.
     pub turn: TurnId,
     /// What was reserved.
     pub reserved: Amounts,
@@ -458,7 +458,7 @@ pub struct TurnRequest {
 /// What an executor hands back. Its own account is not evidence: the validator decides.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TurnReport {
-    /// The transition the executor proposes.
+    /// The transition the executor proposes; completing needs the validator's pass.
     pub transition: Transition,
     /// Observations it made.
     #[serde(default)]
