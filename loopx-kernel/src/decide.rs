@@ -40,7 +40,7 @@ pub enum Decision {
     },
     /// The plan no longer leads to acceptance; change it visibly.
     Replan {
-        /// Why.
+        /// Why the plan needs changing.
         reason: ReplanReason,
     },
     /// The state is inconsistent or unsafe to continue; fix it first.
@@ -73,7 +73,7 @@ impl Decision {
 /// A todo assigned to the agent for its next turn.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Assignment {
-    /// The todo.
+    /// The todo this part of the decision is about.
     pub todo: TodoId,
     /// Its title.
     pub title: String,
@@ -119,7 +119,7 @@ pub enum LeaseStep {
 pub enum WaitReason {
     /// Another agent holds the lease.
     LeaseHeld {
-        /// The todo.
+        /// The todo this part of the decision is about.
         todo: TodoId,
         /// The holder.
         holder: AgentId,
@@ -128,35 +128,35 @@ pub enum WaitReason {
     },
     /// Meant for another agent.
     AssignedElsewhere {
-        /// The todo.
+        /// The todo this part of the decision is about.
         todo: TodoId,
         /// The assignee.
         agent: AgentId,
     },
     /// A monitor is not due yet.
     MonitorNotDue {
-        /// The monitor.
+        /// The monitor todo.
         todo: TodoId,
         /// When it is due.
         due: Timestamp,
     },
     /// Deferred until a condition holds.
     Deferred {
-        /// The todo.
+        /// The todo this part of the decision is about.
         todo: TodoId,
         /// The condition.
         until: ResumeCondition,
     },
     /// Dependencies are not done.
     Dependencies {
-        /// The todo.
+        /// The todo this part of the decision is about.
         todo: TodoId,
         /// Unfinished dependencies.
         on: Vec<TodoId>,
     },
     /// Another live lease writes an overlapping scope.
     WriteScopeBusy {
-        /// The todo.
+        /// The todo this part of the decision is about.
         todo: TodoId,
         /// The conflicting todo.
         other: TodoId,
@@ -165,7 +165,7 @@ pub enum WaitReason {
     },
     /// A turn's outcome is unknown and someone else must resolve it.
     OutcomeUnknown {
-        /// The todo.
+        /// The todo this part of the decision is about.
         todo: TodoId,
         /// The former holder.
         holder: AgentId,
@@ -178,7 +178,7 @@ pub enum WaitReason {
     },
     /// The budget cannot admit another turn.
     Budget {
-        /// The dimension.
+        /// The budget dimension that is spent.
         dimension: Dimension,
         /// `goal` or the todo id.
         scope: String,
@@ -191,9 +191,9 @@ pub enum WaitReason {
 pub enum Question {
     /// A pending gate.
     Gate {
-        /// The gate.
+        /// The gate this part of the decision is about.
         gate: GateId,
-        /// The question.
+        /// The question, in the words it was opened with.
         question: String,
         /// Who must answer.
         owner: Actor,
@@ -205,7 +205,7 @@ pub enum Question {
     },
     /// The budget is exhausted; the goal owner may raise it.
     Budget {
-        /// The dimension.
+        /// The budget dimension that is spent.
         dimension: Dimension,
         /// `goal` or the todo id.
         scope: String,
@@ -220,7 +220,7 @@ pub enum Question {
 pub enum ReplanReason {
     /// An open replan obligation.
     Obligation {
-        /// The obligation.
+        /// The open obligation to discharge.
         id: ObligationId,
         /// Its cause.
         cause: ObligationCause,
@@ -229,9 +229,9 @@ pub enum ReplanReason {
     },
     /// A todo cannot proceed as planned.
     Stuck {
-        /// The todo.
+        /// The todo this part of the decision is about.
         todo: TodoId,
-        /// Why.
+        /// Why the todo cannot move.
         because: Stuck,
     },
     /// No work is left, yet criteria are unmet.
@@ -249,7 +249,7 @@ pub enum ReplanReason {
 pub enum Stuck {
     /// A covering gate was rejected or expired.
     GateRefused {
-        /// The gate.
+        /// The gate this part of the decision is about.
         gate: GateId,
     },
     /// A blocking fact was recorded.
@@ -270,20 +270,20 @@ pub enum Stuck {
 pub enum RepairIssue {
     /// An open repair obligation.
     Obligation {
-        /// The obligation.
+        /// The open obligation to discharge.
         id: ObligationId,
         /// What to look at.
         detail: String,
     },
     /// A lease expired mid-turn on work that is not idempotent.
     OutcomeUnknown {
-        /// The todo.
+        /// The todo this part of the decision is about.
         todo: TodoId,
-        /// The turn.
+        /// The turn in flight, to settle or read back.
         turn: TurnId,
         /// The former holder.
         holder: AgentId,
-        /// The fix.
+        /// What to do about it, in words.
         fix: String,
     },
     /// The agent's checkout is in use by another agent's live lease.
@@ -294,23 +294,23 @@ pub enum RepairIssue {
         other: AgentId,
         /// The shared checkout.
         top_level: String,
-        /// The fix.
+        /// What to do about it, in words.
         fix: String,
     },
     /// A todo requires a decision that no gate asks for.
     DecisionMissing {
-        /// The todo.
+        /// The todo this part of the decision is about.
         todo: TodoId,
-        /// The decision scope.
+        /// The decision scope no resolved gate has settled.
         scope: DecisionScope,
-        /// The fix.
+        /// What to do about it, in words.
         fix: String,
     },
     /// The agent is not registered with the goal.
     UnregisteredAgent {
-        /// The agent.
+        /// The agent it concerns.
         agent: AgentId,
-        /// The fix.
+        /// What to do about it, in words.
         fix: String,
     },
 }

@@ -30,7 +30,7 @@ pub struct RecordedEvent {
     pub at: Timestamp,
     /// Who issued the command.
     pub actor: Actor,
-    /// The fact.
+    /// What happened.
     pub event: Event,
 }
 
@@ -40,24 +40,24 @@ pub struct RecordedEvent {
 pub enum Event {
     /// The goal was created.
     GoalCreated {
-        /// Its spec.
+        /// Everything the goal was created with.
         spec: GoalSpec,
     },
     /// The owner amended the goal.
     GoalAmended {
         /// The new goal revision (the count of amendments so far).
         goal_revision: u64,
-        /// The changes.
+        /// The amendments, applied in order.
         amendments: Vec<Amendment>,
     },
     /// The owner abandoned the goal.
     GoalAbandoned {
-        /// Why.
+        /// Why, in the words given with the command.
         reason: String,
     },
     /// Someone declared the intent to close the goal.
     ClosureDeclared {
-        /// Why.
+        /// Why, in the words given with the command.
         reason: String,
     },
     /// A todo was added.
@@ -67,7 +67,7 @@ pub enum Event {
     },
     /// A todo's assignee changed.
     TodoReassigned {
-        /// The todo.
+        /// The todo it happened to.
         todo: TodoId,
         /// The new assignee.
         to: Option<AgentId>,
@@ -76,7 +76,7 @@ pub enum Event {
     },
     /// A todo was deferred.
     TodoDeferred {
-        /// The todo.
+        /// The todo it happened to.
         todo: TodoId,
         /// Until when.
         until: ResumeCondition,
@@ -87,25 +87,25 @@ pub enum Event {
     },
     /// A todo was blocked.
     TodoBlocked {
-        /// The todo.
+        /// The todo it happened to.
         todo: TodoId,
-        /// Why.
+        /// Why, in the words given with the command.
         reason: String,
         /// The recorded reason when a grant was used.
         grant_reason: Option<String>,
     },
     /// A todo was unblocked (or a deferred one resumed early).
     TodoUnblocked {
-        /// The todo.
+        /// The todo it happened to.
         todo: TodoId,
         /// The recorded reason when a grant was used.
         grant_reason: Option<String>,
     },
     /// A todo was superseded.
     TodoSuperseded {
-        /// The todo.
+        /// The todo it happened to.
         todo: TodoId,
-        /// Why.
+        /// Why, in the words given with the command.
         reason: String,
         /// Its replacement.
         replacement: Option<TodoId>,
@@ -114,11 +114,11 @@ pub enum Event {
     },
     /// A lease was acquired (or an expired one taken over).
     LeaseAcquired {
-        /// The todo.
+        /// The todo it happened to.
         todo: TodoId,
-        /// The holder.
+        /// The agent that holds the lease from now on.
         holder: AgentId,
-        /// The new epoch.
+        /// The new epoch, one more than any the todo was given before.
         epoch: u64,
         /// Expiry.
         expires_at: Timestamp,
@@ -129,59 +129,59 @@ pub enum Event {
     },
     /// A lease was extended.
     LeaseRenewed {
-        /// The todo.
+        /// The todo it happened to.
         todo: TodoId,
-        /// The epoch.
+        /// The lease epoch it happened under: the current one when recorded.
         epoch: u64,
         /// New expiry.
         expires_at: Timestamp,
     },
     /// A lease was given up; a begun turn's reservation was returned.
     LeaseReleased {
-        /// The todo.
+        /// The todo it happened to.
         todo: TodoId,
-        /// The epoch.
+        /// The lease epoch it happened under: the current one when recorded.
         epoch: u64,
     },
     /// A lease moved to another agent under a new epoch.
     LeaseHandedOff {
-        /// The todo.
+        /// The todo it happened to.
         todo: TodoId,
-        /// The previous holder.
+        /// The agent whose lease ends here (its epoch dies).
         from: AgentId,
-        /// The new holder.
+        /// The agent the lease moves to.
         to: AgentId,
-        /// The new epoch.
+        /// The new epoch, one more than any the todo was given before.
         epoch: u64,
         /// New expiry.
         expires_at: Timestamp,
         /// The receiver's last reported workspace.
         workspace: Option<Workspace>,
-        /// The note.
+        /// What the receiver needs: the next action, the stop condition, the evidence.
         note: HandoffNote,
         /// The recorded reason when a grant was used.
         grant_reason: Option<String>,
     },
     /// A turn was prepared and its budget reserved.
     TurnBegun {
-        /// The todo.
+        /// The todo it happened to.
         todo: TodoId,
-        /// The epoch.
+        /// The lease epoch it happened under: the current one when recorded.
         epoch: u64,
-        /// The turn.
+        /// The turn id, never reused within the goal.
         turn: TurnId,
-        /// The reservation.
+        /// What the turn reserved, returned or charged at settlement.
         reserved: Amounts,
     },
     /// A turn was settled: verdict, evidence, transition, charge and lease release, as one fact.
     TurnSettled {
-        /// The todo.
+        /// The todo it happened to.
         todo: TodoId,
-        /// The epoch.
+        /// The lease epoch it happened under: the current one when recorded.
         epoch: u64,
-        /// The turn.
+        /// The turn id, never reused within the goal.
         turn: TurnId,
-        /// The verdict.
+        /// The independent verdict the settlement rests on.
         verdict: Verdict,
         /// Evidence recorded.
         evidence: Vec<NewEvidence>,
@@ -194,9 +194,9 @@ pub enum Event {
     },
     /// A readback showed that a turn with an unknown outcome had no effect.
     OutcomeAbsent {
-        /// The todo.
+        /// The todo it happened to.
         todo: TodoId,
-        /// The turn.
+        /// The turn id, never reused within the goal.
         turn: TurnId,
         /// What the readback showed.
         note: String,
@@ -205,43 +205,43 @@ pub enum Event {
     },
     /// A gate was opened.
     GateOpened {
-        /// The gate.
+        /// The gate it happened to.
         gate: NewGate,
     },
     /// A gate was resolved.
     GateResolved {
-        /// The gate.
+        /// The gate it happened to.
         gate: GateId,
-        /// The answer.
+        /// The owner's answer, in their words.
         answer: String,
     },
     /// A gate was rejected.
     GateRejected {
-        /// The gate.
+        /// The gate it happened to.
         gate: GateId,
-        /// Why.
+        /// Why, in the words given with the command.
         reason: String,
     },
     /// A gate was withdrawn.
     GateWithdrawn {
-        /// The gate.
+        /// The gate it happened to.
         gate: GateId,
-        /// Why.
+        /// Why, in the words given with the command.
         reason: String,
     },
     /// An observation with a new fingerprint was recorded.
     ObservationRecorded {
-        /// The observation.
+        /// The fact, with a fingerprint new to its stream.
         observation: Observation,
     },
     /// Evidence was recorded outside a turn.
     EvidenceRecorded {
-        /// The evidence.
+        /// The evidence, bound to the revision it was shown at.
         evidence: NewEvidence,
     },
     /// An obligation was raised.
     ObligationRaised {
-        /// Its id.
+        /// Its id, new to the goal.
         id: ObligationId,
         /// Replan or repair.
         kind: ObligationKind,
@@ -254,14 +254,14 @@ pub enum Event {
     },
     /// An obligation was discharged by the changes recorded just before it in the same commit.
     ObligationDischarged {
-        /// The obligation.
+        /// The obligation discharged.
         obligation: ObligationId,
     },
     /// An agent reported its workspace.
     WorkspaceReported {
-        /// The agent.
+        /// The agent that reported it.
         agent: AgentId,
-        /// The workspace.
+        /// Where its turns run, as the git provider reads it.
         workspace: Workspace,
     },
 }
@@ -272,7 +272,7 @@ pub enum Event {
 pub enum SettledTransition {
     /// Completed.
     Complete {
-        /// The continuation record.
+        /// The one continuation the completion records.
         continuation: ContinuationRecord,
         /// Successor todos added with it.
         successors: Vec<NewTodo>,
@@ -288,7 +288,7 @@ pub enum SettledTransition {
     },
     /// Blocked.
     Block {
-        /// Why.
+        /// Why, in the words given with the command.
         reason: String,
     },
 }

@@ -17,7 +17,7 @@ pub enum Refusal {
     /// The goal already exists.
     #[error("goal `{goal}` already exists; pick another id or amend the existing goal")]
     GoalExists {
-        /// The goal.
+        /// The goal the command names.
         goal: GoalId,
     },
     /// The command needs an existing goal.
@@ -29,19 +29,19 @@ pub enum Refusal {
     /// The todo does not exist.
     #[error("no todo `{todo}` in this goal; list the todos to find its id")]
     UnknownTodo {
-        /// The todo.
+        /// The todo the refused command named.
         todo: TodoId,
     },
     /// The gate does not exist.
     #[error("no gate `{gate}` in this goal; list the gates to find its id")]
     UnknownGate {
-        /// The gate.
+        /// The gate the refused command named.
         gate: GateId,
     },
     /// The obligation does not exist.
     #[error("no obligation `{obligation}` in this goal")]
     UnknownObligation {
-        /// The obligation.
+        /// The obligation the refused command named.
         obligation: ObligationId,
     },
     /// Something referenced by id does not exist.
@@ -57,13 +57,13 @@ pub enum Refusal {
     DuplicateId {
         /// What kind of thing.
         kind: &'static str,
-        /// The id.
+        /// The id already taken.
         id: String,
     },
     /// A field is malformed.
     #[error("invalid {field}: {problem}")]
     InvalidInput {
-        /// The field.
+        /// The command field at fault, by its JSON name.
         field: &'static str,
         /// What is wrong.
         problem: String,
@@ -83,7 +83,7 @@ pub enum Refusal {
         "stale lease epoch {presented} on todo `{todo}` (current {current}): this executor lost the lease; stop and ask for the next decision"
     )]
     StaleLeaseEpoch {
-        /// The todo.
+        /// The todo the refused command named.
         todo: TodoId,
         /// The epoch presented.
         presented: u64,
@@ -93,9 +93,9 @@ pub enum Refusal {
     /// Another agent holds a live lease.
     #[error("todo `{todo}` is leased by `{holder}` until {until}; wait or work on something else")]
     LeaseHeld {
-        /// The todo.
+        /// The todo the refused command named.
         todo: TodoId,
-        /// The holder.
+        /// The agent holding the live lease.
         holder: AgentId,
         /// Its expiry.
         until: Timestamp,
@@ -103,7 +103,7 @@ pub enum Refusal {
     /// The lease has expired or was released.
     #[error("no live lease on todo `{todo}`: it expired or was released; claim it again")]
     NoLiveLease {
-        /// The todo.
+        /// The todo the refused command named.
         todo: TodoId,
     },
     /// The actor is not the lease holder.
@@ -111,17 +111,17 @@ pub enum Refusal {
         "`{actor}` does not hold the lease on todo `{todo}`; only the holder renews, settles or releases it: ask for the next decision"
     )]
     NotLeaseHolder {
-        /// The todo.
+        /// The todo the refused command named.
         todo: TodoId,
-        /// The actor.
+        /// The actor that issued the refused command.
         actor: Actor,
     },
     /// A turn is already in flight under this lease.
     #[error("turn `{turn}` is already in flight on todo `{todo}`; settle or release it first")]
     TurnInFlight {
-        /// The todo.
+        /// The todo the refused command named.
         todo: TodoId,
-        /// The turn.
+        /// The turn the refused command named.
         turn: TurnId,
     },
     /// No turn was begun under this lease.
@@ -129,7 +129,7 @@ pub enum Refusal {
         "turn `{turn}` was not begun on todo `{todo}` under this lease; begin a turn before settling"
     )]
     TurnNotBegun {
-        /// The todo.
+        /// The todo the refused command named.
         todo: TodoId,
         /// The turn presented.
         turn: TurnId,
@@ -137,13 +137,13 @@ pub enum Refusal {
     /// The turn was already settled or cancelled: it is charged at most once.
     #[error("turn `{turn}` was already used; each turn id settles once and is charged once")]
     TurnAlreadyUsed {
-        /// The turn.
+        /// The turn the refused command named.
         turn: TurnId,
     },
     /// The budget cannot admit the request.
     #[error("budget exhausted on {dimension} ({scope}); raise the limit or wait")]
     BudgetExhausted {
-        /// The dimension.
+        /// The budget dimension that cannot admit it.
         dimension: Dimension,
         /// `goal` or the todo id.
         scope: String,
@@ -153,9 +153,9 @@ pub enum Refusal {
         "gate `{gate}` blocks todo `{todo}`; wait for its answer or work on something independent"
     )]
     GateBlocks {
-        /// The todo.
+        /// The todo the refused command named.
         todo: TodoId,
-        /// The gate.
+        /// The gate the refused command named.
         gate: GateId,
     },
     /// The todo needs a decision no resolved gate has settled.
@@ -163,7 +163,7 @@ pub enum Refusal {
         "todo `{todo}` needs decision `{scope}` and no gate has resolved it; open a gate for it"
     )]
     DecisionMissing {
-        /// The todo.
+        /// The todo the refused command named.
         todo: TodoId,
         /// The decision scope.
         scope: DecisionScope,
@@ -171,7 +171,7 @@ pub enum Refusal {
     /// The gate is not pending.
     #[error("gate `{gate}` is {}, no longer pending; read its outcome and ask for the next decision", gate_state(*.state))]
     GateNotPending {
-        /// The gate.
+        /// The gate the refused command named.
         gate: GateId,
         /// Its state.
         state: GateState,
@@ -179,7 +179,7 @@ pub enum Refusal {
     /// Only the gate's owner may answer it.
     #[error("only `{owner}` may answer gate `{gate}`")]
     NotGateOwner {
-        /// The gate.
+        /// The gate the refused command named.
         gate: GateId,
         /// Its owner.
         owner: Actor,
@@ -187,7 +187,7 @@ pub enum Refusal {
     /// Only the goal owner may do this.
     #[error("only the goal owner `{owner}` may do this")]
     NotGoalOwner {
-        /// The owner.
+        /// Who may issue it instead.
         owner: Actor,
     },
     /// The agent is not registered with the goal.
@@ -195,7 +195,7 @@ pub enum Refusal {
         "agent `{agent}` is not registered with this goal; the owner can register it with an amendment"
     )]
     UnregisteredAgent {
-        /// The agent.
+        /// The agent the command names or acts as.
         agent: AgentId,
     },
     /// The agent is excluded from the todo.
@@ -203,15 +203,15 @@ pub enum Refusal {
         "agent `{agent}` may never take todo `{todo}` (excluded by name, or the author of the work it reviews); ask for the next decision"
     )]
     ExcludedAgent {
-        /// The agent.
+        /// The agent the command names or acts as.
         agent: AgentId,
-        /// The todo.
+        /// The todo the refused command named.
         todo: TodoId,
     },
     /// This kind of actor may not issue this command.
     #[error("{actor} may not issue `{command}`")]
     ActorNotPermitted {
-        /// The actor.
+        /// The actor that issued the refused command.
         actor: Actor,
         /// The command.
         command: &'static str,
@@ -221,7 +221,7 @@ pub enum Refusal {
         "todo `{todo}` belongs to `{owner}`; acting on it needs a `{action}` grant from the goal owner"
     )]
     GrantRequired {
-        /// The todo.
+        /// The todo the refused command named.
         todo: TodoId,
         /// Its agent.
         owner: AgentId,
@@ -234,7 +234,7 @@ pub enum Refusal {
     /// The todo is not in a state this command applies to.
     #[error("todo `{todo}` is {status}; this command needs it {needed}")]
     TodoNotOpen {
-        /// The todo.
+        /// The todo the refused command named.
         todo: TodoId,
         /// Its status.
         status: &'static str,
@@ -244,7 +244,7 @@ pub enum Refusal {
     /// Dependencies are not done.
     #[error("todo `{todo}` waits on unfinished dependencies: {}; finish those first", todo_list(.pending))]
     DependenciesUnmet {
-        /// The todo.
+        /// The todo the refused command named.
         todo: TodoId,
         /// The unfinished dependencies.
         pending: Vec<TodoId>,
@@ -252,7 +252,7 @@ pub enum Refusal {
     /// A deferred todo's resume condition does not hold yet.
     #[error("todo `{todo}` is deferred and its resume condition does not hold yet")]
     ResumeConditionUnmet {
-        /// The todo.
+        /// The todo the refused command named.
         todo: TodoId,
     },
     /// A monitor is not due.
@@ -266,7 +266,7 @@ pub enum Refusal {
     /// The validator is the executor.
     #[error("the validator `{validator}` is the executor; a turn needs an independent verdict")]
     ValidationNotIndependent {
-        /// The validator.
+        /// The validator named in the verdict: the executing agent itself.
         validator: Actor,
     },
     /// Completion needs a passing verdict.
@@ -274,7 +274,7 @@ pub enum Refusal {
         "todo `{todo}` cannot complete on a `{verdict}` verdict; keep it open, defer or block it"
     )]
     ValidationInsufficient {
-        /// The todo.
+        /// The todo the refused command named.
         todo: TodoId,
         /// The verdict.
         verdict: &'static str,
@@ -290,7 +290,7 @@ pub enum Refusal {
         "todo `{todo}` writes where todo `{other}` (leased by `{holder}`) writes; wait for it or narrow the scope"
     )]
     WriteScopeConflict {
-        /// The todo.
+        /// The todo the refused command named.
         todo: TodoId,
         /// The conflicting todo.
         other: TodoId,
@@ -312,7 +312,7 @@ pub enum Refusal {
         "todo `{todo}` writes a repository; claim it with the workspace identity (top level and common dir)"
     )]
     WorkspaceRequired {
-        /// The todo.
+        /// The todo the refused command named.
         todo: TodoId,
     },
     /// Nothing visible would change.
@@ -326,15 +326,15 @@ pub enum Refusal {
         "the outcome of turn `{turn}` on todo `{todo}` is unknown (its lease expired mid-turn); read back the effect and resolve it before anyone re-runs it"
     )]
     OutcomeUnknown {
-        /// The todo.
+        /// The todo the refused command named.
         todo: TodoId,
-        /// The turn.
+        /// The turn the refused command named.
         turn: TurnId,
     },
     /// The obligation was already discharged.
     #[error("obligation `{obligation}` was already discharged")]
     ObligationClosed {
-        /// The obligation.
+        /// The obligation the refused command named.
         obligation: ObligationId,
     },
 }
