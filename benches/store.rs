@@ -22,7 +22,8 @@
 //! them the benchmark says so and exits with a failure.
 
 use loopx_kernel::write::stamp;
-use loopx_kernel::{SubmitError, submit};
+use loopx_kernel::{StoreExt, SubmitError, Submitted};
+use loopx_provider::clock::SystemClock;
 use std::path::Path;
 use std::thread;
 use std::time::{Duration as StdDuration, Instant};
@@ -497,7 +498,7 @@ async fn seeded_goal<S: Store>(
     let create = Command::CreateGoal {
         spec: spec(goal, &id("owner")),
     };
-    submit(
+    paced_submit(
         store,
         &goal_id,
         &owner(),
@@ -510,7 +511,7 @@ async fn seeded_goal<S: Store>(
         let mut todo = NewTodo::advance(id(format!("t{t}")), "measured work");
         todo.idempotent = true;
         let op: OperationId = id(format!("{goal}-add-{t}"));
-        submit(
+        paced_submit(
             store,
             &goal_id,
             &owner(),
@@ -521,6 +522,23 @@ async fn seeded_goal<S: Store>(
         .await?;
     }
     Ok(goal_id)
+}
+
+/// The write path as hosts and the engine take it: through the goal handle, pausing on a real
+/// clock between attempts when other writers move the goal.
+async fn paced_submit<S: Store>(
+    store: &S,
+    goal: &GoalId,
+    actor: &Actor,
+    now: Timestamp,
+    command: &Command,
+    operation: &OperationId,
+) -> Result<Submitted, SubmitError> {
+    store
+        .goal(goal)
+        .paced(&SystemClock)
+        .submit_operation(actor, now, command, operation)
+        .await
 }
 
 /// Claim, begin and settle one turn on `todo` (kept open, so it can cycle again). Returns the
@@ -542,7 +560,7 @@ async fn turn_cycle<S: Store>(
         workspace: None,
         grant_reason: None,
     };
-    let claimed = submit(store, goal, &me, now, &claim, &id(format!("{turn}-claim"))).await?;
+    let claimed = paced_submit(store, goal, &me, now, &claim, &id(format!("{turn}-claim"))).await?;
     let epoch = claimed.state.todos.get(todo).map_or(0, |t| t.last_epoch);
     let turn_id: TurnId = id(turn);
     let begin = Command::BeginTurn {
@@ -551,7 +569,7 @@ async fn turn_cycle<S: Store>(
         turn: turn_id.clone(),
         reserve: None,
     };
-    submit(store, goal, &me, now, &begin, &id(format!("{turn}-begin"))).await?;
+    paced_submit(store, goal, &me, now, &begin, &id(format!("{turn}-begin"))).await?;
     let settle = Command::SettleTurn(Settlement {
         todo: todo.clone(),
         epoch,
@@ -572,7 +590,7 @@ async fn turn_cycle<S: Store>(
     });
     let before = frames();
     let start = Instant::now();
-    submit(
+    paced_submit(
         store,
         goal,
         &me,
@@ -1001,7 +1019,7 @@ fn settle_latency<S: Store>(
             todo: NewTodo::advance(todo.clone(), "work on an old goal"),
         };
         let operation = id(format!("{label}-add-{n}"));
-        runtime.block_on(submit(store, goal, &owner(), now, &add, &operation))?;
+        runtime.block_on(paced_submit(store, goal, &owner(), now, &add, &operation))?;
         let turn = format!("{label}-turn-{n}");
         times.push(
             runtime
