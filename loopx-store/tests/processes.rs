@@ -26,6 +26,7 @@ use loopx_kernel::{
     Timestamp, TodoId, Transition, TurnId, Verdict, VerdictOutcome, check_invariants, frontier,
     next_wake,
 };
+use loopx_provider::clock::SystemClock;
 use loopx_store::{SqliteOptions, SqliteStore};
 use tokio::runtime::Runtime;
 
@@ -701,7 +702,7 @@ impl Racer {
         // Racers pause between attempts on a contended goal, as the engine and the CLI do.
         self.store
             .goal(goal)
-            .paced(&support::WallClock)
+            .paced(&SystemClock)
             .submit_operation(&self.actor, wall_clock(), command, &op)
             .await
     }

@@ -65,22 +65,3 @@ pub fn block_on<F: Future>(future: F) -> F::Output {
         .unwrap()
         .block_on(future)
 }
-
-/// The wall clock, sleeping on tokio's timer: what a host's real clock does, for tests whose
-/// writers race and pause between attempts.
-pub struct WallClock;
-
-#[async_trait::async_trait]
-impl loopx_kernel::seams::Clock for WallClock {
-    fn now(&self) -> Timestamp {
-        let millis = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis());
-        Timestamp::from_millis(i64::try_from(millis).unwrap_or(i64::MAX))
-    }
-
-    async fn sleep(&self, span: loopx_kernel::Duration) {
-        let millis = u64::try_from(span.as_millis()).unwrap_or(0);
-        tokio::time::sleep(std::time::Duration::from_millis(millis)).await;
-    }
-}
