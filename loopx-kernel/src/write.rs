@@ -1,9 +1,10 @@
 //! The write path every host takes: load the goal, let the kernel validate the command, stamp
 //! the events and append them under compare-and-set, idempotent by operation id.
 //!
-//! A host writes through a [`GoalHandle`] (`store.goal(&id)`, from [`StoreExt`]); the engine
-//! and the CLI write through the same [`submit_paced`]. The digest, the pacing between
-//! attempts and the stamping of events are here for adapters that build their own path.
+//! Hosts, the engine and the CLI all write through a [`GoalHandle`] (`store.goal(&id)`, from
+//! [`StoreExt`]), which runs [`submit`] or, paced on a clock, [`submit_paced`]. The digest,
+//! the pacing between attempts and the stamping of events are here for adapters that build
+//! their own path.
 
 use std::future::Future;
 
