@@ -129,7 +129,7 @@ fn sqlite_figures(dir: &Path) -> Result<(), Failure> {
         let raw_db = raw_sqlite(&dir.join(format!("raw-{file}.db")), synchronous)?;
         let path = dir.join(format!("settle-{file}.db"));
         let options = SqliteOptions::default().durability(durability);
-        let store = SqliteStore::open_with(&path, options)?;
+        let store = SqliteStore::create_with(&path, options)?;
         let figures = settle_commits(
             &runtime,
             &store,
@@ -179,11 +179,11 @@ fn sqlite_figures(dir: &Path) -> Result<(), Failure> {
         .build()?;
     let many = many_goals(&runtime, &|name: &str| {
         let path = dir.join(format!("{name}.db"));
-        Ok((SqliteStore::open(&path)?, wal_frames(&path)))
+        Ok((SqliteStore::create(&path)?, wal_frames(&path)))
     })?;
     print_many_goals("full", many);
     let batched_path = dir.join("batched.db");
-    let batched = batched_turns(move |_| Ok(SqliteStore::open(&batched_path)?))?;
+    let batched = batched_turns(move |_| Ok(SqliteStore::create(&batched_path)?))?;
     println!(
         "turn cycles with {AGENTS} agents at once @full: {:.0} cycles/s on one goal, {:.0} cycles/s on {AGENTS} goals, `submit` gave up contended {} times, retried (no target)",
         batched.0, batched.1, batched.2
@@ -199,7 +199,7 @@ fn cold_figures(runtime: &Runtime, cluster: &Cluster, dir: &Path) -> Result<(), 
 
 fn sqlite_cold(runtime: &Runtime, dir: &Path) -> Result<(), Failure> {
     let cold_path = dir.join("cold.db");
-    let cold = cold_load(runtime, |_| Ok(SqliteStore::open(&cold_path)?))?;
+    let cold = cold_load(runtime, |_| Ok(SqliteStore::create(&cold_path)?))?;
     println!(
         "cold load of a goal with {} events: {:.1} ms (target 100 ms: {})",
         cold.events,

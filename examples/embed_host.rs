@@ -49,7 +49,7 @@ impl Validator for FileExists {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn Error>> {
     let dir = tempfile::tempdir()?;
-    let store = Arc::new(SqliteStore::open(dir.path().join("loopx.db"))?);
+    let store = Arc::new(SqliteStore::create(dir.path().join("loopx.db"))?);
     let clock = Arc::new(SystemClock);
 
     // Someone (a person, a planner) creates the goal and its first todos.

@@ -68,7 +68,7 @@ fn story() -> Result<()> {
     let repo = dir.path().join("cli");
     create_repository(&repo)?;
     let runtime = runtime()?;
-    let store = SqliteStore::open(dir.path().join("loopx.db"))?;
+    let store = SqliteStore::create(dir.path().join("loopx.db"))?;
     let goal = GoalId::new(GOAL)?;
     let agent = AgentId::new(AGENT)?;
     runtime.block_on(plan(&store, &goal))?;

@@ -88,7 +88,7 @@ impl Story {
         let maintainer = Actor::Person(maintainer);
         // A store of its own, removed with the story.
         let dir = tempfile::tempdir()?;
-        let store = SqliteStore::open(dir.path().join("loopx.db"))?;
+        let store = SqliteStore::create(dir.path().join("loopx.db"))?;
         let runtime = Builder::new_current_thread().enable_all().build()?;
         let goal_id = spec.id.clone();
         let created = runtime.block_on(submit(

@@ -87,7 +87,7 @@ impl Story {
         day: &str,
     ) -> Result<Story> {
         let dir = tempfile::tempdir()?;
-        let store = Arc::new(SqliteStore::open(dir.path().join("loopx.db"))?);
+        let store = Arc::new(SqliteStore::create(dir.path().join("loopx.db"))?);
         let runtime = Builder::new_current_thread().enable_all().build()?;
         let opened = Story {
             dir,

@@ -52,6 +52,11 @@ pub struct Global {
     /// Print exactly one JSON document (errors as {"error": {...}}).
     #[arg(long, global = true)]
     pub json: bool,
+    /// Open a SQLite store whose write-ahead log is damaged before committed transactions,
+    /// dropping them (a copy of the log is kept as <store>-wal.damaged). Without it such a
+    /// store is refused with `wal_damaged` and left as it is.
+    #[arg(long, global = true)]
+    pub accept_wal_loss: bool,
 }
 
 /// One invocation's resolved context.
@@ -63,6 +68,8 @@ pub struct Ctx {
     actor: Option<String>,
     goal: Option<String>,
     op: Option<String>,
+    /// `--accept-wal-loss`.
+    pub accept_wal_loss: bool,
 }
 
 fn system_now() -> Timestamp {
@@ -196,6 +203,7 @@ impl Ctx {
             actor: global.actor.clone(),
             goal: global.goal.clone(),
             op: global.op.clone(),
+            accept_wal_loss: global.accept_wal_loss,
         })
     }
 
@@ -205,7 +213,7 @@ impl Ctx {
 
     /// Opens the store; it must exist.
     pub async fn open(&self) -> Result<Backend, CliError> {
-        store::open(&self.location, false).await
+        store::open_with(&self.location, false, self.accept_wal_loss).await
     }
 
     /// The acting actor; an error when missing or malformed.

@@ -3,10 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
-use loopx_kernel::seams::Store;
+use loopx_kernel::seams::{Store, StoreError};
 #[cfg(feature = "postgres")]
 use loopx_store::PostgresStore;
-use loopx_store::{Retention, SqliteStore};
+use loopx_store::{Retention, SqliteOptions, SqliteStore, WalDamage};
 
 use crate::error::{CliError, Exit};
 
@@ -108,15 +108,35 @@ fn missing(path: &Path) -> CliError {
     )
 }
 
-/// Opens the store. With `create`, a missing SQLite file (and its directory) is created;
-/// otherwise a missing file is an error and nothing is created.
+/// Opens the store, refusing a damaged write-ahead log (see [`open_with`]).
 pub async fn open(location: &Location, create: bool) -> Result<Backend, CliError> {
+    open_with(location, create, false).await
+}
+
+/// A write-ahead log SQLite would drop committed transactions from.
+fn wal_damaged(damage: &WalDamage) -> CliError {
+    CliError::new(
+        Exit::Store,
+        "wal_damaged",
+        format!("{damage}; nothing was changed"),
+        "restore the store from a backup, or open it without those transactions with `loopx --accept-wal-loss goal list` (the log is first copied to `<store>-wal.damaged`)",
+    )
+}
+
+/// Opens the store. With `create` (only `loopx init`), a missing SQLite file (and its
+/// directory) is created; otherwise a missing file is `store_missing` and nothing is created.
+/// An existing file is never filled in: an empty one is `store_corrupt`. With
+/// `accept_wal_loss` a store whose write-ahead log is damaged before committed frames opens
+/// without them (after a copy of the log is kept); without it that is `wal_damaged`.
+pub async fn open_with(
+    location: &Location,
+    create: bool,
+    accept_wal_loss: bool,
+) -> Result<Backend, CliError> {
     match location {
         Location::Sqlite(path) => {
-            if !path.exists() {
-                if !create {
-                    return Err(missing(path));
-                }
+            let options = SqliteOptions::default().accept_wal_loss(accept_wal_loss);
+            let opened = if create {
                 if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
                     std::fs::create_dir_all(dir).map_err(|error| {
                         CliError::new(
@@ -127,8 +147,21 @@ pub async fn open(location: &Location, create: bool) -> Result<Backend, CliError
                         )
                     })?;
                 }
+                SqliteStore::create_with(path, options)
+            } else {
+                if !path.exists() {
+                    return Err(missing(path));
+                }
+                SqliteStore::open_with(path, options)
+            };
+            match opened {
+                Ok(store) => Ok(Backend::Sqlite(store)),
+                Err(error @ StoreError::Corrupt { .. }) => match SqliteStore::wal_damage(path) {
+                    Ok(Some(damage)) if !accept_wal_loss => Err(wal_damaged(&damage)),
+                    _ => Err(error.into()),
+                },
+                Err(error) => Err(error.into()),
             }
-            Ok(Backend::Sqlite(SqliteStore::open(path)?))
         }
         #[cfg(feature = "postgres")]
         Location::Postgres(url) => Ok(Backend::Postgres(PostgresStore::connect(url).await?)),

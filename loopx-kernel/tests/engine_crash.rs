@@ -129,7 +129,7 @@ fn crash_and_recover(phase: &str, idempotent: bool) {
 }
 
 async fn create(dir: &Path, idempotent: bool) {
-    let store = SqliteStore::open(dir.join("loopx.db")).expect("the store");
+    let store = SqliteStore::create(dir.join("loopx.db")).expect("the store");
     let owner = Actor::Person(id("olivia"));
     let now = SystemClock.now();
     let spec = GoalSpec {

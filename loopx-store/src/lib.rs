@@ -95,4 +95,6 @@ pub use memory::MemoryStore;
 pub use postgres::{PostgresOptions, PostgresStore, SCHEMA_VERSION as POSTGRES_SCHEMA_VERSION};
 pub use retention::{Compaction, OperationRecord, Retention};
 #[cfg(feature = "sqlite")]
-pub use sqlite::{Durability, SCHEMA_VERSION as SQLITE_SCHEMA_VERSION, SqliteOptions, SqliteStore};
+pub use sqlite::{
+    Durability, SCHEMA_VERSION as SQLITE_SCHEMA_VERSION, SqliteOptions, SqliteStore, WalDamage,
+};

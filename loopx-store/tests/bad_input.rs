@@ -1,5 +1,5 @@
 //! Bad input to the SQLite backend: files that are not (complete, loopx) databases, schemas
-//! written by a newer version, damaged rows. Each is a typed error with an actionable message,
+//! written by a newer version, damaged rows, a damaged write-ahead log. Each is a typed error with an actionable message,
 //! and nothing is modified.
 
 mod support;
@@ -16,7 +16,7 @@ use support::{block_on, create_goal, goal_id, now};
 
 /// A store at `path` holding goal `g` with `todos` todos (one event each after creation).
 fn populated(path: &Path, todos: usize, options: SqliteOptions) {
-    let store = SqliteStore::open_with(path, options).unwrap();
+    let store = SqliteStore::create_with(path, options).unwrap();
     block_on(async {
         create_goal(&store).await;
         let agent = Actor::Agent(AgentId::new("a").unwrap());
@@ -313,11 +313,172 @@ fn paths_that_cannot_hold_a_database_are_unavailable() {
         other => panic!("a directory must be refused, got {other:?}"),
     }
     let missing = dir.path().join("no/such/dir/store.db");
-    match SqliteStore::open(&missing) {
+    match SqliteStore::create(&missing) {
         Err(StoreError::Unavailable { detail }) => {
             assert!(detail.contains("cannot create"), "{detail}");
         }
         other => panic!("a missing directory must be reported, got {other:?}"),
     }
+    match SqliteStore::open(&missing) {
+        Err(StoreError::Unavailable { detail }) => {
+            assert!(detail.contains("no store at"), "{detail}");
+        }
+        other => panic!("a missing store must be reported, got {other:?}"),
+    }
     assert!(!missing.exists());
+}
+
+/// A store whose last commits are still in its write-ahead log, as a crash leaves it: goal `g`
+/// with `todos` todos, the database and its log copied while the writer still had it open.
+/// The frames' offsets and whether each commits.
+fn crashed_with_log(dir: &Path, todos: usize) -> (PathBuf, Vec<(usize, bool)>) {
+    let live = dir.join("live.db");
+    let store = SqliteStore::create(&live).unwrap();
+    block_on(create_goal(&store));
+    let copy = dir.join("crashed.db");
+    {
+        // Keep the log: a second connection stays open while the store commits and is copied.
+        let reader = Connection::open(&live).unwrap();
+        let _: i64 = reader
+            .query_row("SELECT count(*) FROM goals", [], |r| r.get(0))
+            .unwrap();
+        drop(store);
+        populated_more(&live, todos);
+        fs::copy(&live, &copy).unwrap();
+        let mut wal = copy.as_os_str().to_owned();
+        wal.push("-wal");
+        fs::copy(dir.join("live.db-wal"), PathBuf::from(wal)).unwrap();
+    }
+    let log = fs::read(dir.join("crashed.db-wal")).unwrap();
+    let page = usize::try_from(u32::from_be_bytes([log[8], log[9], log[10], log[11]])).unwrap();
+    let frames = (0..(log.len() - 32) / (24 + page))
+        .map(|i| {
+            let at = 32 + i * (24 + page);
+            (at, log[at + 4..at + 8] != [0; 4])
+        })
+        .collect();
+    (copy, frames)
+}
+
+/// Adds `todos` todos to goal `g` through a new handle.
+fn populated_more(path: &Path, todos: usize) {
+    let store = SqliteStore::open(path).unwrap();
+    block_on(async {
+        let agent = Actor::Agent(AgentId::new("a").unwrap());
+        for i in 0..todos {
+            let todo = NewTodo::advance(TodoId::new(format!("w{i}")).unwrap(), "logged");
+            let op = OperationId::new(format!("log-{i}")).unwrap();
+            submit(
+                &store,
+                &goal_id(),
+                &agent,
+                now(),
+                &Command::AddTodo { todo },
+                &op,
+            )
+            .await
+            .unwrap();
+        }
+    });
+}
+
+fn log_of(path: &Path) -> PathBuf {
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    PathBuf::from(wal)
+}
+
+fn flip(path: &Path, at: usize) {
+    let mut bytes = fs::read(path).unwrap();
+    bytes[at] ^= 0x55;
+    fs::write(path, bytes).unwrap();
+}
+
+fn revision_of(path: &Path) -> u64 {
+    let store = SqliteStore::open(path).unwrap();
+    block_on(store.load(&goal_id())).unwrap().unwrap().revision
+}
+
+#[test]
+fn a_log_damaged_before_committed_frames_is_refused_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, frames) = crashed_with_log(dir.path(), 5);
+    assert!(frames.iter().filter(|(_, commit)| *commit).count() >= 5);
+    assert_eq!(SqliteStore::wal_damage(&path), Ok(None));
+    // Damage in the first frame's page: the five commits after it would be dropped.
+    flip(&log_of(&path), frames[0].0 + 24 + 200);
+    let before = files(&path);
+    let damage = SqliteStore::wal_damage(&path)
+        .unwrap()
+        .expect("damage is found");
+    assert_eq!(damage.broken_frame, 1);
+    assert_eq!(damage.kept_frames, 0);
+    assert!(damage.lost_commits >= 5, "{damage:?}");
+    let detail = corrupt(SqliteStore::open(&path));
+    assert!(detail.contains("damaged at frame 1"), "{detail}");
+    assert!(detail.contains("nothing was changed"), "{detail}");
+    assert!(detail.contains("accept_wal_loss"), "{detail}");
+    assert_eq!(files(&path), before, "refusing the log changed a file");
+    let detail = corrupt(SqliteStore::create(&path));
+    assert!(detail.contains("damaged at frame 1"), "{detail}");
+    assert_eq!(files(&path), before);
+
+    // Accepting the loss keeps the log first, then opens without the dropped commits.
+    let damaged_log = fs::read(log_of(&path)).unwrap();
+    let accepting = SqliteOptions::default().accept_wal_loss(true);
+    let store = SqliteStore::open_with(&path, accepting).unwrap();
+    let loaded = block_on(store.load(&goal_id())).unwrap();
+    assert!(
+        loaded.as_ref().is_none_or(|state| state.revision < 6),
+        "{loaded:?}"
+    );
+    drop(store);
+    let mut kept = log_of(&path).into_os_string();
+    kept.push(".damaged");
+    assert_eq!(fs::read(PathBuf::from(kept)).unwrap(), damaged_log);
+    // The loss is permanent now, and the store opens as any other.
+    assert_eq!(SqliteStore::wal_damage(&path), Ok(None));
+    SqliteStore::open(&path).unwrap();
+}
+
+#[test]
+fn a_torn_tail_is_silent_and_so_is_damage_in_the_last_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, frames) = crashed_with_log(dir.path(), 5);
+    let full = {
+        let copy = dir.path().join("intact.db");
+        fs::copy(&path, &copy).unwrap();
+        fs::copy(log_of(&path), log_of(&copy)).unwrap();
+        revision_of(&copy)
+    };
+    assert_eq!(full, 6);
+    let log = fs::read(log_of(&path)).unwrap();
+    let page = log.len() - frames.last().unwrap().0 - 24;
+
+    // The last frame half written, as a crash mid-commit leaves it.
+    let torn = dir.path().join("torn.db");
+    fs::copy(&path, &torn).unwrap();
+    fs::write(log_of(&torn), &log[..log.len() - page / 2]).unwrap();
+    assert_eq!(SqliteStore::wal_damage(&torn), Ok(None));
+    assert_eq!(revision_of(&torn), full - 1);
+
+    // A flip in the last commit frame: nothing after it tells it from a torn write, so the
+    // last transaction is dropped the same way (documented).
+    let late = dir.path().join("late.db");
+    fs::copy(&path, &late).unwrap();
+    fs::copy(log_of(&path), log_of(&late)).unwrap();
+    flip(&log_of(&late), frames.last().unwrap().0 + 24 + 200);
+    assert_eq!(SqliteStore::wal_damage(&late), Ok(None));
+    assert_eq!(revision_of(&late), full - 1);
+
+    // A damaged log header drops every frame; its frames still verify, so it is reported.
+    let header = dir.path().join("header.db");
+    fs::copy(&path, &header).unwrap();
+    fs::copy(log_of(&path), log_of(&header)).unwrap();
+    flip(&log_of(&header), 17);
+    let damage = SqliteStore::wal_damage(&header)
+        .unwrap()
+        .expect("damage is found");
+    assert_eq!(damage.broken_frame, 0);
+    assert!(corrupt(SqliteStore::open(&header)).contains("its header"));
 }

@@ -52,7 +52,7 @@ impl Backend for Sqlite {
     async fn fresh(&self) -> SqliteStore {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let path = self.dir.path().join(format!("store-{n}.db"));
-        SqliteStore::open_with(path, self.options.clone()).unwrap()
+        SqliteStore::create_with(path, self.options.clone()).unwrap()
     }
 
     async fn reopen(&self, store: SqliteStore) -> SqliteStore {

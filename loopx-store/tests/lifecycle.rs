@@ -33,7 +33,7 @@ impl Fresh for SqliteStore {
         let dir = tempfile::tempdir().unwrap();
         // Snapshots every few events, so loads go through snapshots and tails.
         let options = SqliteOptions::default().snapshot_every(4);
-        let store = SqliteStore::open_with(dir.path().join("store.db"), options).unwrap();
+        let store = SqliteStore::create_with(dir.path().join("store.db"), options).unwrap();
         (store, Some(dir))
     }
 }

@@ -186,7 +186,7 @@ impl Target {
         match self {
             Target::Sqlite(path) => {
                 let options = SqliteOptions::default().snapshot_every(snapshot_every);
-                Ok(Box::new(SqliteStore::open_with(path, options)?))
+                Ok(Box::new(SqliteStore::create_with(path, options)?))
             }
             #[cfg(feature = "postgres")]
             Target::Postgres(url) => {

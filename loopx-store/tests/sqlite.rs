@@ -1,4 +1,5 @@
-//! SQLite specifics: file permissions and journal mode, concurrent opens, snapshots bounding
+//! SQLite specifics: file permissions and journal mode, only `create` making a store and
+//! concurrent creators agreeing, snapshots bounding
 //! the tail a load reads, the durability setting, a file written by schema 1 migrating and
 //! reading as before, and calls running in place on a multi-threaded runtime.
 
@@ -8,7 +9,7 @@ use loopx_kernel::submit;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use loopx_kernel::seams::Store;
+use loopx_kernel::seams::{Store, StoreError};
 use loopx_kernel::{Actor, AgentId, Command, GoalState, NewTodo, OperationId, TodoId};
 use loopx_store::{Durability, Retention, SQLITE_SCHEMA_VERSION, SqliteOptions, SqliteStore};
 use rusqlite::Connection;
@@ -66,7 +67,8 @@ fn files(path: &Path) -> Vec<(PathBuf, Option<Vec<u8>>)> {
 fn snapshots_bound_the_tail_a_load_reads() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("store.db");
-    let store = SqliteStore::open_with(&path, SqliteOptions::default().snapshot_every(10)).unwrap();
+    let store =
+        SqliteStore::create_with(&path, SqliteOptions::default().snapshot_every(10)).unwrap();
     let state = populate(&store, 94);
     assert_eq!(state.revision, 95);
     let conn = Connection::open(&path).unwrap();
@@ -119,7 +121,7 @@ fn both_durability_settings_keep_every_commit_across_reopening() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("store.db");
         let options = SqliteOptions::default().durability(durability);
-        let store = SqliteStore::open_with(&path, options.clone()).unwrap();
+        let store = SqliteStore::create_with(&path, options.clone()).unwrap();
         assert_eq!(store.options(), &options);
         let state = populate(&store, 20);
         drop(store);
@@ -139,7 +141,7 @@ fn a_new_database_is_owner_only_and_in_wal_mode() {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("store.db");
-    let store = SqliteStore::open(&path).unwrap();
+    let store = SqliteStore::create(&path).unwrap();
     block_on(async {
         create_goal(&store).await;
     });
@@ -161,28 +163,111 @@ fn a_new_database_is_owner_only_and_in_wal_mode() {
 }
 
 #[test]
-fn an_empty_file_becomes_a_store_and_concurrent_opens_agree() {
+fn open_never_creates_or_fills_in_a_file_and_create_does() {
     let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.db");
+    match SqliteStore::open(&missing) {
+        Err(StoreError::Unavailable { detail }) => {
+            assert!(detail.contains("no store at"), "{detail}");
+        }
+        other => panic!("a missing store must be refused, got {other:?}"),
+    }
+    assert!(!missing.exists(), "open created the file");
+
     let empty = dir.path().join("empty.db");
     fs::write(&empty, b"").unwrap();
-    let store = SqliteStore::open(&empty).unwrap();
-    assert_eq!(block_on(store.goals(now())), Ok(vec![]));
-
-    let shared = dir.path().join("shared.db");
-    let handles: Vec<_> = (0..8)
-        .map(|_| {
-            let path = shared.clone();
-            std::thread::spawn(move || SqliteStore::open(&path).map(|_| ()))
-        })
-        .collect();
-    for handle in handles {
-        assert_eq!(handle.join().unwrap(), Ok(()));
+    for opened in [SqliteStore::open(&empty), SqliteStore::create(&empty)] {
+        match opened {
+            Err(StoreError::Corrupt { detail }) => {
+                assert!(detail.contains("is empty"), "{detail}");
+            }
+            other => panic!("an empty file must be refused, got {other:?}"),
+        }
     }
-    let conn = Connection::open(&shared).unwrap();
-    let rows: i64 = conn
-        .query_row("SELECT count(*) FROM schema_version", [], |r| r.get(0))
+    assert_eq!(
+        fs::metadata(&empty).unwrap().len(),
+        0,
+        "the empty file was filled in"
+    );
+    assert!(files(&empty)[1].1.is_none() && files(&empty)[2].1.is_none());
+
+    let store = SqliteStore::create(&missing).unwrap();
+    assert!(store.created());
+    assert_eq!(block_on(store.goals(now())), Ok(vec![]));
+    drop(store);
+    let again = SqliteStore::create(&missing).unwrap();
+    assert!(!again.created(), "the second create opens the store");
+    assert!(!SqliteStore::open(&missing).unwrap().created());
+    let strays: Vec<_> = fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.file_name()))
+        .filter(|n| n.to_string_lossy().ends_with(".creating"))
+        .collect();
+    assert!(strays.is_empty(), "{strays:?}");
+}
+
+#[test]
+fn an_empty_sqlite_database_is_not_filled_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("blank.db");
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch("PRAGMA user_version = 7;")
         .unwrap();
-    assert_eq!(rows, 1);
+    let before = files(&path);
+    match SqliteStore::open(&path) {
+        Err(StoreError::Corrupt { detail }) => assert!(detail.contains("empty"), "{detail}"),
+        other => panic!("an empty SQLite database must be refused, got {other:?}"),
+    }
+    assert_eq!(files(&path), before);
+}
+
+/// Creators and openers racing on one path agree: exactly one creator creates the store, the
+/// other creators open it, an opener finds either nothing or the complete store. Repeated, so
+/// that the race is run many ways.
+#[test]
+fn concurrent_creates_and_opens_agree() {
+    for round in 0..10 {
+        let dir = tempfile::tempdir().unwrap();
+        let shared = dir.path().join("shared.db");
+        let handles: Vec<_> = (0..8)
+            .map(|i| {
+                let path = shared.clone();
+                std::thread::spawn(move || {
+                    if i % 2 == 0 {
+                        SqliteStore::create(&path).map(|store| Some(store.created()))
+                    } else {
+                        match SqliteStore::open(&path) {
+                            Ok(store) => block_on(store.goals(now())).map(|goals| {
+                                assert!(goals.is_empty());
+                                None
+                            }),
+                            Err(StoreError::Unavailable { detail })
+                                if detail.contains("no store at") =>
+                            {
+                                Ok(None)
+                            }
+                            Err(error) => Err(error),
+                        }
+                    }
+                })
+            })
+            .collect();
+        let mut created = 0;
+        for handle in handles {
+            match handle.join().unwrap() {
+                Ok(Some(true)) => created += 1,
+                Ok(_) => {}
+                Err(error) => panic!("round {round}: {error:?}"),
+            }
+        }
+        assert_eq!(created, 1, "round {round}");
+        let conn = Connection::open(&shared).unwrap();
+        let rows: i64 = conn
+            .query_row("SELECT count(*) FROM schema_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(rows, 1);
+    }
 }
 
 /// Turns a store written by this build back into what schema 3 wrote: the frontier rows
@@ -286,7 +371,7 @@ fn a_store_written_by_schema_1_opens_migrates_and_reads_as_before() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("old.db");
     let options = SqliteOptions::default().snapshot_every(4);
-    let store = SqliteStore::open_with(&path, options.clone()).unwrap();
+    let store = SqliteStore::create_with(&path, options.clone()).unwrap();
     let state = populate(&store, 9);
     let events = block_on(store.events(&goal_id(), 0, usize::MAX)).unwrap();
     let operations = block_on(store.operations(&goal_id(), 0, usize::MAX)).unwrap();
@@ -384,7 +469,7 @@ fn a_store_written_by_schema_1_opens_migrates_and_reads_as_before() {
 #[test]
 fn a_multi_threaded_runtime_runs_calls_in_place() {
     let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(dir.path().join("threads.db")).unwrap();
+    let store = SqliteStore::create(dir.path().join("threads.db")).unwrap();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -8,8 +8,13 @@ use crate::store;
 
 pub async fn run(ctx: &Ctx) -> Result<Exit, CliError> {
     let existed = store::exists(ctx.location());
-    let backend = store::open(ctx.location(), true).await?;
-    let created = !existed;
+    let backend = store::open_with(ctx.location(), true, ctx.accept_wal_loss).await?;
+    // SQLite knows which of several racing `init`s created the file.
+    let created = match &backend {
+        store::Backend::Sqlite(sqlite) => sqlite.created(),
+        #[cfg(feature = "postgres")]
+        store::Backend::Postgres(_) => !existed,
+    };
     let value = json!({
         "init": {
             "backend": backend.kind(),

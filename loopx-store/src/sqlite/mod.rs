@@ -2,6 +2,7 @@
 
 mod ops;
 mod schema;
+mod wal;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
@@ -20,6 +21,7 @@ use crate::retention::{Compaction, OperationRecord, Retention};
 use ops::Sqlite;
 
 pub use schema::SCHEMA_VERSION;
+pub use wal::WalDamage;
 
 /// How many goals' folded states a handle keeps to skip decoding on the next load or append.
 const STATE_CACHE_GOALS: usize = 64;
@@ -45,6 +47,7 @@ pub struct SqliteOptions {
     snapshot_every: u64,
     max_connections: usize,
     change_poll: StdDuration,
+    accept_wal_loss: bool,
 }
 
 impl Default for SqliteOptions {
@@ -55,6 +58,7 @@ impl Default for SqliteOptions {
             snapshot_every: 100,
             max_connections: 8,
             change_poll: StdDuration::from_millis(25),
+            accept_wal_loss: false,
         }
     }
 }
@@ -100,6 +104,18 @@ impl SqliteOptions {
         self.change_poll = interval.to_std().max(StdDuration::from_millis(1));
         self
     }
+
+    /// Whether opening a store whose write-ahead log is damaged before committed frames goes
+    /// ahead (default `false`: the open fails with [`StoreError::Corrupt`] and nothing is
+    /// changed). With `true` the log is first copied to `<file>-wal.damaged` (or
+    /// `.damaged.1`, … when that exists) and SQLite then opens the store without the
+    /// transactions after the damage; its first checkpoint makes that loss permanent. See
+    /// [`SqliteStore::wal_damage`].
+    #[must_use]
+    pub fn accept_wal_loss(mut self, accept: bool) -> Self {
+        self.accept_wal_loss = accept;
+        self
+    }
 }
 
 /// A [`Store`] in one SQLite file, shared safely by several processes.
@@ -109,18 +125,24 @@ impl SqliteOptions {
 ///   index rows and, every [`SqliteOptions::snapshot_every`] events, a snapshot.
 /// - **Several processes**: writers serialize on SQLite's lock and wait up to the busy
 ///   timeout; the compare-and-set on the goal revision keeps concurrent writers honest.
-/// - **Fails closed**: a file that is not SQLite, is truncated, belongs to another program or
-///   was written by a newer schema is refused at [`open`](SqliteStore::open) with nothing
-///   written; a damaged row is [`StoreError::Corrupt`] when read.
+/// - **Created once**: only [`create`](SqliteStore::create) makes a store; it appears at its
+///   path complete (built under a temporary name, then linked into place), so concurrent
+///   creators and openers agree. [`open`](SqliteStore::open) never creates, migrates or
+///   writes a missing, empty or foreign file.
+/// - **Fails closed**: a file that is empty, is not SQLite, is truncated, belongs to another
+///   program or was written by a newer schema is refused at [`open`](SqliteStore::open) with
+///   nothing written; so is a write-ahead log damaged before committed frames (see
+///   [`SqliteStore::wal_damage`]); a damaged row is [`StoreError::Corrupt`] when read.
 /// - **Waiting**: [`Store::changed`] polls the watched goals' revisions every
 ///   [`SqliteOptions::change_poll`] (25 ms by default) until one moved or the timeout passed.
-/// - **Owner-only**: a new database file is created with mode `0600` (its `-wal` and `-shm`
-///   companions inherit it).
+/// - **Owner-only**: a new database file is created with mode `0600` on Unix (its `-wal` and
+///   `-shm` companions inherit it); an existing file keeps the mode it has.
 ///
 /// Store methods run their blocking SQLite work in place on a multi-threaded tokio runtime
 /// (`block_in_place`: the worker's other tasks move to another thread meanwhile), on tokio's
 /// blocking pool on a current-thread runtime, and inline outside a runtime;
-/// [`open`](SqliteStore::open) always runs inline (file checks and migrations), so call it at
+/// [`open`](SqliteStore::open) and [`create`](SqliteStore::create) always run inline (file
+/// checks and migrations), so call them at
 /// start-up. The handle is cheap to clone and
 /// `Send + Sync`; its clones share a pool of connections and a small cache of folded goal
 /// states (used only when the database shows the goal at exactly the cached revision).
@@ -133,6 +155,7 @@ pub struct SqliteStore {
 struct Shared {
     path: PathBuf,
     options: SqliteOptions,
+    created: bool,
     pool: Mutex<Pool>,
     returned: Condvar,
     cache: crate::cache::StateCache,
@@ -208,7 +231,7 @@ impl Shared {
 }
 
 impl SqliteStore {
-    /// Opens (or creates) the store at `path` with the default [`SqliteOptions`].
+    /// Opens the existing store at `path` with the default [`SqliteOptions`].
     ///
     /// # Errors
     /// See [`SqliteStore::open_with`].
@@ -216,30 +239,70 @@ impl SqliteStore {
         SqliteStore::open_with(path, SqliteOptions::default())
     }
 
-    /// Opens (or creates) the store at `path`.
+    /// Opens the existing store at `path`; nothing is ever created.
     ///
-    /// A missing file is created with owner-only permissions, switched to WAL and given the
-    /// current schema. An existing file is checked before SQLite writes to it: when it is not
-    /// a SQLite database, is truncated, is another program's database or holds a newer schema,
-    /// the open fails and the file is left exactly as it was. An older schema is migrated
-    /// forward in one transaction.
+    /// The file is checked before SQLite writes to it: when it is missing, empty, not a SQLite
+    /// database, truncated, another program's database (or an empty SQLite one) or holds a
+    /// newer schema, or when its write-ahead log is damaged before committed frames (unless
+    /// [`SqliteOptions::accept_wal_loss`]), the open fails and the files are left exactly as
+    /// they were. An older loopx schema is migrated forward in one transaction.
     ///
     /// # Errors
-    /// [`StoreError::Corrupt`] for a file that is not a (complete) loopx database,
-    /// [`StoreError::NewerSchema`] for one written by a newer loopx, and
-    /// [`StoreError::Unavailable`] when the file cannot be created, opened or locked.
+    /// [`StoreError::Unavailable`] when no file is at `path` (create it with
+    /// [`SqliteStore::create`]), it is a directory, or it cannot be opened or locked;
+    /// [`StoreError::Corrupt`] for a file that is not a (complete) loopx database or a damaged
+    /// log; [`StoreError::NewerSchema`] for one written by a newer loopx.
     pub fn open_with(
         path: impl AsRef<Path>,
         options: SqliteOptions,
     ) -> Result<SqliteStore, StoreError> {
+        SqliteStore::start(path.as_ref().to_path_buf(), options, false)
+    }
+
+    /// Creates the store at `path` with the default [`SqliteOptions`], or opens the one there.
+    ///
+    /// # Errors
+    /// See [`SqliteStore::create_with`].
+    pub fn create(path: impl AsRef<Path>) -> Result<SqliteStore, StoreError> {
+        SqliteStore::create_with(path, SqliteOptions::default())
+    }
+
+    /// Creates the store at `path` when nothing is there, then opens it; when something is
+    /// already there it is opened as [`open_with`](SqliteStore::open_with) does, with the same
+    /// checks (an empty file is refused, not filled in).
+    ///
+    /// The new store is built under a temporary name in the same directory (mode `0600` on
+    /// Unix, WAL, the current schema, synced) and hard-linked to `path`, so `path` never names a
+    /// half-built store; of several concurrent creators (threads or processes) exactly one
+    /// creates it ([`created`](SqliteStore::created)) and the others open it. The directory
+    /// must exist and its file system must support hard links. A creator killed midway leaves
+    /// only a `.<name>.<pid>-<n>.creating` file behind, which is safe to delete.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] when the file cannot be created (no such directory, no
+    /// permission, no hard links), and every error of [`open_with`](SqliteStore::open_with).
+    pub fn create_with(
+        path: impl AsRef<Path>,
+        options: SqliteOptions,
+    ) -> Result<SqliteStore, StoreError> {
         let path = path.as_ref().to_path_buf();
-        schema::prepare_file(&path)?;
+        let created = schema::create(&path, &options)?;
+        SqliteStore::start(path, options, created)
+    }
+
+    fn start(
+        path: PathBuf,
+        options: SqliteOptions,
+        created: bool,
+    ) -> Result<SqliteStore, StoreError> {
+        schema::check_file(&path, &options)?;
         let mut conn = schema::connect(&path, &options)?;
-        schema::migrate(&mut conn)?;
+        schema::migrate(&mut conn, false)?;
         Ok(SqliteStore {
             shared: Arc::new(Shared {
                 path,
                 options,
+                created,
                 pool: Mutex::new(Pool {
                     idle: vec![conn],
                     open: 1,
@@ -248,6 +311,36 @@ impl SqliteStore {
                 cache: crate::cache::StateCache::new(STATE_CACHE_GOALS),
             }),
         })
+    }
+
+    /// True when this handle (or the one it was cloned from) came from the
+    /// [`create`](SqliteStore::create) call that created the file; false when it opened a
+    /// store that was already there.
+    pub fn created(&self) -> bool {
+        self.shared.created
+    }
+
+    /// Reads the write-ahead log of the store at `path` without opening the store: `Some`
+    /// when a frame before committed frames is damaged, so that SQLite's recovery would drop
+    /// those commits (the open then refuses the store unless
+    /// [`SqliteOptions::accept_wal_loss`]). A torn tail (the last, unacknowledged
+    /// transaction half written by a crash) is `None`: it is normal and SQLite drops it. The
+    /// format cannot tell damage inside the last committed transaction from a torn tail; that
+    /// transaction is dropped without a report. A log that another process keeps writing
+    /// while it is read is taken as sound.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] when the log or the database header cannot be read;
+    /// [`StoreError::Corrupt`] when the database file itself is damaged.
+    pub fn wal_damage(path: impl AsRef<Path>) -> Result<Option<WalDamage>, StoreError> {
+        let path = path.as_ref();
+        let len = std::fs::metadata(path)
+            .map_err(|error| StoreError::Unavailable {
+                detail: format!("cannot read `{}`: {error}", path.display()),
+            })?
+            .len();
+        let page_size = schema::check_header(path, len)?;
+        wal::settled_scan(path, page_size)
     }
 
     /// The database file.

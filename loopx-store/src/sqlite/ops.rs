@@ -839,7 +839,7 @@ pub(super) fn integrity_check(conn: &mut Connection, _: &Shared) -> Result<(), S
 mod tests {
     use super::*;
     use crate::sqlite::SqliteOptions;
-    use crate::sqlite::schema::{connect, migrate};
+    use crate::sqlite::schema::connect;
 
     /// The steps of SQLite's plan for `statement`, one line each.
     fn plan(conn: &Connection, statement: &str) -> Vec<String> {
@@ -872,9 +872,8 @@ mod tests {
     fn every_read_seeks_an_index() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("plans.db");
-        crate::sqlite::schema::prepare_file(&path).unwrap();
-        let mut conn = connect(&path, &SqliteOptions::default()).unwrap();
-        migrate(&mut conn).unwrap();
+        crate::sqlite::schema::create(&path, &SqliteOptions::default()).unwrap();
+        let conn = connect(&path, &SqliteOptions::default()).unwrap();
         let reads = [
             ("GOAL_ROW", GOAL_ROW),
             ("EVENT_ROWS", EVENT_ROWS),

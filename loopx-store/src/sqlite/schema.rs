@@ -3,12 +3,13 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind, Read};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use loopx_kernel::seams::StoreError;
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior};
 
-use super::{Durability, SqliteOptions};
+use super::{Durability, SqliteOptions, wal};
 
 /// The newest database schema this build reads and writes.
 pub const SCHEMA_VERSION: u32 = 4;
@@ -32,26 +33,93 @@ const MIGRATIONS: &[(u32, &str)] = &[
 
 const MAGIC: &[u8; 16] = b"SQLite format 3\0";
 
-/// Creates the file with owner-only permissions when it does not exist; otherwise checks,
-/// without writing, that it looks like a complete SQLite database.
-pub(super) fn prepare_file(path: &Path) -> Result<(), StoreError> {
-    match std::fs::metadata(path) {
-        Ok(meta) if meta.is_dir() => Err(StoreError::Unavailable {
+/// Checks, without writing, that `path` holds a complete SQLite database and that its
+/// write-ahead log holds no damage SQLite would drop commits over. Nothing is created: a
+/// missing file is [`StoreError::Unavailable`], an empty one [`StoreError::Corrupt`].
+pub(super) fn check_file(path: &Path, options: &SqliteOptions) -> Result<(), StoreError> {
+    let meta = match std::fs::metadata(path) {
+        Ok(meta) => meta,
+        Err(error) if error.kind() == ErrorKind::NotFound => {
+            return Err(StoreError::Unavailable {
+                detail: format!(
+                    "no store at `{}`; create one first (`SqliteStore::create`, `loopx init`)",
+                    path.display()
+                ),
+            });
+        }
+        Err(error) => {
+            return Err(StoreError::Unavailable {
+                detail: format!("cannot read `{}`: {error}", path.display()),
+            });
+        }
+    };
+    if meta.is_dir() {
+        return Err(StoreError::Unavailable {
             detail: format!(
                 "`{}` is a directory; give the path of a database file",
                 path.display()
             ),
-        }),
-        Ok(meta) if meta.len() == 0 => Ok(()),
-        Ok(meta) => check_header(path, meta.len()),
-        Err(error) if error.kind() == ErrorKind::NotFound => create(path),
-        Err(error) => Err(StoreError::Unavailable {
-            detail: format!("cannot read `{}`: {error}", path.display()),
-        }),
+        });
     }
+    if meta.len() == 0 {
+        return Err(StoreError::Corrupt {
+            detail: format!(
+                "`{}` is empty (0 bytes), not a loopx store; nothing was changed: restore it from a backup, or remove it and create the store again",
+                path.display()
+            ),
+        });
+    }
+    let page_size = check_header(path, meta.len())?;
+    check_log(path, page_size, options)
 }
 
-fn create(path: &Path) -> Result<(), StoreError> {
+/// Refuses a log with damage before committed frames, or (when the options accept the loss)
+/// keeps a copy of it next to the database before SQLite's recovery drops those frames.
+fn check_log(path: &Path, page_size: u32, options: &SqliteOptions) -> Result<(), StoreError> {
+    let Some(damage) = wal::settled_scan(path, page_size)? else {
+        return Ok(());
+    };
+    if !options.accept_wal_loss {
+        return Err(StoreError::Corrupt {
+            detail: format!(
+                "{damage}; nothing was changed: restore the store from a backup, or open it accepting the loss (`SqliteOptions::accept_wal_loss`), which first keeps a copy of the log"
+            ),
+        });
+    }
+    keep_copy(&damage.log).map(|_| ())
+}
+
+/// Copies the log to the first free `<log>.damaged`, `<log>.damaged.1`, …; the copy's path.
+fn keep_copy(log: &Path) -> Result<PathBuf, StoreError> {
+    let failed = |error: std::io::Error| StoreError::Unavailable {
+        detail: format!(
+            "cannot keep a copy of the damaged log `{}` ({error}); nothing was changed",
+            log.display()
+        ),
+    };
+    let mut source = File::open(log).map_err(failed)?;
+    for n in 0..1000_u32 {
+        let mut name = log.as_os_str().to_owned();
+        name.push(".damaged");
+        if n > 0 {
+            name.push(format!(".{n}"));
+        }
+        let copy = PathBuf::from(name);
+        match owner_only_new(&copy) {
+            Ok(mut target) => {
+                std::io::copy(&mut source, &mut target).map_err(failed)?;
+                target.sync_all().map_err(failed)?;
+                return Ok(copy);
+            }
+            Err(error) if error.kind() == ErrorKind::AlreadyExists => {}
+            Err(error) => return Err(failed(error)),
+        }
+    }
+    Err(failed(std::io::Error::other("too many earlier copies")))
+}
+
+/// Creates a new file readable and writable by its owner only; fails if the path exists.
+fn owner_only_new(path: &Path) -> std::io::Result<File> {
     let mut options = OpenOptions::new();
     options.write(true).create_new(true);
     #[cfg(unix)]
@@ -59,20 +127,100 @@ fn create(path: &Path) -> Result<(), StoreError> {
         use std::os::unix::fs::OpenOptionsExt;
         options.mode(0o600);
     }
-    match options.open(path) {
-        Ok(_) => Ok(()),
-        // Another process created it first; it creates it the same way.
-        Err(error) if error.kind() == ErrorKind::AlreadyExists => Ok(()),
-        Err(error) => Err(StoreError::Unavailable {
-            detail: format!(
-                "cannot create the database `{}`: {error}; check that its directory exists and is writable",
-                path.display()
-            ),
-        }),
+    options.open(path)
+}
+
+/// Tells temporary files of this process's concurrent creators apart.
+static CREATING: AtomicU64 = AtomicU64::new(0);
+
+/// Deletes a half-built database and its companions unless it was handed over.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            let mut name = self.0.as_os_str().to_owned();
+            name.push(suffix);
+            let _ = std::fs::remove_file(PathBuf::from(name));
+        }
     }
 }
 
-fn check_header(path: &Path, len: u64) -> Result<(), StoreError> {
+/// Creates a store at `path` when nothing is there: the database is built and synced under a
+/// temporary name in the same directory (owner-only, WAL, the current schema) and then linked
+/// to `path`, which fails if the path was taken meanwhile. So `path` never names a half-built
+/// store, and of several concurrent creators exactly one creates it. True when this call
+/// created it; false when something already was (or appeared) at `path`.
+pub(super) fn create(path: &Path, options: &SqliteOptions) -> Result<bool, StoreError> {
+    match std::fs::symlink_metadata(path) {
+        Ok(_) => return Ok(false),
+        Err(error) if error.kind() == ErrorKind::NotFound => {}
+        Err(error) => {
+            return Err(StoreError::Unavailable {
+                detail: format!("cannot read `{}`: {error}", path.display()),
+            });
+        }
+    }
+    let cannot = |error: String| StoreError::Unavailable {
+        detail: format!(
+            "cannot create the database `{}`: {error}; check that its directory exists and is writable",
+            path.display()
+        ),
+    };
+    let Some(name) = path.file_name() else {
+        return Err(cannot("the path names no file".into()));
+    };
+    let mut scratch_name = std::ffi::OsString::from(".");
+    scratch_name.push(name);
+    scratch_name.push(format!(
+        ".{}-{}.creating",
+        std::process::id(),
+        CREATING.fetch_add(1, Ordering::Relaxed)
+    ));
+    let scratch = Scratch(path.with_file_name(scratch_name));
+    owner_only_new(&scratch.0).map_err(|e| cannot(e.to_string()))?;
+    let mut conn = connect(&scratch.0, options)?;
+    migrate(&mut conn, true)?;
+    // Folds the log into the file so that the file alone is the store once linked.
+    let (busy, log, done): (i64, i64, i64) = conn
+        .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+        })
+        .map_err(sql)?;
+    if busy != 0 || log != done {
+        return Err(cannot(format!(
+            "the new database's log was not folded in ({done} of {log} frames)"
+        )));
+    }
+    conn.close().map_err(|(_, error)| sql(error))?;
+    File::open(&scratch.0)
+        .and_then(|file| file.sync_all())
+        .map_err(|e| cannot(e.to_string()))?;
+    match std::fs::hard_link(&scratch.0, path) {
+        Ok(()) => {}
+        Err(error) if error.kind() == ErrorKind::AlreadyExists => return Ok(false),
+        Err(error) => {
+            return Err(cannot(format!(
+                "{error} (the store is linked into place, which needs a file system with hard links)"
+            )));
+        }
+    }
+    // The new name must survive a crash as well; a directory that cannot be synced (not every
+    // platform allows opening one) still holds the link.
+    #[cfg(unix)]
+    if let Some(dir) = path.parent() {
+        let dir = if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        };
+        let _ = File::open(dir).and_then(|dir| dir.sync_all());
+    }
+    Ok(true)
+}
+
+/// Checks the 100-byte header; the database's page size.
+pub(super) fn check_header(path: &Path, len: u64) -> Result<u32, StoreError> {
     let corrupt = |problem: String| StoreError::Corrupt {
         detail: format!(
             "`{}` {problem}; nothing was changed: restore it from a backup or open another path",
@@ -107,20 +255,14 @@ fn check_header(path: &Path, len: u64) -> Result<(), StoreError> {
     let valid_for = &header[92..96];
     // The page count in the header is authoritative only when its change counter matches,
     // and only while no write-ahead log holds pages the main file does not have yet.
-    let wal_pending = std::fs::metadata(wal_path(path)).is_ok_and(|m| m.len() > 0);
+    let wal_pending = std::fs::metadata(wal::log_path(path)).is_ok_and(|m| m.len() > 0);
     let expected = u64::from(page_size) * u64::from(pages);
     if counter == valid_for && !wal_pending && pages > 0 && len < expected {
         return Err(corrupt(format!(
             "is truncated: its header counts {pages} pages of {page_size} bytes ({expected} bytes) but it holds {len}"
         )));
     }
-    Ok(())
-}
-
-fn wal_path(path: &Path) -> std::path::PathBuf {
-    let mut name = path.as_os_str().to_owned();
-    name.push("-wal");
-    name.into()
+    Ok(page_size)
 }
 
 /// Opens one connection with the store's settings. Nothing is written.
@@ -141,8 +283,10 @@ pub(super) fn connect(path: &Path, options: &SqliteOptions) -> Result<Connection
 }
 
 /// Brings the database to [`SCHEMA_VERSION`]: refuses a newer or foreign one before writing
-/// anything, switches to WAL, then applies the missing migrations in one transaction.
-pub(super) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+/// anything, switches to WAL, then applies the missing migrations in one transaction. An empty
+/// database (no schema at all) is given one only when `new` (the store is being created);
+/// otherwise it is refused as not a loopx store.
+pub(super) fn migrate(conn: &mut Connection, new: bool) -> Result<(), StoreError> {
     let found = {
         let tx = conn.transaction().map_err(sql)?;
         let found = read_version(&tx)?;
@@ -151,6 +295,11 @@ pub(super) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     };
     if found > SCHEMA_VERSION {
         return Err(newer(found));
+    }
+    if found == 0 && !new {
+        return Err(StoreError::Corrupt {
+            detail: "this SQLite database is empty, not a loopx store; nothing was changed: open another path, or create the store with `SqliteStore::create` (`loopx init`) at a path where nothing is".into(),
+        });
     }
     let mode: String = conn
         .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
