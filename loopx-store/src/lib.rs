@@ -7,7 +7,9 @@
 //!   backends; for tests and embedding experiments.
 //! - `SqliteStore` (feature `sqlite`, on by default): one file, several processes, WAL with
 //!   `synchronous=FULL` by default, an append-only event log per goal, periodic snapshots,
-//!   receipts keyed by operation id and forward migrations.
+//!   receipts keyed by operation id and forward migrations. Only `SqliteStore::create` makes a
+//!   store; `open` refuses a missing, empty or foreign file, and a write-ahead log damaged
+//!   before committed frames, without touching them.
 //! - `PostgresStore` (feature `postgres`): one database shared by agent hosts on several
 //!   machines; row-level compare-and-set (`SELECT ... FOR UPDATE` on the goal's row), a
 //!   connection pool, `LISTEN`/`NOTIFY` to wake waiters, a lost `COMMIT` answer reported as
