@@ -502,3 +502,54 @@ fn a_multi_threaded_runtime_runs_calls_in_place() {
         assert_eq!(GoalState::replay(&events).unwrap(), state);
     });
 }
+
+/// Opening reads the write-ahead log while another handle keeps appending to it: a frame read
+/// half written must never be taken for damage.
+#[test]
+fn opening_while_another_handle_writes_never_reports_a_damaged_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("busy.db");
+    let store = SqliteStore::create(&path).unwrap();
+    block_on(create_goal(&store));
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let done = std::sync::Arc::clone(&done);
+        std::thread::spawn(move || {
+            let agent = Actor::Agent(AgentId::new("a").unwrap());
+            for i in 0..80 {
+                let todo =
+                    NewTodo::advance(TodoId::new(format!("t{i}")).unwrap(), "x".repeat(3000));
+                let op = OperationId::new(format!("add-{i}")).unwrap();
+                block_on(submit(
+                    &store,
+                    &goal_id(),
+                    &agent,
+                    now(),
+                    &Command::AddTodo { todo },
+                    &op,
+                ))
+                .unwrap();
+            }
+            done.store(true, std::sync::atomic::Ordering::SeqCst);
+        })
+    };
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let path = path.clone();
+            let done = std::sync::Arc::clone(&done);
+            std::thread::spawn(move || {
+                let mut opened = 0;
+                while !done.load(std::sync::atomic::Ordering::SeqCst) || opened == 0 {
+                    assert_eq!(SqliteStore::wal_damage(&path), Ok(None));
+                    SqliteStore::open(&path).unwrap();
+                    opened += 1;
+                }
+                opened
+            })
+        })
+        .collect();
+    writer.join().unwrap();
+    for reader in readers {
+        assert!(reader.join().unwrap() > 0);
+    }
+}
