@@ -1746,7 +1746,7 @@ async fn sound_goal_works<S: Store + ?Sized>(store: &S) {
 
 /// An event row deleted, or overwritten with text that is not JSON, below the goal's newest
 /// snapshot: a load reads neither row, yet every handle's load, every write (from a handle that
-/// holds the goal cached, too) and compaction of the goal fail with
+/// holds the goal cached, too), waiting on it and compaction of the goal fail with
 /// `StoreError::HistoryDamaged` at that revision, before anything is written; the rows before
 /// the damage still read, and other goals work.
 pub async fn damage_below_a_snapshot_is_found_at_load<B: Tamper>(backend: &B) {
@@ -1785,6 +1785,13 @@ pub async fn damage_below_a_snapshot_is_found_at_load<B: Tamper>(backend: &B) {
         assert!(
             is_damaged(&compacted, &goal, revision),
             "`{sql}`: compact: {compacted:?}"
+        );
+        let waited = store
+            .changed(&[(goal.clone(), state.revision)], Duration::from_millis(50))
+            .await;
+        assert!(
+            is_damaged(&waited, &goal, revision),
+            "`{sql}`: waiting on the goal: {waited:?}"
         );
         let other = match backend.second(&store).await {
             Some(other) => other,

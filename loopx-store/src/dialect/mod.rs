@@ -386,17 +386,23 @@ pub(crate) fn goal_row(
     goal: &GoalId,
 ) -> Result<GoalRow, StoreError> {
     if let Some(revision) = r.opt_int(from + 3)? {
-        return Err(damaged(
-            goal,
-            count(revision, "revision")?,
-            "an event row was deleted or changed outside loopx",
-        ));
+        return Err(marked(goal, revision)?);
     }
     Ok(GoalRow {
         revision: count(r.int(from)?, "revision")?,
         base_revision: count(r.int(from + 1)?, "revision")?,
         snapshot_revision: count(r.int(from + 2)?, "revision")?,
     })
+}
+
+/// The error for `goal`, whose row's damage mark (set by the schema's triggers) holds
+/// `revision`.
+pub(crate) fn marked(goal: &GoalId, revision: i64) -> Result<StoreError, StoreError> {
+    Ok(damaged(
+        goal,
+        count(revision, "revision")?,
+        "an event row was deleted or changed outside loopx",
+    ))
 }
 
 /// The error for `goal`'s history, damaged at `revision`.

@@ -47,7 +47,8 @@ const RECEIPT: &str = "SELECT digest, revision, events, committed_at FROM commit
 /// A page of a goal's events after a revision.
 const EVENTS_AFTER: &str = "SELECT revision, at, json FROM events WHERE goal = $1 AND revision > $2 ORDER BY revision LIMIT $3";
 /// The revisions of several goals.
-const GOAL_REVISIONS: &str = "SELECT goal, revision FROM goals WHERE goal = ANY($1::text[])";
+const GOAL_REVISIONS: &str =
+    "SELECT goal, revision, damaged FROM goals WHERE goal = ANY($1::text[])";
 /// The goals an agent is registered with, their rows' windows and its frontier rows.
 const AGENT_GOALS_AND_FRONTIER: &str = "SELECT g.goal, g.valid_from, g.valid_until, f.todos FROM goal_agents a JOIN goals g ON g.goal = a.goal LEFT JOIN frontier f ON f.agent = a.agent AND f.goal = a.goal WHERE a.agent = $1";
 /// The goals whose rows' window does not cover a time.
@@ -291,11 +292,7 @@ fn answer(rows: &[Row], request: &AppendRequest) -> Result<Outcome, StoreError> 
         (Some(2), Some(row)) => Ok(Outcome::Moved {
             current: count(row.int(2)?, "revision")?,
         }),
-        (Some(3), Some(row)) => Err(dialect::damaged(
-            &request.goal,
-            count(row.int(2)?, "revision")?,
-            "an event row was deleted or changed outside loopx",
-        )),
+        (Some(3), Some(row)) => Err(dialect::marked(&request.goal, row.int(2)?)?),
         // An answer this build cannot read: whether it committed is unknown.
         _ => Err(StoreError::Ambiguous {
             operation: request.operation.clone(),
@@ -453,9 +450,16 @@ impl Dialect for Pg<'_> {
     async fn revisions(&mut self, goals: &[&GoalId]) -> Result<BTreeMap<String, u64>, StoreError> {
         let ids: Vec<&str> = goals.iter().map(|goal| goal.as_str()).collect();
         let rows = self.query(GOAL_REVISIONS, &[&ids]).await?;
-        rows.iter()
-            .map(|r| Ok((r.text(0)?, count(r.int(1)?, "revision")?)))
-            .collect()
+        let mut revisions = BTreeMap::new();
+        for r in &rows {
+            let goal: GoalId = stored_id(r.text(0)?, "goal id")?;
+            // As every read of a goal row: a damaged goal is not waited on either.
+            if let Some(revision) = r.opt_int(2)? {
+                return Err(dialect::marked(&goal, revision)?);
+            }
+            revisions.insert(goal.as_str().to_owned(), count(r.int(1)?, "revision")?);
+        }
+        Ok(revisions)
     }
 
     async fn listing(&mut self) -> Result<Vec<ListedGoal>, StoreError> {
