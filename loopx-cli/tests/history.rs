@@ -184,6 +184,24 @@ fn doctor_checks_the_index_rows_against_the_history() {
     let text = doc.to_string();
     assert!(text.contains("status"), "{text}");
 
+    // Rows whose window has passed are checked as they are, before a listing recomputes
+    // them: a lease that expires at 10:30 ends the window of h's rows.
+    let t0 = at(29, "10:00");
+    let agent_h = ["--goal", "h", "--as", "agent:agent-a", "--now", &t0];
+    lx.ok(&[&agent_h[..], &["todo", "add", "--id", "y", "--title", "y"]].concat());
+    lx.ok(&[&agent_h[..], &["claim", "--todo", "y", "--ttl", "30m"]].concat());
+    sql(&lx)
+        .execute_batch("UPDATE goals SET status = 'abandoned' WHERE goal = 'h'")
+        .expect("change the standing");
+    let later = at(29, "12:00");
+    let (code, doc) = lx.json(&["--now", &later, "doctor"]);
+    assert_eq!(code, 6, "{doc}");
+    let found = failed(&doc);
+    assert!(
+        found.contains(&("rows".into(), "h".into(), "goal_row_mismatch".into())),
+        "{doc}"
+    );
+
     // The goal row removed: its events are orphaned, reported as such, and the goal answers a
     // store error, not "no such goal".
     sql(&lx)

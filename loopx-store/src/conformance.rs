@@ -1860,6 +1860,10 @@ pub async fn a_removed_goal_row_is_damage_not_absence<B: Tamper>(backend: &B) {
     assert!(is_damaged(&loaded, &goal, 0), "a fresh load: {loaded:?}");
     let read = other.events(&goal, 0, usize::MAX).await;
     assert!(is_damaged(&read, &goal, 0), "events: {read:?}");
+    assert_eq!(
+        ok(other.stored_goals().await, "stored goals"),
+        vec![id::<GoalId>("sound")]
+    );
     let orphans = ok(other.orphans().await, "orphans");
     assert!(
         matches!(orphans.as_slice(), [RowDamage::Orphaned { goal: g, tables }]
@@ -1986,6 +1990,10 @@ pub async fn derived_rows_match_the_history<B: Backend>(backend: &B) {
             "at minute {minutes}"
         );
     }
+    assert_eq!(
+        ok(store.stored_goals().await, "stored goals"),
+        vec![goal.id.clone()]
+    );
     // A query past the lease's expiry rewrites the rows; they still match.
     ok(store.goals(at(120)).await, "goals");
     assert_eq!(

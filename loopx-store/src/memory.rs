@@ -379,6 +379,10 @@ impl Retention for MemoryStore {
         compare(&stored, state, now)
     }
 
+    async fn stored_goals(&self) -> Result<Vec<GoalId>, StoreError> {
+        Ok(self.lock().goals.keys().cloned().collect())
+    }
+
     /// Every row of the memory backend lives inside its goal: none can lose its goal.
     async fn orphans(&self) -> Result<Vec<RowDamage>, StoreError> {
         Ok(Vec::new())

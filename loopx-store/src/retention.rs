@@ -93,6 +93,13 @@ pub trait Retention: Store {
         now: Timestamp,
     ) -> Result<Vec<RowDamage>, StoreError>;
 
+    /// Every goal that has a goal row, in id order, as stored: unlike `Store::goals`, nothing
+    /// is recomputed or rewritten, so a doctor checks the rows as they are.
+    ///
+    /// # Errors
+    /// The backend's errors; a stored goal id that is not valid is [`StoreError::Corrupt`].
+    async fn stored_goals(&self) -> Result<Vec<GoalId>, StoreError>;
+
     /// The goals that have rows (events, snapshots, receipts, agents, frontier rows) but no
     /// goal row, as [`RowDamage::Orphaned`]: a goal row deleted outside loopx. Reads every
     /// table; changes nothing.

@@ -81,19 +81,24 @@ pub async fn run(ctx: &Ctx) -> Result<Exit, CliError> {
         Ok(orphans) => checks.extend(orphans.iter().map(Check::damage)),
         Err(error) => checks.push(Check::failed("rows", None, error.to_string())),
     }
-    match backend.store().goals(ctx.now).await {
-        Ok(goals) => {
-            checks.push(Check::ok(
-                "goals",
-                None,
-                format!("{} goal(s) listed", goals.len()),
-            ));
-            for summary in goals {
-                check_goal(ctx, &backend, &summary.goal, &mut checks).await;
-            }
+    // The goals as stored, checked before anything lists them: a listing recomputes stale
+    // index rows, which would hide a changed one.
+    let stored = match backend.retention().stored_goals().await {
+        Ok(stored) => stored,
+        Err(error) => {
+            checks.push(Check::failed("goals", None, error.to_string()));
+            Vec::new()
         }
-        Err(error) => checks.push(Check::failed("goals", None, error.to_string())),
+    };
+    let mut goal_checks = Vec::new();
+    for goal in &stored {
+        check_goal(ctx, &backend, goal, &mut goal_checks).await;
     }
+    checks.push(match backend.store().goals(ctx.now).await {
+        Ok(goals) => Check::ok("goals", None, format!("{} goal(s) listed", goals.len())),
+        Err(error) => Check::failed("goals", None, error.to_string()),
+    });
+    checks.extend(goal_checks);
     let ok = checks.iter().all(|c| c.ok);
     let value = json!({
         "doctor": {

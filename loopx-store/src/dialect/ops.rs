@@ -543,6 +543,13 @@ pub(crate) async fn check_rows<D: Dialect>(
     }
 }
 
+/// See `Retention::stored_goals`.
+pub(crate) async fn stored_goals<D: Dialect>(d: &mut D) -> Result<Vec<GoalId>, StoreError> {
+    let mut goals: Vec<GoalId> = d.listing().await?.into_iter().map(|row| row.goal).collect();
+    goals.sort();
+    Ok(goals)
+}
+
 /// See `Retention::orphans`.
 pub(crate) async fn orphans<D: Dialect>(d: &mut D) -> Result<Vec<RowDamage>, StoreError> {
     orphaned(d.orphan_rows().await?)

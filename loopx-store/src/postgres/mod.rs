@@ -396,6 +396,10 @@ impl Retention for PostgresStore {
         shared::check_rows(&mut self.dialect().await?, state, now).await
     }
 
+    async fn stored_goals(&self) -> Result<Vec<GoalId>, StoreError> {
+        shared::stored_goals(&mut self.dialect().await?).await
+    }
+
     async fn orphans(&self) -> Result<Vec<RowDamage>, StoreError> {
         shared::orphans(&mut self.dialect().await?).await
     }

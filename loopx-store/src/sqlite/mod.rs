@@ -489,6 +489,11 @@ impl Retention for SqliteStore {
         .await
     }
 
+    async fn stored_goals(&self) -> Result<Vec<GoalId>, StoreError> {
+        self.run(move |conn, cx| ops::block(shared::stored_goals(&mut Sqlite::new(conn, cx))))
+            .await
+    }
+
     async fn orphans(&self) -> Result<Vec<RowDamage>, StoreError> {
         self.run(move |conn, cx| ops::block(shared::orphans(&mut Sqlite::new(conn, cx))))
             .await
