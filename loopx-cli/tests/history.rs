@@ -369,3 +369,69 @@ fn import_refuses_an_export_cut_short_or_changed() {
     let again = other.run(&["--goal", "g", "export"]);
     assert_eq!(again.stdout, exported.stdout);
 }
+
+#[test]
+fn a_flipped_byte_in_an_event_row_is_a_store_error_for_export_and_doctor() {
+    let lx = Loopx::sqlite();
+    let t0 = at(29, "10:00");
+    lx.ok(&["init"]);
+    lx.ok(&[
+        "--goal",
+        "g",
+        "--as",
+        "person:owner",
+        "--now",
+        &t0,
+        "goal",
+        "create",
+        "--objective",
+        "o",
+        "--agent",
+        "agent-a",
+    ]);
+    for id in ["a", "flipme", "c"] {
+        lx.ok(&[
+            "--goal",
+            "g",
+            "--as",
+            "agent:agent-a",
+            "--now",
+            &t0,
+            "todo",
+            "add",
+            "--id",
+            id,
+            "--title",
+            id,
+        ]);
+    }
+    // Every process closed: the log is checkpointed into the file. One byte of the event row
+    // that adds `flipme` changes (`:` to a space), below SQL: no trigger sees it.
+    let path = lx.path("loopx.db");
+    let mut bytes = std::fs::read(&path).expect("the store file");
+    let needle = b"\"title\":\"flipme\"";
+    let found: Vec<usize> = bytes
+        .windows(needle.len())
+        .enumerate()
+        .filter(|(_, w)| w == needle)
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(found.len(), 1, "the row's JSON is in the file once");
+    bytes[found[0] + 7] = b' ';
+    std::fs::write(&path, &bytes).expect("flip a byte");
+    let exported = lx.run(&["--goal", "g", "export"]);
+    assert_eq!(exported.code, 6, "{}", exported.stderr);
+    assert!(exported.stdout.is_empty(), "{}", exported.stdout);
+    let (code, doc) = lx.json(&["--goal", "g", "export"]);
+    assert_eq!(code, 6, "{doc}");
+    assert_eq!(doc["error"]["code"], "store_corrupt", "{doc}");
+    assert!(
+        doc["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("event 3 of goal `g`")),
+        "{doc}"
+    );
+    let (code, doc) = lx.json(&["doctor"]);
+    assert_eq!(code, 6, "{doc}");
+    assert_eq!(doc["doctor"]["ok"], false, "{doc}");
+}
