@@ -10,6 +10,7 @@
 -- read and write of the goal checks (reading the row costs nothing extra), and `loopx_append`
 -- refuses a commit to a damaged goal (outcome 3, with the damaged revision). The triggers fire
 -- only on deletes and updates, which loopx's commits never make: a commit costs what it did.
+-- A later migration that rewrites event rows must take these triggers out of the way first.
 ALTER TABLE goals ADD COLUMN damaged BIGINT;
 
 CREATE FUNCTION loopx_mark_damage() RETURNS trigger

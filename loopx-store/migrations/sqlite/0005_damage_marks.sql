@@ -8,6 +8,7 @@
 -- triggers record the lowest revision it touched in the goal row's `damaged` column, which every
 -- read and write of the goal checks (reading the row costs nothing extra). The triggers fire
 -- only on deletes and updates, which loopx's commits never make: a commit costs what it did.
+-- A later migration that rewrites event rows must take these triggers out of the way first.
 ALTER TABLE goals ADD COLUMN damaged INTEGER;
 
 CREATE TRIGGER events_deleted_outside_loopx AFTER DELETE ON events
