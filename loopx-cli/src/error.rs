@@ -183,6 +183,11 @@ impl From<StoreError> for CliError {
                 "newer_schema",
                 "this store was written by a newer loopx: upgrade loopx on this machine",
             ),
+            StoreError::HistoryDamaged { .. } => (
+                Exit::Store,
+                "history_damaged",
+                "run `loopx doctor` for details and restore the store from a backup; other goals are unaffected",
+            ),
             StoreError::Corrupt { .. } => (
                 Exit::Store,
                 "store_corrupt",

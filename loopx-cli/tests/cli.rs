@@ -45,8 +45,18 @@ fn export_and_import_round_trip_and_import_never_overwrites() {
     let now = at(30, "10:00");
     let exported = lx.run(&["--goal", GOAL, "export"]);
     assert_eq!(exported.code, 0, "{}", exported.stderr);
-    let lines = exported.stdout.lines().count();
+    // Every event is one line, then the trailer.
+    let lines = exported.stdout.lines().count() - 1;
     assert!(lines > 10, "every event is one line");
+    assert!(
+        exported
+            .stdout
+            .lines()
+            .last()
+            .is_some_and(|l| l.starts_with("{\"trailer\"")),
+        "{}",
+        exported.stdout
+    );
     let mut doc = lx.ok(&["--goal", GOAL, "export"]);
     assert_eq!(
         doc["export"]["events"].as_array().map(Vec::len),
@@ -696,6 +706,7 @@ fn the_other_verbs_json_shapes() {
         std::fs::read_to_string(&out)
             .map(|t| t.lines().count())
             .ok(),
-        Some(18)
+        // 18 events and the trailer.
+        Some(19)
     );
 }

@@ -221,6 +221,20 @@ pub enum StoreError {
         /// The newest this build reads.
         supported: u32,
     },
+    /// A goal's stored history is damaged: an event row is missing, changed outside loopx or
+    /// unreadable, or events are stored for a goal whose row is gone. Every read and write of
+    /// that goal fails with this error and changes nothing; other goals work.
+    #[error(
+        "the history of goal `{goal}` is damaged at revision {revision}: {detail}; the goal is neither read nor written: restore the store from a backup"
+    )]
+    HistoryDamaged {
+        /// The goal whose history is damaged.
+        goal: GoalId,
+        /// The lowest revision known to be damaged (0: the goal's own row).
+        revision: u64,
+        /// What is wrong, without any stored payload.
+        detail: String,
+    },
     /// Stored data is damaged.
     #[error("the store is corrupt: {detail}")]
     Corrupt {

@@ -57,6 +57,7 @@ use loopx_kernel::{
 
 use crate::hooked::{AppendHook, Hooked};
 use crate::retention::{OperationRecord, Retention};
+use crate::rows::RowDamage;
 use loopx_kernel::write::{MAX_ATTEMPTS, digest};
 use loopx_kernel::{SubmitError, Submitted, submit};
 
@@ -81,6 +82,18 @@ pub trait Backend: Send + Sync {
         let _ = store;
         None
     }
+}
+
+/// A backend whose stored rows a test can change with plain SQL, as a stray statement of an
+/// operator or a failing disk would. The damage suite ([`damage_suite!`](crate::damage_suite))
+/// runs on it; the memory backend, whose rows live inside its goals, has none to damage.
+#[async_trait]
+pub trait Tamper: Backend {
+    /// Runs `sql` (statements separated by `;`) on `store`'s data over a connection of its own,
+    /// outside the store. With `marks` false the schema's damage triggers are off while it
+    /// runs (and on again afterwards), as for damage below SQL (a flipped bit on disk) that no
+    /// trigger sees.
+    async fn tamper(&self, store: &Self::Store, sql: &str, marks: bool);
 }
 
 /// Runs a future to completion on a new single-threaded tokio runtime with its I/O and timer
@@ -121,6 +134,7 @@ macro_rules! conformance_suite {
             compaction_inside_a_commit_keeps_its_receipt,
             reopen_keeps_everything,
             changed_wakes_waiters,
+            derived_rows_match_the_history,
         );
     };
     (@cases $backend:expr; $($case:ident),* $(,)?) => {
@@ -131,6 +145,21 @@ macro_rules! conformance_suite {
                 $crate::conformance::block_on($crate::conformance::$case(&backend));
             }
         )*
+    };
+}
+
+/// Expands to one `#[test]` per damage case, each run against a new value of `$backend` (an
+/// expression whose type implements [`Tamper`]): rows changed outside the store are found, each
+/// as a typed error or finding, and nothing more is written to the damaged goal.
+#[macro_export]
+macro_rules! damage_suite {
+    ($backend:expr) => {
+        $crate::conformance_suite!(@cases $backend;
+            damage_below_a_snapshot_is_found_at_load,
+            a_removed_goal_row_is_damage_not_absence,
+            events_never_have_a_gap,
+            derived_rows_changed_outside_are_found,
+        );
     };
 }
 
@@ -1674,4 +1703,302 @@ pub async fn changed_wakes_waiters<B: Backend>(backend: &B) {
     let (moved, ()) = tokio::join!(wait, create);
     assert_eq!(ok(moved, "changed"), vec![h.clone()]);
     assert_eq!(load(&store, &h).await.revision, 1);
+}
+
+// ----- damage ---------------------------------------------------------------------------------
+
+/// A store with goal `dmg` (41 events: far past a snapshot on every configuration of the
+/// suite, so a load reads none of the early rows) and a sound goal `sound`.
+async fn damageable<S: Store + ?Sized>(store: &S) -> GoalId {
+    let mut goal = Goal::create(store, spec("dmg", &["a", "b"]), at(0)).await;
+    for i in 0..40 {
+        goal.run(&ag("a"), at(i), add(&format!("t{i}"))).await;
+    }
+    let mut sound = Goal::create(store, spec("sound", &["a"]), at(0)).await;
+    sound.run(&ag("a"), at(1), add("s0")).await;
+    goal.id
+}
+
+fn is_damaged<T: std::fmt::Debug>(
+    result: &Result<T, StoreError>,
+    goal: &GoalId,
+    revision: u64,
+) -> bool {
+    matches!(result, Err(StoreError::HistoryDamaged { goal: g, revision: r, .. }) if g == goal && *r == revision)
+}
+
+fn submit_damaged(result: &Result<Submitted, SubmitError>, goal: &GoalId, revision: u64) -> bool {
+    matches!(result, Err(SubmitError::Store(StoreError::HistoryDamaged { goal: g, revision: r, .. })) if g == goal && *r == revision)
+}
+
+/// The sound goal still reads and takes commits next to a damaged one.
+async fn sound_goal_works<S: Store + ?Sized>(store: &S) {
+    let id: GoalId = id("sound");
+    let before = load(store, &id).await;
+    let mut sound = Goal {
+        store,
+        id,
+        ops: 100,
+    };
+    let done = sound.run(&ag("a"), at(50), add("s1")).await;
+    assert_eq!(done.receipt.revision, before.revision + 1);
+}
+
+/// An event row deleted, or overwritten with text that is not JSON, below the goal's newest
+/// snapshot: a load reads neither row, yet every handle's load, every write (from a handle that
+/// holds the goal cached, too), waiting on it and compaction of the goal fail with
+/// `StoreError::HistoryDamaged` at that revision, before anything is written; the rows before
+/// the damage still read, and other goals work.
+pub async fn damage_below_a_snapshot_is_found_at_load<B: Tamper>(backend: &B) {
+    let damages = [
+        (7, "DELETE FROM events WHERE goal = 'dmg' AND revision = 7"),
+        (
+            5,
+            "UPDATE events SET json = 'not json' WHERE goal = 'dmg' AND revision = 5",
+        ),
+    ];
+    for (revision, sql) in damages {
+        let store = backend.fresh().await;
+        let goal = damageable(&store).await;
+        let state = load(&store, &goal).await;
+        backend.tamper(&store, sql, true).await;
+        let loaded = store.load(&goal).await;
+        assert!(
+            is_damaged(&loaded, &goal, revision),
+            "`{sql}`: load: {loaded:?}"
+        );
+        let mut writer = Goal {
+            store: &store,
+            id: goal.clone(),
+            ops: 1000,
+        };
+        let op = OperationId::new("dmg-op-1001".to_owned()).ok();
+        let written = writer.submit(&ag("a"), at(45), add("late")).await;
+        assert!(
+            submit_damaged(&written, &goal, revision),
+            "`{sql}`: a write on the damaged goal: {written:?}"
+        );
+        if let Some(op) = op {
+            assert_eq!(ok(store.receipt(&goal, &op).await, "receipt"), None);
+        }
+        let compacted = store.compact(&goal, 20).await;
+        assert!(
+            is_damaged(&compacted, &goal, revision),
+            "`{sql}`: compact: {compacted:?}"
+        );
+        let waited = store
+            .changed(&[(goal.clone(), state.revision)], Duration::from_millis(50))
+            .await;
+        assert!(
+            is_damaged(&waited, &goal, revision),
+            "`{sql}`: waiting on the goal: {waited:?}"
+        );
+        let other = match backend.second(&store).await {
+            Some(other) => other,
+            None => backend.reopen(store).await,
+        };
+        let loaded = other.load(&goal).await;
+        assert!(
+            is_damaged(&loaded, &goal, revision),
+            "`{sql}`: a fresh load: {loaded:?}"
+        );
+        let read = other.events(&goal, 0, usize::MAX).await;
+        assert!(read.is_err(), "`{sql}`: every event read back: {read:?}");
+        let early = ok(
+            other.events(&goal, 0, 4).await,
+            "the events before the damage",
+        );
+        assert_eq!(early.len(), 4);
+        let last = ok(
+            other.events(&goal, state.revision - 1, 1).await,
+            "the last event",
+        );
+        assert_eq!(
+            last.iter().map(|e| e.revision).collect::<Vec<_>>(),
+            vec![state.revision]
+        );
+        sound_goal_works(&other).await;
+    }
+}
+
+/// The goal row deleted while the goal's history stays: every load answers
+/// `StoreError::HistoryDamaged` (revision 0: the goal's own row), never "no such goal"; a
+/// write, and creating the goal anew, fail the same way; the orphaned rows are reported.
+pub async fn a_removed_goal_row_is_damage_not_absence<B: Tamper>(backend: &B) {
+    let store = backend.fresh().await;
+    let goal = damageable(&store).await;
+    backend
+        .tamper(&store, "DELETE FROM goals WHERE goal = 'dmg'", true)
+        .await;
+    let loaded = store.load(&goal).await;
+    assert!(is_damaged(&loaded, &goal, 0), "a cached load: {loaded:?}");
+    let mut writer = Goal {
+        store: &store,
+        id: goal.clone(),
+        ops: 1000,
+    };
+    let written = writer.submit(&ag("a"), at(45), add("late")).await;
+    assert!(submit_damaged(&written, &goal, 0), "a write: {written:?}");
+    let created = writer
+        .submit(
+            &owner(),
+            at(46),
+            Command::CreateGoal {
+                spec: spec("dmg", &["a"]),
+            },
+        )
+        .await;
+    assert!(
+        submit_damaged(&created, &goal, 0),
+        "creating it again: {created:?}"
+    );
+    let other = match backend.second(&store).await {
+        Some(other) => other,
+        None => backend.reopen(store).await,
+    };
+    let loaded = other.load(&goal).await;
+    assert!(is_damaged(&loaded, &goal, 0), "a fresh load: {loaded:?}");
+    let read = other.events(&goal, 0, usize::MAX).await;
+    assert!(is_damaged(&read, &goal, 0), "events: {read:?}");
+    assert_eq!(
+        ok(other.stored_goals().await, "stored goals"),
+        vec![id::<GoalId>("sound")]
+    );
+    let orphans = ok(other.orphans().await, "orphans");
+    assert!(
+        matches!(orphans.as_slice(), [RowDamage::Orphaned { goal: g, tables }]
+            if g == &goal && tables.iter().any(|t| t == "events") && tables.iter().any(|t| t == "goal_agents")),
+        "{orphans:?}"
+    );
+    sound_goal_works(&other).await;
+}
+
+/// Damage no trigger sees (the triggers off, as for a flipped bit on disk): reading the events
+/// never returns a history with a gap. A page that would skip the missing revision, or stop
+/// short of the goal's revision, is `StoreError::HistoryDamaged` at the first missing one;
+/// compaction, which folds the early events, fails the same way; pages before the gap read.
+pub async fn events_never_have_a_gap<B: Tamper>(backend: &B) {
+    let store = backend.fresh().await;
+    let goal = damageable(&store).await;
+    backend
+        .tamper(
+            &store,
+            "DELETE FROM events WHERE goal = 'dmg' AND (revision = 7 OR revision = 41)",
+            false,
+        )
+        .await;
+    let other = match backend.second(&store).await {
+        Some(other) => other,
+        None => backend.reopen(store).await,
+    };
+    let all = other.events(&goal, 0, usize::MAX).await;
+    assert!(is_damaged(&all, &goal, 7), "every event: {all:?}");
+    let page = other.events(&goal, 5, 10).await;
+    assert!(
+        is_damaged(&page, &goal, 7),
+        "a page across the gap: {page:?}"
+    );
+    let tail = other.events(&goal, 30, 100).await;
+    assert!(is_damaged(&tail, &goal, 41), "the last page: {tail:?}");
+    let early = ok(other.events(&goal, 0, 6).await, "the events before the gap");
+    assert_eq!(
+        early.iter().map(|e| e.revision).collect::<Vec<_>>(),
+        (1..=6).collect::<Vec<_>>()
+    );
+    let compacted = other.compact(&goal, 20).await;
+    assert!(is_damaged(&compacted, &goal, 7), "compact: {compacted:?}");
+    sound_goal_works(&other).await;
+}
+
+/// The goal's derived rows changed outside the store (its standing, objective, window,
+/// registered agents, a frontier row): `Retention::check_rows` against the fold of its history
+/// reports each change, typed, and a sound goal reports none.
+pub async fn derived_rows_changed_outside_are_found<B: Tamper>(backend: &B) {
+    let store = backend.fresh().await;
+    let goal = damageable(&store).await;
+    let history = fold(&all_events(&store, &goal).await);
+    assert_eq!(
+        ok(store.check_rows(&history, at(45)).await, "check"),
+        vec![]
+    );
+    backend
+        .tamper(
+            &store,
+            "UPDATE goals SET status = 'accepted', objective = 'changed' WHERE goal = 'dmg';
+             DELETE FROM goal_agents WHERE goal = 'dmg' AND agent = 'b';
+             DELETE FROM frontier WHERE goal = 'dmg' AND agent = 'a'",
+            true,
+        )
+        .await;
+    let found = ok(store.check_rows(&history, at(45)).await, "check");
+    let column = |name: &str| {
+        found.iter().any(|d| matches!(d, RowDamage::GoalRow { goal: g, column, .. } if g == &goal && column == name))
+    };
+    assert!(column("status"), "{found:?}");
+    assert!(column("objective"), "{found:?}");
+    assert!(
+        found.iter().any(
+            |d| matches!(d, RowDamage::Agents { stored, .. } if stored == &vec!["a".to_owned()])
+        ),
+        "{found:?}"
+    );
+    assert!(
+        found.iter().any(|d| matches!(d, RowDamage::Frontier { agent, stored: None, expected: Some(_), .. } if agent == "a")),
+        "{found:?}"
+    );
+    assert!(found.iter().all(|d| d.goal() == &goal), "{found:?}");
+    let sound = fold(&all_events(&store, &id("sound")).await);
+    assert_eq!(ok(store.check_rows(&sound, at(45)).await, "check"), vec![]);
+    assert_eq!(ok(store.orphans().await, "orphans"), vec![]);
+}
+
+/// Every backend's derived rows equal the rows the fold of each goal's history gives, at
+/// times inside and past their windows, after leases, settlements, expiries and compaction.
+pub async fn derived_rows_match_the_history<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let mut goal = Goal::create(&store, spec("rows", &["a", "b"]), at(0)).await;
+    for i in 0..6 {
+        goal.run(&ag("a"), at(i), add(&format!("t{i}"))).await;
+    }
+    goal.work("b", "t0", at(7), done()).await;
+    goal.run(&ag("a"), at(8), claim("t1", 30)).await;
+    ok(store.compact(&goal.id, 3).await, "compact");
+    let history = {
+        let base = ok(store.base(&goal.id).await, "base");
+        let mut state = base.map(|b| match b.into_state() {
+            Ok(state) => state,
+            Err(error) => panic!("the base snapshot does not decode: {error}"),
+        });
+        for event in all_events(&store, &goal.id).await {
+            state = Some(match state {
+                None => fold(std::slice::from_ref(&event)),
+                Some(mut s) => {
+                    if let Err(error) = s.apply(&event) {
+                        panic!("the stored events do not fold: {error}");
+                    }
+                    s
+                }
+            });
+        }
+        state.unwrap_or_else(|| panic!("goal `rows` has no history"))
+    };
+    assert_eq!(history, load(&store, &goal.id).await);
+    for minutes in [9, 20, 39, 120] {
+        assert_eq!(
+            ok(store.check_rows(&history, at(minutes)).await, "check"),
+            vec![],
+            "at minute {minutes}"
+        );
+    }
+    assert_eq!(
+        ok(store.stored_goals().await, "stored goals"),
+        vec![goal.id.clone()]
+    );
+    // A query past the lease's expiry rewrites the rows; they still match.
+    ok(store.goals(at(120)).await, "goals");
+    assert_eq!(
+        ok(store.check_rows(&history, at(120)).await, "check"),
+        vec![]
+    );
+    assert_eq!(ok(store.orphans().await, "orphans"), vec![]);
 }

@@ -71,6 +71,15 @@ pub(crate) fn fold_stored(
     rows: &[EventRow],
 ) -> Result<Option<GoalState>, StoreError> {
     for row in rows {
+        // A missing row is named as such, before the fold would refuse the next one.
+        let next = state.as_ref().map_or(1, |s| s.revision + 1);
+        if row.revision != next {
+            return Err(StoreError::HistoryDamaged {
+                goal: goal.clone(),
+                revision: next,
+                detail: "an event is missing from its history".into(),
+            });
+        }
         let event = decode_event(goal, row)?;
         state = Some(match state {
             None => GoalState::genesis(&event).map_err(|e| unfoldable(goal, &e))?,
@@ -113,6 +122,16 @@ pub(crate) fn check_loaded(
             ),
         });
     };
+    if state.revision < recorded && &state.spec.id == goal {
+        return Err(StoreError::HistoryDamaged {
+            goal: goal.clone(),
+            revision: state.revision + 1,
+            detail: format!(
+                "it is recorded at revision {recorded} but its history ends at revision {}",
+                state.revision
+            ),
+        });
+    }
     if state.revision != recorded || &state.spec.id != goal {
         return Err(StoreError::Corrupt {
             detail: format!(

@@ -15,7 +15,13 @@
 //!   connection pool, `LISTEN`/`NOTIFY` to wake waiters, a lost `COMMIT` answer reported as
 //!   ambiguous.
 //! - [`Retention`]: bounded history — [`Retention::compact`] folds old events into a base
-//!   snapshot and drops them, keeping every receipt.
+//!   snapshot and drops them, keeping every receipt — and the doctor's checks of derived rows
+//!   against the history ([`Retention::check_rows`], [`Retention::orphans`], as [`RowDamage`]).
+//! - [`HistoryChain`]: the chained digest of a goal's history, which exports end with.
+//! - A goal whose history was damaged outside loopx (an event row deleted or changed, below
+//!   the newest snapshot too; its goal row removed) answers
+//!   [`StoreError::HistoryDamaged`](loopx_kernel::seams::StoreError::HistoryDamaged) to every
+//!   read and write, found at load time without reading the history.
 //! - [`Hooked`]: any store with an [`AppendHook`] around its appends (fault injection, metrics).
 //! - `conformance` (feature `conformance`): the suite every backend passes, public so that
 //!   other backends run it too.
@@ -68,6 +74,7 @@
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod cache;
+pub mod chain;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod commit;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
@@ -77,6 +84,7 @@ mod hooked;
 mod index;
 mod memory;
 mod retention;
+mod rows;
 mod watch;
 
 #[cfg(feature = "sqlite")]
@@ -91,11 +99,13 @@ pub mod conformance;
 #[cfg(feature = "test-cluster")]
 pub mod test_cluster;
 
+pub use chain::HistoryChain;
 pub use hooked::{AppendHook, Hooked};
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresOptions, PostgresStore, SCHEMA_VERSION as POSTGRES_SCHEMA_VERSION};
 pub use retention::{Compaction, OperationRecord, Retention};
+pub use rows::RowDamage;
 #[cfg(feature = "sqlite")]
 pub use sqlite::{
     Durability, SCHEMA_VERSION as SQLITE_SCHEMA_VERSION, SqliteOptions, SqliteStore, WalDamage,

@@ -10,9 +10,10 @@ use loopx_kernel::{
     AgentId, GoalId, GoalState, OperationId, RecordedEvent, Snapshot, Timestamp, TodoId,
 };
 
-use crate::fold::{kinds, receipt, same_operation, unfoldable};
-use crate::index::{Projection, merge_frontiers};
+use crate::fold::{encode, kinds, receipt, same_operation, unfoldable};
+use crate::index::{Projection, merge_frontiers, status_name};
 use crate::retention::{Compaction, OperationRecord, Retention};
+use crate::rows::{RowDamage, StoredRows, compare, missing_row};
 use crate::watch::{deadline, past};
 use tokio::sync::watch;
 
@@ -340,5 +341,50 @@ impl Retention for MemoryStore {
                     .collect()
             })
             .unwrap_or_default())
+    }
+
+    /// The memory backend's derived rows are its kept projection of each goal; it keeps no
+    /// periodic snapshots (its base is its one snapshot).
+    async fn check_rows(
+        &self,
+        state: &GoalState,
+        now: Timestamp,
+    ) -> Result<Vec<RowDamage>, StoreError> {
+        let inner = self.lock();
+        let Some(entry) = inner.goals.get(&state.spec.id) else {
+            return Ok(vec![missing_row(&state.spec.id)]);
+        };
+        let projection = &entry.projection;
+        let base = entry.base_revision();
+        let mut frontier = BTreeMap::new();
+        for (agent, todos) in &projection.frontier {
+            frontier.insert(agent.as_str().to_owned(), encode(todos)?);
+        }
+        let stored = StoredRows {
+            revision: entry.state.revision,
+            objective: projection.summary.objective.clone(),
+            status: status_name(projection.summary.status).to_owned(),
+            valid_from: projection.valid_from,
+            valid_until: projection.summary.next_wake,
+            base_revision: base,
+            snapshot_revision: base,
+            snapshots: (base > 0).then_some(base).into_iter().collect(),
+            agents: projection
+                .agents
+                .iter()
+                .map(|a| a.as_str().to_owned())
+                .collect(),
+            frontier,
+        };
+        compare(&stored, state, now)
+    }
+
+    async fn stored_goals(&self) -> Result<Vec<GoalId>, StoreError> {
+        Ok(self.lock().goals.keys().cloned().collect())
+    }
+
+    /// Every row of the memory backend lives inside its goal: none can lose its goal.
+    async fn orphans(&self) -> Result<Vec<RowDamage>, StoreError> {
+        Ok(Vec::new())
     }
 }

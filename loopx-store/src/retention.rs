@@ -5,7 +5,9 @@ use async_trait::async_trait;
 use loopx_kernel::seams::{Receipt, Store, StoreError};
 use std::collections::BTreeMap;
 
-use loopx_kernel::{Actor, Event, GoalId, RecordedEvent, Snapshot};
+use loopx_kernel::{Actor, Event, GoalId, GoalState, RecordedEvent, Snapshot, Timestamp};
+
+use crate::rows::RowDamage;
 use serde::{Deserialize, Serialize};
 
 /// What a compaction did.
@@ -75,6 +77,36 @@ pub trait Retention: Store {
         after: u64,
         limit: usize,
     ) -> Result<Vec<OperationRecord>, StoreError>;
+
+    /// Compares the derived rows the store keeps for `state`'s goal (its goal row: revision,
+    /// objective, standing and window, snapshot and base bookkeeping; its registered agents;
+    /// each agent's frontier row) with the rows `state` gives at `now`, and returns every
+    /// difference. `state` is the fold of the goal's whole history, as a doctor replays it
+    /// (not what `load` returns, which trusts the rows). Reads only; changes nothing. A goal
+    /// whose row is missing is one [`RowDamage::GoalRow`] for the column `goal`.
+    ///
+    /// # Errors
+    /// The backend's errors.
+    async fn check_rows(
+        &self,
+        state: &GoalState,
+        now: Timestamp,
+    ) -> Result<Vec<RowDamage>, StoreError>;
+
+    /// Every goal that has a goal row, in id order, as stored: unlike `Store::goals`, nothing
+    /// is recomputed or rewritten, so a doctor checks the rows as they are.
+    ///
+    /// # Errors
+    /// The backend's errors; a stored goal id that is not valid is [`StoreError::Corrupt`].
+    async fn stored_goals(&self) -> Result<Vec<GoalId>, StoreError>;
+
+    /// The goals that have rows (events, snapshots, receipts, agents, frontier rows) but no
+    /// goal row, as [`RowDamage::Orphaned`]: a goal row deleted outside loopx. Reads every
+    /// table; changes nothing.
+    ///
+    /// # Errors
+    /// The backend's errors.
+    async fn orphans(&self) -> Result<Vec<RowDamage>, StoreError>;
 }
 
 /// An operation record from its stored columns: the receipt, the issuing actor as JSON (absent

@@ -174,13 +174,29 @@ fn rows(path: &Path) -> (i64, i64, i64, String) {
     .unwrap()
 }
 
+/// Damages one row as a failing disk would: below SQL, where the schema's damage triggers
+/// (which mark a goal whose event rows a statement changed) see nothing, so that what reading
+/// the row finds is what the store reports. `damage_marks` covers the triggers.
 fn damage(path: &Path, sql: &str) {
     let conn = Connection::open(path).unwrap();
+    let triggers: Vec<(String, String)> = conn
+        .prepare("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    for (name, _) in &triggers {
+        conn.execute_batch(&format!("DROP TRIGGER {name}")).unwrap();
+    }
     assert_eq!(
         conn.execute(sql, []).unwrap(),
         1,
         "the damage must hit one row"
     );
+    for (_, create) in &triggers {
+        conn.execute_batch(create).unwrap();
+    }
 }
 
 /// Opens the damaged store and checks that reading and writing goal `g` fail with `expect`,

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use async_trait::async_trait;
-use loopx_store::conformance::Backend;
+use loopx_store::conformance::{Backend, Tamper};
 use loopx_store::{Durability, MemoryStore, SqliteOptions, SqliteStore};
 
 mod memory {
@@ -66,12 +66,54 @@ impl Backend for Sqlite {
     }
 }
 
+/// Plain SQL on the store's file over a connection of its own. Without marks, the damage
+/// triggers are dropped for the statements and created again afterwards, in one transaction.
+#[async_trait]
+impl Tamper for Sqlite {
+    async fn tamper(&self, store: &SqliteStore, sql: &str, marks: bool) {
+        let conn = rusqlite::Connection::open(store.path()).unwrap();
+        if marks {
+            conn.execute_batch(sql).unwrap();
+            return;
+        }
+        let triggers: Vec<(String, String)> = conn
+            .prepare("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert!(!triggers.is_empty(), "the schema has damage triggers");
+        let mut batch = String::from("BEGIN;");
+        for (name, _) in &triggers {
+            batch.push_str(" DROP TRIGGER ");
+            batch.push_str(name);
+            batch.push(';');
+        }
+        batch.push(' ');
+        batch.push_str(sql);
+        batch.push(';');
+        for (_, create) in &triggers {
+            batch.push(' ');
+            batch.push_str(create);
+            batch.push(';');
+        }
+        batch.push_str(" COMMIT;");
+        conn.execute_batch(&batch).unwrap();
+    }
+}
+
 /// Snapshots every 16 events and two connections per handle, so the suite goes through
 /// snapshot loads and connection waits.
 mod sqlite {
     use super::*;
 
     loopx_store::conformance_suite!(Sqlite::new(
+        SqliteOptions::default()
+            .snapshot_every(16)
+            .max_connections(2)
+    ));
+    loopx_store::damage_suite!(Sqlite::new(
         SqliteOptions::default()
             .snapshot_every(16)
             .max_connections(2)
@@ -83,6 +125,12 @@ mod sqlite_normal {
     use super::*;
 
     loopx_store::conformance_suite!(Sqlite::new(
+        SqliteOptions::default()
+            .durability(Durability::Normal)
+            .snapshot_every(1)
+            .max_connections(1)
+    ));
+    loopx_store::damage_suite!(Sqlite::new(
         SqliteOptions::default()
             .durability(Durability::Normal)
             .snapshot_every(1)
@@ -159,12 +207,40 @@ mod postgres {
         }
     }
 
+    /// Plain SQL on the store's database over a client of its own. Without marks, the
+    /// triggers on the event log are disabled for the statements, in one transaction.
+    #[async_trait]
+    impl Tamper for Postgres {
+        async fn tamper(&self, store: &PostgresStore, sql: &str, marks: bool) {
+            let url = self.url(store);
+            let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                .await
+                .unwrap();
+            let driver = tokio::spawn(connection);
+            let batch = if marks {
+                sql.to_owned()
+            } else {
+                format!(
+                    "BEGIN; ALTER TABLE events DISABLE TRIGGER USER; {sql}; ALTER TABLE events ENABLE TRIGGER USER; COMMIT;"
+                )
+            };
+            client.batch_execute(&batch).await.unwrap();
+            drop(client);
+            driver.await.unwrap().unwrap();
+        }
+    }
+
     /// Snapshots every 16 events and two pooled connections, so the suite goes through
     /// snapshot loads and connection waits.
     mod postgres_pool2 {
         use super::*;
 
         loopx_store::conformance_suite!(Postgres::new(
+            PostgresOptions::default()
+                .snapshot_every(16)
+                .max_connections(2)
+        ));
+        loopx_store::damage_suite!(Postgres::new(
             PostgresOptions::default()
                 .snapshot_every(16)
                 .max_connections(2)

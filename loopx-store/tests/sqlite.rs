@@ -270,9 +270,23 @@ fn concurrent_creates_and_opens_agree() {
     }
 }
 
+/// Turns a store written by this build back into what schema 4 wrote: no damage marks and no
+/// damage triggers; version 4.
+fn rewrite_as_schema_4(path: &Path) {
+    let conn = Connection::open(path).unwrap();
+    conn.execute_batch(
+        "DROP TRIGGER events_deleted_outside_loopx;
+         DROP TRIGGER events_changed_outside_loopx;
+         ALTER TABLE goals DROP COLUMN damaged;
+         UPDATE schema_version SET version = 4;",
+    )
+    .unwrap();
+}
+
 /// Turns a store written by this build back into what schema 3 wrote: the frontier rows
 /// clustered on (agent, goal) with an index on the goal; version 3.
 fn rewrite_as_schema_3(path: &Path) {
+    rewrite_as_schema_4(path);
     let conn = Connection::open(path).unwrap();
     conn.execute_batch(
         "CREATE TABLE frontier_by_agent_rows (

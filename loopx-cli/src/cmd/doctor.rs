@@ -1,10 +1,12 @@
-//! `loopx doctor`: checks the store without changing it: SQLite's integrity check, every
-//! goal's history replays to exactly the state the store loads, and the kernel's invariants
-//! hold on that state.
+//! `loopx doctor`: checks the store without changing it: SQLite's integrity check, no rows
+//! without their goal row, every goal's history replays to exactly the state the store loads,
+//! its index rows (goal row, registered agents, frontier rows, snapshot bookkeeping) match what
+//! the replayed history gives, and the kernel's invariants hold on that state.
 
 use std::fmt::Write as _;
 
 use loopx_kernel::{GoalId, GoalState, RecordedEvent, check_invariants};
+use loopx_store::RowDamage;
 use serde_json::{Value, json};
 
 use crate::context::Ctx;
@@ -20,11 +22,48 @@ struct Check {
     goal: Option<GoalId>,
     ok: bool,
     detail: String,
+    /// The kind of damage a failed `rows` check found (`RowDamage::code`).
+    kind: Option<&'static str>,
 }
 
 impl Check {
     fn json(&self) -> Value {
-        json!({ "check": self.name, "goal": self.goal, "ok": self.ok, "detail": self.detail })
+        let mut value =
+            json!({ "check": self.name, "goal": self.goal, "ok": self.ok, "detail": self.detail });
+        if let (Some(kind), Some(map)) = (self.kind, value.as_object_mut()) {
+            map.insert("kind".into(), json!(kind));
+        }
+        value
+    }
+
+    fn ok(name: &'static str, goal: Option<&GoalId>, detail: String) -> Check {
+        Check {
+            name,
+            goal: goal.cloned(),
+            ok: true,
+            detail,
+            kind: None,
+        }
+    }
+
+    fn failed(name: &'static str, goal: Option<&GoalId>, detail: String) -> Check {
+        Check {
+            name,
+            goal: goal.cloned(),
+            ok: false,
+            detail,
+            kind: None,
+        }
+    }
+
+    fn damage(damage: &RowDamage) -> Check {
+        Check {
+            name: "rows",
+            goal: Some(damage.goal().clone()),
+            ok: false,
+            detail: damage.to_string(),
+            kind: Some(damage.code()),
+        }
     }
 }
 
@@ -34,39 +73,32 @@ pub async fn run(ctx: &Ctx) -> Result<Exit, CliError> {
     let mut checks = Vec::new();
     if let Backend::Sqlite(sqlite) = &backend {
         checks.push(match sqlite.integrity_check().await {
-            Ok(()) => Check {
-                name: "integrity",
-                goal: None,
-                ok: true,
-                detail: "PRAGMA integrity_check: ok".into(),
-            },
-            Err(error) => Check {
-                name: "integrity",
-                goal: None,
-                ok: false,
-                detail: error.to_string(),
-            },
+            Ok(()) => Check::ok("integrity", None, "PRAGMA integrity_check: ok".into()),
+            Err(error) => Check::failed("integrity", None, error.to_string()),
         });
     }
-    match backend.store().goals(ctx.now).await {
-        Ok(goals) => {
-            checks.push(Check {
-                name: "goals",
-                goal: None,
-                ok: true,
-                detail: format!("{} goal(s) listed", goals.len()),
-            });
-            for summary in goals {
-                check_goal(ctx, &backend, &summary.goal, &mut checks).await;
-            }
-        }
-        Err(error) => checks.push(Check {
-            name: "goals",
-            goal: None,
-            ok: false,
-            detail: error.to_string(),
-        }),
+    match backend.retention().orphans().await {
+        Ok(orphans) => checks.extend(orphans.iter().map(Check::damage)),
+        Err(error) => checks.push(Check::failed("rows", None, error.to_string())),
     }
+    // The goals as stored, checked before anything lists them: a listing recomputes stale
+    // index rows, which would hide a changed one.
+    let stored = match backend.retention().stored_goals().await {
+        Ok(stored) => stored,
+        Err(error) => {
+            checks.push(Check::failed("goals", None, error.to_string()));
+            Vec::new()
+        }
+    };
+    let mut goal_checks = Vec::new();
+    for goal in &stored {
+        check_goal(ctx, &backend, goal, &mut goal_checks).await;
+    }
+    checks.push(match backend.store().goals(ctx.now).await {
+        Ok(goals) => Check::ok("goals", None, format!("{} goal(s) listed", goals.len())),
+        Err(error) => Check::failed("goals", None, error.to_string()),
+    });
+    checks.extend(goal_checks);
     let ok = checks.iter().all(|c| c.ok);
     let value = json!({
         "doctor": {
@@ -141,48 +173,67 @@ pub async fn rebuild(backend: &Backend, goal: &GoalId) -> Result<Option<GoalStat
 }
 
 async fn check_goal(ctx: &Ctx, backend: &Backend, goal: &GoalId, checks: &mut Vec<Check>) {
-    let fail = |check: &'static str, detail: String| Check {
-        name: check,
-        goal: Some(goal.clone()),
-        ok: false,
-        detail,
-    };
+    let fail = |check: &'static str, detail: String| Check::failed(check, Some(goal), detail);
+    // A load that fails still has its history replayed: that names the damaged row.
     let loaded = match backend.store().load(goal).await {
-        Ok(Some(state)) => state,
+        Ok(Some(state)) => Some(state),
         Ok(None) => {
             checks.push(fail("load", "listed but cannot be loaded".into()));
-            return;
+            None
         }
         Err(error) => {
             checks.push(fail("load", error.to_string()));
-            return;
+            None
         }
     };
-    match rebuild(backend, goal).await {
-        Ok(Some(replayed)) if replayed == loaded => checks.push(Check {
-            name: "replay",
-            goal: Some(goal.clone()),
-            ok: true,
-            detail: format!("history replays to the stored state at revision {}", loaded.revision),
-        }),
-        Ok(Some(replayed)) => checks.push(fail(
+    let replayed = match rebuild(backend, goal).await {
+        Ok(Some(replayed)) => Some(replayed),
+        Ok(None) => {
+            checks.push(fail("replay", "the goal has no recorded events".into()));
+            None
+        }
+        Err(detail) => {
+            checks.push(fail("replay", detail));
+            None
+        }
+    };
+    let (Some(loaded), Some(replayed)) = (loaded, replayed) else {
+        return;
+    };
+    if replayed == loaded {
+        checks.push(Check::ok(
+            "replay",
+            Some(goal),
+            format!(
+                "history replays to the stored state at revision {}",
+                loaded.revision
+            ),
+        ));
+    } else {
+        checks.push(fail(
             "replay",
             format!(
                 "replaying the history gives revision {} but the store loads revision {}, or their contents differ",
                 replayed.revision, loaded.revision
             ),
+        ));
+    }
+    match backend.retention().check_rows(&replayed, ctx.now).await {
+        Ok(damage) if damage.is_empty() => checks.push(Check::ok(
+            "rows",
+            Some(goal),
+            "the goal row, agents and frontier rows match the history".into(),
         )),
-        Ok(None) => checks.push(fail("replay", "the goal has no recorded events".into())),
-        Err(detail) => checks.push(fail("replay", detail)),
+        Ok(damage) => checks.extend(damage.iter().map(Check::damage)),
+        Err(error) => checks.push(fail("rows", error.to_string())),
     }
     let violations = check_invariants(&loaded, ctx.now);
     if violations.is_empty() {
-        checks.push(Check {
-            name: "invariants",
-            goal: Some(goal.clone()),
-            ok: true,
-            detail: "the kernel's invariants hold".into(),
-        });
+        checks.push(Check::ok(
+            "invariants",
+            Some(goal),
+            "the kernel's invariants hold".into(),
+        ));
     } else {
         let shown: Vec<String> = violations
             .iter()

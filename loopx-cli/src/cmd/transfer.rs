@@ -1,4 +1,7 @@
-//! `loopx export|import`: a goal's recorded events as JSON lines, one event per line.
+//! `loopx export|import`: a goal's recorded events as JSON lines, one event per line, ending
+//! with a trailer line that says how many events the file holds, the revision it reaches and
+//! the history's chained digest (`loopx_store::HistoryChain`), so that an import refuses a
+//! file cut short or changed.
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -6,7 +9,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 use loopx_kernel::seams::{AppendRequest, Commit, StoreError};
-use loopx_kernel::{GoalState, OperationId, RecordedEvent, check_invariants};
+use loopx_kernel::{GoalId, GoalState, OperationId, RecordedEvent, check_invariants};
+use loopx_store::HistoryChain;
 use serde_json::json;
 use sha2::{Digest as _, Sha256};
 
@@ -40,6 +44,54 @@ fn lines(events: &[RecordedEvent]) -> Result<String, CliError> {
     Ok(text)
 }
 
+/// The format a trailer names.
+const FORMAT: &str = "loopx.export.v2";
+
+/// The last line of an export.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Trailer {
+    /// Always [`FORMAT`].
+    format: String,
+    /// The goal.
+    goal: GoalId,
+    /// How many events the file holds (one line each): revisions 1 to `revision`.
+    events: u64,
+    /// The revision the history reaches.
+    revision: u64,
+    /// The chained digest of the history (`HistoryChain::head`).
+    chain: String,
+}
+
+/// The trailer line as written: `{"trailer": {…}}`.
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TrailerLine {
+    trailer: Trailer,
+}
+
+/// The trailer of `events` of `goal`, which must hold revisions 1 to the last without a gap;
+/// a gap is a damaged history, never a shorter one.
+fn trailer(goal: &GoalId, events: &[RecordedEvent]) -> Result<Trailer, CliError> {
+    let mut chain = HistoryChain::new(goal);
+    for event in events {
+        chain
+            .push(event)
+            .map_err(|revision| StoreError::HistoryDamaged {
+                goal: goal.clone(),
+                revision,
+                detail: "an event is missing from its history".into(),
+            })?;
+    }
+    Ok(Trailer {
+        format: FORMAT.into(),
+        goal: goal.clone(),
+        events: chain.events(),
+        revision: chain.revision(),
+        chain: chain.head(),
+    })
+}
+
 pub async fn export(ctx: &Ctx, args: &ExportArgs) -> Result<Exit, CliError> {
     let goal = ctx.goal()?;
     let backend = ctx.open().await?;
@@ -54,6 +106,20 @@ pub async fn export(ctx: &Ctx, args: &ExportArgs) -> Result<Exit, CliError> {
         events.extend(page);
     }
     if let Some(first) = events.first().filter(|e| e.revision != 1) {
+        // Only a compaction recorded on the goal explains a later start (the store checked
+        // the events against the goal's base); anything else is damage.
+        let base = backend.retention().base(&goal).await?;
+        if base.is_none_or(|base| base.state.revision + 1 != first.revision) {
+            return Err(StoreError::HistoryDamaged {
+                goal: goal.clone(),
+                revision: 1,
+                detail: format!(
+                    "its history starts at revision {} without a compaction",
+                    first.revision
+                ),
+            }
+            .into());
+        }
         return Err(CliError::new(
             Exit::Other,
             "history_compacted",
@@ -72,7 +138,14 @@ pub async fn export(ctx: &Ctx, args: &ExportArgs) -> Result<Exit, CliError> {
             "run the export again",
         ));
     }
-    let text = lines(&events)?;
+    let trailer = trailer(&goal, &events)?;
+    let mut text = lines(&events)?;
+    let line = serde_json::to_string(&TrailerLine {
+        trailer: trailer.clone(),
+    })
+    .map_err(|e| CliError::new(Exit::Other, "encode_failed", e.to_string(), ""))?;
+    text.push_str(&line);
+    text.push('\n');
     match &args.out {
         Some(path) => {
             let tmp = path.with_extension("loopx-partial");
@@ -88,7 +161,7 @@ pub async fn export(ctx: &Ctx, args: &ExportArgs) -> Result<Exit, CliError> {
                 ));
             }
             let value = json!({
-                "export": { "goal": goal, "revision": state.revision, "events": events.len(), "file": path }
+                "export": { "goal": goal, "revision": state.revision, "events": events.len(), "chain": trailer.chain, "file": path }
             });
             ctx.out.emit(&value, |_| {
                 format!(
@@ -100,7 +173,7 @@ pub async fn export(ctx: &Ctx, args: &ExportArgs) -> Result<Exit, CliError> {
         }
         None if ctx.out.json => {
             let value = json!({
-                "export": { "goal": goal, "revision": state.revision, "events": events }
+                "export": { "goal": goal, "revision": state.revision, "events": events, "trailer": trailer }
             });
             crate::output::Output::document(&value);
         }
@@ -131,15 +204,88 @@ fn invalid(message: String) -> CliError {
     )
 }
 
+fn trailer_error(code: &str, message: String) -> CliError {
+    CliError::input(
+        code,
+        message,
+        "import a complete, unmodified file written by `loopx export` of this version (exports \
+         written before the trailer existed are refused: export the goal again); nothing was written",
+    )
+}
+
+/// Checks the file's trailer against the events it holds: a file without one (cut short at a
+/// line boundary, or written before trailers existed) or with one that does not match is
+/// refused.
+fn check_trailer(
+    trailer: Option<Trailer>,
+    goal: &GoalId,
+    events: &[RecordedEvent],
+) -> Result<(), CliError> {
+    let Some(trailer) = trailer else {
+        return Err(trailer_error(
+            "export_trailer_missing",
+            "the file ends without the trailer line `loopx export` writes: it was cut short, or written by an older loopx".into(),
+        ));
+    };
+    let expected = self::trailer(goal, events)?;
+    if trailer.format != FORMAT {
+        return Err(trailer_error(
+            "export_trailer_mismatch",
+            format!(
+                "the trailer names format `{}`; this loopx reads `{FORMAT}`",
+                trailer.format
+            ),
+        ));
+    }
+    if trailer != expected {
+        return Err(trailer_error(
+            "export_trailer_mismatch",
+            format!(
+                "the trailer says goal `{}`, {} events up to revision {} with chain {}; the file holds goal `{}`, {} events up to revision {} with chain {}",
+                trailer.goal,
+                trailer.events,
+                trailer.revision,
+                trailer.chain,
+                expected.goal,
+                expected.events,
+                expected.revision,
+                expected.chain
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Parses and validates JSON lines completely, before the store is touched: every line a
-/// recorded event, the history replaying, its state satisfying the kernel's invariants.
+/// recorded event, the history replaying, its state satisfying the kernel's invariants, and
+/// the last line a trailer that matches them.
 fn parse_history(
     text: &str,
     now: loopx_kernel::Timestamp,
 ) -> Result<(Vec<RecordedEvent>, GoalState), CliError> {
     let mut events = Vec::new();
+    let mut trailer = None;
     for (n, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
+            continue;
+        }
+        if trailer.is_some() {
+            return Err(trailer_error(
+                "export_trailer_mismatch",
+                format!(
+                    "line {} follows the trailer, which must be the last line",
+                    n + 1
+                ),
+            ));
+        }
+        if line.trim_start().starts_with("{\"trailer\"") {
+            let parsed: TrailerLine = serde_json::from_str(line).map_err(|error| {
+                trailer_error(
+                    "export_trailer_mismatch",
+                    format!("line {} is not a valid trailer: {error}", n + 1),
+                )
+            })?;
+            trailer = Some(parsed.trailer);
             continue;
         }
         let event: RecordedEvent = serde_json::from_str(line).map_err(|error| {
@@ -159,6 +305,7 @@ fn parse_history(
             v.rule, v.detail
         )));
     }
+    check_trailer(trailer, &state.spec.id, &events)?;
     Ok((events, state))
 }
 

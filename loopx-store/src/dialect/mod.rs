@@ -13,7 +13,7 @@
 
 pub(crate) mod ops;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 
 use loopx_kernel::seams::{Receipt, StoreError};
@@ -23,6 +23,7 @@ use crate::cache::StateCache;
 use crate::commit::Prepared;
 use crate::fold::EventRow;
 use crate::index::{Projection, covers};
+use crate::rows::StoredRows;
 
 /// The tables of a store's data, in both schemas (besides `schema_version`).
 pub(crate) const TABLES: [&str; 6] = [
@@ -314,6 +315,19 @@ pub(crate) trait Dialect: Send {
         target: u64,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
+    /// The goal's derived rows as stored (its row read whatever it holds, even a damage
+    /// mark), inside the caller's read transaction; `None` without a goal row.
+    fn stored_rows(
+        &mut self,
+        goal: &GoalId,
+    ) -> impl Future<Output = Result<Option<StoredRows>, StoreError>> + Send;
+
+    /// `(goal, table)` for every goal that has rows in a table but no goal row (reads every
+    /// table).
+    fn orphan_rows(
+        &mut self,
+    ) -> impl Future<Output = Result<Vec<(String, String)>, StoreError>> + Send;
+
     /// Inside compaction's transaction: writes `base` (snapshot JSON) at `target`, deletes the
     /// events up to it and the older snapshots, and records the new base on the goal row.
     /// Returns how many events it deleted.
@@ -363,13 +377,41 @@ pub(crate) fn stored_id<T: TryFrom<String>>(text: String, what: &str) -> Result<
     })
 }
 
-/// The columns `revision, base_revision, snapshot_revision` from `from` on.
-pub(crate) fn goal_row(r: &impl Columns, from: usize) -> Result<GoalRow, StoreError> {
+/// The columns `revision, base_revision, snapshot_revision, damaged` of `goal`'s row from
+/// `from` on. A row marked damaged (see the schema's damage triggers) is
+/// [`StoreError::HistoryDamaged`]: nothing that reads the row reads or writes the goal.
+pub(crate) fn goal_row(
+    r: &impl Columns,
+    from: usize,
+    goal: &GoalId,
+) -> Result<GoalRow, StoreError> {
+    if let Some(revision) = r.opt_int(from + 3)? {
+        return Err(marked(goal, revision)?);
+    }
     Ok(GoalRow {
         revision: count(r.int(from)?, "revision")?,
         base_revision: count(r.int(from + 1)?, "revision")?,
         snapshot_revision: count(r.int(from + 2)?, "revision")?,
     })
+}
+
+/// The error for `goal`, whose row's damage mark (set by the schema's triggers) holds
+/// `revision`.
+pub(crate) fn marked(goal: &GoalId, revision: i64) -> Result<StoreError, StoreError> {
+    Ok(damaged(
+        goal,
+        count(revision, "revision")?,
+        "an event row was deleted or changed outside loopx",
+    ))
+}
+
+/// The error for `goal`'s history, damaged at `revision`.
+pub(crate) fn damaged(goal: &GoalId, revision: u64, detail: &str) -> StoreError {
+    StoreError::HistoryDamaged {
+        goal: goal.clone(),
+        revision,
+        detail: detail.to_owned(),
+    }
 }
 
 /// The columns `revision, at, json` from `from` on.
@@ -378,6 +420,24 @@ pub(crate) fn event_row(r: &impl Columns, from: usize) -> Result<EventRow, Store
         revision: count(r.int(from)?, "revision")?,
         at: r.int(from + 1)?,
         json: r.text(from + 2)?,
+    })
+}
+
+/// The columns `revision, objective, status, valid_from, valid_until, base_revision,
+/// snapshot_revision` of a goal row, as stored.
+pub(crate) fn stored_goal_row(r: &impl Columns) -> Result<StoredRows, StoreError> {
+    let window = window(r, 3)?;
+    Ok(StoredRows {
+        revision: count(r.int(0)?, "revision")?,
+        objective: r.text(1)?,
+        status: r.text(2)?,
+        valid_from: window.from,
+        valid_until: window.until,
+        base_revision: count(r.int(5)?, "revision")?,
+        snapshot_revision: count(r.int(6)?, "revision")?,
+        snapshots: BTreeSet::new(),
+        agents: BTreeSet::new(),
+        frontier: BTreeMap::new(),
     })
 }
 

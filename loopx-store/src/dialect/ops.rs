@@ -7,7 +7,7 @@ use loopx_kernel::{
     AgentId, GoalId, GoalState, OperationId, RecordedEvent, Snapshot, Timestamp, TodoId,
 };
 
-use super::{Dialect, GoalRow, Kept, Mode, Outcome};
+use super::{Dialect, GoalRow, Kept, Mode, Outcome, damaged};
 use crate::commit::prepare;
 use crate::fold::{
     EventRow, check_loaded, decode_event, encode, fold_stored, missing_base, same_operation,
@@ -17,6 +17,7 @@ use crate::index::{Projection, merge_frontiers, parse_status};
 use crate::retention::{
     Compaction, OperationRecord, audit, covering, decode_operation, fill_from_events, pending_spans,
 };
+use crate::rows::{RowDamage, compare, missing_row, orphaned};
 
 // ----- load ---------------------------------------------------------------------------------
 
@@ -47,7 +48,8 @@ async fn load_quick<D: Dialect>(
     };
     let up_to = after.saturating_add(d.snapshot_every());
     let Some((row, tail)) = d.goal_row_and_tail(goal, after, up_to).await? else {
-        return Ok(Some(None));
+        // The long way tells a goal that does not exist from one whose row is gone.
+        return Ok(None);
     };
     Ok(from_cache(d, goal, row, Some(tail))?.map(Some))
 }
@@ -58,7 +60,7 @@ async fn load_state<D: Dialect>(
     goal: &GoalId,
 ) -> Result<Option<(GoalState, GoalRow)>, StoreError> {
     let Some(row) = d.goal_row(goal, false).await? else {
-        return Ok(None);
+        return absent(d, goal).await.map(|()| None);
     };
     if let Some(state) = from_cache(d, goal, row, None)? {
         return Ok(Some((state, row)));
@@ -75,6 +77,26 @@ async fn load_state<D: Dialect>(
     let state = check_loaded(goal, state, row.revision)?;
     d.cache().put(&state, row.snapshot_revision);
     Ok(Some((state, row)))
+}
+
+/// For a goal without a row: nothing else of it may be stored. Events or a snapshot without
+/// their goal row are a damaged history (the row was deleted outside loopx), never a goal that
+/// does not exist. Read only when the row is missing, so a load of a goal that exists pays
+/// nothing for it.
+async fn absent<D: Dialect>(d: &mut D, goal: &GoalId) -> Result<(), StoreError> {
+    let first = d.events_after(goal, 0, 1).await?;
+    let revision = match first.first() {
+        Some(row) => Some(row.revision),
+        None => d.snapshot(goal, None).await?.map(|state| state.revision),
+    };
+    match revision {
+        None => Ok(()),
+        Some(revision) => Err(damaged(
+            goal,
+            0,
+            &format!("its row is missing while its history (from revision {revision}) is stored"),
+        )),
+    }
 }
 
 /// The goal's state at `row`'s revision from the cache: as cached, or a cached older state with
@@ -190,18 +212,72 @@ pub(crate) async fn receipt<D: Dialect>(
     d.receipt(goal, operation).await
 }
 
-/// Up to `limit` events of `goal` after `after`.
+/// Up to `limit` events of `goal` after `after`, never with a gap: the page holds the events
+/// right after `after` (or after the base, for a compacted goal) up to the goal's revision. A
+/// full page that starts right after `after` and has no gap is returned as read; any other page
+/// (the last one, or one that starts at the base) is read again with the goal's row in one read
+/// transaction and checked against it, so that a missing event anywhere is
+/// [`StoreError::HistoryDamaged`] and never a shorter history.
 pub(crate) async fn events<D: Dialect>(
     d: &mut D,
     goal: &GoalId,
     after: u64,
     limit: usize,
 ) -> Result<Vec<RecordedEvent>, StoreError> {
-    d.events_after(goal, after, limit)
-        .await?
-        .iter()
-        .map(|row| decode_event(goal, row))
-        .collect()
+    let rows = d.events_after(goal, after, limit).await?;
+    if rows.len() == limit && first_gap(&rows, after).is_none() {
+        return decode_rows(goal, &rows);
+    }
+    d.begin(Mode::Read).await?;
+    let rows = d.events_after(goal, after, limit).await?;
+    // Kept as a result: a row that cannot be read is reported after the events that cannot.
+    let row = d.goal_row(goal, false).await;
+    d.rollback().await?;
+    let decoded = decode_rows(goal, &rows)?;
+    let Some(row) = row? else {
+        if rows.is_empty() {
+            return Ok(decoded);
+        }
+        return Err(damaged(
+            goal,
+            0,
+            "its row is missing while its history is stored",
+        ));
+    };
+    let start = after.max(row.base_revision);
+    let expected = usize::try_from(row.revision.saturating_sub(start))
+        .unwrap_or(usize::MAX)
+        .min(limit);
+    if let Some(revision) = first_gap(&rows, start) {
+        return Err(damaged(
+            goal,
+            revision,
+            "an event is missing from its history",
+        ));
+    }
+    if rows.len() < expected {
+        let missing = start + rows.len() as u64 + 1;
+        return Err(damaged(
+            goal,
+            missing,
+            "an event is missing from its history",
+        ));
+    }
+    Ok(decoded)
+}
+
+/// Decodes event rows of `goal`.
+fn decode_rows(goal: &GoalId, rows: &[EventRow]) -> Result<Vec<RecordedEvent>, StoreError> {
+    rows.iter().map(|row| decode_event(goal, row)).collect()
+}
+
+/// The first revision missing from `rows`, which should hold the revisions right after
+/// `after` in order.
+fn first_gap(rows: &[EventRow], after: u64) -> Option<u64> {
+    rows.iter()
+        .zip(after + 1..)
+        .find(|(row, revision)| row.revision != *revision)
+        .map(|(_, revision)| revision)
 }
 
 /// The watched goals that stand past the revision given for them (see `Store::changed`).
@@ -449,6 +525,34 @@ pub(crate) async fn operations<D: Dialect>(
     fill_from_events(goal, &mut records, &from_events, &events)?;
     d.rollback().await?;
     Ok(records)
+}
+
+/// See `Retention::check_rows`: the goal's stored rows against those `state` gives at `now`,
+/// read in one read transaction.
+pub(crate) async fn check_rows<D: Dialect>(
+    d: &mut D,
+    state: &GoalState,
+    now: Timestamp,
+) -> Result<Vec<RowDamage>, StoreError> {
+    d.begin(Mode::Read).await?;
+    let stored = d.stored_rows(&state.spec.id).await?;
+    d.rollback().await?;
+    match stored {
+        Some(stored) => compare(&stored, state, now),
+        None => Ok(vec![missing_row(&state.spec.id)]),
+    }
+}
+
+/// See `Retention::stored_goals`.
+pub(crate) async fn stored_goals<D: Dialect>(d: &mut D) -> Result<Vec<GoalId>, StoreError> {
+    let mut goals: Vec<GoalId> = d.listing().await?.into_iter().map(|row| row.goal).collect();
+    goals.sort();
+    Ok(goals)
+}
+
+/// See `Retention::orphans`.
+pub(crate) async fn orphans<D: Dialect>(d: &mut D) -> Result<Vec<RowDamage>, StoreError> {
+    orphaned(d.orphan_rows().await?)
 }
 
 /// The events the receipts `spans` (each its revision and event count) were committed with, by

@@ -21,6 +21,7 @@ use tokio_postgres::{NoTls, Socket};
 use crate::cache::StateCache;
 use crate::dialect::ops as shared;
 use crate::retention::{Compaction, OperationRecord, Retention};
+use crate::rows::RowDamage;
 use crate::watch::deadline;
 use listen::{Connector, Listener, Signal};
 
@@ -385,5 +386,21 @@ impl Retention for PostgresStore {
         limit: usize,
     ) -> Result<Vec<OperationRecord>, StoreError> {
         shared::operations(&mut self.dialect().await?, goal, after, limit).await
+    }
+
+    async fn check_rows(
+        &self,
+        state: &GoalState,
+        now: Timestamp,
+    ) -> Result<Vec<RowDamage>, StoreError> {
+        shared::check_rows(&mut self.dialect().await?, state, now).await
+    }
+
+    async fn stored_goals(&self) -> Result<Vec<GoalId>, StoreError> {
+        shared::stored_goals(&mut self.dialect().await?).await
+    }
+
+    async fn orphans(&self) -> Result<Vec<RowDamage>, StoreError> {
+        shared::orphans(&mut self.dialect().await?).await
     }
 }

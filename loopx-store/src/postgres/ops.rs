@@ -21,6 +21,7 @@ use crate::dialect::{
 };
 use crate::fold::{EventRow, decode_snapshot, encode};
 use crate::index::{Projection, status_name};
+use crate::rows::StoredRows;
 
 type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
 
@@ -31,23 +32,23 @@ type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
 // listing of all goals, which reads them all by definition.
 
 /// A goal row's write-path columns, locked for the commit.
-const GOAL_ROW_LOCKED: &str =
-    "SELECT revision, base_revision, snapshot_revision FROM goals WHERE goal = $1 FOR UPDATE";
+const GOAL_ROW_LOCKED: &str = "SELECT revision, base_revision, snapshot_revision, damaged FROM goals WHERE goal = $1 FOR UPDATE";
 /// A goal row's write-path columns.
 const GOAL_ROW: &str =
-    "SELECT revision, base_revision, snapshot_revision FROM goals WHERE goal = $1";
+    "SELECT revision, base_revision, snapshot_revision, damaged FROM goals WHERE goal = $1";
 /// A goal's event rows in a range of revisions.
 const EVENT_ROWS: &str = "SELECT revision, at, json FROM events WHERE goal = $1 AND revision > $2 AND revision <= $3 ORDER BY revision";
 /// A goal's latest snapshot at or before a revision.
 const SNAPSHOT_AT_OR_BEFORE: &str = "SELECT revision, json FROM snapshots WHERE goal = $1 AND revision <= $2 ORDER BY revision DESC LIMIT 1";
 /// A goal row and its events in a range of revisions, in one round trip.
-const GOAL_AND_TAIL: &str = "SELECT g.revision, g.base_revision, g.snapshot_revision, e.revision, e.at, e.json FROM goals g LEFT JOIN events e ON e.goal = g.goal AND e.revision > $2 AND e.revision <= $3 WHERE g.goal = $1 ORDER BY e.revision";
+const GOAL_AND_TAIL: &str = "SELECT g.revision, g.base_revision, g.snapshot_revision, g.damaged, e.revision, e.at, e.json FROM goals g LEFT JOIN events e ON e.goal = g.goal AND e.revision > $2 AND e.revision <= $3 WHERE g.goal = $1 ORDER BY e.revision";
 /// A receipt by operation (on an event row or in the receipts table).
 const RECEIPT: &str = "SELECT digest, revision, events, committed_at FROM commits WHERE hashtextextended(operation, 0) = hashtextextended($2, 0) AND goal = $1 AND operation = $2";
 /// A page of a goal's events after a revision.
 const EVENTS_AFTER: &str = "SELECT revision, at, json FROM events WHERE goal = $1 AND revision > $2 ORDER BY revision LIMIT $3";
 /// The revisions of several goals.
-const GOAL_REVISIONS: &str = "SELECT goal, revision FROM goals WHERE goal = ANY($1::text[])";
+const GOAL_REVISIONS: &str =
+    "SELECT goal, revision, damaged FROM goals WHERE goal = ANY($1::text[])";
 /// The goals an agent is registered with, their rows' windows and its frontier rows.
 const AGENT_GOALS_AND_FRONTIER: &str = "SELECT g.goal, g.valid_from, g.valid_until, f.todos FROM goal_agents a JOIN goals g ON g.goal = a.goal LEFT JOIN frontier f ON f.agent = a.agent AND f.goal = a.goal WHERE a.agent = $1";
 /// The goals whose rows' window does not cover a time.
@@ -63,11 +64,26 @@ const RECEIPTS_TO_KEEP: &str = "SELECT revision, commit_events, operation, diges
 const SNAPSHOT_AT: &str = "SELECT json FROM snapshots WHERE goal = $1 AND revision = $2";
 /// A page of a goal's receipts after a revision, in commit order.
 const OPERATIONS_AFTER: &str = "SELECT operation, digest, revision, events, committed_at, actor, kinds FROM commits WHERE goal = $1 AND revision > $2 ORDER BY revision, events = 0, seq LIMIT $3";
+/// A goal row's columns as stored, for the check of derived rows.
+const STORED_GOAL_ROW: &str = "SELECT revision, objective, status, valid_from, valid_until, base_revision, snapshot_revision FROM goals WHERE goal = $1";
+/// The agents registered with a goal.
+const GOAL_AGENTS: &str = "SELECT agent FROM goal_agents WHERE goal = $1";
+/// A goal's frontier rows, one per agent.
+const GOAL_FRONTIER: &str = "SELECT agent, todos FROM frontier WHERE goal = $1";
+/// The revisions of a goal's snapshots.
+const SNAPSHOT_REVISIONS: &str = "SELECT revision FROM snapshots WHERE goal = $1";
+/// `(goal, table)` for the rows of goals without a goal row (it walks every table by
+/// definition; only a doctor asks).
+const ORPHAN_ROWS: &str = "SELECT DISTINCT t.goal, 'events' FROM events t WHERE NOT EXISTS (SELECT 1 FROM goals g WHERE g.goal = t.goal)
+     UNION ALL SELECT DISTINCT t.goal, 'snapshots' FROM snapshots t WHERE NOT EXISTS (SELECT 1 FROM goals g WHERE g.goal = t.goal)
+     UNION ALL SELECT DISTINCT t.goal, 'receipts' FROM receipts t WHERE NOT EXISTS (SELECT 1 FROM goals g WHERE g.goal = t.goal)
+     UNION ALL SELECT DISTINCT t.goal, 'goal_agents' FROM goal_agents t WHERE NOT EXISTS (SELECT 1 FROM goals g WHERE g.goal = t.goal)
+     UNION ALL SELECT DISTINCT t.goal, 'frontier' FROM frontier t WHERE NOT EXISTS (SELECT 1 FROM goals g WHERE g.goal = t.goal)";
 /// Every goal row, for the listing (it walks the table by definition).
 const LISTING: &str =
     "SELECT goal, objective, status, revision, valid_from, valid_until FROM goals";
 
-/// The statement that commits through the `loopx_append` function (schema 4).
+/// The statement that commits through the `loopx_append` function (schema 5).
 const APPEND: &str =
     "SELECT r_outcome, r_digest, r_revision, r_events, r_committed_at FROM loopx_append(
     $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)";
@@ -230,7 +246,10 @@ impl<'a> Pg<'a> {
             )?));
         }
         let rows = self.query(GOAL_ROW, &[&request.goal.as_str()]).await?;
-        let current = rows.first().map(|r| dialect::goal_row(r, 0)).transpose()?;
+        let current = rows
+            .first()
+            .map(|r| dialect::goal_row(r, 0, &request.goal))
+            .transpose()?;
         Ok(Outcome::Moved {
             current: current.map_or(0, |row| row.revision),
         })
@@ -258,8 +277,8 @@ impl Drop for Pg<'_> {
     }
 }
 
-/// Reads the answer of `loopx_append`: committed, the operation's first receipt, or the goal's
-/// revision when it is not the expected one.
+/// Reads the answer of `loopx_append`: committed, the operation's first receipt, the goal's
+/// revision when it is not the expected one, or the revision its history is damaged at.
 fn answer(rows: &[Row], request: &AppendRequest) -> Result<Outcome, StoreError> {
     let outcome = rows.first().and_then(|row| row.try_get::<_, i32>(0).ok());
     match (outcome, rows.first()) {
@@ -273,6 +292,7 @@ fn answer(rows: &[Row], request: &AppendRequest) -> Result<Outcome, StoreError> 
         (Some(2), Some(row)) => Ok(Outcome::Moved {
             current: count(row.int(2)?, "revision")?,
         }),
+        (Some(3), Some(row)) => Err(dialect::marked(&request.goal, row.int(2)?)?),
         // An answer this build cannot read: whether it committed is unknown.
         _ => Err(StoreError::Ambiguous {
             operation: request.operation.clone(),
@@ -333,7 +353,9 @@ impl Dialect for Pg<'_> {
     async fn goal_row(&mut self, goal: &GoalId, lock: bool) -> Result<Option<GoalRow>, StoreError> {
         let sql = if lock { GOAL_ROW_LOCKED } else { GOAL_ROW };
         let rows = self.query(sql, &[&goal.as_str()]).await?;
-        rows.first().map(|r| dialect::goal_row(r, 0)).transpose()
+        rows.first()
+            .map(|r| dialect::goal_row(r, 0, goal))
+            .transpose()
     }
 
     /// One statement (one round trip).
@@ -349,11 +371,11 @@ impl Dialect for Pg<'_> {
         let Some(first) = rows.first() else {
             return Ok(None);
         };
-        let row = dialect::goal_row(first, 0)?;
+        let row = dialect::goal_row(first, 0, goal)?;
         let mut tail = Vec::with_capacity(rows.len());
         for r in &rows {
-            if r.opt_int(3)?.is_some() {
-                tail.push(dialect::event_row(r, 3)?);
+            if r.opt_int(4)?.is_some() {
+                tail.push(dialect::event_row(r, 4)?);
             }
         }
         Ok(Some((row, tail)))
@@ -428,9 +450,16 @@ impl Dialect for Pg<'_> {
     async fn revisions(&mut self, goals: &[&GoalId]) -> Result<BTreeMap<String, u64>, StoreError> {
         let ids: Vec<&str> = goals.iter().map(|goal| goal.as_str()).collect();
         let rows = self.query(GOAL_REVISIONS, &[&ids]).await?;
-        rows.iter()
-            .map(|r| Ok((r.text(0)?, count(r.int(1)?, "revision")?)))
-            .collect()
+        let mut revisions = BTreeMap::new();
+        for r in &rows {
+            let goal: GoalId = stored_id(r.text(0)?, "goal id")?;
+            // As every read of a goal row: a damaged goal is not waited on either.
+            if let Some(revision) = r.opt_int(2)? {
+                return Err(dialect::marked(&goal, revision)?);
+            }
+            revisions.insert(goal.as_str().to_owned(), count(r.int(1)?, "revision")?);
+        }
+        Ok(revisions)
     }
 
     async fn listing(&mut self) -> Result<Vec<ListedGoal>, StoreError> {
@@ -615,6 +644,29 @@ impl Dialect for Pg<'_> {
         Ok(())
     }
 
+    async fn stored_rows(&mut self, goal: &GoalId) -> Result<Option<StoredRows>, StoreError> {
+        let g = goal.as_str();
+        let found = self.query(STORED_GOAL_ROW, &[&g]).await?;
+        let Some(mut stored) = found.first().map(dialect::stored_goal_row).transpose()? else {
+            return Ok(None);
+        };
+        for r in &self.query(GOAL_AGENTS, &[&g]).await? {
+            stored.agents.insert(r.text(0)?);
+        }
+        for r in &self.query(GOAL_FRONTIER, &[&g]).await? {
+            stored.frontier.insert(r.text(0)?, r.text(1)?);
+        }
+        for r in &self.query(SNAPSHOT_REVISIONS, &[&g]).await? {
+            stored.snapshots.insert(count(r.int(0)?, "revision")?);
+        }
+        Ok(Some(stored))
+    }
+
+    async fn orphan_rows(&mut self) -> Result<Vec<(String, String)>, StoreError> {
+        let found = self.query(ORPHAN_ROWS, &[]).await?;
+        found.iter().map(|r| Ok((r.text(0)?, r.text(1)?))).collect()
+    }
+
     async fn cut_history(
         &mut self,
         goal: &GoalId,
@@ -628,6 +680,12 @@ impl Dialect for Pg<'_> {
             &[&g, &int(target), &base],
         )
         .await?;
+        // The new base first: the damage triggers take deletions at or below it for compaction.
+        self.execute(
+            "UPDATE goals SET base_revision = $2, snapshot_revision = GREATEST(snapshot_revision, $2) WHERE goal = $1",
+            &[&g, &int(target)],
+        )
+        .await?;
         let removed = self
             .execute(
                 "DELETE FROM events WHERE goal = $1 AND revision <= $2",
@@ -636,11 +694,6 @@ impl Dialect for Pg<'_> {
             .await?;
         self.execute(
             "DELETE FROM snapshots WHERE goal = $1 AND revision < $2",
-            &[&g, &int(target)],
-        )
-        .await?;
-        self.execute(
-            "UPDATE goals SET base_revision = $2, snapshot_revision = GREATEST(snapshot_revision, $2) WHERE goal = $1",
             &[&g, &int(target)],
         )
         .await?;
@@ -766,6 +819,10 @@ mod tests {
                 ("AGENT_GOALS_AND_FRONTIER", AGENT_GOALS_AND_FRONTIER),
                 ("STALE_GOALS", STALE_GOALS),
                 ("EARLIEST_WAKE", EARLIEST_WAKE),
+                ("STORED_GOAL_ROW", STORED_GOAL_ROW),
+                ("GOAL_AGENTS", GOAL_AGENTS),
+                ("GOAL_FRONTIER", GOAL_FRONTIER),
+                ("SNAPSHOT_REVISIONS", SNAPSHOT_REVISIONS),
                 ("RECEIPT_ROWS_TO_NAME", RECEIPT_ROWS_TO_NAME),
                 ("RECEIPTS_TO_KEEP", RECEIPTS_TO_KEEP),
                 ("SNAPSHOT_AT", SNAPSHOT_AT),

@@ -18,6 +18,7 @@ use tokio::runtime::RuntimeFlavor;
 
 use crate::dialect::ops as shared;
 use crate::retention::{Compaction, OperationRecord, Retention};
+use crate::rows::RowDamage;
 use ops::Sqlite;
 
 pub use schema::SCHEMA_VERSION;
@@ -362,19 +363,24 @@ impl SqliteStore {
     }
 
     /// See [`Store::load`] on this type: `Some` when the cache answers for the goal's current
-    /// revision (or the goal does not exist), read without waiting.
+    /// revision, read without waiting. A goal without a row is loaded the long way, which
+    /// tells a goal that does not exist from one whose row is gone while its history is not.
     fn load_inline(&self, goal: &GoalId) -> Option<Result<Option<GoalState>, StoreError>> {
         let mut checkout = self.shared.try_idle()?;
         let conn = checkout.conn.as_mut()?;
-        let Ok(found) = ops::load_cached(conn, &self.shared, goal) else {
-            // Its busy timeout may not have been restored: close it rather than pool it.
-            checkout.conn = None;
-            self.shared.lock().open -= 1;
-            self.shared.returned.notify_one();
-            return None;
+        let found = match ops::load_cached(conn, &self.shared, goal) {
+            Ok(found) => found,
+            // The row was read, and it marks the history damaged: the goal cannot be loaded.
+            Err(error @ StoreError::HistoryDamaged { .. }) => return Some(Err(error)),
+            Err(_) => {
+                // Its busy timeout may not have been restored: close it rather than pool it.
+                checkout.conn = None;
+                self.shared.lock().open -= 1;
+                self.shared.returned.notify_one();
+                return None;
+            }
         };
         match found {
-            ops::Cached::Absent => Some(Ok(None)),
             ops::Cached::Hit(state) => Some(Ok(Some(*state))),
             ops::Cached::Miss => None,
         }
@@ -562,5 +568,27 @@ impl Retention for SqliteStore {
             ))
         })
         .await
+    }
+
+    async fn check_rows(
+        &self,
+        state: &GoalState,
+        now: Timestamp,
+    ) -> Result<Vec<RowDamage>, StoreError> {
+        let state = state.clone();
+        self.run(move |conn, cx| {
+            ops::block(shared::check_rows(&mut Sqlite::new(conn, cx), &state, now))
+        })
+        .await
+    }
+
+    async fn stored_goals(&self) -> Result<Vec<GoalId>, StoreError> {
+        self.run(move |conn, cx| ops::block(shared::stored_goals(&mut Sqlite::new(conn, cx))))
+            .await
+    }
+
+    async fn orphans(&self) -> Result<Vec<RowDamage>, StoreError> {
+        self.run(move |conn, cx| ops::block(shared::orphans(&mut Sqlite::new(conn, cx))))
+            .await
     }
 }

@@ -21,6 +21,7 @@ use crate::dialect::{
 };
 use crate::fold::{EventRow, decode_snapshot, encode};
 use crate::index::{Projection, parse_status, status_name};
+use crate::rows::StoredRows;
 
 // ----- the reads ----------------------------------------------------------------------------
 //
@@ -29,7 +30,7 @@ use crate::index::{Projection, parse_status, status_name};
 // of all goals, which reads them all by definition.
 
 /// The write path's columns of one goal row.
-const GOAL_ROW: &str = "SELECT revision, base_revision, snapshot_revision, status, valid_from, valid_until FROM goals WHERE goal = ?1";
+const GOAL_ROW: &str = "SELECT revision, base_revision, snapshot_revision, damaged, status, valid_from, valid_until FROM goals WHERE goal = ?1";
 /// A goal's event rows in a range of revisions.
 const EVENT_ROWS: &str = "SELECT revision, at, json FROM events WHERE goal = ?1 AND revision > ?2 AND revision <= ?3 ORDER BY revision";
 /// A goal's latest snapshot.
@@ -67,6 +68,19 @@ const STALE_GOALS: &str = "SELECT goal FROM goals WHERE valid_until <= ?1
 /// The earliest end of a window that covers a time.
 const EARLIEST_WAKE: &str =
     "SELECT min(valid_until) FROM goals WHERE valid_until > ?1 AND valid_from <= ?1";
+/// A goal row's columns as stored, for the check of derived rows.
+const STORED_GOAL_ROW: &str = "SELECT revision, objective, status, valid_from, valid_until, base_revision, snapshot_revision FROM goals WHERE goal = ?1";
+/// The agents registered with a goal.
+const GOAL_AGENTS: &str = "SELECT agent FROM goal_agents WHERE goal = ?1";
+/// The revisions of a goal's snapshots.
+const SNAPSHOT_REVISIONS: &str = "SELECT revision FROM snapshots WHERE goal = ?1";
+/// `(goal, table)` for the rows of goals without a goal row (it walks every table by
+/// definition; only a doctor asks).
+const ORPHAN_ROWS: &str = "SELECT DISTINCT t.goal, 'events' FROM events t WHERE NOT EXISTS (SELECT 1 FROM goals g WHERE g.goal = t.goal)
+     UNION ALL SELECT DISTINCT t.goal, 'snapshots' FROM snapshots t WHERE NOT EXISTS (SELECT 1 FROM goals g WHERE g.goal = t.goal)
+     UNION ALL SELECT DISTINCT t.goal, 'receipts' FROM receipts t WHERE NOT EXISTS (SELECT 1 FROM goals g WHERE g.goal = t.goal)
+     UNION ALL SELECT DISTINCT t.goal, 'goal_agents' FROM goal_agents t WHERE NOT EXISTS (SELECT 1 FROM goals g WHERE g.goal = t.goal)
+     UNION ALL SELECT DISTINCT t.goal, 'frontier' FROM frontier t WHERE NOT EXISTS (SELECT 1 FROM goals g WHERE g.goal = t.goal)";
 /// Every goal row, for the listing (it walks the table by definition).
 const LISTING: &str =
     "SELECT goal, objective, status, revision, valid_from, valid_until FROM goals";
@@ -143,15 +157,15 @@ struct IndexedRow {
 fn indexed_row(conn: &Connection, goal: &GoalId) -> Result<Option<IndexedRow>, StoreError> {
     first(conn, GOAL_ROW, [goal.as_str()], |r| {
         let status = r
-            .get_ref(3)
+            .get_ref(4)
             .ok()
             .and_then(|value| value.as_str().ok())
             .and_then(parse_status);
         Ok(IndexedRow {
-            row: dialect::goal_row(r, 0)?,
+            row: dialect::goal_row(r, 0, goal)?,
             status: status.map_or("", status_name),
-            valid_from: r.int(4)?,
-            valid_until: r.opt_int(5)?,
+            valid_from: r.int(5)?,
+            valid_until: r.opt_int(6)?,
         })
     })
 }
@@ -229,16 +243,15 @@ impl Drop for Sqlite<'_> {
 
 /// What [`load_cached`] found.
 pub(super) enum Cached {
-    /// The goal does not exist.
-    Absent,
     /// The goal's state at its current revision, from the cache.
     Hit(Box<GoalState>),
-    /// The cache does not hold the goal at its current revision: load the long way.
+    /// The cache does not hold the goal at its current revision, or the goal has no row: load
+    /// the long way.
     Miss,
 }
 
-/// The goal's state when the handle's cache holds it at the goal's current revision (or the
-/// goal does not exist), read without ever waiting: the busy handler is off for the one indexed
+/// The goal's state when the handle's cache holds it at the goal's current revision, read
+/// without ever waiting: the busy handler is off for the one indexed
 /// read of the goal's row, so a lock held elsewhere makes it fail at once instead of sleeping.
 /// A failed read is an error, so that the caller closes the connection rather than pooling one
 /// whose state it cannot vouch for.
@@ -252,7 +265,7 @@ pub(super) fn load_cached(
     let read = indexed_row(conn, goal);
     conn.busy_timeout(cx.options.busy_timeout).map_err(sql)?;
     Ok(match read? {
-        None => Cached::Absent,
+        None => Cached::Miss,
         Some(indexed) => cx
             .cache
             .get(goal, indexed.row.revision)
@@ -469,10 +482,11 @@ impl Dialect for Sqlite<'_> {
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(sql)?;
         let (goal, operation) = (&prepared.request.goal, &prepared.request.operation);
+        // The row first: a goal whose history is damaged is neither read nor written.
+        let row = indexed_row(&tx, goal)?;
         if let Some(first) = receipt_in(&tx, goal, operation)? {
             return Ok(Outcome::Recorded(first));
         }
-        let row = indexed_row(&tx, goal)?;
         let current = row.map_or(0, |r| r.row.revision);
         if current != prepared.request.expected_revision {
             return Ok(Outcome::Moved { current });
@@ -552,6 +566,34 @@ impl Dialect for Sqlite<'_> {
         Ok(())
     }
 
+    async fn stored_rows(&mut self, goal: &GoalId) -> Result<Option<StoredRows>, StoreError> {
+        let g = goal.as_str();
+        let Some(mut stored) = first(self.conn, STORED_GOAL_ROW, [g], |r| {
+            dialect::stored_goal_row(r)
+        })?
+        else {
+            return Ok(None);
+        };
+        stored.agents = rows(self.conn, GOAL_AGENTS, [g], |r| r.text(0))?
+            .into_iter()
+            .collect();
+        stored.frontier = rows(self.conn, GOAL_FRONTIER, [g], |r| {
+            Ok((r.text(0)?, r.text(1)?))
+        })?
+        .into_iter()
+        .collect();
+        stored.snapshots = rows(self.conn, SNAPSHOT_REVISIONS, [g], |r| {
+            dialect::count(r.int(0)?, "revision")
+        })?
+        .into_iter()
+        .collect();
+        Ok(Some(stored))
+    }
+
+    async fn orphan_rows(&mut self) -> Result<Vec<(String, String)>, StoreError> {
+        rows(self.conn, ORPHAN_ROWS, [], |r| Ok((r.text(0)?, r.text(1)?)))
+    }
+
     async fn cut_history(
         &mut self,
         goal: &GoalId,
@@ -564,6 +606,12 @@ impl Dialect for Sqlite<'_> {
             "INSERT OR REPLACE INTO snapshots (goal, revision, json) VALUES (?1, ?2, ?3)",
             params![g, int(target), base],
         )?;
+        // The new base first: the damage triggers take deletions at or below it for compaction.
+        run(
+            self.conn,
+            "UPDATE goals SET base_revision = ?2, snapshot_revision = max(snapshot_revision, ?2) WHERE goal = ?1",
+            params![g, int(target)],
+        )?;
         let removed = run(
             self.conn,
             "DELETE FROM events WHERE goal = ?1 AND revision <= ?2",
@@ -572,11 +620,6 @@ impl Dialect for Sqlite<'_> {
         run(
             self.conn,
             "DELETE FROM snapshots WHERE goal = ?1 AND revision < ?2",
-            params![g, int(target)],
-        )?;
-        run(
-            self.conn,
-            "UPDATE goals SET base_revision = ?2, snapshot_revision = max(snapshot_revision, ?2) WHERE goal = ?1",
             params![g, int(target)],
         )?;
         Ok(removed as u64)
@@ -890,6 +933,9 @@ mod tests {
             ("AGENT_FRONTIER", AGENT_FRONTIER),
             ("STALE_GOALS", STALE_GOALS),
             ("EARLIEST_WAKE", EARLIEST_WAKE),
+            ("STORED_GOAL_ROW", STORED_GOAL_ROW),
+            ("GOAL_AGENTS", GOAL_AGENTS),
+            ("SNAPSHOT_REVISIONS", SNAPSHOT_REVISIONS),
         ];
         for (name, statement) in reads {
             let steps = plan(&conn, statement);

@@ -12,7 +12,7 @@ use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionB
 use super::{Durability, SqliteOptions, wal};
 
 /// The newest database schema this build reads and writes.
-pub const SCHEMA_VERSION: u32 = 4;
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// The migrations, in order: migration `n` takes the schema from `n - 1` to `n`.
 const MIGRATIONS: &[(u32, &str)] = &[
@@ -28,6 +28,10 @@ const MIGRATIONS: &[(u32, &str)] = &[
     (
         4,
         include_str!("../../migrations/sqlite/0004_frontier_by_goal.sql"),
+    ),
+    (
+        5,
+        include_str!("../../migrations/sqlite/0005_damage_marks.sql"),
     ),
 ];
 

@@ -1,0 +1,27 @@
+-- loopx store, schema 5: damage to a goal's history is marked on its row. Applied in one
+-- transaction; the schema_version row is written by the migration runner.
+--
+-- A load reads the goal's newest snapshot and the events after it, so an event row deleted or
+-- changed below the snapshot would go unnoticed. loopx never changes an event row's goal,
+-- revision, time or JSON, and deletes event rows only at or below the goal's base revision
+-- (compaction records the new base first). Any other such change was made outside loopx: these
+-- triggers record the lowest revision it touched in the goal row's `damaged` column, which every
+-- read and write of the goal checks (reading the row costs nothing extra). The triggers fire
+-- only on deletes and updates, which loopx's commits never make: a commit costs what it did.
+-- A later migration that rewrites event rows must take these triggers out of the way first.
+ALTER TABLE goals ADD COLUMN damaged INTEGER;
+
+CREATE TRIGGER events_deleted_outside_loopx AFTER DELETE ON events
+    WHEN OLD.revision > (SELECT base_revision FROM goals WHERE goal = OLD.goal)
+BEGIN
+    UPDATE goals SET damaged = min(coalesce(damaged, OLD.revision), OLD.revision)
+        WHERE goal = OLD.goal;
+END;
+
+CREATE TRIGGER events_changed_outside_loopx AFTER UPDATE OF goal, revision, at, json ON events
+BEGIN
+    UPDATE goals SET damaged = min(coalesce(damaged, OLD.revision), OLD.revision)
+        WHERE goal = OLD.goal;
+    UPDATE goals SET damaged = min(coalesce(damaged, NEW.revision), NEW.revision)
+        WHERE goal = NEW.goal;
+END;
