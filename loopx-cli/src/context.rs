@@ -18,6 +18,9 @@ use crate::error::CliError;
 use crate::output::Output;
 use crate::store::{self, Backend, Location};
 
+/// The help heading of the flags every verb accepts, apart from each verb's own.
+const GLOBAL: &str = "Global options";
+
 /// Flags every verb accepts.
 #[derive(Debug, Clone, Args)]
 pub struct Global {
@@ -25,6 +28,7 @@ pub struct Global {
     #[arg(
         long,
         global = true,
+        help_heading = GLOBAL,
         env = "LOOPX_STORE",
         hide_env_values = true,
         value_name = "PATH|URL"
@@ -35,22 +39,23 @@ pub struct Global {
     #[arg(
         long = "as",
         global = true,
+        help_heading = GLOBAL,
         env = "LOOPX_ACTOR",
         value_name = "KIND:NAME"
     )]
     pub actor: Option<String>,
     /// The goal the verb works on.
-    #[arg(long, global = true, env = "LOOPX_GOAL", value_name = "GOAL")]
+    #[arg(long, global = true, help_heading = GLOBAL, env = "LOOPX_GOAL", value_name = "GOAL")]
     pub goal: Option<String>,
     /// Operation id of the write, for idempotent retries (a retry with the same id and
     /// payload returns the first receipt); generated when absent.
-    #[arg(long, global = true, value_name = "ID")]
+    #[arg(long, global = true, help_heading = GLOBAL, value_name = "ID")]
     pub op: Option<String>,
     /// The time to act at (RFC 3339, e.g. 2026-11-29T10:00:00Z); the system clock when absent.
-    #[arg(long, global = true, value_name = "RFC3339")]
+    #[arg(long, global = true, help_heading = GLOBAL, value_name = "RFC3339")]
     pub now: Option<String>,
     /// Print exactly one JSON document (errors as {"error": {...}}).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     pub json: bool,
 }
 
@@ -139,6 +144,33 @@ pub fn read_json<T: DeserializeOwned>(path: &Path, what: &str) -> Result<T, CliE
     })
 }
 
+/// Reads a JSON file into a kernel shape after `fill` has put in what a file may leave out
+/// (the defaults the equivalent flags have); errors are exit 7.
+pub fn read_json_with<T: DeserializeOwned>(
+    path: &Path,
+    what: &str,
+    fill: impl FnOnce(&mut Value),
+) -> Result<T, CliError> {
+    let mut value: Value = read_json(path, what)?;
+    fill(&mut value);
+    serde_json::from_value(value).map_err(|error| {
+        CliError::input(
+            "invalid_json",
+            format!("{} is not a valid {what}: {error}", shown(path)),
+            format!("fix the file; the shape of a {what} is documented in the README"),
+        )
+    })
+}
+
+/// Sets a `NewEvidence` object's missing `observed_at` to `now`, as `--observed-at` defaults.
+pub fn observed_now(evidence: &mut Value, now: Timestamp) {
+    if let Some(map) = evidence.as_object_mut()
+        && !map.contains_key("observed_at")
+    {
+        map.insert("observed_at".into(), json!(now));
+    }
+}
+
 fn shown(path: &Path) -> String {
     if path.as_os_str() == "-" {
         "standard input".to_owned()
@@ -208,6 +240,16 @@ impl Ctx {
         store::open(&self.location, false).await
     }
 
+    /// The acting actor when one is given; an error when malformed.
+    pub fn actor_opt(&self) -> Result<Option<Actor>, CliError> {
+        self.actor
+            .as_deref()
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .map(parse_actor)
+            .transpose()
+    }
+
     /// The acting actor; an error when missing or malformed.
     pub fn actor(&self) -> Result<Actor, CliError> {
         match self
@@ -262,13 +304,12 @@ impl Ctx {
             .transpose()
     }
 
-    /// Loads a goal; an unknown goal is exit 5.
+    /// Loads a goal; an unknown goal is exit 5, naming the nearest known goal id.
     pub async fn load(&self, backend: &Backend, goal: &GoalId) -> Result<GoalState, CliError> {
-        backend
-            .store()
-            .load(goal)
-            .await?
-            .ok_or_else(|| CliError::unknown_goal(goal))
+        match backend.store().load(goal).await? {
+            Some(state) => Ok(state),
+            None => Err(unknown_goal(backend, goal, self.now).await),
+        }
     }
 
     /// Submits one command as the acting actor at `now` under the operation id: one atomic
@@ -288,6 +329,17 @@ impl Ctx {
             .submit_operation(&actor, self.now, command, &operation)
             .await?)
     }
+}
+
+/// The error for an unknown goal, suggesting the nearest goal id the store holds.
+pub async fn unknown_goal(backend: &Backend, goal: &GoalId, now: Timestamp) -> CliError {
+    let known = backend.store().goals(now).await.unwrap_or_default();
+    let near = crate::suggest::near(goal.as_str(), known.iter().map(|g| g.goal.as_str()));
+    let mut error = CliError::unknown_goal(goal);
+    if let Some(near) = near {
+        error.hint = format!("did you mean `{near}`? (`loopx goal list` lists the goals)");
+    }
+    error
 }
 
 /// The common part of every write's JSON document: the receipt and whether it was a retry.
