@@ -1,7 +1,7 @@
 //! What every verb shares: the global flags resolved (store, actor, goal, operation id, time),
 //! the output mode, and the one write path (`submit`).
 
-use loopx_kernel::{StoreExt, Submitted};
+use loopx_kernel::{Refusal, StoreExt, SubmitError, Submitted};
 use loopx_provider::clock::SystemClock;
 use std::path::Path;
 
@@ -325,9 +325,27 @@ impl Ctx {
         // Paced on the wall clock, so several agents' CLIs writing one goal spread out.
         let clock = SystemClock;
         let handle = backend.store().goal(goal).paced(&clock);
-        Ok(handle
+        match handle
             .submit_operation(&actor, self.now, command, &operation)
-            .await?)
+            .await
+        {
+            Ok(done) => Ok(done),
+            Err(SubmitError::Refused(Refusal::UnregisteredAgent { agent })) => {
+                let near = match backend.store().load(goal).await {
+                    Ok(Some(state)) => crate::suggest::near(
+                        agent.as_str(),
+                        state.spec.agents.iter().map(AgentId::as_str),
+                    ),
+                    _ => None,
+                };
+                let mut error = CliError::from(Refusal::UnregisteredAgent { agent });
+                if let Some(near) = near {
+                    error.hint = format!("did you mean agent:{near}? Otherwise {}", error.hint);
+                }
+                Err(error)
+            }
+            Err(error) => Err(error.into()),
+        }
     }
 }
 

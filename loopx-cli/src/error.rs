@@ -196,7 +196,7 @@ fn permitted(command: &str) -> &'static str {
 /// A refusal in the command line's words: the message and a hint specific to its code, naming
 /// `loopx` verbs (the kernel's own messages name kernel commands, for library callers).
 #[allow(clippy::too_many_lines, reason = "one arm per refusal code")]
-fn refusal_words(refusal: &Refusal) -> (String, String) {
+pub fn refusal_words(refusal: &Refusal) -> (String, String) {
     let kernel = refusal.to_string();
     let same = |hint: &str| (kernel.clone(), hint.to_owned());
     match refusal {

@@ -107,6 +107,16 @@ fn a_mistyped_agent_or_goal_gets_the_near_match() {
         next.stdout
     );
 
+    let (code, error) = lx.json(&refs(&as_("agent:agent-bb", &["claim", "--todo", "edit"])));
+    assert_eq!(code, 3);
+    assert_eq!(error["error"]["code"], "unregistered_agent");
+    assert!(
+        error["error"]["hint"]
+            .as_str()
+            .is_some_and(|h| h.starts_with("did you mean agent:agent-b?")),
+        "{error:#}"
+    );
+
     let (code, error) = lx.json(&["--goal", "cli-jsno", "goal", "show"]);
     assert_eq!(code, 5);
     assert_eq!(error["error"]["code"], "unknown_goal");

@@ -352,16 +352,18 @@ fn progress(out: &Output, n: usize, report: &StepReport) -> String {
         Some(TurnOutcome::NotStarted { todo, refusal }) => {
             let _ = write!(
                 line,
-                "`{todo}` not started: {}: {refusal} · ",
-                refusal.code()
+                "`{todo}` not started: {}: {} · ",
+                refusal.code(),
+                crate::error::refusal_words(refusal).0
             );
         }
         Some(TurnOutcome::LeaseLost { todo, refusal, .. }) => {
             let _ = write!(
                 line,
-                "{} on `{todo}`: {}: {refusal} · ",
+                "{} on `{todo}`: {}: {} · ",
                 out.paint(Style::Warn, "lease lost"),
-                refusal.code()
+                refusal.code(),
+                crate::error::refusal_words(refusal).0
             );
         }
         Some(TurnOutcome::Unknown { todo, turn }) => {
