@@ -1,12 +1,13 @@
 //! Near matches for a mistyped id: the known id closest by edit distance, when it is close.
 
-/// The candidate nearest to `typed` by Levenshtein distance, if it is within a third of the
-/// longer one's length (at least one edit) and not `typed` itself.
+/// The candidate nearest to `typed` by edit distance (a swap of two neighbours counts as one
+/// edit), if it is within a third of the longer one's length (at least one edit) and not `typed`
+/// itself.
 pub fn near<'a>(typed: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<String> {
     candidates
         .into_iter()
         .filter(|c| *c != typed)
-        .map(|c| (strsim::levenshtein(typed, c), c))
+        .map(|c| (strsim::osa_distance(typed, c), c))
         .filter(|(distance, c)| *distance <= (typed.len().max(c.len()) / 3).max(1))
         .min_by_key(|(distance, _)| *distance)
         .map(|(_, c)| c.to_owned())

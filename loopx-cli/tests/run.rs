@@ -430,3 +430,22 @@ fn a_validator_that_dirties_the_tree_is_named_with_the_files_it_left() {
     let (_, out) = lx.json(&RUN);
     assert_eq!(out["workspace_dirty"][0], "Cargo.lock");
 }
+
+#[test]
+fn run_on_a_mistyped_goal_names_the_near_one_and_runs_nothing() {
+    let lx = setup(&[&["--id", "only", "--title", "the only line"]]);
+    let mut args = RUN.to_vec();
+    args[1] = "dmeo";
+
+    let (code, error) = lx.json(&args);
+
+    assert_eq!(code, 5, "{error:#}");
+    assert_eq!(error["error"]["code"], "unknown_goal");
+    assert!(
+        error["error"]["hint"]
+            .as_str()
+            .is_some_and(|h| h.contains("did you mean `demo`?")),
+        "{error:#}"
+    );
+    assert!(!lx.path("repo/work.txt").exists(), "no turn ran");
+}

@@ -77,7 +77,10 @@ pub struct RunArgs {
 
 pub async fn run(ctx: &Ctx, args: RunArgs) -> Result<Exit, CliError> {
     let goal = ctx.goal()?;
-    let store: Arc<dyn Store> = ctx.open().await?.into_store();
+    let backend = ctx.open().await?;
+    // An unknown goal is reported before anything runs, with the nearest known goal id.
+    ctx.load(&backend, &goal).await?;
+    let store: Arc<dyn Store> = backend.into_store();
     let agent = crate::cmd::next::asking_agent(ctx, args.agent.as_ref())?;
     let engine = build(ctx, &args, &agent, store).await?;
     let until = if args.wait {
