@@ -1,7 +1,7 @@
 //! What every verb shares: the global flags resolved (store, actor, goal, operation id, time),
 //! the output mode, and the one write path (`submit`).
 
-use loopx_kernel::{StoreExt, Submitted};
+use loopx_kernel::{Refusal, StoreExt, SubmitError, Submitted};
 use loopx_provider::clock::SystemClock;
 use std::path::Path;
 
@@ -18,6 +18,9 @@ use crate::error::CliError;
 use crate::output::Output;
 use crate::store::{self, Backend, Location};
 
+/// The help heading of the flags every verb accepts, apart from each verb's own.
+const GLOBAL: &str = "Global options";
+
 /// Flags every verb accepts.
 #[derive(Debug, Clone, Args)]
 pub struct Global {
@@ -25,6 +28,7 @@ pub struct Global {
     #[arg(
         long,
         global = true,
+        help_heading = GLOBAL,
         env = "LOOPX_STORE",
         hide_env_values = true,
         value_name = "PATH|URL"
@@ -35,22 +39,23 @@ pub struct Global {
     #[arg(
         long = "as",
         global = true,
+        help_heading = GLOBAL,
         env = "LOOPX_ACTOR",
         value_name = "KIND:NAME"
     )]
     pub actor: Option<String>,
     /// The goal the verb works on.
-    #[arg(long, global = true, env = "LOOPX_GOAL", value_name = "GOAL")]
+    #[arg(long, global = true, help_heading = GLOBAL, env = "LOOPX_GOAL", value_name = "GOAL")]
     pub goal: Option<String>,
     /// Operation id of the write, for idempotent retries (a retry with the same id and
     /// payload returns the first receipt); generated when absent.
-    #[arg(long, global = true, value_name = "ID")]
+    #[arg(long, global = true, help_heading = GLOBAL, value_name = "ID")]
     pub op: Option<String>,
     /// The time to act at (RFC 3339, e.g. 2026-11-29T10:00:00Z); the system clock when absent.
-    #[arg(long, global = true, value_name = "RFC3339")]
+    #[arg(long, global = true, help_heading = GLOBAL, value_name = "RFC3339")]
     pub now: Option<String>,
     /// Print exactly one JSON document (errors as {"error": {...}}).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     pub json: bool,
     /// Open a SQLite store whose write-ahead log is damaged before committed transactions,
     /// dropping them (a copy of the log is kept as <store>-wal.damaged). Without it such a
@@ -146,6 +151,33 @@ pub fn read_json<T: DeserializeOwned>(path: &Path, what: &str) -> Result<T, CliE
     })
 }
 
+/// Reads a JSON file into a kernel shape after `fill` has put in what a file may leave out
+/// (the defaults the equivalent flags have); errors are exit 7.
+pub fn read_json_with<T: DeserializeOwned>(
+    path: &Path,
+    what: &str,
+    fill: impl FnOnce(&mut Value),
+) -> Result<T, CliError> {
+    let mut value: Value = read_json(path, what)?;
+    fill(&mut value);
+    serde_json::from_value(value).map_err(|error| {
+        CliError::input(
+            "invalid_json",
+            format!("{} is not a valid {what}: {error}", shown(path)),
+            format!("fix the file; the shape of a {what} is documented in the README"),
+        )
+    })
+}
+
+/// Sets a `NewEvidence` object's missing `observed_at` to `now`, as `--observed-at` defaults.
+pub fn observed_now(evidence: &mut Value, now: Timestamp) {
+    if let Some(map) = evidence.as_object_mut()
+        && !map.contains_key("observed_at")
+    {
+        map.insert("observed_at".into(), json!(now));
+    }
+}
+
 fn shown(path: &Path) -> String {
     if path.as_os_str() == "-" {
         "standard input".to_owned()
@@ -216,6 +248,16 @@ impl Ctx {
         store::open_with(&self.location, false, self.accept_wal_loss).await
     }
 
+    /// The acting actor when one is given; an error when malformed.
+    pub fn actor_opt(&self) -> Result<Option<Actor>, CliError> {
+        self.actor
+            .as_deref()
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .map(parse_actor)
+            .transpose()
+    }
+
     /// The acting actor; an error when missing or malformed.
     pub fn actor(&self) -> Result<Actor, CliError> {
         match self
@@ -270,13 +312,12 @@ impl Ctx {
             .transpose()
     }
 
-    /// Loads a goal; an unknown goal is exit 5.
+    /// Loads a goal; an unknown goal is exit 5, naming the nearest known goal id.
     pub async fn load(&self, backend: &Backend, goal: &GoalId) -> Result<GoalState, CliError> {
-        backend
-            .store()
-            .load(goal)
-            .await?
-            .ok_or_else(|| CliError::unknown_goal(goal))
+        match backend.store().load(goal).await? {
+            Some(state) => Ok(state),
+            None => Err(unknown_goal(backend, goal, self.now).await),
+        }
     }
 
     /// Submits one command as the acting actor at `now` under the operation id: one atomic
@@ -292,10 +333,39 @@ impl Ctx {
         // Paced on the wall clock, so several agents' CLIs writing one goal spread out.
         let clock = SystemClock;
         let handle = backend.store().goal(goal).paced(&clock);
-        Ok(handle
+        match handle
             .submit_operation(&actor, self.now, command, &operation)
-            .await?)
+            .await
+        {
+            Ok(done) => Ok(done),
+            Err(SubmitError::Refused(Refusal::UnregisteredAgent { agent })) => {
+                let near = match backend.store().load(goal).await {
+                    Ok(Some(state)) => crate::suggest::near(
+                        agent.as_str(),
+                        state.spec.agents.iter().map(AgentId::as_str),
+                    ),
+                    _ => None,
+                };
+                let mut error = CliError::from(Refusal::UnregisteredAgent { agent });
+                if let Some(near) = near {
+                    error.hint = format!("did you mean agent:{near}? Otherwise {}", error.hint);
+                }
+                Err(error)
+            }
+            Err(error) => Err(error.into()),
+        }
     }
+}
+
+/// The error for an unknown goal, suggesting the nearest goal id the store holds.
+pub async fn unknown_goal(backend: &Backend, goal: &GoalId, now: Timestamp) -> CliError {
+    let known = backend.store().goals(now).await.unwrap_or_default();
+    let near = crate::suggest::near(goal.as_str(), known.iter().map(|g| g.goal.as_str()));
+    let mut error = CliError::unknown_goal(goal);
+    if let Some(near) = near {
+        error.hint = format!("did you mean `{near}`? (`loopx goal list` lists the goals)");
+    }
+    error
 }
 
 /// The common part of every write's JSON document: the receipt and whether it was a retry.

@@ -28,6 +28,16 @@ pub enum Exit {
     Store = 6,
     /// An input file or payload is not valid (malformed JSON, wrong shape, bad signature).
     Input = 7,
+    /// `run` stopped at `wait`: nothing to do until a time or an event.
+    Wait = 10,
+    /// `run` stopped at `ask`: a person must answer first.
+    Ask = 11,
+    /// `run` stopped at `replan`: the plan must change.
+    Replan = 12,
+    /// `run` stopped at `repair`: the state must be repaired first.
+    Repair = 13,
+    /// `run` stopped at `continue`, after `--max-steps`.
+    Continue = 14,
 }
 
 /// The exit-code table shown by `loopx --help`.
@@ -43,8 +53,26 @@ Exit codes:
   6  store unavailable, corrupt, or written by a newer loopx (also: doctor found damage)
   7  invalid input file or payload (malformed JSON, wrong shape, bad webhook signature)
 
+`loopx run` exits by the decision it stopped at (0 is `terminal`, the goal is over):
+ 10  wait      nothing to do until a time or an event
+ 11  ask       a person must answer first (a gate, a budget raise)
+ 12  replan    the plan must change (`loopx next` says how)
+ 13  repair    the state must be repaired first (`loopx next` says how)
+ 14  continue  stopped by --max-steps with work left
+
 Environment: LOOPX_STORE (store path or postgres:// URL), LOOPX_ACTOR (kind:name),
 LOOPX_GOAL (goal id), NO_COLOR (no colour in human output).";
+
+/// The exit codes of `loopx run`, shown by `loopx run --help`.
+pub const RUN_EXIT_CODES: &str = "\
+Exit codes: the decision `run` stopped at, or an error's class (see `loopx --help`):
+  0  terminal   the goal is over (accepted or abandoned)
+ 10  wait       nothing to do until a time or an event
+ 11  ask        a person must answer first (a gate, a budget raise)
+ 12  replan     the plan must change (`loopx next` says how)
+ 13  repair     the state must be repaired first (`loopx next` says how)
+ 14  continue   stopped by --max-steps with work left
+ 1-7           an error, as for every verb";
 
 /// A failure of one invocation.
 #[derive(Debug, Clone)]
@@ -117,32 +145,179 @@ impl fmt::Display for CliError {
     }
 }
 
+/// The `loopx` verb that submits a kernel command (by its `Command::name`).
+pub fn verb_of(command: &str) -> &'static str {
+    match command {
+        "create_goal" => "goal create",
+        "amend_goal" => "goal amend",
+        "abandon_goal" => "goal abandon",
+        "declare_closure" => "goal close",
+        "add_todo" => "todo add",
+        "reassign" => "todo reassign",
+        "defer" => "todo defer",
+        "block" => "todo block",
+        "unblock" => "todo unblock",
+        "supersede" => "todo supersede",
+        "claim" | "report_workspace" => "claim",
+        "renew" => "renew",
+        "release" => "release",
+        "handoff" => "handoff",
+        "begin_turn" => "begin",
+        "settle_turn" => "settle",
+        "resolve_outcome" => "resolve",
+        "open_gate" => "gate open",
+        "answer_gate" => "gate answer",
+        "withdraw_gate" => "gate withdraw",
+        "record_observation" => "observe",
+        "record_evidence" => "evidence add",
+        "raise_obligation" => "obligation raise",
+        "discharge" => "obligation discharge",
+        _ => "the verb",
+    }
+}
+
+/// Who may run a verb the acting actor may not, in words.
+fn permitted(command: &str) -> &'static str {
+    match command {
+        "record_evidence" => {
+            "evidence comes from a validator, a provider or the goal owner: pass --as validator:NAME"
+        }
+        "record_observation" => {
+            "observations come from an agent, a provider or a validator: pass --as provider:NAME"
+        }
+        "declare_closure" | "discharge" => {
+            "the goal owner or a registered agent may: pass --as person:OWNER or --as agent:NAME"
+        }
+        "withdraw_gate" => "whoever opened the gate, or the goal owner, may withdraw it",
+        _ => "act as an agent registered with the goal (--as agent:NAME) or as the goal owner",
+    }
+}
+
+/// A refusal in the command line's words: the message and a hint specific to its code, naming
+/// `loopx` verbs (the kernel's own messages name kernel commands, for library callers).
+#[allow(clippy::too_many_lines, reason = "one arm per refusal code")]
+pub fn refusal_words(refusal: &Refusal) -> (String, String) {
+    let kernel = refusal.to_string();
+    let same = |hint: &str| (kernel.clone(), hint.to_owned());
+    match refusal {
+        Refusal::UnknownGoal => (
+            "no such goal in this store".to_owned(),
+            "create it with `loopx goal create`, or list the goals with `loopx goal list`"
+                .to_owned(),
+        ),
+        Refusal::ActorNotPermitted { actor, command } => (
+            format!("{actor} may not run `loopx {}`", verb_of(command)),
+            permitted(command).to_owned(),
+        ),
+        Refusal::GrantReasonRequired => (
+            "acting on another agent's todo under a grant needs a reason".to_owned(),
+            "pass --grant-reason TEXT".to_owned(),
+        ),
+        Refusal::UnregisteredAgent { agent } => (
+            format!("agent `{agent}` is not registered with this goal"),
+            format!("the goal owner can register it: `loopx goal amend --register-agent {agent}`"),
+        ),
+        Refusal::StaleRevision { .. } => same(
+            "the goal moved: read it again (`loopx goal show`) and retry against the new revision",
+        ),
+        Refusal::StaleLeaseEpoch {
+            todo,
+            presented,
+            current,
+        } if presented > current => (
+            kernel.clone(),
+            format!(
+                "epoch {presented} was never issued on `{todo}`: pass the epoch `loopx claim` printed ({current})"
+            ),
+        ),
+        Refusal::StaleLeaseEpoch { .. } => {
+            same("this executor lost the lease: stop, and ask for the next step with `loopx next`")
+        }
+        Refusal::UnknownTodo { .. } | Refusal::UnknownReference { .. } => {
+            same("check the id: `loopx todo list` lists the todos")
+        }
+        Refusal::UnknownGate { .. } => same("check the id: `loopx gate list` lists the gates"),
+        Refusal::UnknownObligation { .. } => {
+            same("check the id: `loopx obligation list` lists the obligations")
+        }
+        Refusal::LeaseHeld { .. } | Refusal::WriteScopeConflict { .. } => {
+            same("ask for other work with `loopx next`, or wait for the lease to end")
+        }
+        Refusal::NoLiveLease { todo } => (
+            kernel.clone(),
+            format!("claim it again: `loopx claim --todo {todo}`"),
+        ),
+        Refusal::NotLeaseHolder { .. } => {
+            same("only the lease holder may: act as it (--as agent:NAME), or ask `loopx next`")
+        }
+        Refusal::TurnInFlight { todo, .. } => (
+            kernel.clone(),
+            format!(
+                "settle it (`loopx settle`), release it (`loopx release --todo {todo} --epoch N`), or resolve it once its lease has expired (`loopx resolve`)"
+            ),
+        ),
+        Refusal::TurnNotBegun { todo, .. } => (
+            kernel.clone(),
+            format!("begin the turn first: `loopx begin --todo {todo} --epoch N --turn ID`"),
+        ),
+        Refusal::TurnAlreadyUsed { .. } => same("begin a new turn with a new --turn id"),
+        Refusal::BudgetExhausted { .. } => same(
+            "the goal owner can raise the limit: `loopx goal amend --turns N` (or --tokens, --cost-micros, --wall-ms)",
+        ),
+        Refusal::GateBlocks { gate, .. } => (
+            kernel.clone(),
+            format!(
+                "its owner answers it with `loopx gate answer --gate {gate} --answer TEXT`; meanwhile ask `loopx next`"
+            ),
+        ),
+        Refusal::DecisionMissing { scope, .. } => (
+            kernel.clone(),
+            format!(
+                "open a gate for it: `loopx gate open --id ID --question TEXT --owner person:NAME --decision {scope}`"
+            ),
+        ),
+        Refusal::NotGateOwner { owner, .. } => (
+            kernel.clone(),
+            format!("act as the gate's owner: --as {owner}"),
+        ),
+        Refusal::NotGoalOwner { owner } => (
+            kernel.clone(),
+            format!("act as the goal owner: --as {owner}"),
+        ),
+        Refusal::ValidationInsufficient { .. } => same(
+            "settle with a `keep_open`, `defer` or `block` transition, or with a `passed` verdict",
+        ),
+        Refusal::OutcomeUnknown { todo, turn } => (
+            kernel.clone(),
+            format!(
+                "read back what the turn did, then `loopx resolve --todo {todo} --turn {turn} --resolution absent|committed --note TEXT`"
+            ),
+        ),
+        Refusal::WorkspaceShared { .. } => same(
+            "create an independent worktree (git worktree add PATH) and claim from there with --workspace-top-level and --workspace-common-dir",
+        ),
+        Refusal::WorkspaceRequired { .. } => same(
+            "claim with --workspace-top-level and --workspace-common-dir (from `git rev-parse`)",
+        ),
+        Refusal::ObligationClosed { .. } => same("ask for the next step with `loopx next`"),
+        _ => same("nothing changed; ask for the next legal step with `loopx next`"),
+    }
+}
+
 impl From<Refusal> for CliError {
     fn from(refusal: Refusal) -> Self {
         let code = refusal.code();
-        let (exit, hint) = match code {
-            "stale_revision" => (
-                Exit::Conflict,
-                "the goal moved: read it again (`loopx goal show`) and retry against the new revision",
-            ),
-            "stale_lease_epoch" => (
-                Exit::Conflict,
-                "this executor lost the lease: stop, and ask for the next step with `loopx next`",
-            ),
+        let exit = match code {
+            "stale_revision" | "stale_lease_epoch" => Exit::Conflict,
             "unknown_goal" | "unknown_todo" | "unknown_gate" | "unknown_obligation"
-            | "unknown_reference" => (
-                Exit::NotFound,
-                "check the id: `loopx todo list`, `loopx gate list` or `loopx goal list`",
-            ),
-            _ => (
-                Exit::Refused,
-                "nothing changed; ask for the next legal step with `loopx next`",
-            ),
+            | "unknown_reference" => Exit::NotFound,
+            _ => Exit::Refused,
         };
+        let (message, hint) = refusal_words(&refusal);
         CliError {
             code: code.to_owned(),
-            message: refusal.to_string(),
-            hint: hint.to_owned(),
+            message,
+            hint,
             exit,
             details: serde_json::to_value(&refusal).ok(),
         }

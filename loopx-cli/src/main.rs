@@ -7,9 +7,11 @@
 
 mod cmd;
 mod context;
+mod decision;
 mod error;
 mod output;
 mod store;
+mod suggest;
 
 use std::ffi::OsString;
 use std::process::ExitCode;

@@ -123,7 +123,9 @@ fn run_works_the_goal_to_terminal_on_postgres() {
 fn to_terminal(lx: &Loopx) {
     std::fs::write(lx.path("last"), "").expect("marker");
 
-    let out = lx.ok(&RUN);
+    let (code, out) = lx.json(&RUN);
+
+    assert_eq!(code, 0, "run exits 0 at `terminal`: {out:#}");
 
     let steps = out["steps"].as_array().expect("steps");
     let settled: Vec<&str> = steps
@@ -143,7 +145,8 @@ fn run_shows_progress_for_people() {
 
     let run = lx.run(&RUN);
 
-    assert_eq!(run.code, 0, "{}", run.stderr);
+    // Without a turn report the goal stays active: `run` stops at the missing closure intent.
+    assert_eq!(run.code, REPLAN, "{}", run.stderr);
     assert!(run.stdout.contains("step   1"), "{}", run.stdout);
     assert!(
         run.stdout.contains("turn on `only` settled: Passed"),
@@ -216,7 +219,7 @@ fn resumed_under_the_same_turn_id(lx: &Loopx) {
     let lease = next_lease_step(lx);
     assert_eq!(lease["step"], "resume", "{lease:#}");
 
-    let out = lx.ok(&RUN);
+    let (_, out) = lx.json(&RUN);
 
     let turn = &out["steps"][0]["turn"];
     assert_eq!(turn["outcome"], "settled", "{out:#}");
@@ -250,7 +253,9 @@ fn a_killed_run_on_postgres_with_an_uncertain_effect_goes_to_repair() {
 fn uncertain_effect_goes_to_repair(lx: &Loopx) {
     kill_mid_turn(lx);
 
-    let out = lx.ok(&RUN);
+    let (code, out) = lx.json(&RUN);
+
+    assert_eq!(code, REPAIR, "run exits with the code of `repair`: {out:#}");
 
     assert_eq!(out["steps"][0]["turn"]["outcome"], "unknown", "{out:#}");
     assert_eq!(out["decision"]["kind"], "repair");
@@ -259,4 +264,188 @@ fn uncertain_effect_goes_to_repair(lx: &Loopx) {
         work.is_empty(),
         "the uncertain turn was not silently re-run"
     );
+}
+
+/// The exit codes of `run`, one per decision it stops at (see `loopx run --help`).
+const WAIT: i32 = 10;
+const ASK: i32 = 11;
+const REPLAN: i32 = 12;
+const REPAIR: i32 = 13;
+
+#[test]
+fn a_turn_without_a_report_stops_at_replan_and_says_to_close_the_goal() {
+    // No `last` marker: the turn exits zero without a report, which proposes completing the
+    // todo with the goal still active. Every criterion is met, so the missing closure intent
+    // is what is left, and `run` says which verb declares it.
+    let lx = setup(&[&["--id", "only", "--title", "the only line"]]);
+
+    let run = lx.run(&RUN);
+
+    assert_eq!(run.code, REPLAN, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.contains("replan: every criterion is met and no work is left, but nobody declared the intent to close — close the goal: loopx goal close --reason …"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        !run.stdout.contains("{\""),
+        "no JSON in human output:\n{}",
+        run.stdout
+    );
+    let (code, out) = lx.json(&RUN);
+    assert_eq!(code, REPLAN);
+    assert_eq!(out["decision"]["reason"]["why"], "closure_intent_missing");
+    assert_eq!(out["decision"]["reason"]["fix"]["verb"], "goal close");
+    assert_eq!(out["decision"]["reason"]["fix"]["call"], "declare_closure");
+
+    // The fix acts on it: the goal closes and the next run is terminal.
+    lx.ok(&[
+        "--goal",
+        GOAL,
+        "--as",
+        "agent:agent-a",
+        "goal",
+        "close",
+        "--reason",
+        "done",
+    ]);
+    let (code, out) = lx.json(&RUN);
+    assert_eq!(code, 0, "{out:#}");
+    assert_eq!(out["decision"]["kind"], "terminal");
+}
+
+#[test]
+fn run_stops_at_ask_naming_the_gate_and_who_answers_it() {
+    let lx = setup(&[&["--id", "only", "--title", "the only line"]]);
+    lx.ok(&[
+        "--goal",
+        GOAL,
+        "--as",
+        "person:olivia",
+        "gate",
+        "open",
+        "--id",
+        "G1",
+        "--question",
+        "may the work file change?",
+        "--owner",
+        "person:olivia",
+        "--todo",
+        "only",
+    ]);
+
+    let run = lx.run(&RUN);
+
+    assert_eq!(run.code, ASK, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout
+            .contains("next: ask: gate G1 for person:olivia — \"may the work file change?\""),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout
+            .contains("answer: loopx gate answer --gate G1 --answer … (by person:olivia)"),
+        "{}",
+        run.stdout
+    );
+}
+
+#[test]
+fn run_stops_at_wait_with_its_own_exit_code() {
+    let lx = setup(&[&["--id", "only", "--title", "the only line"]]);
+    lx.ok(&[
+        "--goal",
+        GOAL,
+        "--as",
+        "person:olivia",
+        "todo",
+        "defer",
+        "--todo",
+        "only",
+        "--until-time",
+        "2099-01-01T00:00:00Z",
+    ]);
+
+    let (code, out) = lx.json(&RUN);
+
+    assert_eq!(code, WAIT, "{out:#}");
+    assert_eq!(out["decision"]["kind"], "wait");
+    assert_eq!(out["decision"]["reasons"][0]["fix"]["verb"], "next");
+}
+
+#[test]
+fn run_takes_the_agent_from_the_acting_actor() {
+    let lx = setup(&[&["--id", "only", "--title", "the only line"]]);
+    std::fs::write(lx.path("last"), "").expect("marker");
+    let without_agent: Vec<&str> = RUN
+        .iter()
+        .copied()
+        .filter(|a| *a != "--agent" && *a != "agent-a")
+        .collect();
+
+    let run = lx.run_env(&without_agent, &[("LOOPX_ACTOR", "agent:agent-a")]);
+
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stdout.contains("terminal (accepted)"), "{}", run.stdout);
+}
+
+#[test]
+fn a_validator_that_dirties_the_tree_is_named_with_the_files_it_left() {
+    let lx = setup(&[&["--id", "only", "--title", "the only line"]]);
+    std::fs::write(lx.path("last"), "").expect("marker");
+    // The validator leaves an untracked lock file behind, as `cargo test` does with Cargo.lock.
+    std::fs::write(
+        lx.path("repo/check.sh"),
+        "test -s work.txt && echo lock > Cargo.lock\n",
+    )
+    .expect("check script");
+    let repo = lx.path("repo");
+    git(
+        &repo,
+        &["commit", "-q", "-am", "a validator that leaves a file"],
+    );
+
+    let run = lx.run(&RUN);
+
+    assert_eq!(run.code, REPLAN, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout
+            .contains("the workspace has uncommitted or untracked files: Cargo.lock"),
+        "{}",
+        run.stdout
+    );
+    let list = lx.run(&["--goal", GOAL, "evidence", "list"]);
+    assert!(
+        list.stdout.contains("stale: established on a dirty tree"),
+        "{}",
+        list.stdout
+    );
+    let status = lx.run(&["--goal", GOAL, "status"]);
+    assert!(
+        status.stdout.contains("stale: established on a dirty tree"),
+        "{}",
+        status.stdout
+    );
+    let (_, out) = lx.json(&RUN);
+    assert_eq!(out["workspace_dirty"][0], "Cargo.lock");
+}
+
+#[test]
+fn run_on_a_mistyped_goal_names_the_near_one_and_runs_nothing() {
+    let lx = setup(&[&["--id", "only", "--title", "the only line"]]);
+    let mut args = RUN.to_vec();
+    args[1] = "dmeo";
+
+    let (code, error) = lx.json(&args);
+
+    assert_eq!(code, 5, "{error:#}");
+    assert_eq!(error["error"]["code"], "unknown_goal");
+    assert!(
+        error["error"]["hint"]
+            .as_str()
+            .is_some_and(|h| h.contains("did you mean `demo`?")),
+        "{error:#}"
+    );
+    assert!(!lx.path("repo/work.txt").exists(), "no turn ran");
 }

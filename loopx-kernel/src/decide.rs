@@ -28,24 +28,28 @@ pub enum Decision {
     Wait {
         /// The earliest instant at which the decision can change by time alone, if any.
         until: Option<Timestamp>,
-        /// Why (at most [`MAX_REASONS`] are listed).
+        /// Why (at most [`MAX_REASONS`] are listed); in JSON each with its `fix`.
+        #[serde(serialize_with = "crate::fix::seq")]
         reasons: Vec<WaitReason>,
     },
     /// A person must answer before this agent can go on.
     Ask {
-        /// The questions, most urgent first.
+        /// The questions, most urgent first; in JSON each with its `fix`.
+        #[serde(serialize_with = "crate::fix::seq")]
         questions: Vec<Question>,
         /// The earliest deadline among them, when the decision changes by time alone.
         until: Option<Timestamp>,
     },
     /// The plan no longer leads to acceptance; change it visibly.
     Replan {
-        /// Why the plan needs changing.
+        /// Why the plan needs changing; in JSON with its `fix`.
+        #[serde(serialize_with = "crate::fix::one")]
         reason: ReplanReason,
     },
     /// The state is inconsistent or unsafe to continue; fix it first.
     Repair {
-        /// What to fix.
+        /// What to fix; in JSON with its `fix`.
+        #[serde(serialize_with = "crate::fix::one")]
         issue: RepairIssue,
     },
     /// The goal is over. Derived, never written.
@@ -283,8 +287,6 @@ pub enum RepairIssue {
         turn: TurnId,
         /// The former holder.
         holder: AgentId,
-        /// What to do about it, in words.
-        fix: String,
     },
     /// The agent's checkout is in use by another agent's live lease.
     SharedCheckout {
@@ -294,8 +296,6 @@ pub enum RepairIssue {
         other: AgentId,
         /// The shared checkout.
         top_level: String,
-        /// What to do about it, in words.
-        fix: String,
     },
     /// A todo requires a decision that no gate asks for.
     DecisionMissing {
@@ -303,15 +303,11 @@ pub enum RepairIssue {
         todo: TodoId,
         /// The decision scope no resolved gate has settled.
         scope: DecisionScope,
-        /// What to do about it, in words.
-        fix: String,
     },
     /// The agent is not registered with the goal.
     UnregisteredAgent {
         /// The agent it concerns.
         agent: AgentId,
-        /// What to do about it, in words.
-        fix: String,
     },
 }
 
@@ -466,9 +462,6 @@ fn standing(
         GateHold::Missing { scope } => {
             return Standing::Repair(RepairIssue::DecisionMissing {
                 todo: todo.id.clone(),
-                fix: format!(
-                    "open a gate whose scope covers decision `{scope}`, or supersede the todo"
-                ),
                 scope,
             });
         }
@@ -510,9 +503,6 @@ fn guard_standing(
         GuardBlock::SharedCheckout { other, top_level } => {
             Some(Standing::Repair(RepairIssue::SharedCheckout {
                 todo: todo.id.clone(),
-                fix: format!(
-                    "`{other}` holds a live lease in `{top_level}`; create an independent worktree (git worktree add <path>) and report it before claiming"
-                ),
                 other,
                 top_level,
             }))
@@ -543,7 +533,6 @@ pub fn decide(state: &GoalState, agent: &AgentId, now: Timestamp) -> Decision {
         return Decision::Repair {
             issue: RepairIssue::UnregisteredAgent {
                 agent: agent.clone(),
-                fix: "ask the goal owner to register this agent (amend_goal register_agent)".into(),
             },
         };
     }
@@ -780,7 +769,6 @@ fn unknown_outcomes(
                     todo: todo.id.clone(),
                     turn: turn.id.clone(),
                     holder: lease.holder.clone(),
-                    fix: "read back whether the turn's effect happened, then resolve_outcome as absent or committed".into(),
                 },
             });
         }

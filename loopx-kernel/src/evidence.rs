@@ -35,13 +35,15 @@ pub struct Observation {
     pub facts: BTreeMap<String, String>,
 }
 
-/// Pass or fail.
+/// Passed or failed. On the wire `passed` or `failed`, the words a turn's verdict uses; the
+/// earlier spellings `pass` and `fail` are still read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
 pub enum Outcome {
     /// The check passed.
+    #[serde(rename = "passed", alias = "pass")]
     Pass,
     /// The check failed.
+    #[serde(rename = "failed", alias = "fail")]
     Fail,
 }
 

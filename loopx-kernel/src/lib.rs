@@ -39,6 +39,7 @@ mod event;
 mod evidence;
 mod execute;
 pub mod facts;
+mod fix;
 mod from_fn;
 mod gate;
 mod goal;
@@ -94,6 +95,7 @@ pub use evidence::{
     Evidence, Freshness, Lineage, NewEvidence, Observation, ObservedInput, Outcome, SubjectHead,
 };
 pub use execute::{MAX_TEXT, execute};
+pub use fix::{Fix, FixArg, Who};
 pub use from_fn::{executor_fn, validator_fn};
 pub use gate::{ExpiryPolicy, Gate, GateScope, GateState, GateStatus, NewGate};
 pub use goal::{

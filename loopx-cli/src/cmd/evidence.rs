@@ -10,7 +10,9 @@ use loopx_kernel::{
 use serde_json::{Value, json};
 
 use crate::cmd::view;
-use crate::context::{Ctx, parse_duration, parse_time, read_json, written, written_line};
+use crate::context::{
+    Ctx, observed_now, parse_duration, parse_time, read_json_with, written, written_line,
+};
 use crate::error::{CliError, Exit};
 use crate::output::{Style, Table};
 
@@ -23,10 +25,16 @@ pub enum EvidenceVerb {
     List,
 }
 
+/// An evidence outcome on the command line: the words of the wire format, with the earlier
+/// `pass` and `fail` still accepted.
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum PassFail {
-    Pass,
-    Fail,
+    /// The check passed.
+    #[value(alias = "pass")]
+    Passed,
+    /// The check failed.
+    #[value(alias = "fail")]
+    Failed,
 }
 
 /// Flags of `loopx evidence add`.
@@ -44,7 +52,7 @@ pub struct AddArgs {
     /// The revision it was established at (e.g. git:abc123).
     #[arg(long)]
     revision: Option<Revision>,
-    /// Pass or fail.
+    /// Passed or failed (`pass` and `fail` are accepted too).
     #[arg(long, value_enum)]
     outcome: Option<PassFail>,
     /// A short explanation.
@@ -56,7 +64,8 @@ pub struct AddArgs {
     /// How long it stays fresh (e.g. 1d).
     #[arg(long, value_parser = parse_duration)]
     ttl: Option<Duration>,
-    /// A `NewEvidence` as JSON (`-` for standard input); flags override it.
+    /// A `NewEvidence` as JSON (`-` for standard input); flags override it, and a missing
+    /// `observed_at` is now, as for the flag.
     #[arg(long)]
     file: Option<PathBuf>,
 }
@@ -82,11 +91,13 @@ async fn add(ctx: &Ctx, args: AddArgs) -> Result<Exit, CliError> {
     let goal = ctx.goal()?;
     ctx.actor()?;
     let outcome = args.outcome.map(|o| match o {
-        PassFail::Pass => Outcome::Pass,
-        PassFail::Fail => Outcome::Fail,
+        PassFail::Passed => Outcome::Pass,
+        PassFail::Failed => Outcome::Fail,
     });
     let mut evidence = match &args.file {
-        Some(path) => read_json::<NewEvidence>(path, "evidence")?,
+        Some(path) => read_json_with::<NewEvidence>(path, "evidence", |value| {
+            observed_now(value, ctx.now);
+        })?,
         None => NewEvidence {
             id: required(args.id.clone(), "--id")?,
             check: required(args.check.clone(), "--check")?,
@@ -175,15 +186,17 @@ pub fn table(
     ]);
     for evidence in state.evidence.values() {
         let freshness = state.freshness(&evidence.id, now);
-        let shown = crate::output::compact(&freshness);
         let shown = if freshness.is_fresh() {
             out.paint(Style::Good, "fresh")
         } else {
-            out.paint(Style::Warn, &shown)
+            out.paint(
+                Style::Warn,
+                &format!("stale: {}", view::stale_words(evidence, &freshness)),
+            )
         };
         let outcome = match evidence.outcome {
-            Outcome::Pass => out.paint(Style::Good, "pass"),
-            Outcome::Fail => out.paint(Style::Bad, "fail"),
+            Outcome::Pass => out.paint(Style::Good, "passed"),
+            Outcome::Fail => out.paint(Style::Bad, "failed"),
         };
         table.row(vec![
             evidence.id.to_string(),

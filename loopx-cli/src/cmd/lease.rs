@@ -1,13 +1,19 @@
-//! `loopx claim|begin|renew|release`: the lease on a todo and the turn under it.
+//! `loopx claim|begin|renew|release|handoff|resolve`: the lease on a todo and the turn under it.
 
 use loopx_kernel::Submitted;
 use std::fmt::Write as _;
 
 use clap::Args;
-use loopx_kernel::{Amounts, Command, Duration, GoalState, TodoId, TurnId, Workspace};
+use std::path::PathBuf;
+
+use clap::ValueEnum;
+use loopx_kernel::{
+    AgentId, Amounts, Command, Duration, EvidenceId, GoalState, HandoffNote, OutcomeResolution,
+    Settlement, TodoId, TurnId, Workspace,
+};
 use serde_json::{Value, json};
 
-use crate::context::{Ctx, parse_duration, written, written_line};
+use crate::context::{Ctx, parse_duration, read_json, written, written_line};
 use crate::error::{CliError, Exit};
 
 /// Flags of `loopx claim`.
@@ -81,6 +87,65 @@ pub struct ReleaseArgs {
     /// The holder's epoch.
     #[arg(long)]
     epoch: u64,
+}
+
+/// Flags of `loopx handoff`.
+#[derive(Debug, Args)]
+pub struct HandoffArgs {
+    /// The todo whose live lease moves.
+    #[arg(long)]
+    todo: TodoId,
+    /// The epoch the sender holds; the receiver gets the next one.
+    #[arg(long)]
+    epoch: u64,
+    /// The receiving agent.
+    #[arg(long)]
+    to: AgentId,
+    /// The very next action, for the receiver.
+    #[arg(long)]
+    next_action: String,
+    /// When the receiver should stop.
+    #[arg(long)]
+    stop_condition: String,
+    /// Evidence the work rests on (repeatable).
+    #[arg(long = "evidence")]
+    evidence: Vec<EvidenceId>,
+    /// Why you may hand off another agent's lease (under a grant).
+    #[arg(long)]
+    grant_reason: Option<String>,
+}
+
+/// What a readback of an unknown turn showed.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Resolution {
+    /// The effect did not happen: the reservation is returned and the todo reopens.
+    Absent,
+    /// The effect happened: the turn is settled from --settlement-file.
+    Committed,
+}
+
+/// Flags of `loopx resolve`.
+#[derive(Debug, Args)]
+pub struct ResolveArgs {
+    /// The todo whose expired lease left a turn's outcome unknown.
+    #[arg(long)]
+    todo: TodoId,
+    /// The turn that was in flight.
+    #[arg(long)]
+    turn: TurnId,
+    /// What the readback showed.
+    #[arg(long, value_enum)]
+    resolution: Resolution,
+    /// What the readback showed, in words (for `absent`).
+    #[arg(long, required_if_eq("resolution", "absent"))]
+    note: Option<String>,
+    /// The settlement of the turn as it happened (for `committed`), a `Settlement` as JSON
+    /// with the expired lease's epoch and the turn id (`-` for standard input).
+    #[arg(long, required_if_eq("resolution", "committed"))]
+    settlement_file: Option<PathBuf>,
+    /// Why you may resolve another agent's turn (under a `take_over` grant).
+    #[arg(long)]
+    grant_reason: Option<String>,
 }
 
 fn lease_json(state: &GoalState, todo: &TodoId) -> Value {
@@ -170,4 +235,43 @@ pub async fn release(ctx: &Ctx, args: &ReleaseArgs) -> Result<Exit, CliError> {
         epoch: args.epoch,
     };
     write(ctx, &args.todo, &command, "release").await
+}
+
+pub async fn handoff(ctx: &Ctx, args: HandoffArgs) -> Result<Exit, CliError> {
+    let todo = args.todo.clone();
+    let command = Command::Handoff {
+        todo: args.todo,
+        epoch: args.epoch,
+        to: args.to,
+        note: HandoffNote {
+            next_action: args.next_action,
+            stop_condition: args.stop_condition,
+            evidence: args.evidence,
+        },
+        grant_reason: args.grant_reason,
+    };
+    write(ctx, &todo, &command, "handoff").await
+}
+
+pub async fn resolve(ctx: &Ctx, args: ResolveArgs) -> Result<Exit, CliError> {
+    let resolution = match args.resolution {
+        Resolution::Absent => OutcomeResolution::Absent {
+            note: args.note.unwrap_or_default(),
+        },
+        Resolution::Committed => {
+            let path = args.settlement_file.unwrap_or_else(|| PathBuf::from("-"));
+            let settlement: Settlement = read_json(&path, "settlement")?;
+            OutcomeResolution::Committed {
+                settlement: Box::new(settlement),
+            }
+        }
+    };
+    let todo = args.todo.clone();
+    let command = Command::ResolveOutcome {
+        todo: args.todo,
+        turn: args.turn,
+        resolution,
+        grant_reason: args.grant_reason,
+    };
+    write(ctx, &todo, &command, "resolution").await
 }

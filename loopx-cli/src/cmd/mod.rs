@@ -14,7 +14,8 @@ mod goal;
 mod init;
 mod lease;
 mod log;
-mod next;
+pub mod next;
+mod obligation;
 mod observe;
 mod run;
 mod settle;
@@ -31,7 +32,7 @@ pub enum Verb {
     /// Create, show, list, amend, close or abandon goals.
     #[command(subcommand)]
     Goal(goal::GoalVerb),
-    /// Add, list, defer or supersede todos.
+    /// Add, list, defer, supersede, block, unblock or reassign todos.
     #[command(subcommand)]
     Todo(todo::TodoVerb),
     /// The next legal step for an agent: continue, wait, ask, replan, repair or terminal.
@@ -44,11 +45,20 @@ pub enum Verb {
     Renew(lease::RenewArgs),
     /// Give a lease up (a begun turn's reservation is returned uncharged).
     Release(lease::ReleaseArgs),
+    /// Move a held lease to another agent, with a note for it, under a new epoch.
+    Handoff(lease::HandoffArgs),
+    /// Resolve a turn whose lease expired with its outcome unknown, after reading back what
+    /// happened: absent (the todo reopens) or committed (settled as it happened).
+    Resolve(lease::ResolveArgs),
     /// Settle a turn: verdict, evidence, transition, charge and lease release in one commit.
+    #[command(after_help = settle::SHAPE)]
     Settle(settle::SettleArgs),
     /// Open, list, answer, reject or withdraw gates (questions for a person).
     #[command(subcommand)]
     Gate(gate::GateVerb),
+    /// Raise, list or discharge replan and repair obligations.
+    #[command(subcommand)]
+    Obligation(obligation::ObligationVerb),
     /// Record or list evidence.
     #[command(subcommand)]
     Evidence(evidence::EvidenceVerb),
@@ -58,6 +68,7 @@ pub enum Verb {
     Observe(observe::ObserveVerb),
     /// The loop for one agent: observe, decide, run a turn with --exec, validate it with
     /// --validate, settle; until the decision is not `continue` (or, with --wait, needs a host).
+    #[command(after_help = crate::error::RUN_EXIT_CODES)]
     Run(Box<run::RunArgs>),
     /// The goal's event history, with revisions.
     Log(log::LogArgs),
@@ -82,8 +93,11 @@ pub async fn run(ctx: &Ctx, verb: Verb) -> Result<Exit, CliError> {
         Verb::Begin(args) => lease::begin(ctx, &args).await,
         Verb::Renew(args) => lease::renew(ctx, &args).await,
         Verb::Release(args) => lease::release(ctx, &args).await,
+        Verb::Handoff(args) => lease::handoff(ctx, args).await,
+        Verb::Resolve(args) => lease::resolve(ctx, args).await,
         Verb::Settle(args) => settle::run(ctx, &args).await,
         Verb::Gate(verb) => gate::run(ctx, verb).await,
+        Verb::Obligation(verb) => obligation::run(ctx, verb).await,
         Verb::Evidence(verb) => evidence::run(ctx, verb).await,
         Verb::Observe(verb) => observe::run(ctx, verb).await,
         Verb::Run(args) => run::run(ctx, *args).await,

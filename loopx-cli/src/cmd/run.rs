@@ -13,7 +13,7 @@ use std::sync::Arc;
 use clap::Args;
 use loopx_kernel::engine::{Engine, EngineError, EngineOptions, StepReport, TurnOutcome, Until};
 use loopx_kernel::seams::{Clock, Store};
-use loopx_kernel::{AgentId, CheckId, Duration, ObservationKey, SourceId, Subject};
+use loopx_kernel::{AgentId, CheckId, Decision, Duration, ObservationKey, SourceId, Subject};
 use loopx_provider::clock::SystemClock;
 use loopx_provider::executor::CommandExecutor;
 use loopx_provider::git::{Git, GitProvider};
@@ -29,9 +29,9 @@ use crate::store::Location;
 /// Flags of `loopx run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// The agent to work as.
+    /// The agent to work as; by default the acting agent (`--as agent:NAME` or `LOOPX_ACTOR`).
     #[arg(long)]
-    agent: AgentId,
+    agent: Option<AgentId>,
     /// The executor: run once per turn in the workspace, with the turn in `LOOPX_*` variables.
     /// Split into words like a shell would (quotes, backslashes) but never run by a shell: no
     /// pipes, globs or variables; use `sh -c '…'` explicitly for those.
@@ -66,7 +66,8 @@ pub struct RunArgs {
     #[arg(long, value_parser = parse_duration)]
     lease_ttl: Option<Duration>,
     /// Keep waiting through `wait` and `ask` (a person's answer wakes the loop) instead of
-    /// stopping at them; `replan`, `repair` and `terminal` always stop.
+    /// stopping at them; `replan`, `repair` and `terminal` always stop. The exit code names
+    /// the decision `run` stopped at (see `loopx --help`).
     #[arg(long)]
     wait: bool,
     /// Stop after this many steps.
@@ -76,8 +77,12 @@ pub struct RunArgs {
 
 pub async fn run(ctx: &Ctx, args: RunArgs) -> Result<Exit, CliError> {
     let goal = ctx.goal()?;
-    let store: Arc<dyn Store> = ctx.open().await?.into_store();
-    let engine = build(ctx, &args, store).await?;
+    let backend = ctx.open().await?;
+    // An unknown goal is reported before anything runs, with the nearest known goal id.
+    ctx.load(&backend, &goal).await?;
+    let store: Arc<dyn Store> = backend.into_store();
+    let agent = crate::cmd::next::asking_agent(ctx, args.agent.as_ref())?;
+    let engine = build(ctx, &args, &agent, store).await?;
     let until = if args.wait {
         Until::NeedsHost
     } else {
@@ -100,13 +105,88 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> Result<Exit, CliError> {
         }
     }
     let decision = reports.last().map(|r| r.decision.clone());
+    let dirty = dirty_files(&args.workspace);
     if ctx.out.json {
-        Output::document(&json!({ "goal": goal, "steps": reports, "decision": decision }));
+        Output::document(&json!({
+            "goal": goal,
+            "steps": reports,
+            "decision": decision,
+            "workspace_dirty": dirty,
+        }));
+    } else {
+        if !dirty.is_empty() {
+            println!("{}", dirty_warning(&ctx.out, &dirty));
+        }
+        if let Some(decision) = &decision {
+            print!("{}", crate::decision::describe(&ctx.out, decision));
+        }
     }
-    Ok(Exit::Ok)
+    Ok(decision.as_ref().map_or(Exit::Ok, exit_of))
 }
 
-async fn build(ctx: &Ctx, args: &RunArgs, store: Arc<dyn Store>) -> Result<Engine, CliError> {
+/// The exit code of the decision `run` stopped at: 0 for `terminal`, one code per other kind.
+fn exit_of(decision: &Decision) -> Exit {
+    match decision {
+        Decision::Terminal { .. } => Exit::Ok,
+        Decision::Wait { .. } => Exit::Wait,
+        Decision::Ask { .. } => Exit::Ask,
+        Decision::Replan { .. } => Exit::Replan,
+        Decision::Repair { .. } => Exit::Repair,
+        Decision::Continue(_) => Exit::Continue,
+    }
+}
+
+/// The files `git status` shows as changed or untracked in the workspace after the loop: what a
+/// turn or a validator left behind. Evidence established on such a tree is bound to
+/// `git:<sha>+dirty` and never meets a criterion at a commit.
+fn dirty_files(workspace: &std::path::Path) -> Vec<String> {
+    let Ok(output) = std::process::Command::new("git")
+        .arg("-C")
+        .arg(workspace)
+        .args(["status", "--porcelain=v1", "-z", "--untracked-files=all"])
+        .output()
+    else {
+        return Vec::new();
+    };
+    if !output.status.success() {
+        return Vec::new();
+    }
+    // Each entry is `XY path`; a rename carries its source as the next entry, skipped here.
+    let mut files = Vec::new();
+    let mut entries = output.stdout.split(|b| *b == 0).filter(|e| !e.is_empty());
+    while let Some(entry) = entries.next() {
+        let text = String::from_utf8_lossy(entry);
+        if text.len() > 3 {
+            files.push(text[3..].to_owned());
+        }
+        if entry.first() == Some(&b'R') || entry.first() == Some(&b'C') {
+            entries.next();
+        }
+    }
+    files
+}
+
+fn dirty_warning(out: &Output, files: &[String]) -> String {
+    let shown: Vec<&str> = files.iter().take(10).map(String::as_str).collect();
+    let more = files.len().saturating_sub(shown.len());
+    let more = if more > 0 {
+        format!(" and {more} more")
+    } else {
+        String::new()
+    };
+    format!(
+        "{}: the workspace has uncommitted or untracked files: {}{more}. Evidence checked on this tree is bound to a `+dirty` revision and meets no criterion; commit them, ignore them (.gitignore or .git/info/exclude), or use a validator that leaves none behind (e.g. `cargo test --locked` with Cargo.lock committed)",
+        out.paint(Style::Warn, "warning"),
+        shown.join(", ")
+    )
+}
+
+async fn build(
+    ctx: &Ctx,
+    args: &RunArgs,
+    agent: &AgentId,
+    store: Arc<dyn Store>,
+) -> Result<Engine, CliError> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let workspace = std::fs::canonicalize(&args.workspace).map_err(|error| {
         CliError::usage(
@@ -133,17 +213,17 @@ async fn build(ctx: &Ctx, args: &RunArgs, store: Arc<dyn Store>) -> Result<Engin
         .journal
         .clone()
         .unwrap_or_else(|| match ctx.location() {
-            Location::Sqlite(path) => path.with_file_name("journal").join(args.agent.as_str()),
+            Location::Sqlite(path) => path.with_file_name("journal").join(agent.as_str()),
             // Inside the clone's git directory: per machine, never committed, never making the
             // working tree dirty (which would bind the validator's evidence to a dirty revision).
             Location::Postgres(_) => workspace
                 .join(&identity.common_dir)
                 .join("loopx/journal")
-                .join(args.agent.as_str()),
+                .join(agent.as_str()),
         });
     let executor = CommandExecutor::new(command(args, "--exec", &args.exec, &workspace)?, journal);
     let validator = CommandValidator::new(
-        SourceId::new(format!("validate.{}", args.agent))?,
+        SourceId::new(format!("validate.{agent}"))?,
         args.check.clone(),
         args.subject.clone(),
         &workspace,
@@ -164,7 +244,7 @@ async fn build(ctx: &Ctx, args: &RunArgs, store: Arc<dyn Store>) -> Result<Engin
     };
     let key = ObservationKey::new(format!("head:{}", args.subject))?;
     Ok(Engine::builder(
-        args.agent.clone(),
+        agent.clone(),
         store,
         clock,
         Arc::new(executor),
@@ -275,16 +355,18 @@ fn progress(out: &Output, n: usize, report: &StepReport) -> String {
         Some(TurnOutcome::NotStarted { todo, refusal }) => {
             let _ = write!(
                 line,
-                "`{todo}` not started: {}: {refusal} · ",
-                refusal.code()
+                "`{todo}` not started: {}: {} · ",
+                refusal.code(),
+                crate::error::refusal_words(refusal).0
             );
         }
         Some(TurnOutcome::LeaseLost { todo, refusal, .. }) => {
             let _ = write!(
                 line,
-                "{} on `{todo}`: {}: {refusal} · ",
+                "{} on `{todo}`: {}: {} · ",
                 out.paint(Style::Warn, "lease lost"),
-                refusal.code()
+                refusal.code(),
+                crate::error::refusal_words(refusal).0
             );
         }
         Some(TurnOutcome::Unknown { todo, turn }) => {
@@ -299,7 +381,7 @@ fn progress(out: &Output, n: usize, report: &StepReport) -> String {
     let _ = write!(
         line,
         "next: {}",
-        out.paint(Style::Bold, report.decision.kind())
+        crate::decision::headline(out, &report.decision)
     );
     line
 }

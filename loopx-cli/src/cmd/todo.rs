@@ -1,4 +1,4 @@
-//! `loopx todo add|list|defer|supersede`.
+//! `loopx todo add|list|defer|supersede|block|unblock|reassign`.
 
 use std::path::PathBuf;
 
@@ -24,6 +24,55 @@ pub enum TodoVerb {
     Defer(DeferArgs),
     /// Replace a todo; it never runs again.
     Supersede(SupersedeArgs),
+    /// Record a blocking fact on a todo; it leaves every frontier until unblocked.
+    Block(BlockArgs),
+    /// Clear a todo's blocking fact; it returns to open.
+    Unblock(UnblockArgs),
+    /// Change which agent a todo is meant for (a live lease on it stays; use `loopx handoff`).
+    Reassign(ReassignArgs),
+}
+
+/// Flags of `loopx todo block`.
+#[derive(Debug, Args)]
+pub struct BlockArgs {
+    /// The todo.
+    #[arg(long)]
+    todo: TodoId,
+    /// The blocking fact, for whoever unblocks it.
+    #[arg(long)]
+    reason: String,
+    /// Why you may act on another agent's todo (under a grant).
+    #[arg(long)]
+    grant_reason: Option<String>,
+}
+
+/// Flags of `loopx todo unblock`.
+#[derive(Debug, Args)]
+pub struct UnblockArgs {
+    /// The todo.
+    #[arg(long)]
+    todo: TodoId,
+    /// Why you may act on another agent's todo (under a grant).
+    #[arg(long)]
+    grant_reason: Option<String>,
+}
+
+/// Flags of `loopx todo reassign`.
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("target").required(true).args(["to", "anyone"])))]
+pub struct ReassignArgs {
+    /// The todo.
+    #[arg(long)]
+    todo: TodoId,
+    /// The agent it is meant for from now on.
+    #[arg(long)]
+    to: Option<AgentId>,
+    /// Meant for any registered agent from now on.
+    #[arg(long)]
+    anyone: bool,
+    /// Why you may act on another agent's todo (under a grant).
+    #[arg(long)]
+    grant_reason: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -149,6 +198,32 @@ pub async fn run(ctx: &Ctx, verb: TodoVerb) -> Result<Exit, CliError> {
                 grant_reason: args.grant_reason,
             };
             write(ctx, &todo, &command, "supersession").await
+        }
+        TodoVerb::Block(args) => {
+            let todo = args.todo.clone();
+            let command = Command::Block {
+                todo: args.todo,
+                reason: args.reason,
+                grant_reason: args.grant_reason,
+            };
+            write(ctx, &todo, &command, "block").await
+        }
+        TodoVerb::Unblock(args) => {
+            let todo = args.todo.clone();
+            let command = Command::Unblock {
+                todo: args.todo,
+                grant_reason: args.grant_reason,
+            };
+            write(ctx, &todo, &command, "unblock").await
+        }
+        TodoVerb::Reassign(args) => {
+            let todo = args.todo.clone();
+            let command = Command::Reassign {
+                todo: args.todo,
+                to: args.to,
+                grant_reason: args.grant_reason,
+            };
+            write(ctx, &todo, &command, "reassignment").await
         }
     }
 }

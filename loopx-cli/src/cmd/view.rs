@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use loopx_kernel::{Evidence, Gate, GoalState, Ledger, Timestamp, Todo, terminal};
+use loopx_kernel::{Evidence, Freshness, Gate, GoalState, Ledger, Timestamp, Todo, terminal};
 use serde_json::{Value, json};
 
 use crate::output::Output;
@@ -62,9 +62,32 @@ pub fn gate(gate: &Gate, now: Timestamp) -> Value {
     merge(json!(gate), json!({ "effective": gate.state_at(now) }))
 }
 
-/// Evidence with its freshness at `now`.
+/// Evidence with its freshness at `now`; stale evidence says why in words (`stale_because`).
 pub fn evidence(state: &GoalState, evidence: &Evidence, now: Timestamp) -> Value {
-    merge(json!(evidence), json!(state.freshness(&evidence.id, now)))
+    let freshness = state.freshness(&evidence.id, now);
+    let mut value = merge(json!(evidence), json!(freshness));
+    if !freshness.is_fresh() {
+        value = merge(
+            value,
+            json!({ "stale_because": stale_words(evidence, &freshness) }),
+        );
+    }
+    value
+}
+
+/// Why evidence is stale, in words. Evidence a validator established on a tree with
+/// uncommitted files is bound to `git:<sha>+dirty`, which no clean observation matches: that
+/// is said outright, since the files are usually something the validator itself left behind.
+pub fn stale_words(evidence: &Evidence, freshness: &Freshness) -> String {
+    if let Freshness::Superseded { current } = freshness
+        && evidence.revision.as_str().ends_with("+dirty")
+    {
+        return format!(
+            "established on a dirty tree ({}): the checkout had uncommitted or untracked files when it was checked, and the subject is at {current}; commit or ignore those files (`git status` shows them) and check again",
+            evidence.revision
+        );
+    }
+    crate::decision::freshness_words(freshness)
 }
 
 /// The lease column of a todo: `holder#epoch`, with the turn in flight.
@@ -119,7 +142,11 @@ pub fn goal_text(out: &Output, state: &GoalState, now: Timestamp) -> String {
     let agents: Vec<String> = state.spec.agents.iter().map(ToString::to_string).collect();
     let _ = writeln!(text, "  agents: {}", agents.join(", "));
     if let Some(outcome) = terminal(state, now) {
-        let _ = writeln!(text, "  terminal: {}", crate::output::compact(&outcome));
+        let _ = writeln!(
+            text,
+            "  terminal ({})",
+            crate::decision::terminal_word(outcome)
+        );
     }
     let status = state.criteria_status(now);
     if !status.is_empty() {
@@ -150,6 +177,15 @@ pub fn criterion_status(out: &Output, status: &loopx_kernel::CriterionStatus) ->
         S::Met { evidence } => out.paint(Style::Good, &format!("met ({evidence})")),
         S::NoEvidence => out.paint(Style::Warn, "no evidence"),
         S::Failing { evidence } => out.paint(Style::Bad, &format!("failing ({evidence})")),
-        S::Stale { evidence, .. } => out.paint(Style::Warn, &format!("stale ({evidence})")),
+        S::Stale {
+            evidence,
+            freshness,
+        } => out.paint(
+            Style::Warn,
+            &format!(
+                "stale ({evidence}: {})",
+                crate::decision::freshness_words(freshness)
+            ),
+        ),
     }
 }

@@ -462,7 +462,6 @@ impl Engine {
                         todo,
                         turn,
                         holder: self.agent.clone(),
-                        fix: "the executor cannot tell whether the turn's effects happened: read back what it did, then settle the turn with a validator's verdict, or let the lease expire and resolve_outcome".into(),
                     },
                 }));
             }

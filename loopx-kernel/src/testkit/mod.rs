@@ -43,6 +43,7 @@
 pub mod checks;
 mod machine;
 mod model;
+pub mod reasons;
 pub mod scenario;
 mod step;
 mod strategy;
