@@ -17,7 +17,7 @@ pub use crate::execute::stamp;
 use crate::goal::GoalSpec;
 use crate::ids::{AgentId, GoalId, IntoId, InvalidId, OperationId};
 use crate::refusal::Refusal;
-use crate::seams::{AppendRequest, Clock, Commit, Receipt, Store, StoreError};
+use crate::seams::{AppendRequest, Appended, Clock, Commit, Receipt, Store, StoreError};
 use crate::state::GoalState;
 use crate::time::{Duration, Timestamp};
 use serde_json::Value;
@@ -55,8 +55,9 @@ pub struct Submitted {
     /// The goal's state right after this call's commit; when `replayed`, its current state as
     /// loaded.
     pub state: GoalState,
-    /// True when the operation had already committed with the same payload (a retry): nothing
-    /// changed and `receipt` is the first one.
+    /// True when the operation had already committed with the same payload (a retry, or a
+    /// concurrent duplicate that committed first): nothing changed and `receipt` is the first
+    /// one. Of all the calls that submit one operation, exactly one is told `false`.
     pub replayed: bool,
 }
 
@@ -308,14 +309,19 @@ fn write_canonical(value: &Value, out: &mut String) {
 ///   `replayed` set, whatever the command would do against the goal now (a retry after a crash
 ///   or a lost reply is safe). With another payload it is `Store(OperationConflict)`. The
 ///   receipt is checked by the append itself, inside its transaction, and read separately only
-///   when the kernel refuses the command or it records a no-op.
+///   when the kernel refuses the command.
+/// - `replayed` is false for exactly one call per operation: the one whose append the store
+///   answered [`Appended::Committed`]. Concurrent duplicates (the same operation, payload and
+///   time from several processes) all return the same receipt, and all but one say `replayed`.
 /// - When the goal moved between load and append, validates again against the new state, up
 ///   to [`MAX_ATTEMPTS`] times, at once. Use [`submit_paced`] to pause between attempts when
 ///   several writers contend for one goal.
 /// - A command the kernel accepts with no events (an unchanged observation) is recorded as a
 ///   no-op receipt: nothing else changes.
 /// - A commit whose outcome the store reports as [`StoreError::Ambiguous`] is resolved by
-///   reading the receipt back, never guessed.
+///   reading the outcome back ([`Store::resolve`]), never guessed: it counts as this call's
+///   commit only when the store proves that this call's attempt wrote the receipt; otherwise
+///   it is `replayed`.
 ///
 /// # Errors
 /// [`SubmitError::Refused`] with the kernel's refusal (nothing changed);
@@ -436,13 +442,6 @@ impl Call<'_> {
                 };
             }
         };
-        // A recorded no-op leaves no revision behind to tell a first commit from a retry by, so
-        // its receipt is read before appending.
-        if events.is_empty()
-            && let Some(done) = committed(store, goal, operation, digest).await?
-        {
-            return Ok(Some(done));
-        }
         let after = current.as_ref().map_or(0, |s| s.revision);
         let recorded = stamp(after, self.actor, self.now, events);
         let request = AppendRequest {
@@ -456,31 +455,39 @@ impl Call<'_> {
         // Folded once, here: the store commits this state rather than folding the batch again.
         let commit = Commit::fold(current, request).map_err(|error| kernel_bug(goal, &error))?;
         let state = commit.state().clone();
-        let receipt = match store.append(commit).await {
-            Ok(receipt) => receipt,
+        // Whether this call committed is the store's answer, decided inside the transaction that
+        // recorded the operation: receipts of concurrent duplicates are alike and cannot tell.
+        let appended = match store.append(commit).await {
+            Ok(appended) => appended,
             Err(StoreError::Conflict { .. }) => return Ok(None),
-            Err(StoreError::Ambiguous { operation: op }) => match store.receipt(goal, &op).await {
-                Ok(Some(receipt)) if receipt.digest == digest => receipt,
+            Err(StoreError::Ambiguous {
+                operation: op,
+                attempt,
+            }) => match store.resolve(goal, &op, &attempt).await {
+                Ok(Some(appended)) if appended.receipt().digest == digest => appended,
                 Ok(Some(_)) => {
                     return Err(StoreError::OperationConflict { operation: op }.into());
                 }
                 Ok(None) => return Ok(None),
-                Err(_) => return Err(StoreError::Ambiguous { operation: op }.into()),
+                Err(_) => {
+                    return Err(StoreError::Ambiguous {
+                        operation: op,
+                        attempt,
+                    }
+                    .into());
+                }
             },
             Err(error) => return Err(error.into()),
         };
-        let ours = receipt.revision == state.revision
-            && receipt.events == recorded.len() as u64
-            && (recorded.is_empty() || receipt.committed_at == self.now);
-        if ours {
-            return Ok(Some(Submitted {
+        match appended {
+            Appended::Committed(receipt) => Ok(Some(Submitted {
                 receipt,
                 events: recorded,
                 state,
                 replayed: false,
-            }));
+            })),
+            Appended::Replayed(receipt) => replayed(store, goal, receipt).await.map(Some),
         }
-        replayed(store, goal, receipt).await.map(Some)
     }
 }
 

@@ -10,7 +10,7 @@ use std::time::Duration as StdDuration;
 
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod};
-use loopx_kernel::seams::{Commit, GoalSummary, Receipt, Store, StoreError};
+use loopx_kernel::seams::{Appended, Commit, GoalSummary, Receipt, Store, StoreError};
 use loopx_kernel::{
     AgentId, Duration, GoalId, GoalState, OperationId, RecordedEvent, Snapshot, Timestamp, TodoId,
 };
@@ -276,8 +276,17 @@ impl Store for PostgresStore {
         self.shared.cache.newest(goal)
     }
 
-    async fn append(&self, commit: Commit) -> Result<Receipt, StoreError> {
+    async fn append(&self, commit: Commit) -> Result<Appended, StoreError> {
         shared::append(&mut self.dialect().await?, commit).await
+    }
+
+    async fn resolve(
+        &self,
+        goal: &GoalId,
+        operation: &OperationId,
+        attempt: &str,
+    ) -> Result<Option<Appended>, StoreError> {
+        shared::resolve(&mut self.dialect().await?, goal, operation, attempt).await
     }
 
     async fn receipt(

@@ -7,7 +7,7 @@ use tokio_postgres::error::SqlState;
 use crate::dialect::TABLES;
 
 /// The newest database schema this build reads and writes.
-pub const SCHEMA_VERSION: u32 = 4;
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// The migrations, in order: migration `n` takes the schema from `n - 1` to `n`.
 const MIGRATIONS: &[(u32, &str)] = &[
@@ -26,6 +26,10 @@ const MIGRATIONS: &[(u32, &str)] = &[
     (
         4,
         include_str!("../../migrations/postgres/0004_receipts_on_events.sql"),
+    ),
+    (
+        5,
+        include_str!("../../migrations/postgres/0005_receipt_attempts.sql"),
     ),
 ];
 

@@ -11,7 +11,7 @@ use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionB
 use super::{Durability, SqliteOptions};
 
 /// The newest database schema this build reads and writes.
-pub const SCHEMA_VERSION: u32 = 4;
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// The migrations, in order: migration `n` takes the schema from `n - 1` to `n`.
 const MIGRATIONS: &[(u32, &str)] = &[
@@ -27,6 +27,10 @@ const MIGRATIONS: &[(u32, &str)] = &[
     (
         4,
         include_str!("../../migrations/sqlite/0004_frontier_by_goal.sql"),
+    ),
+    (
+        5,
+        include_str!("../../migrations/sqlite/0005_receipt_attempts.sql"),
     ),
 ];
 
