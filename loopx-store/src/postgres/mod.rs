@@ -98,7 +98,9 @@ impl PostgresOptions {
 ///   goals never wait for each other; writers of one goal queue on its row.
 /// - **Ambiguous commits are reported, not guessed**: when the connection is lost after the
 ///   call was sent and before its answer arrived, the append fails with
-///   [`StoreError::Ambiguous`]; [`submit`](loopx_kernel::submit) then reads the receipt back.
+///   [`StoreError::Ambiguous`] with the append's attempt id; [`submit`](loopx_kernel::submit)
+///   then reads the outcome back ([`Store::resolve`]), which counts as that append's commit
+///   only when the receipt carries its attempt id.
 /// - **Waking waiters**: a commit that moves a goal sends `NOTIFY` inside its transaction (so
 ///   it is delivered only if it commits); [`Store::changed`] listens on a dedicated connection
 ///   and re-reads the watched revisions after subscribing, so no commit is missed.
