@@ -470,3 +470,53 @@ fn refusals_and_malformed_answers_are_typed_errors_that_write_nothing() {
     }
     assert!(!contains(&store_bytes(&lx), TOKEN));
 }
+
+/// A poll retried with the same `--op` on the wall clock (no `--now`) replays each first
+/// receipt, as the README promises: the observation time the CLI fills in is not the intent.
+#[test]
+fn a_poll_retried_with_the_same_op_on_the_wall_clock_replays() {
+    let lx = store();
+    let server = Server::start(github("check_run/completed.payload.json"));
+    let args = [
+        "--json",
+        "--goal",
+        "g",
+        "--op",
+        "poll-1",
+        "observe",
+        "github",
+        "--repo",
+        REPO,
+        "--pull",
+        PULL,
+        "--api-url",
+        &server.base,
+        "--token-env",
+        TOKEN_VAR,
+    ];
+    let first = lx.run_env(&args, &[(TOKEN_VAR, TOKEN)]);
+    assert_eq!(first.code, 0, "{}{}", first.stdout, first.stderr);
+    let first = first.json();
+    assert_eq!(keys(&first["recorded"]).len(), 3, "{first}");
+    let revision = lx.revision("g");
+    // The wall clock has moved on (timestamps are in milliseconds).
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let again = lx.run_env(&args, &[(TOKEN_VAR, TOKEN)]);
+    assert_eq!(again.code, 0, "{}{}", again.stdout, again.stderr);
+    let again = again.json();
+    assert_eq!(
+        keys(&again["replayed"]),
+        keys(&first["recorded"]),
+        "{again}"
+    );
+    let receipts = |doc: &Value| -> Vec<Value> {
+        doc["observations"]
+            .as_array()
+            .expect("observations")
+            .iter()
+            .map(|o| o["receipt"].clone())
+            .collect()
+    };
+    assert_eq!(receipts(&again), receipts(&first));
+    assert_eq!(lx.revision("g"), revision);
+}

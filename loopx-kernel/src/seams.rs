@@ -142,6 +142,40 @@ pub struct Receipt {
     pub committed_at: Timestamp,
 }
 
+/// What [`Store::append`] did with a commit. The store decides it inside the commit's own
+/// transaction, by which append recorded the operation id first, so of any number of appends
+/// of one operation (concurrent or not, from any process) exactly one is ever answered
+/// [`Appended::Committed`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Appended {
+    /// This append wrote the commit; the receipt is the one it recorded.
+    Committed(Receipt),
+    /// The operation had already committed with the same digest (by an earlier or a concurrent
+    /// append): its first receipt. This append wrote nothing.
+    Replayed(Receipt),
+}
+
+impl Appended {
+    /// The receipt, whichever append wrote it.
+    pub fn receipt(&self) -> &Receipt {
+        match self {
+            Appended::Committed(receipt) | Appended::Replayed(receipt) => receipt,
+        }
+    }
+
+    /// The receipt, taken out.
+    pub fn into_receipt(self) -> Receipt {
+        match self {
+            Appended::Committed(receipt) | Appended::Replayed(receipt) => receipt,
+        }
+    }
+
+    /// True when this append wrote the commit.
+    pub fn is_committed(&self) -> bool {
+        matches!(self, Appended::Committed(_))
+    }
+}
+
 /// A goal's standing, for cross-goal listings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -191,13 +225,19 @@ pub enum StoreError {
         operation: OperationId,
     },
     /// The commit may or may not have happened (the connection was lost mid-commit); read the
-    /// receipt back before doing anything else for this goal.
+    /// outcome back ([`Store::resolve`] with `attempt`) before doing anything else for this
+    /// goal.
     #[error(
         "the outcome of operation `{operation}` is unknown; read its receipt back before retrying"
     )]
     Ambiguous {
         /// The operation whose receipt to read back.
         operation: OperationId,
+        /// The append's own attempt id, which the store recorded with the receipt if that
+        /// append wrote it: what [`Store::resolve`] compares to tell "this append committed"
+        /// from "another append of the same operation did". Opaque; empty when the store
+        /// records none.
+        attempt: String,
     },
     /// The goal does not exist.
     #[error("no goal `{goal}` in this store")]
@@ -266,11 +306,32 @@ pub trait Store: Send + Sync {
         None
     }
 
-    /// Commits the folded batch atomically. The same operation id with the same digest returns
+    /// Commits the folded batch atomically: [`Appended::Committed`] with its receipt when this
+    /// call wrote it. The same operation id with the same digest is [`Appended::Replayed`] with
     /// the first receipt and changes nothing; with another digest it is
     /// [`StoreError::OperationConflict`]; a goal that no longer stands at the commit's expected
-    /// revision is [`StoreError::Conflict`].
-    async fn append(&self, commit: Commit) -> Result<Receipt, StoreError>;
+    /// revision is [`StoreError::Conflict`]. Which append of an operation committed is decided
+    /// inside the transaction that records it: of any number of appends of one operation,
+    /// exactly one is ever answered `Committed`. An append whose outcome the store cannot tell
+    /// is [`StoreError::Ambiguous`], carrying its attempt id for [`Store::resolve`].
+    async fn append(&self, commit: Commit) -> Result<Appended, StoreError>;
+
+    /// Reads back the outcome of an append that was [`StoreError::Ambiguous`]: `None` when
+    /// `operation` never committed; [`Appended::Committed`] only when the store can prove that
+    /// the append with `attempt` wrote its receipt (the attempt id recorded with it matches);
+    /// otherwise [`Appended::Replayed`] with the receipt another append wrote (or one whose
+    /// attempt is no longer kept, e.g. after compaction). The default never claims a commit: it
+    /// answers every receipt found as `Replayed`, which is always safe; a store that records
+    /// attempt ids (and a wrapper, which forwards it) overrides it.
+    async fn resolve(
+        &self,
+        goal: &GoalId,
+        operation: &OperationId,
+        attempt: &str,
+    ) -> Result<Option<Appended>, StoreError> {
+        let _ = attempt;
+        Ok(self.receipt(goal, operation).await?.map(Appended::Replayed))
+    }
 
     /// The receipt of an operation, if it committed.
     async fn receipt(

@@ -17,7 +17,7 @@ pub use crate::execute::stamp;
 use crate::goal::GoalSpec;
 use crate::ids::{AgentId, GoalId, IntoId, InvalidId, OperationId};
 use crate::refusal::Refusal;
-use crate::seams::{AppendRequest, Clock, Commit, Receipt, Store, StoreError};
+use crate::seams::{AppendRequest, Appended, Clock, Commit, Receipt, Store, StoreError};
 use crate::state::GoalState;
 use crate::time::{Duration, Timestamp};
 use serde_json::Value;
@@ -55,8 +55,9 @@ pub struct Submitted {
     /// The goal's state right after this call's commit; when `replayed`, its current state as
     /// loaded.
     pub state: GoalState,
-    /// True when the operation had already committed with the same payload (a retry): nothing
-    /// changed and `receipt` is the first one.
+    /// True when the operation had already committed with the same payload (a retry, or a
+    /// concurrent duplicate that committed first): nothing changed and `receipt` is the first
+    /// one. Of all the calls that submit one operation, exactly one is told `false`.
     pub replayed: bool,
 }
 
@@ -159,7 +160,8 @@ impl<'s, S: Store + ?Sized> GoalHandle<'s, S> {
     /// Submits `command` as `actor` under an operation id derived from the actor and the
     /// command ([`derived_operation`]): a retry of the same write replays its first receipt.
     /// A command meant to take effect twice with the same payload (a second identical renewal,
-    /// say) needs ids of its own: [`Self::submit_operation`].
+    /// say) needs ids of its own, and so does a retry that fills in its observation times from
+    /// the clock again (the derived id keeps them): [`Self::submit_operation`].
     ///
     /// # Errors
     /// As [`submit`].
@@ -233,11 +235,17 @@ pub enum HandleError {
     Store(#[from] StoreError),
 }
 
-/// The operation id a [`GoalHandle`] derives when the caller gives none: `op-` and 32
-/// hexadecimal digits of the [`digest`] of (actor, command). Equal for a retry of the same
-/// write, distinct for another actor or payload.
+/// The operation id a [`GoalHandle`] derives when the caller gives none: `op-` and the first 32
+/// hexadecimal digits of the SHA-256 of (actor, command) in [`digest`]'s form, with every
+/// field as given, observation times included. Equal for a retry of the same write, distinct
+/// for another actor or payload — and for an observation that differs only in when it was
+/// made. Unlike the digest, it keeps observation times: without an operation id, a retry that
+/// read the clock again cannot be told from a new observation of the same fact (a check that
+/// fails, passes, then fails again), and swallowing the latter would lose a fact. A host that
+/// re-reads the clock on a retry gives its own operation id ([`GoalHandle::submit_operation`]),
+/// as the CLI's `--op` does; then the retry replays.
 pub fn derived_operation(actor: &Actor, command: &Command) -> OperationId {
-    let text = format!("op-{}", &digest(actor, command)[..32]);
+    let text = format!("op-{}", &hash(actor, &json(command))[..32]);
     match OperationId::new(text) {
         Ok(id) => id,
         Err(_) => unreachable!("`op-` and 32 hexadecimal digits form a valid id"),
@@ -247,20 +255,65 @@ pub fn derived_operation(actor: &Actor, command: &Command) -> OperationId {
 /// The payload digest of a command issued by an actor: the lowercase hex SHA-256 of
 /// `loopx.submit.v1`, the actor's canonical JSON and the command's canonical JSON, each
 /// followed by a newline except the last (canonical: object keys sorted at every depth, no
-/// whitespace). The time of issue is not part of it, so a retry of the same command by the
-/// same actor has the same digest.
+/// whitespace), the command's observation times left out.
+///
+/// The digest covers the intent, not the clock. Neither the time of issue nor the time an
+/// observation was made is part of it: the `observed_at` of recorded evidence, of a recorded
+/// observation, and of a settlement's `evidence` and `observations` is left out of the
+/// command's JSON. That is the time a host or the CLI fills in from its clock when the caller
+/// gives none, so a retry of the same write under the same operation id, at any later time,
+/// has the same digest and replays its first receipt instead of conflicting; the operation's
+/// first commit stands, with the time it recorded. Any other field changed on a retry is
+/// another payload ([`StoreError::OperationConflict`]). No command can take effect twice by
+/// differing only in those times: evidence ids are recorded once, an observation whose
+/// fingerprint is unchanged is a no-op, a turn settles once.
 pub fn digest(actor: &Actor, command: &Command) -> String {
+    let mut value = json(command);
+    without_observation_times(&mut value, command);
+    hash(actor, &value)
+}
+
+fn hash(actor: &Actor, command: &Value) -> String {
     let mut hasher = Sha256::new();
     hasher.update(b"loopx.submit.v1\n");
     hasher.update(canonical(actor).as_bytes());
     hasher.update(b"\n");
-    hasher.update(canonical(command).as_bytes());
+    let mut text = String::new();
+    write_canonical(command, &mut text);
+    hasher.update(text.as_bytes());
     crate::ids::hex(&hasher.finalize())
 }
 
+/// Removes from `value` (the JSON of `command`) every observation time. The paths follow the
+/// command's wire shape, which the wire-format snapshots pin.
+fn without_observation_times(value: &mut Value, command: &Command) {
+    let mut remove = |pointer: &str| {
+        if let Some(Value::Object(map)) = value.pointer_mut(pointer) {
+            map.remove("observed_at");
+        }
+    };
+    match command {
+        Command::RecordEvidence { .. } => remove("/evidence"),
+        Command::RecordObservation { .. } => remove("/observation"),
+        Command::SettleTurn(settlement) => {
+            for i in 0..settlement.evidence.len() {
+                remove(&format!("/evidence/{i}"));
+            }
+            for i in 0..settlement.observations.len() {
+                remove(&format!("/observations/{i}"));
+            }
+        }
+        _ => {}
+    }
+}
+
+fn json<T: serde::Serialize>(value: &T) -> Value {
+    serde_json::to_value(value)
+        .unwrap_or_else(|error| Value::String(format!("unencodable: {error}")))
+}
+
 fn canonical<T: serde::Serialize>(value: &T) -> String {
-    let value = serde_json::to_value(value)
-        .unwrap_or_else(|error| Value::String(format!("unencodable: {error}")));
+    let value = json(value);
     let mut out = String::new();
     write_canonical(&value, &mut out);
     out
@@ -308,14 +361,19 @@ fn write_canonical(value: &Value, out: &mut String) {
 ///   `replayed` set, whatever the command would do against the goal now (a retry after a crash
 ///   or a lost reply is safe). With another payload it is `Store(OperationConflict)`. The
 ///   receipt is checked by the append itself, inside its transaction, and read separately only
-///   when the kernel refuses the command or it records a no-op.
+///   when the kernel refuses the command.
+/// - `replayed` is false for exactly one call per operation: the one whose append the store
+///   answered [`Appended::Committed`]. Concurrent duplicates (the same operation, payload and
+///   time from several processes) all return the same receipt, and all but one say `replayed`.
 /// - When the goal moved between load and append, validates again against the new state, up
 ///   to [`MAX_ATTEMPTS`] times, at once. Use [`submit_paced`] to pause between attempts when
 ///   several writers contend for one goal.
 /// - A command the kernel accepts with no events (an unchanged observation) is recorded as a
 ///   no-op receipt: nothing else changes.
 /// - A commit whose outcome the store reports as [`StoreError::Ambiguous`] is resolved by
-///   reading the receipt back, never guessed.
+///   reading the outcome back ([`Store::resolve`]), never guessed: it counts as this call's
+///   commit only when the store proves that this call's attempt wrote the receipt; otherwise
+///   it is `replayed`.
 ///
 /// # Errors
 /// [`SubmitError::Refused`] with the kernel's refusal (nothing changed);
@@ -436,13 +494,6 @@ impl Call<'_> {
                 };
             }
         };
-        // A recorded no-op leaves no revision behind to tell a first commit from a retry by, so
-        // its receipt is read before appending.
-        if events.is_empty()
-            && let Some(done) = committed(store, goal, operation, digest).await?
-        {
-            return Ok(Some(done));
-        }
         let after = current.as_ref().map_or(0, |s| s.revision);
         let recorded = stamp(after, self.actor, self.now, events);
         let request = AppendRequest {
@@ -456,31 +507,39 @@ impl Call<'_> {
         // Folded once, here: the store commits this state rather than folding the batch again.
         let commit = Commit::fold(current, request).map_err(|error| kernel_bug(goal, &error))?;
         let state = commit.state().clone();
-        let receipt = match store.append(commit).await {
-            Ok(receipt) => receipt,
+        // Whether this call committed is the store's answer, decided inside the transaction that
+        // recorded the operation: receipts of concurrent duplicates are alike and cannot tell.
+        let appended = match store.append(commit).await {
+            Ok(appended) => appended,
             Err(StoreError::Conflict { .. }) => return Ok(None),
-            Err(StoreError::Ambiguous { operation: op }) => match store.receipt(goal, &op).await {
-                Ok(Some(receipt)) if receipt.digest == digest => receipt,
+            Err(StoreError::Ambiguous {
+                operation: op,
+                attempt,
+            }) => match store.resolve(goal, &op, &attempt).await {
+                Ok(Some(appended)) if appended.receipt().digest == digest => appended,
                 Ok(Some(_)) => {
                     return Err(StoreError::OperationConflict { operation: op }.into());
                 }
                 Ok(None) => return Ok(None),
-                Err(_) => return Err(StoreError::Ambiguous { operation: op }.into()),
+                Err(_) => {
+                    return Err(StoreError::Ambiguous {
+                        operation: op,
+                        attempt,
+                    }
+                    .into());
+                }
             },
             Err(error) => return Err(error.into()),
         };
-        let ours = receipt.revision == state.revision
-            && receipt.events == recorded.len() as u64
-            && (recorded.is_empty() || receipt.committed_at == self.now);
-        if ours {
-            return Ok(Some(Submitted {
+        match appended {
+            Appended::Committed(receipt) => Ok(Some(Submitted {
                 receipt,
                 events: recorded,
                 state,
                 replayed: false,
-            }));
+            })),
+            Appended::Replayed(receipt) => replayed(store, goal, receipt).await.map(Some),
         }
-        replayed(store, goal, receipt).await.map(Some)
     }
 }
 
@@ -531,7 +590,8 @@ fn kernel_bug(goal: &GoalId, error: &StoreError) -> SubmitError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ids::{AgentId, PersonId, TodoId};
+    use crate::evidence::{Lineage, NewEvidence, Observation, Outcome};
+    use crate::ids::{AgentId, PersonId, SourceId, TodoId};
     use crate::todo::NewTodo;
 
     fn add(title: &str) -> Command {
@@ -557,6 +617,99 @@ mod tests {
         assert_eq!(digest(&agent, &add("x")), digest_a);
         assert_ne!(digest(&other, &add("x")), digest_a);
         assert_ne!(digest(&agent, &add("y")), digest_a);
+        // A command without observation times derives its id from the same hash, as before.
+        assert_eq!(
+            derived_operation(&owner, &abandon).as_str(),
+            "op-24a637872dfbbd9574d23d19aea1f050"
+        );
+    }
+
+    fn evidence(observed_at: Timestamp) -> NewEvidence {
+        NewEvidence {
+            id: "e1".into_id().unwrap(),
+            check: "ci".into_id().unwrap(),
+            subject: "pr:1".into_id().unwrap(),
+            revision: "sha:1".into_id().unwrap(),
+            outcome: Outcome::Pass,
+            summary: String::new(),
+            observed_at,
+            ttl: None,
+            inputs: Lineage::default(),
+        }
+    }
+
+    fn observation(observed_at: Timestamp) -> Observation {
+        Observation {
+            key: "ci:1".into_id().unwrap(),
+            subject: "pr:1".into_id().unwrap(),
+            revision: "sha:1".into_id().unwrap(),
+            fingerprint: "f1".into_id().unwrap(),
+            observed_at,
+            summary: String::new(),
+            facts: std::collections::BTreeMap::new(),
+        }
+    }
+
+    /// When a fact was observed is not part of the intent: the same write with its times filled
+    /// in again later digests alike, while any other field is another payload. Derived ids keep
+    /// the times, so a new observation of the same fact is never taken for a retry.
+    #[test]
+    fn observation_times_are_not_part_of_the_digest() {
+        let provider = Actor::Provider(SourceId::new("ci").unwrap());
+        let (t1, t2) = (Timestamp::from_millis(1_000), Timestamp::from_millis(2_000));
+        let record = |at| Command::RecordEvidence {
+            evidence: evidence(at),
+        };
+        let observe = |at| Command::RecordObservation {
+            observation: observation(at),
+        };
+        // Built from its wire shape, so that a field added to settlements keeps this compiling.
+        let settle = |at| {
+            let settlement = serde_json::json!({
+                "todo": "t1",
+                "epoch": 1,
+                "turn": "turn-1",
+                "verdict": { "validator": provider, "outcome": "passed" },
+                "evidence": [evidence(t1), evidence(at)],
+                "observations": [observation(at)],
+                "transition": {
+                    "kind": "complete",
+                    "continuation": { "kind": "goal_still_active" },
+                },
+            });
+            Command::SettleTurn(serde_json::from_value(settlement).unwrap())
+        };
+        let commands: [&dyn Fn(Timestamp) -> Command; 3] = [&record, &observe, &settle];
+        for command in commands {
+            assert_eq!(
+                digest(&provider, &command(t1)),
+                digest(&provider, &command(t2))
+            );
+            assert_ne!(
+                derived_operation(&provider, &command(t1)),
+                derived_operation(&provider, &command(t2))
+            );
+            assert_eq!(
+                derived_operation(&provider, &command(t1)),
+                derived_operation(&provider, &command(t1))
+            );
+        }
+        // Another field is another payload, whatever the times.
+        let mut failed = evidence(t2);
+        failed.outcome = Outcome::Fail;
+        assert_ne!(
+            digest(&provider, &record(t1)),
+            digest(&provider, &Command::RecordEvidence { evidence: failed })
+        );
+        let mut moved = observation(t1);
+        moved.fingerprint = "f2".into_id().unwrap();
+        assert_ne!(
+            digest(&provider, &observe(t1)),
+            digest(
+                &provider,
+                &Command::RecordObservation { observation: moved }
+            )
+        );
     }
 
     #[test]

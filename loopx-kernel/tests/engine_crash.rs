@@ -23,7 +23,8 @@ use std::time::Duration as StdDuration;
 use async_trait::async_trait;
 use loopx_kernel::engine::{Engine, TurnOutcome};
 use loopx_kernel::seams::{
-    AppendRequest, Clock, Receipt, Store, TurnError, TurnReport, TurnRequest, Validation, Validator,
+    AppendRequest, Appended, Clock, Store, TurnError, TurnReport, TurnRequest, Validation,
+    Validator,
 };
 use loopx_kernel::{
     Actor, Command, Decision, Event, GoalId, GoalSpec, Limits, NewTodo, Policy, Priority, TurnId,
@@ -377,7 +378,7 @@ impl AppendHook<SqliteStore> for Pause {
         }
     }
 
-    async fn after(&self, _: &SqliteStore, request: &AppendRequest, _: &Receipt) {
+    async fn after(&self, _: &SqliteStore, request: &AppendRequest, _: &Appended) {
         let event = match self.phase.as_str() {
             "after-journal" => "turn_begun",
             "after-settlement" => "turn_settled",

@@ -19,6 +19,9 @@ pub(crate) struct Prepared {
     pub state: GoalState,
     /// The receipt the commit returns.
     pub receipt: Receipt,
+    /// This append's attempt id, recorded with the receipt: an ambiguous commit is proved this
+    /// append's by reading it back (see `Store::resolve`).
+    pub attempt: String,
     /// The goal's index rows after the commit, computed at the commit time (their window holds
     /// it).
     pub projection: Projection,
@@ -45,6 +48,7 @@ pub(crate) fn prepare(commit: Commit, cache: &StateCache) -> Result<Prepared, St
         .collect::<Result<_, _>>()?;
     Ok(Prepared {
         receipt: receipt(&request, &state),
+        attempt: new_attempt(),
         request,
         state,
         projection,
@@ -53,6 +57,12 @@ pub(crate) fn prepare(commit: Commit, cache: &StateCache) -> Result<Prepared, St
         snapshot: None,
         last_snapshot: 0,
     })
+}
+
+/// A new attempt id: 32 hexadecimal digits of a version 7 UUID, whose 74 random bits tell the
+/// appends of one operation apart, in any process on any machine.
+fn new_attempt() -> String {
+    uuid::Uuid::now_v7().simple().to_string()
 }
 
 impl Prepared {

@@ -45,7 +45,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 use loopx_kernel::seams::{
-    AppendRequest, Commit, GoalStatus, GoalSummary, Receipt, Store, StoreError,
+    AppendRequest, Appended, Commit, GoalStatus, GoalSummary, Receipt, Store, StoreError,
 };
 use loopx_kernel::{
     Actor, AgentId, Amounts, Command, Continuation, Duration, Event, Fingerprint, GoalId, GoalSpec,
@@ -121,6 +121,7 @@ macro_rules! conformance_suite {
             stale_revision_is_a_conflict,
             operation_ids_are_idempotent,
             concurrent_appends_have_one_winner,
+            concurrent_duplicates_have_one_committer,
             batches_that_do_not_apply_are_refused,
             empty_batch_records_a_no_op,
             submit_revalidates_after_a_moved_goal,
@@ -381,6 +382,26 @@ fn ok<T>(result: Result<T, StoreError>, what: &str) -> T {
     }
 }
 
+/// The receipt of an append that must have written its commit.
+fn committed(result: Result<Appended, StoreError>, what: &str) -> Receipt {
+    match ok(result, what) {
+        Appended::Committed(receipt) => receipt,
+        Appended::Replayed(receipt) => {
+            panic!("{what} wrote its commit but was answered as a replay of {receipt:?}")
+        }
+    }
+}
+
+/// The receipt of an append that must have replayed an earlier commit.
+fn replayed(result: Result<Appended, StoreError>, what: &str) -> Receipt {
+    match ok(result, what) {
+        Appended::Replayed(receipt) => receipt,
+        Appended::Committed(receipt) => {
+            panic!("{what} replays an earlier commit but was answered as committed: {receipt:?}")
+        }
+    }
+}
+
 /// A request for `events` after `expected`, built as a writer would.
 fn request(
     goal: &GoalId,
@@ -617,16 +638,16 @@ pub async fn operation_ids_are_idempotent<B: Backend>(backend: &B) {
         events_of(&state, &ag("a"), at(1), &command),
     );
     let first = commit(Some(&state), first);
-    let receipt = ok(store.append(first.clone()).await, "append");
+    let receipt = committed(store.append(first.clone()).await, "append");
     assert_eq!((receipt.revision, receipt.events), (2, 1));
     assert_eq!(
-        ok(store.append(first.clone()).await, "retried append"),
+        replayed(store.append(first.clone()).await, "retried append"),
         receipt
     );
     goal.run(&ag("a"), at(2), add("t2")).await;
     let after = goal.state().await;
     assert_eq!(
-        ok(
+        replayed(
             store.append(first.clone()).await,
             "append after the goal moved"
         ),
@@ -710,9 +731,12 @@ pub async fn concurrent_appends_have_one_winner<B: Backend>(backend: &B) {
     let mut conflicts = 0;
     while let Some(joined) = tasks.join_next().await {
         match joined {
-            Ok(Ok(receipt)) => {
+            Ok(Ok(Appended::Committed(receipt))) => {
                 wins += 1;
                 assert_eq!(receipt.revision, 3);
+            }
+            Ok(Ok(Appended::Replayed(receipt))) => {
+                panic!("a new operation was answered as a replay: {receipt:?}")
             }
             Ok(Err(StoreError::Conflict {
                 expected: 2,
@@ -726,6 +750,96 @@ pub async fn concurrent_appends_have_one_winner<B: Backend>(backend: &B) {
     let events = all_events(&*store, &goal_id).await;
     assert_eq!(events.len(), 3);
     assert_eq!(fold(&events), load(&*store, &goal_id).await);
+}
+
+/// Many appends of one operation with one payload at once (the same commit retried by several
+/// processes, half of them through a second handle where the backend has one): exactly one is
+/// answered `Committed`, every other `Replayed` with the same receipt, and the log holds the
+/// events once. Through `submit` alike: of concurrent submissions of one operation, exactly
+/// one says it committed. `resolve` never claims a commit for an attempt it did not record.
+pub async fn concurrent_duplicates_have_one_committer<B: Backend>(backend: &B) {
+    const WRITERS: usize = 16;
+    let store = Arc::new(backend.fresh().await);
+    let second = backend.second(&store).await.map(Arc::new);
+    let mut goal = Goal::create(&*store, spec("g", &["a"]), at(0)).await;
+    goal.run(&ag("a"), at(1), add("t0")).await;
+    let state = goal.state().await;
+    let goal_id = goal.id.clone();
+    let command = add("t1");
+    let once = commit(
+        Some(&state),
+        request(
+            &goal_id,
+            2,
+            "dup",
+            &ag("a"),
+            at(2),
+            &command,
+            events_of(&state, &ag("a"), at(2), &command),
+        ),
+    );
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..WRITERS {
+        let commit = once.clone();
+        let target = match (&second, i % 2) {
+            (Some(other), 1) => Arc::clone(other),
+            _ => Arc::clone(&store),
+        };
+        tasks.spawn(async move { target.append(commit).await });
+    }
+    let mut answers = Vec::new();
+    while let Some(joined) = tasks.join_next().await {
+        match joined {
+            Ok(answer) => answers.push(ok(answer, "a duplicate append")),
+            Err(error) => panic!("a duplicate append panicked: {error}"),
+        }
+    }
+    let winners = answers.iter().filter(|a| a.is_committed()).count();
+    assert_eq!(winners, 1, "exactly one append commits: {answers:?}");
+    let first = answers[0].receipt().clone();
+    assert!(answers.iter().all(|a| a.receipt() == &first), "{answers:?}");
+    assert_eq!((first.revision, first.events), (3, 1));
+    assert_eq!(all_events(&*store, &goal_id).await.len(), 3);
+
+    // An attempt the store never recorded proves nothing; an operation never committed is none.
+    let resolved = ok(
+        store.resolve(&goal_id, &id("dup"), "not-an-attempt").await,
+        "resolve",
+    );
+    assert_eq!(resolved, Some(Appended::Replayed(first)));
+    let absent = ok(store.resolve(&goal_id, &id("never"), "").await, "resolve");
+    assert_eq!(absent, None);
+
+    // Through submit, at one revision and one time, from as many tasks.
+    let command = add("t2");
+    let op: OperationId = id("dup-submit");
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..WRITERS {
+        let (command, op, goal_id) = (command.clone(), op.clone(), goal_id.clone());
+        let store = match (&second, i % 2) {
+            (Some(other), 1) => Arc::clone(other),
+            _ => Arc::clone(&store),
+        };
+        tasks.spawn(async move { submit(&*store, &goal_id, &ag("a"), at(3), &command, &op).await });
+    }
+    let mut done = Vec::new();
+    while let Some(joined) = tasks.join_next().await {
+        match joined {
+            Ok(Ok(submitted)) => done.push(submitted),
+            Ok(Err(error)) => panic!("a duplicate submit failed: {error}"),
+            Err(error) => panic!("a duplicate submit panicked: {error}"),
+        }
+    }
+    let committed: Vec<&Submitted> = done.iter().filter(|d| !d.replayed).collect();
+    assert_eq!(committed.len(), 1, "exactly one submit commits");
+    assert_eq!(committed[0].events.len(), 1);
+    assert!(done.iter().all(|d| d.receipt == committed[0].receipt));
+    assert!(
+        done.iter()
+            .filter(|d| d.replayed)
+            .all(|d| d.events.is_empty())
+    );
+    assert_eq!(all_events(&*store, &goal_id).await.len(), 4);
 }
 
 /// Three batches after revision 2 of a goal with todo `t1` that do not fold: a revision gap,
@@ -894,9 +1008,12 @@ pub async fn empty_batch_records_a_no_op<B: Backend>(backend: &B) {
         vec![],
     );
     let raw = commit(Some(&before), raw);
-    let receipt = ok(store.append(raw.clone()).await, "empty append");
+    let receipt = committed(store.append(raw.clone()).await, "empty append");
     assert_eq!((receipt.revision, receipt.events), (2, 0));
-    assert_eq!(ok(store.append(raw).await, "retried empty append"), receipt);
+    assert_eq!(
+        replayed(store.append(raw).await, "retried empty append"),
+        receipt
+    );
     let stale = request(
         &goal.id,
         1,
@@ -1513,7 +1630,7 @@ pub async fn compaction_inside_a_commit_keeps_its_receipt<B: Backend>(backend: &
         events,
     );
     let wide = commit(Some(&before), wide);
-    let receipt = ok(store.append(wide.clone()).await, "append");
+    let receipt = committed(store.append(wide.clone()).await, "append");
     assert_eq!(receipt.events, 3);
     goal.run(&ag("a"), at(3), add("after")).await;
     let operations = ok(
@@ -1550,7 +1667,10 @@ async fn audit_kept<S: Retention>(
     assert_eq!(now, operations);
     let found = ok(store.receipt(goal, &request.operation).await, "receipt");
     assert_eq!(found.as_ref(), Some(receipt));
-    assert_eq!(store.append(commit.clone()).await.as_ref(), Ok(receipt));
+    assert_eq!(
+        &replayed(store.append(commit.clone()).await, "append again"),
+        receipt
+    );
 }
 
 /// Reopening the store shows everything it acknowledged: states, events, receipts and the

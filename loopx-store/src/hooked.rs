@@ -3,7 +3,9 @@
 //! and forwards everything else unchanged.
 
 use async_trait::async_trait;
-use loopx_kernel::seams::{AppendRequest, Commit, GoalSummary, Receipt, Store, StoreError};
+use loopx_kernel::seams::{
+    AppendRequest, Appended, Commit, GoalSummary, Receipt, Store, StoreError,
+};
 use loopx_kernel::{
     AgentId, Duration, GoalId, GoalState, OperationId, RecordedEvent, Timestamp, TodoId,
 };
@@ -16,9 +18,10 @@ pub trait AppendHook<S: Sync + ?Sized>: Send + Sync {
         let _ = (store, request);
     }
 
-    /// Runs after the append committed, before its receipt is returned.
-    async fn after(&self, store: &S, request: &AppendRequest, receipt: &Receipt) {
-        let _ = (store, request, receipt);
+    /// Runs after the append returned (committed, or replayed the first receipt), before its
+    /// answer is returned.
+    async fn after(&self, store: &S, request: &AppendRequest, appended: &Appended) {
+        let _ = (store, request, appended);
     }
 }
 
@@ -41,12 +44,21 @@ impl<S: Store, H: AppendHook<S>> Store for Hooked<S, H> {
         self.inner.cached(goal)
     }
 
-    async fn append(&self, commit: Commit) -> Result<Receipt, StoreError> {
+    async fn append(&self, commit: Commit) -> Result<Appended, StoreError> {
         let request = commit.request().clone();
         self.hook.before(&self.inner, &request).await;
-        let receipt = self.inner.append(commit).await?;
-        self.hook.after(&self.inner, &request, &receipt).await;
-        Ok(receipt)
+        let appended = self.inner.append(commit).await?;
+        self.hook.after(&self.inner, &request, &appended).await;
+        Ok(appended)
+    }
+
+    async fn resolve(
+        &self,
+        goal: &GoalId,
+        operation: &OperationId,
+        attempt: &str,
+    ) -> Result<Option<Appended>, StoreError> {
+        self.inner.resolve(goal, operation, attempt).await
     }
 
     async fn receipt(

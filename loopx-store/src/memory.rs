@@ -5,7 +5,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use async_trait::async_trait;
 use loopx_kernel::Duration;
-use loopx_kernel::seams::{Commit, GoalSummary, Receipt, Store, StoreError};
+use loopx_kernel::seams::{Appended, Commit, GoalSummary, Receipt, Store, StoreError};
 use loopx_kernel::{
     AgentId, GoalId, GoalState, OperationId, RecordedEvent, Snapshot, Timestamp, TodoId,
 };
@@ -134,14 +134,16 @@ impl Store for MemoryStore {
         Ok(self.lock().goals.get(goal).map(|g| g.state.clone()))
     }
 
-    async fn append(&self, commit: Commit) -> Result<Receipt, StoreError> {
+    /// Under the store's one lock: the first append of an operation commits, every later one
+    /// replays. Never ambiguous, so [`Store::resolve`] keeps its default.
+    async fn append(&self, commit: Commit) -> Result<Appended, StoreError> {
         let (request, state) = commit.into_parts();
         let mut inner = self.lock();
         let existing = inner.goals.get(&request.goal);
         if let Some(position) = existing.and_then(|g| g.receipts.get(&request.operation))
             && let Some(first) = existing.and_then(|g| g.operations.get(*position))
         {
-            return same_operation(first.receipt.clone(), &request);
+            return same_operation(first.receipt.clone(), &request).map(Appended::Replayed);
         }
         let current = existing.map_or(0, |g| g.state.revision);
         if current != request.expected_revision {
@@ -186,7 +188,7 @@ impl Store for MemoryStore {
         if changed {
             self.commits.send_modify(|n| *n = n.wrapping_add(1));
         }
-        Ok(receipt)
+        Ok(Appended::Committed(receipt))
     }
 
     async fn receipt(

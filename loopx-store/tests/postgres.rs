@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration as StdDuration;
 
-use loopx_kernel::seams::{AppendRequest, Commit, Store, StoreError};
+use loopx_kernel::seams::{AppendRequest, Appended, Commit, Store, StoreError};
 use loopx_kernel::{Command, NewTodo, OperationId, TodoId};
 use loopx_store::{POSTGRES_SCHEMA_VERSION, PostgresOptions, PostgresStore, Retention};
 use support::postgres::cluster;
@@ -317,12 +317,24 @@ fn a_commit_whose_answer_is_lost_is_ambiguous_and_submit_resolves_it() {
             proxy.fired.load(Ordering::SeqCst),
             "the proxy never cut a commit"
         );
-        assert_eq!(
-            result,
-            Err(StoreError::Ambiguous {
-                operation: operation.clone()
-            })
-        );
+        let Err(StoreError::Ambiguous {
+            operation: cut,
+            attempt,
+        }) = result
+        else {
+            panic!("a cut commit must be ambiguous, got {result:?}");
+        };
+        assert_eq!(cut, operation);
+        // Read back, the receipt proves that this very attempt wrote it; another attempt id
+        // proves nothing.
+        assert!(matches!(
+            direct.resolve(&goal, &operation, &attempt).await,
+            Ok(Some(Appended::Committed(_)))
+        ));
+        assert!(matches!(
+            direct.resolve(&goal, &operation, "another-attempt").await,
+            Ok(Some(Appended::Replayed(_)))
+        ));
         let receipt = direct.receipt(&goal, &operation).await.unwrap();
         assert_eq!(
             receipt.map(|r| r.revision),
@@ -431,7 +443,8 @@ async fn rewrite_as_schema_2(client: &tokio_postgres::Client) {
 }
 
 /// Turns the database behind `client` back into what schema 4 wrote: no damage marks, no
-/// damage triggers, schema 4's commit function; version 4. Running it again changes nothing.
+/// damage triggers, receipts without the attempt id of the append that wrote them, schema 4's
+/// commit function; version 4. Running it again changes nothing.
 async fn rewrite_as_schema_4(client: &tokio_postgres::Client) {
     let schema_4 = include_str!("../migrations/postgres/0004_receipts_on_events.sql");
     let function = &schema_4[schema_4.find("CREATE FUNCTION").unwrap()..];
@@ -443,6 +456,8 @@ async fn rewrite_as_schema_4(client: &tokio_postgres::Client) {
              DROP FUNCTION IF EXISTS loopx_mark_damage;
              DROP FUNCTION IF EXISTS loopx_mark_truncation;
              ALTER TABLE goals DROP COLUMN IF EXISTS damaged;
+             ALTER TABLE events DROP COLUMN IF EXISTS attempt;
+             ALTER TABLE receipts DROP COLUMN IF EXISTS attempt;
              DROP FUNCTION loopx_append;
              {function}
              UPDATE schema_version SET version = 4;"
@@ -578,7 +593,7 @@ fn a_database_written_by_schema_2_migrates_and_reads_as_before() {
             let first = operations[4 + i].receipt.clone();
             assert_eq!(
                 store.append(no_op(state.as_ref(), i, text)).await,
-                Ok(first)
+                Ok(Appended::Replayed(first))
             );
             assert!(matches!(
                 store.append(no_op(state.as_ref(), i, "another")).await,
@@ -724,7 +739,10 @@ fn a_retry_from_a_handle_that_missed_the_commit_returns_the_first_receipt_and_ca
             events: stamp(1, &owner(), later, events),
         };
         let commit = Commit::fold(Some(at_one), request).unwrap();
-        assert_eq!(stale.append(commit).await, Ok(first.receipt.clone()));
+        assert_eq!(
+            stale.append(commit).await,
+            Ok(Appended::Replayed(first.receipt.clone()))
+        );
         assert_eq!(stale.load(&goal_id()).await.unwrap(), Some(first.state));
     });
 }

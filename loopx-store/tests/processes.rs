@@ -885,7 +885,7 @@ fn race_setup(target: &Target) {
             events,
         };
         let commit = Commit::fold(None, request).unwrap();
-        let receipt = rt.block_on(store.append(commit)).unwrap();
+        let receipt = rt.block_on(store.append(commit)).unwrap().into_receipt();
         assert_eq!(receipt.revision, 1 + TODOS_PER_GOAL as u64);
     }
 }

@@ -359,7 +359,10 @@ pub async fn import(ctx: &Ctx, args: &ImportArgs) -> Result<Exit, CliError> {
         // Folded by the kernel: a history that does not fold is refused before it is written.
         let commit = Commit::fold(None, request)?;
         match store.append(commit).await {
-            Ok(receipt) => (receipt, false),
+            Ok(appended) => {
+                let committed = appended.is_committed();
+                (appended.into_receipt(), !committed)
+            }
             Err(StoreError::Conflict { .. }) => {
                 return Err(CliError::new(
                     Exit::Conflict,

@@ -112,11 +112,40 @@ impl Loopx {
         run.json()
     }
 
+    /// Starts `loopx --store <store> --json <args>` as [`run_env`](Self::run_env) does, without
+    /// waiting for it; [`finish`] collects its run.
+    pub fn spawn(&self, args: &[&str]) -> std::process::Child {
+        Command::new(env!("CARGO_BIN_EXE_loopx"))
+            .arg("--store")
+            .arg(&self.store)
+            .arg("--json")
+            .args(args)
+            .current_dir(self.dir.path())
+            .env_remove("LOOPX_STORE")
+            .env_remove("LOOPX_ACTOR")
+            .env_remove("LOOPX_GOAL")
+            .env("NO_COLOR", "1")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start loopx")
+    }
+
     /// The goal's current revision.
     pub fn revision(&self, goal: &str) -> u64 {
         self.ok(&["--goal", goal, "goal", "show"])["goal"]["revision"]
             .as_u64()
             .expect("a revision")
+    }
+}
+
+/// Waits for a process [`Loopx::spawn`] started; its run.
+pub fn finish(child: std::process::Child) -> Run {
+    let output = child.wait_with_output().expect("wait for loopx");
+    Run {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
     }
 }
 

@@ -156,9 +156,11 @@ impl<D> Kept<D> {
 /// What writing a commit found.
 #[derive(Debug)]
 pub(crate) enum Outcome {
-    /// The commit is written (its snapshot, if one was due, too).
+    /// The commit is written (its snapshot, if one was due, too), by this write: the check of
+    /// the operation id and the write ran in one transaction.
     Committed,
-    /// The operation had committed before: its first receipt, nothing written.
+    /// The operation had committed before (or a concurrent write committed it first): its first
+    /// receipt, nothing written.
     Recorded(Receipt),
     /// The goal stands at another revision than the commit expects: nothing written.
     Moved {
@@ -245,6 +247,14 @@ pub(crate) trait Dialect: Send {
         operation: &OperationId,
     ) -> impl Future<Output = Result<Option<Receipt>, StoreError>> + Send;
 
+    /// The receipt of `operation` on `goal` with the attempt id recorded with it (`None` for a
+    /// receipt recorded without one: before store schema 5, or moved by compaction).
+    fn receipt_attempt(
+        &mut self,
+        goal: &GoalId,
+        operation: &OperationId,
+    ) -> impl Future<Output = Result<Option<(Receipt, Option<String>)>, StoreError>> + Send;
+
     /// The revisions of `goals` that exist, by goal id.
     fn revisions(
         &mut self,
@@ -289,9 +299,9 @@ pub(crate) trait Dialect: Send {
 
     /// Writes a prepared commit, atomically, in a transaction (or statement) of its own: checks
     /// the operation id and the expected revision, plans the snapshot
-    /// ([`Prepared::plan_snapshot`]) and writes the events, the receipt, the index rows that
-    /// changed and the snapshot when due. A commit whose outcome the backend cannot tell is
-    /// [`StoreError::Ambiguous`].
+    /// ([`Prepared::plan_snapshot`]) and writes the events, the receipt with the append's
+    /// attempt id, the index rows that changed and the snapshot when due. A commit whose outcome
+    /// the backend cannot tell is [`StoreError::Ambiguous`] with the prepared attempt id.
     fn write_commit(
         &mut self,
         prepared: &mut Prepared,

@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use loopx_kernel::seams::{Commit, GoalSummary, Receipt, StoreError};
+use loopx_kernel::seams::{Appended, Commit, GoalSummary, Receipt, StoreError};
 use loopx_kernel::{
     AgentId, GoalId, GoalState, OperationId, RecordedEvent, Snapshot, Timestamp, TodoId,
 };
@@ -179,7 +179,7 @@ async fn state_at<D: Dialect>(
 /// Commits `commit`: its index rows and encoded events are computed first (from the state the
 /// kernel folded), then the dialect writes it under compare-and-set, and the handle's cache
 /// keeps the state and the rows it wrote.
-pub(crate) async fn append<D: Dialect>(d: &mut D, commit: Commit) -> Result<Receipt, StoreError> {
+pub(crate) async fn append<D: Dialect>(d: &mut D, commit: Commit) -> Result<Appended, StoreError> {
     let mut prepared = prepare(commit, d.cache())?;
     match d.write_commit(&mut prepared).await? {
         Outcome::Committed => {
@@ -191,9 +191,11 @@ pub(crate) async fn append<D: Dialect>(d: &mut D, commit: Commit) -> Result<Rece
                 d.cache()
                     .put_committed(prepared.state, snapshot_revision, prepared.projection);
             }
-            Ok(prepared.receipt)
+            Ok(Appended::Committed(prepared.receipt))
         }
-        Outcome::Recorded(first) => same_operation(first, &prepared.request),
+        Outcome::Recorded(first) => {
+            same_operation(first, &prepared.request).map(Appended::Replayed)
+        }
         Outcome::Moved { current } => Err(StoreError::Conflict {
             expected: prepared.request.expected_revision,
             current,
@@ -210,6 +212,25 @@ pub(crate) async fn receipt<D: Dialect>(
     operation: &OperationId,
 ) -> Result<Option<Receipt>, StoreError> {
     d.receipt(goal, operation).await
+}
+
+/// The outcome of an ambiguous append of `operation` with `attempt` (see `Store::resolve`):
+/// committed only when the receipt carries that attempt id.
+pub(crate) async fn resolve<D: Dialect>(
+    d: &mut D,
+    goal: &GoalId,
+    operation: &OperationId,
+    attempt: &str,
+) -> Result<Option<Appended>, StoreError> {
+    Ok(d.receipt_attempt(goal, operation)
+        .await?
+        .map(|(receipt, recorded)| {
+            if !attempt.is_empty() && recorded.as_deref() == Some(attempt) {
+                Appended::Committed(receipt)
+            } else {
+                Appended::Replayed(receipt)
+            }
+        }))
 }
 
 /// Up to `limit` events of `goal` after `after`, never with a gap: the page holds the events

@@ -10,7 +10,7 @@ use std::time::Duration as StdDuration;
 
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod};
-use loopx_kernel::seams::{Commit, GoalSummary, Receipt, Store, StoreError};
+use loopx_kernel::seams::{Appended, Commit, GoalSummary, Receipt, Store, StoreError};
 use loopx_kernel::{
     AgentId, Duration, GoalId, GoalState, OperationId, RecordedEvent, Snapshot, Timestamp, TodoId,
 };
@@ -99,7 +99,9 @@ impl PostgresOptions {
 ///   goals never wait for each other; writers of one goal queue on its row.
 /// - **Ambiguous commits are reported, not guessed**: when the connection is lost after the
 ///   call was sent and before its answer arrived, the append fails with
-///   [`StoreError::Ambiguous`]; [`submit`](loopx_kernel::submit) then reads the receipt back.
+///   [`StoreError::Ambiguous`] with the append's attempt id; [`submit`](loopx_kernel::submit)
+///   then reads the outcome back ([`Store::resolve`]), which counts as that append's commit
+///   only when the receipt carries its attempt id.
 /// - **Waking waiters**: a commit that moves a goal sends `NOTIFY` inside its transaction (so
 ///   it is delivered only if it commits); [`Store::changed`] listens on a dedicated connection
 ///   and re-reads the watched revisions after subscribing, so no commit is missed.
@@ -277,8 +279,17 @@ impl Store for PostgresStore {
         self.shared.cache.newest(goal)
     }
 
-    async fn append(&self, commit: Commit) -> Result<Receipt, StoreError> {
+    async fn append(&self, commit: Commit) -> Result<Appended, StoreError> {
         shared::append(&mut self.dialect().await?, commit).await
+    }
+
+    async fn resolve(
+        &self,
+        goal: &GoalId,
+        operation: &OperationId,
+        attempt: &str,
+    ) -> Result<Option<Appended>, StoreError> {
+        shared::resolve(&mut self.dialect().await?, goal, operation, attempt).await
     }
 
     async fn receipt(

@@ -83,10 +83,14 @@ const ORPHAN_ROWS: &str = "SELECT DISTINCT t.goal, 'events' FROM events t WHERE 
 const LISTING: &str =
     "SELECT goal, objective, status, revision, valid_from, valid_until FROM goals";
 
-/// The statement that commits through the `loopx_append` function (schema 5).
+/// The statement that commits through the `loopx_append` function (schema 6).
 const APPEND: &str =
     "SELECT r_outcome, r_digest, r_revision, r_events, r_committed_at FROM loopx_append(
-    $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)";
+    $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
+    $21)";
+/// A receipt by operation with the attempt id of the append that wrote it.
+const RECEIPT_ATTEMPT: &str = "SELECT digest, revision, commit_events, at, attempt FROM events WHERE hashtextextended(operation, 0) = hashtextextended($2, 0) AND operation IS NOT NULL AND goal = $1 AND operation = $2
+     UNION ALL SELECT digest, revision, events, committed_at, attempt FROM receipts WHERE hashtextextended(operation, 0) = hashtextextended($2, 0) AND goal = $1 AND operation = $2";
 
 // ----- rows ---------------------------------------------------------------------------------
 
@@ -210,6 +214,7 @@ impl<'a> Pg<'a> {
             &frontier.1,
             &CHANNEL,
             &note,
+            &prepared.attempt,
         ];
         let client = self.client()?;
         let statement = client.prepare_cached(APPEND).await.map_err(self.err())?;
@@ -223,10 +228,11 @@ impl<'a> Pg<'a> {
             Err(_) => {
                 return Err(StoreError::Ambiguous {
                     operation: request.operation.clone(),
+                    attempt: prepared.attempt.clone(),
                 });
             }
         };
-        answer(&rows, request)
+        answer(&rows, prepared)
     }
 
     /// After a unique-key violation: the competing commit is visible now.
@@ -279,7 +285,8 @@ impl Drop for Pg<'_> {
 
 /// Reads the answer of `loopx_append`: committed, the operation's first receipt, the goal's
 /// revision when it is not the expected one, or the revision its history is damaged at.
-fn answer(rows: &[Row], request: &AppendRequest) -> Result<Outcome, StoreError> {
+fn answer(rows: &[Row], prepared: &Prepared) -> Result<Outcome, StoreError> {
+    let request = &prepared.request;
     let outcome = rows.first().and_then(|row| row.try_get::<_, i32>(0).ok());
     match (outcome, rows.first()) {
         (Some(0), _) => Ok(Outcome::Committed),
@@ -296,6 +303,7 @@ fn answer(rows: &[Row], request: &AppendRequest) -> Result<Outcome, StoreError> 
         // An answer this build cannot read: whether it committed is unknown.
         _ => Err(StoreError::Ambiguous {
             operation: request.operation.clone(),
+            attempt: prepared.attempt.clone(),
         }),
     }
 }
@@ -443,6 +451,19 @@ impl Dialect for Pg<'_> {
             .await?;
         rows.first()
             .map(|r| dialect::receipt(r, 0, goal, operation))
+            .transpose()
+    }
+
+    async fn receipt_attempt(
+        &mut self,
+        goal: &GoalId,
+        operation: &OperationId,
+    ) -> Result<Option<(Receipt, Option<String>)>, StoreError> {
+        let rows = self
+            .query(RECEIPT_ATTEMPT, &[&goal.as_str(), &operation.as_str()])
+            .await?;
+        rows.first()
+            .map(|r| Ok((dialect::receipt(r, 0, goal, operation)?, r.opt_text(4)?)))
             .transpose()
     }
 
@@ -814,6 +835,7 @@ mod tests {
                 ("SNAPSHOT_AT_OR_BEFORE", SNAPSHOT_AT_OR_BEFORE),
                 ("GOAL_AND_TAIL", GOAL_AND_TAIL),
                 ("RECEIPT", RECEIPT),
+                ("RECEIPT_ATTEMPT", RECEIPT_ATTEMPT),
                 ("EVENTS_AFTER", EVENTS_AFTER),
                 ("GOAL_REVISIONS", GOAL_REVISIONS),
                 ("AGENT_GOALS_AND_FRONTIER", AGENT_GOALS_AND_FRONTIER),

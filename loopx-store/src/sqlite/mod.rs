@@ -9,7 +9,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration as StdDuration;
 
 use async_trait::async_trait;
-use loopx_kernel::seams::{Commit, GoalSummary, Receipt, Store, StoreError};
+use loopx_kernel::seams::{Appended, Commit, GoalSummary, Receipt, Store, StoreError};
 use loopx_kernel::{
     AgentId, Duration, GoalId, GoalState, OperationId, RecordedEvent, Snapshot, Timestamp, TodoId,
 };
@@ -441,9 +441,29 @@ impl Store for SqliteStore {
         self.shared.cache.newest(goal)
     }
 
-    async fn append(&self, commit: Commit) -> Result<Receipt, StoreError> {
+    async fn append(&self, commit: Commit) -> Result<Appended, StoreError> {
         self.run(move |conn, cx| ops::block(shared::append(&mut Sqlite::new(conn, cx), commit)))
             .await
+    }
+
+    async fn resolve(
+        &self,
+        goal: &GoalId,
+        operation: &OperationId,
+        attempt: &str,
+    ) -> Result<Option<Appended>, StoreError> {
+        let goal = goal.clone();
+        let operation = operation.clone();
+        let attempt = attempt.to_owned();
+        self.run(move |conn, cx| {
+            ops::block(shared::resolve(
+                &mut Sqlite::new(conn, cx),
+                &goal,
+                &operation,
+                &attempt,
+            ))
+        })
+        .await
     }
 
     async fn receipt(

@@ -47,6 +47,12 @@ const RECEIPT_ON_EVENT: &str = "SELECT digest, revision, commit_events, at FROM 
      WHERE goal = ?1 AND operation = ?2 AND operation IS NOT NULL";
 /// A receipt in the receipts table (a no-op, an older or a compacted commit).
 const RECEIPT_ROW: &str = "SELECT digest, revision, events, committed_at FROM receipts WHERE goal = ?1 AND operation = ?2";
+/// A receipt on the last event row of its commit, with the attempt id of the append that wrote
+/// it.
+const ATTEMPT_ON_EVENT: &str = "SELECT digest, revision, commit_events, at, attempt FROM events
+     WHERE goal = ?1 AND operation = ?2 AND operation IS NOT NULL";
+/// A receipt in the receipts table, with the attempt id of the append that wrote it.
+const ATTEMPT_ROW: &str = "SELECT digest, revision, events, committed_at, attempt FROM receipts WHERE goal = ?1 AND operation = ?2";
 /// A page of a goal's events after a revision.
 const EVENTS_AFTER: &str = "SELECT revision, at, json FROM events WHERE goal = ?1 AND revision > ?2 ORDER BY revision LIMIT ?3";
 /// A page of a goal's receipts after a revision, in commit order.
@@ -199,6 +205,22 @@ fn receipt_in(
     match find(RECEIPT_ON_EVENT)? {
         Some(found) => Ok(Some(found)),
         None => find(RECEIPT_ROW),
+    }
+}
+
+fn receipt_attempt_in(
+    conn: &Connection,
+    goal: &GoalId,
+    operation: &OperationId,
+) -> Result<Option<(Receipt, Option<String>)>, StoreError> {
+    let find = |statement: &str| {
+        first(conn, statement, [goal.as_str(), operation.as_str()], |r| {
+            Ok((dialect::receipt(r, 0, goal, operation)?, r.opt_text(4)?))
+        })
+    };
+    match find(ATTEMPT_ON_EVENT)? {
+        Some(found) => Ok(Some(found)),
+        None => find(ATTEMPT_ROW),
     }
 }
 
@@ -389,6 +411,14 @@ impl Dialect for Sqlite<'_> {
         receipt_in(self.conn, goal, operation)
     }
 
+    async fn receipt_attempt(
+        &mut self,
+        goal: &GoalId,
+        operation: &OperationId,
+    ) -> Result<Option<(Receipt, Option<String>)>, StoreError> {
+        receipt_attempt_in(self.conn, goal, operation)
+    }
+
     /// One indexed read per goal; each goal's revision only grows, so they need no common
     /// snapshot.
     async fn revisions(&mut self, goals: &[&GoalId]) -> Result<BTreeMap<String, u64>, StoreError> {
@@ -491,7 +521,7 @@ impl Dialect for Sqlite<'_> {
         if current != prepared.request.expected_revision {
             return Ok(Outcome::Moved { current });
         }
-        let operation = operation.clone();
+        let (operation, attempt) = (operation.clone(), prepared.attempt.clone());
         prepared.plan_snapshot(
             row.map_or(0, |r| r.row.snapshot_revision),
             self.cx.options.snapshot_every,
@@ -499,7 +529,7 @@ impl Dialect for Sqlite<'_> {
         write_commit(&tx, prepared, row)?;
         tx.commit().map_err(|error| match sql(error) {
             // The commit itself failed: it may or may not be on disk.
-            StoreError::Unavailable { .. } => StoreError::Ambiguous { operation },
+            StoreError::Unavailable { .. } => StoreError::Ambiguous { operation, attempt },
             other => other,
         })?;
         Ok(Outcome::Committed)
@@ -658,8 +688,8 @@ fn write_commit(
         // The receipt rides on the commit's last event row.
         let mut insert = tx
             .prepare_cached(
-                "INSERT INTO events (goal, revision, at, json, operation, digest, commit_events)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                "INSERT INTO events (goal, revision, at, json, operation, digest, commit_events, attempt)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             )
             .map_err(sql)?;
         for (event, json) in prepared.request.events.iter().zip(&prepared.events) {
@@ -673,6 +703,7 @@ fn write_commit(
                     last.then_some(receipt.operation.as_str()),
                     last.then_some(receipt.digest.as_str()),
                     last.then_some(int(receipt.events)),
+                    last.then_some(prepared.attempt.as_str()),
                 ])
                 .map_err(sql)?;
         }
@@ -681,14 +712,15 @@ fn write_commit(
         // A recorded no-op changes nothing but its receipt.
         return run(
             tx,
-            "INSERT INTO receipts (goal, operation, digest, revision, events, committed_at, actor, kinds)
-             VALUES (?1, ?2, ?3, ?4, 0, ?5, NULL, '[]')",
+            "INSERT INTO receipts (goal, operation, digest, revision, events, committed_at, actor, kinds, attempt)
+             VALUES (?1, ?2, ?3, ?4, 0, ?5, NULL, '[]', ?6)",
             params![
                 goal,
                 receipt.operation.as_str(),
                 receipt.digest,
                 int(receipt.revision),
                 receipt.committed_at.as_millis(),
+                prepared.attempt,
             ],
         )
         .map(drop);
@@ -926,6 +958,8 @@ mod tests {
             ("GOAL_FRONTIER", GOAL_FRONTIER),
             ("RECEIPT_ON_EVENT", RECEIPT_ON_EVENT),
             ("RECEIPT_ROW", RECEIPT_ROW),
+            ("ATTEMPT_ON_EVENT", ATTEMPT_ON_EVENT),
+            ("ATTEMPT_ROW", ATTEMPT_ROW),
             ("EVENTS_AFTER", EVENTS_AFTER),
             ("OPERATIONS_AFTER", OPERATIONS_AFTER),
             ("RECEIPTS_TO_KEEP", RECEIPTS_TO_KEEP),

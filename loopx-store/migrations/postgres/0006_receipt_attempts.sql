@@ -1,0 +1,139 @@
+-- loopx store on PostgreSQL, schema 6: the attempt id of the append that wrote each receipt.
+-- Applied in one transaction under an advisory lock; the schema_version row is written by the
+-- migration runner.
+--
+-- Every append draws a fresh attempt id and records it with the receipt it writes (on the
+-- commit's last event row, or on the receipts row of a recorded no-op). When the answer to a
+-- commit is lost with the connection, reading the receipt's attempt id back proves whether that
+-- append wrote it or another append of the same operation did. Existing rows keep no attempt id
+-- (NULL), and a receipt that compaction moves keeps none either: such a receipt is never
+-- claimed by an ambiguous append. Adding nullable columns rewrites no row.
+ALTER TABLE events ADD COLUMN attempt TEXT;
+ALTER TABLE receipts ADD COLUMN attempt TEXT;
+
+DROP FUNCTION loopx_append;
+
+-- As in schema 5, with the append's attempt id recorded with the receipt it writes.
+CREATE FUNCTION loopx_append(
+    p_goal TEXT,
+    p_expected BIGINT,
+    p_operation TEXT,
+    p_digest BYTEA,
+    p_revision BIGINT,
+    p_count BIGINT,
+    p_at BIGINT,
+    p_event_revisions BIGINT[],
+    p_event_times BIGINT[],
+    p_event_json TEXT[],
+    p_objective TEXT,
+    p_status TEXT,
+    p_valid_from BIGINT,
+    p_valid_until BIGINT,
+    p_snapshot TEXT,
+    p_agents TEXT[],
+    p_frontier_agents TEXT[],
+    p_frontier_todos TEXT[],
+    p_channel TEXT,
+    p_note TEXT,
+    p_attempt TEXT
+) RETURNS TABLE (
+    r_outcome INTEGER,
+    r_digest BYTEA,
+    r_revision BIGINT,
+    r_events BIGINT,
+    r_committed_at BIGINT
+)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    g_found BOOLEAN;
+    g_revision BIGINT;
+    g_base BIGINT;
+    g_snapshot BIGINT;
+    g_damaged BIGINT;
+    first RECORD;
+BEGIN
+    SELECT g.revision, g.base_revision, g.snapshot_revision, g.damaged
+        INTO g_revision, g_base, g_snapshot, g_damaged
+        FROM goals g WHERE g.goal = p_goal FOR UPDATE;
+    g_found := FOUND;
+    IF g_damaged IS NOT NULL THEN
+        -- A damaged history is neither read nor written: the revision it is damaged at.
+        RETURN QUERY SELECT 3, NULL::BYTEA, g_damaged, 0::BIGINT, 0::BIGINT;
+        RETURN;
+    END IF;
+    IF NOT g_found THEN
+        -- No row to lock yet: commits to a goal that does not exist queue on a lock of their
+        -- own, so that two of them cannot both record the same operation.
+        PERFORM pg_advisory_xact_lock(1819242352, hashtext(p_goal));
+    END IF;
+    SELECT x.digest, x.revision, x.commit_events AS events, x.at AS committed_at INTO first
+        FROM events x
+        WHERE hashtextextended(x.operation, 0) = hashtextextended(p_operation, 0)
+          AND x.operation IS NOT NULL AND x.goal = p_goal AND x.operation = p_operation;
+    IF NOT FOUND THEN
+        SELECT x.digest, x.revision, x.events, x.committed_at INTO first
+            FROM receipts x
+            WHERE hashtextextended(x.operation, 0) = hashtextextended(p_operation, 0)
+              AND x.goal = p_goal AND x.operation = p_operation;
+    END IF;
+    IF FOUND THEN
+        RETURN QUERY SELECT 1, first.digest, first.revision, first.events, first.committed_at;
+        RETURN;
+    END IF;
+    IF COALESCE(g_revision, 0) <> p_expected THEN
+        RETURN QUERY SELECT 2, NULL::BYTEA, COALESCE(g_revision, 0), 0::BIGINT, 0::BIGINT;
+        RETURN;
+    END IF;
+    IF p_count > 0 THEN
+        -- The goal row first: a concurrent creator of the same goal fails here.
+        IF g_found THEN
+            UPDATE goals g SET revision = p_revision, objective = p_objective,
+                status = p_status, valid_from = p_valid_from, valid_until = p_valid_until,
+                updated_at = p_at,
+                snapshot_revision = CASE WHEN p_snapshot IS NULL THEN g.snapshot_revision
+                                         ELSE p_revision END
+                WHERE g.goal = p_goal;
+        ELSE
+            INSERT INTO goals (goal, revision, objective, status, valid_from, valid_until,
+                               updated_at, base_revision, snapshot_revision)
+                VALUES (p_goal, p_revision, p_objective, p_status, p_valid_from, p_valid_until,
+                        p_at, 0, CASE WHEN p_snapshot IS NULL THEN 0 ELSE p_revision END);
+        END IF;
+        -- The receipt rides on the commit's last event row.
+        INSERT INTO events (goal, revision, at, json, operation, digest, commit_events, attempt)
+            SELECT p_goal, e.r, e.a, e.j,
+                   CASE WHEN e.r = p_revision THEN p_operation END,
+                   CASE WHEN e.r = p_revision THEN p_digest END,
+                   CASE WHEN e.r = p_revision THEN p_count END,
+                   CASE WHEN e.r = p_revision THEN p_attempt END
+            FROM unnest(p_event_revisions, p_event_times, p_event_json) AS e(r, a, j);
+    ELSE
+        -- A recorded no-op changes nothing but its receipt, and wakes nobody.
+        INSERT INTO receipts (goal, operation, digest, revision, events, committed_at, attempt)
+            VALUES (p_goal, p_operation, p_digest, p_revision, p_count, p_at, p_attempt);
+        RETURN QUERY SELECT 0, p_digest, p_revision, p_count, p_at;
+        RETURN;
+    END IF;
+    IF p_snapshot IS NOT NULL THEN
+        INSERT INTO snapshots (goal, revision, json) VALUES (p_goal, p_revision, p_snapshot)
+            ON CONFLICT (goal, revision) DO UPDATE SET json = excluded.json;
+        DELETE FROM snapshots s
+            WHERE s.goal = p_goal AND s.revision < p_revision
+              AND s.revision <> COALESCE(g_base, 0);
+    END IF;
+    IF p_agents IS NOT NULL THEN
+        DELETE FROM goal_agents a WHERE a.goal = p_goal;
+        INSERT INTO goal_agents (agent, goal) SELECT x.a, p_goal FROM unnest(p_agents) AS x(a);
+    END IF;
+    -- Only the frontier rows that changed are written.
+    DELETE FROM frontier f WHERE f.goal = p_goal AND f.agent <> ALL (p_frontier_agents);
+    INSERT INTO frontier AS f (agent, goal, todos)
+        SELECT x.a, p_goal, x.t FROM unnest(p_frontier_agents, p_frontier_todos) AS x(a, t)
+        ON CONFLICT (agent, goal) DO UPDATE SET todos = excluded.todos
+        WHERE f.todos IS DISTINCT FROM excluded.todos;
+    -- Delivered to listeners only if, and when, the caller's transaction commits.
+    PERFORM pg_notify(p_channel, p_note);
+    RETURN QUERY SELECT 0, p_digest, p_revision, p_count, p_at;
+END
+$$;
