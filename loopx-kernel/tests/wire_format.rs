@@ -704,3 +704,24 @@ fn a_snapshot_decodes_only_from_the_text_the_kernel_writes() {
         "{error}"
     );
 }
+
+#[test]
+fn a_history_adding_a_todo_on_a_missing_dependency_is_inconsistent() {
+    // Found by fuzzing a stored history: a changed byte left `contract` depending on a todo
+    // that was never added, the history still folded, and its own snapshot was refused.
+    let mut log = history().log;
+    let added = log
+        .iter()
+        .position(|r| matches!(&r.event, Event::TodoAdded { todo } if !todo.depends_on.is_empty()))
+        .unwrap();
+    let Event::TodoAdded { todo } = &mut log[added].event else {
+        unreachable!()
+    };
+    todo.depends_on = [tid("never-added")].into();
+    let error = GoalState::replay(&log).unwrap_err();
+    assert!(
+        matches!(&error, ReplayError::Inconsistent { event: "todo_added", problem, .. }
+            if problem.contains("depends on `never-added`, which does not exist")),
+        "{error}"
+    );
+}

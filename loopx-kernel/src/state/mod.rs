@@ -671,6 +671,18 @@ impl GoalState {
                 format!("todo `{}` added twice", new.id),
             ));
         }
+        // Validation only accepts dependencies on todos added before (earlier in the same
+        // commit at the latest); a history that says otherwise was changed.
+        if let Some(dep) = new
+            .depends_on
+            .iter()
+            .find(|dep| !self.todos.contains_key(dep))
+        {
+            return Err(inconsistent(
+                recorded,
+                format!("todo `{}` depends on `{dep}`, which does not exist", new.id),
+            ));
+        }
         let seq = self.next_seq;
         self.next_seq += 1;
         let monitor = matches!(new.class, TodoClass::Monitor(_)).then_some(MonitorState {
