@@ -1044,7 +1044,7 @@ fn decode_figure(state: &GoalState) -> Result<Decode, Failure> {
     let mut times = Vec::new();
     for _ in 0..5 {
         let start = Instant::now();
-        let snapshot: Snapshot = serde_json::from_str(&json)?;
+        let snapshot = Snapshot::decode(&json)?;
         times.push(start.elapsed().as_secs_f64());
         if snapshot.state.revision != state.revision {
             return Err("the cold goal's snapshot did not decode".into());

@@ -7,6 +7,7 @@ use std::error::Error;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use loopx_kernel::ids::path_component;
 use loopx_kernel::prelude::*;
 use loopx_kernel::{Continuation, ReplanReason, Transition};
 use loopx_provider::clock::SystemClock;
@@ -18,7 +19,8 @@ struct Writer(PathBuf);
 #[async_trait]
 impl Executor for Writer {
     async fn run(&self, turn: &TurnRequest) -> Result<TurnReport, TurnError> {
-        let path = self.0.join(turn.todo.as_str());
+        // A todo id may hold `/` and `..`: one encoded name, never a raw join.
+        let path = self.0.join(path_component(turn.todo.as_str()));
         std::fs::write(&path, &turn.title).map_err(|e| TurnError::Failed(e.to_string()))?;
         // More work may follow in this goal: the completion says so, and closure stays open.
         let done = Transition::Complete {
@@ -38,7 +40,7 @@ impl Validator for FileExists {
     }
 
     async fn validate(&self, turn: &TurnRequest, _: &TurnReport) -> Result<Validation, TurnError> {
-        if self.0.join(turn.todo.as_str()).exists() {
+        if self.0.join(path_component(turn.todo.as_str())).exists() {
             Ok(Validation::passed("the note is there"))
         } else {
             Ok(Validation::failed("no note was written"))

@@ -405,7 +405,7 @@ impl From<InvalidId> for CliError {
         CliError::usage(
             "invalid_id",
             error.to_string(),
-            "ids are 1 to 128 characters of letters, digits and . _ : / @ # + = -",
+            loopx_kernel::ids::ID_GRAMMAR,
         )
     }
 }

@@ -53,6 +53,11 @@ fn setup_postgres(todos: &[&[&str]]) -> Loopx {
 }
 
 fn setup_on(lx: Loopx, todos: &[&[&str]]) -> Loopx {
+    setup_for("agent-a", lx, todos)
+}
+
+/// The same with `agent` as the goal's agent.
+fn setup_for(agent: &str, lx: Loopx, todos: &[&[&str]]) -> Loopx {
     lx.ok(&["init"]);
     let owner = ["--goal", GOAL, "--as", "person:olivia"];
     lx.ok(&[
@@ -65,7 +70,7 @@ fn setup_on(lx: Loopx, todos: &[&[&str]]) -> Loopx {
             "--criterion",
             "work-done,validate,repo:demo,the work file is committed",
             "--agent",
-            "agent-a",
+            agent,
         ],
     ]
     .concat());
@@ -448,4 +453,55 @@ fn run_on_a_mistyped_goal_names_the_near_one_and_runs_nothing() {
         "{error:#}"
     );
     assert!(!lx.path("repo/work.txt").exists(), "no turn ran");
+}
+
+#[test]
+fn an_agent_id_never_places_its_journal_outside_the_journal_directory() {
+    // Found in review: the agent id was joined to the journal directory raw, so
+    // `a/../../escaped-journal` (a valid id) wrote its journal beside `journal/`.
+    let agent = "a/../../escaped-journal";
+    let lx = setup_for(
+        agent,
+        Loopx::sqlite(),
+        &[&["--id", "only", "--title", "the only line"]],
+    );
+    std::fs::write(lx.path("last"), "").expect("marker");
+    let mut run = RUN;
+    run[4] = agent;
+
+    let out = lx.ok(&run);
+
+    assert_eq!(out["decision"]["kind"], "terminal", "{out:#}");
+    assert!(!lx.path("escaped-journal").exists(), "the journal escaped");
+    let names: Vec<String> = std::fs::read_dir(lx.path("journal"))
+        .expect("the journal directory")
+        .map(|entry| {
+            entry
+                .expect("an entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    assert_eq!(names, ["a=2F=2E=2E=2F=2E=2E=2Fescaped-journal"]);
+    let records = std::fs::read_dir(lx.path("journal").join(&names[0]))
+        .expect("the agent's journal")
+        .count();
+    assert!(records >= 2, "a started record and a report");
+
+    // An absolute path or a climb is not an agent id at all: refused before anything runs.
+    let outside = lx.path("outside");
+    let absolute = outside.display().to_string();
+    for bad in [absolute.as_str(), "../escaped-journal"] {
+        run[4] = bad;
+        let refused = lx.run(&run);
+        assert_eq!(refused.code, 2, "{bad}: {}", refused.stderr);
+        assert!(
+            refused.stderr.contains("starting with a letter or digit"),
+            "{}",
+            refused.stderr
+        );
+    }
+    assert!(!outside.exists());
+    assert!(!lx.path("escaped-journal").exists());
 }

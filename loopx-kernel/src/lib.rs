@@ -111,7 +111,7 @@ pub use obligation::{Discharge, Obligation, ObligationCause, ObligationKind};
 pub use proposals::Proposals;
 pub use readiness::{GateHold, GuardBlock};
 pub use refusal::Refusal;
-pub use state::{CriterionStatus, GoalState, Intent, ReplayError, Snapshot};
+pub use state::{CriterionStatus, GoalState, Intent, ReplayError, Snapshot, SnapshotError};
 pub use time::{Duration, Timestamp, TimestampError};
 pub use todo::{
     ContinuationRecord, HandoffNote, Lease, MonitorSpec, MonitorState, NewTodo, Priority,

@@ -10,8 +10,9 @@
 //!
 //! [`Map`] and [`Set`] read like [`BTreeMap`] and
 //! [`BTreeSet`]: the same lookups, iteration in key order, and the
-//! same serde form (a map, a sequence) byte for byte. They are changed only by the kernel, as
-//! the state is. The kernel's arenas (indexed by slot) use a chunked `Arena` instead of a tree,
+//! same serde form (a map, a sequence) byte for byte. They decode only what they write: keys
+//! (values) unique and in order, so a stored text that was changed is refused rather than read
+//! as something the kernel never held. They are changed only by the kernel, as the state is. The kernel's arenas (indexed by slot) use a chunked `Arena` instead of a tree,
 //! so a read costs two hops: `decide` walks thousands of slots per call.
 //!
 //! [`GoalState`]: crate::GoalState
@@ -26,7 +27,7 @@ use std::sync::Arc;
 
 use imbl::shared_ptr::DefaultSharedPtr;
 use imbl::{OrdMap, OrdSet, ordmap, ordset};
-use serde::de::{MapAccess, SeqAccess, Visitor};
+use serde::de::{self, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// An ordered map from keys to values whose clone shares its contents (O(1)); reads like a
@@ -258,8 +259,9 @@ where
     K: Ord + Clone + Deserialize<'de>,
     V: Clone + Deserialize<'de>,
 {
-    /// The map [`Serialize`] writes, read as a `BTreeMap` reads it (a repeated key keeps its
-    /// last value).
+    /// The map [`Serialize`] writes, and nothing else: its keys in strictly increasing order.
+    /// A repeated or out-of-order key is refused (where a `BTreeMap` would keep the last value
+    /// or sort silently): the kernel never writes one, so it means the stored text was changed.
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         struct MapVisitor<K, V>(PhantomData<(K, V)>);
 
@@ -275,8 +277,13 @@ where
             }
 
             fn visit_map<A: MapAccess<'de>>(self, mut entries: A) -> Result<Self::Value, A::Error> {
-                let mut map = OrdMap::new();
-                while let Some((key, value)) = entries.next_entry()? {
+                let mut map: OrdMap<K, V> = OrdMap::new();
+                while let Some((key, value)) = entries.next_entry::<K, V>()? {
+                    if map.get_max().is_some_and(|(last, _)| *last >= key) {
+                        return Err(de::Error::custom(
+                            "map keys out of order or repeated: written keys are unique and sorted",
+                        ));
+                    }
                     map.insert(key, value);
                 }
                 Ok(Map(map))
@@ -423,7 +430,9 @@ impl<T: Ord + Serialize> Serialize for Set<T> {
 }
 
 impl<'de, T: Ord + Clone + Deserialize<'de>> Deserialize<'de> for Set<T> {
-    /// The sequence [`Serialize`] writes, read as a `BTreeSet` reads it (repeats collapse).
+    /// The sequence [`Serialize`] writes, and nothing else: its values in strictly increasing
+    /// order. A repeated or out-of-order value is refused (where a `BTreeSet` would collapse
+    /// or sort silently): the kernel never writes one.
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         struct SetVisitor<T>(PhantomData<T>);
 
@@ -435,8 +444,13 @@ impl<'de, T: Ord + Clone + Deserialize<'de>> Deserialize<'de> for Set<T> {
             }
 
             fn visit_seq<A: SeqAccess<'de>>(self, mut values: A) -> Result<Self::Value, A::Error> {
-                let mut set = Set::new();
-                while let Some(value) = values.next_element()? {
+                let mut set: Set<T> = Set::new();
+                while let Some(value) = values.next_element::<T>()? {
+                    if set.last().is_some_and(|last| *last >= value) {
+                        return Err(de::Error::custom(
+                            "set values out of order or repeated: written values are unique and sorted",
+                        ));
+                    }
                     set.insert(value);
                 }
                 Ok(set)
@@ -549,13 +563,7 @@ mod tests {
         assert_eq!(text, serde_json::to_string(&theirs).unwrap());
         assert_eq!(format!("{ours:?}"), format!("{theirs:?}"));
         assert!(ours.iter().eq(theirs.iter()));
-        for input in [
-            text.as_str(),
-            r#"{"b":1,"a":2,"b":3}"#,
-            "{}",
-            "[]",
-            r#"{"a":"x"}"#,
-        ] {
+        for input in [text.as_str(), "{}", "[]", r#"{"a":"x"}"#] {
             let ours = serde_json::from_str::<Map<String, u32>>(input).map_err(|e| e.to_string());
             let theirs =
                 serde_json::from_str::<BTreeMap<String, u32>>(input).map_err(|e| e.to_string());
@@ -563,6 +571,19 @@ mod tests {
                 ours.map(|m| m.iter().map(|(k, v)| (k.clone(), *v)).collect()),
                 theirs,
                 "on {input}"
+            );
+        }
+        // What the kernel never writes is refused, where a `BTreeMap` reads it silently.
+        for input in [
+            r#"{"b":1,"a":2}"#,
+            r#"{"a":1,"a":2}"#,
+            r#"{"a":1,"b":2,"b":3}"#,
+        ] {
+            assert!(serde_json::from_str::<BTreeMap<String, u32>>(input).is_ok());
+            let refused = serde_json::from_str::<Map<String, u32>>(input).unwrap_err();
+            assert!(
+                refused.to_string().contains("out of order or repeated"),
+                "{refused}"
             );
         }
     }
@@ -574,13 +595,20 @@ mod tests {
         let text = serde_json::to_string(&ours).unwrap();
         assert_eq!(text, serde_json::to_string(&theirs).unwrap());
         assert_eq!(format!("{ours:?}"), format!("{theirs:?}"));
-        for input in [text.as_str(), r#"["b","a","b"]"#, "[]", "{}", "[1]"] {
+        for input in [text.as_str(), "[]", "{}", "[1]"] {
             let ours = serde_json::from_str::<Set<String>>(input).map_err(|e| e.to_string());
             let theirs = serde_json::from_str::<BTreeSet<String>>(input).map_err(|e| e.to_string());
             assert_eq!(
                 ours.map(|s| s.iter().cloned().collect()),
                 theirs,
                 "on {input}"
+            );
+        }
+        for input in [r#"["b","a"]"#, r#"["a","a"]"#] {
+            assert!(serde_json::from_str::<BTreeSet<String>>(input).is_ok());
+            assert!(
+                serde_json::from_str::<Set<String>>(input).is_err(),
+                "{input}"
             );
         }
     }

@@ -325,8 +325,8 @@ impl NewTodo {
 /// them long done, and its snapshot is decoded on every cold load.
 ///
 /// Its JSON holds the status's fields alongside its own (`"status": "done", "by": …`); it is
-/// decoded by hand, in one pass without buffering, accepting exactly what serde's derived
-/// decoder with `#[serde(flatten)]` on `status` accepts.
+/// decoded by hand, in one pass without buffering, accepting what serde's derived decoder with
+/// `#[serde(flatten)]` on `status` accepts, less unknown keys (refused under every status).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Todo {
     /// Its id.

@@ -7,11 +7,10 @@
 //! Both halves are persistent (see [`crate::persistent`]): a clone of the state shares them, and
 //! changing a todo of a shared arena copies only its chunk.
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::ops::Index;
 
-use serde::de::{MapAccess, Visitor};
+use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::ids::TodoId;
@@ -109,39 +108,50 @@ impl Serialize for Todos {
 }
 
 impl<'de> Deserialize<'de> for Todos {
-    /// The JSON object [`Serialize`] writes. Read as a map would be (a repeated id keeps its
-    /// last todo), then put in creation order. The kernel writes the ids in order, so the todos
-    /// are collected in a vector and only a repeated or unordered id pays for a map.
+    /// The JSON object [`Serialize`] writes, and nothing else: ids in strictly increasing order,
+    /// each the key of the todo with that id, every todo's creation sequence number distinct.
+    /// Anything else is refused: the kernel never writes it, and reading it would build an
+    /// arena whose slots and ids disagree (a todo shown twice, another not at all).
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         struct TodosVisitor;
 
         impl<'de> Visitor<'de> for TodosVisitor {
-            type Value = Vec<(TodoId, Todo)>;
+            type Value = Vec<Todo>;
 
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a map")
+                f.write_str("a map from todo id to todo")
             }
 
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(0).min(4096));
-                while let Some(entry) = map.next_entry::<TodoId, Todo>()? {
-                    entries.push(entry);
+                let mut todos: Vec<Todo> =
+                    Vec::with_capacity(map.size_hint().unwrap_or(0).min(4096));
+                while let Some(key) = map.next_key::<TodoId>()? {
+                    if todos.last().is_some_and(|last| last.id >= key) {
+                        return Err(de::Error::custom(format_args!(
+                            "todo `{key}` is out of order or repeated: written ids are unique and sorted"
+                        )));
+                    }
+                    let todo: Todo = map.next_value()?;
+                    if todo.id != key {
+                        return Err(de::Error::custom(format_args!(
+                            "the todo under key `{key}` has id `{}`",
+                            todo.id
+                        )));
+                    }
+                    todos.push(todo);
                 }
-                Ok(entries)
+                Ok(todos)
             }
         }
 
-        let entries = deserializer.deserialize_map(TodosVisitor)?;
-        let mut todos: Vec<Todo> = if entries.windows(2).all(|w| w[0].0 < w[1].0) {
-            entries.into_iter().map(|(_, todo)| todo).collect()
-        } else {
-            entries
-                .into_iter()
-                .collect::<BTreeMap<_, _>>()
-                .into_values()
-                .collect()
-        };
+        let mut todos = deserializer.deserialize_map(TodosVisitor)?;
         todos.sort_by_key(|t| t.seq);
+        if let Some(pair) = todos.windows(2).find(|w| w[0].seq == w[1].seq) {
+            return Err(de::Error::custom(format_args!(
+                "todos `{}` and `{}` share creation sequence number {}",
+                pair[0].id, pair[1].id, pair[0].seq
+            )));
+        }
         let mut out = Todos::default();
         for todo in todos {
             out.push(todo);
@@ -156,40 +166,64 @@ mod tests {
 
     fn todo(id: &str, title: &str, seq: u64) -> String {
         format!(
-            r#"{{"id":"{id}","title":"{title}","class":{{"kind":"advance"}},"priority":"P2","created_by":{{"kind":"person","id":"o"}},"created_at":"2026-11-29T10:00:00Z","seq":{seq},"status":"open","last_epoch":0}}"#
+            r#"{{"id":"{id}","title":"{title}","class":{{"kind":"advance"}},"priority":"P2","created_by":{{"kind":"person","id":"o"}},"created_at":"2026-11-29T10:00:00.000Z","seq":{seq},"status":"open","last_epoch":0}}"#
         )
     }
 
-    /// What the decoder did before: a map (a repeated id keeps its last todo), then creation
-    /// order.
-    fn through_a_map(text: &str) -> Option<Vec<Todo>> {
-        let map: BTreeMap<TodoId, Todo> = serde_json::from_str(text).ok()?;
-        let mut todos: Vec<Todo> = map.into_values().collect();
-        todos.sort_by_key(|t| t.seq);
-        Some(todos)
+    fn decoded(text: &str) -> Result<Vec<(String, u64)>, String> {
+        serde_json::from_str::<Todos>(text)
+            .map(|t| t.values().map(|t| (t.id.to_string(), t.seq)).collect())
+            .map_err(|e| e.to_string())
     }
 
     #[test]
-    fn todos_decode_as_through_a_map_in_any_key_order() {
-        let inputs = [
-            format!(r#"{{"a":{},"b":{}}}"#, todo("a", "x", 1), todo("b", "y", 0)),
-            format!(r#"{{"b":{},"a":{}}}"#, todo("b", "y", 0), todo("a", "x", 1)),
-            format!(
-                r#"{{"a":{},"b":{},"a":{}}}"#,
-                todo("a", "x", 1),
-                todo("b", "y", 0),
-                todo("a", "z", 2)
+    fn todos_decode_in_creation_order() {
+        let text = format!(r#"{{"a":{},"b":{}}}"#, todo("a", "x", 1), todo("b", "y", 0));
+        assert_eq!(
+            decoded(&text),
+            Ok(vec![("b".to_owned(), 0), ("a".to_owned(), 1)])
+        );
+        assert_eq!(decoded("{}"), Ok(vec![]));
+        let todos: Todos = serde_json::from_str(&text).unwrap();
+        assert_eq!(serde_json::to_string(&todos).unwrap(), text);
+        assert_eq!(
+            (todos.slot(&"a".parse().unwrap()), todos.len()),
+            (Some(1), 2)
+        );
+    }
+
+    #[test]
+    fn todos_refuse_what_the_kernel_never_writes() {
+        let refused = [
+            // A key that is not the todo's id: slots and ids would disagree.
+            (format!(r#"{{"b":{}}}"#, todo("a", "x", 0)), "has id `a`"),
+            (
+                format!(r#"{{"a":{},"c":{}}}"#, todo("a", "x", 0), todo("b", "y", 1)),
+                "has id `b`",
             ),
-            format!(r#"{{"a":{},"a":{}}}"#, todo("a", "x", 1), todo("a", "z", 1)),
-            "{}".to_owned(),
-            "[]".to_owned(),
-            format!(r#"{{"not an id":{}}}"#, todo("a", "x", 1)),
+            // Repeated and unordered ids.
+            (
+                format!(r#"{{"a":{},"a":{}}}"#, todo("a", "x", 0), todo("a", "z", 1)),
+                "out of order or repeated",
+            ),
+            (
+                format!(r#"{{"b":{},"a":{}}}"#, todo("b", "y", 0), todo("a", "x", 1)),
+                "out of order or repeated",
+            ),
+            // Two todos created at once.
+            (
+                format!(r#"{{"a":{},"b":{}}}"#, todo("a", "x", 4), todo("b", "y", 4)),
+                "share creation sequence number 4",
+            ),
+            ("[]".to_owned(), "a map from todo id to todo"),
+            (
+                format!(r#"{{"not an id":{}}}"#, todo("a", "x", 1)),
+                "invalid todo id",
+            ),
         ];
-        for input in &inputs {
-            let ours: Option<Vec<Todo>> = serde_json::from_str::<Todos>(input)
-                .ok()
-                .map(|t| t.values().cloned().collect());
-            assert_eq!(ours, through_a_map(input), "on {input}");
+        for (input, problem) in &refused {
+            let error = decoded(input).expect_err(input);
+            assert!(error.contains(problem), "on {input}: {error}");
         }
     }
 }

@@ -607,3 +607,121 @@ fn stored_snapshot_round_trips_and_refuses_newer_schemas() {
         })
     );
 }
+
+/// A goal with 29 plain todos, `t100` to `t128`, and its stored snapshot text.
+fn twenty_nine_todos() -> (World, String) {
+    let mut w = World::with(|_| {});
+    for n in 100..129 {
+        w.add(todo(&format!("t{n}"), &format!("step {n}")));
+    }
+    let text = serde_json::to_string(&w.goal.snapshot()).unwrap();
+    (w, text)
+}
+
+#[test]
+fn a_todo_filed_under_another_todos_key_is_refused() {
+    // Found by fuzzing a stored snapshot: the todo stored under key `t112` says it is `t113`.
+    // Read as it was, the arena held 29 slots and 28 ids, and listing the todos showed `t113`
+    // twice and `t112` not at all.
+    let (_, text) = twenty_nine_todos();
+    let changed = text.replacen(r#""id":"t112""#, r#""id":"t113""#, 1);
+    assert_ne!(changed, text);
+    let read = serde_json::from_str::<loopx_kernel::Snapshot>(&changed);
+    let error = read.expect_err("a todo under another's key must not decode");
+    assert!(
+        error
+            .to_string()
+            .contains("todo under key `t112` has id `t113`"),
+        "{error}"
+    );
+    assert!(matches!(
+        loopx_kernel::Snapshot::decode(&changed),
+        Err(loopx_kernel::SnapshotError::Malformed { .. })
+    ));
+}
+
+#[test]
+fn a_snapshot_decodes_only_from_the_text_the_kernel_writes() {
+    let (w, text) = twenty_nine_todos();
+    let decoded = loopx_kernel::Snapshot::decode(&text).unwrap();
+    assert_eq!(decoded.state, w.goal);
+    assert_eq!(serde_json::to_string(&decoded).unwrap(), text);
+    let full = serde_json::to_string(&history().goal.snapshot()).unwrap();
+    assert_eq!(
+        loopx_kernel::Snapshot::decode(&full).unwrap().state,
+        history().goal
+    );
+
+    // The same state, written otherwise: pretty, re-escaped, with a key moved or repeated.
+    let pretty_text = pretty(&w.goal.snapshot());
+    let escaped = text.replacen(r#""t100""#, r#""\u0074100""#, 1);
+    let moved = text.replacen(r#"{"schema":1,"state":"#, r#"{"state":"#, 1);
+    let moved = format!("{}{}", &moved[..moved.len() - 1], r#","schema":1}"#);
+    for other in [&pretty_text, &escaped, &moved] {
+        let ok = serde_json::from_str::<loopx_kernel::Snapshot>(other);
+        assert_eq!(ok.ok().map(|s| s.state).as_ref(), Some(&w.goal), "{other}");
+        assert!(
+            matches!(
+                loopx_kernel::Snapshot::decode(other),
+                Err(loopx_kernel::SnapshotError::NotCanonical { .. })
+            ),
+            "{other}"
+        );
+    }
+
+    // What no history folds: a repeated todo, a gate filed under another id, a dependency on
+    // nothing, two todos created at once.
+    let repeated = text.replacen(r#""t101":{"id":"t101""#, r#""t100":{"id":"t100""#, 1);
+    let first = text.find(r#""t100":{"#).unwrap();
+    let at = first + text[first..].find(r#""created_by":"#).unwrap();
+    let dangling = format!(r#"{}"depends_on":["nobody"],{}"#, &text[..at], &text[at..]);
+    let twice = text.replacen(r#""seq":1,"#, r#""seq":0,"#, 1);
+    let ahead = text.replacen(r#""next_seq":29"#, r#""next_seq":28"#, 1);
+    for (changed, problem) in [
+        (&repeated, "out of order or repeated"),
+        (&dangling, "depends on `nobody`, which does not exist"),
+        (&twice, "share creation sequence number 0"),
+        (&ahead, "is not below the next one, 28"),
+    ] {
+        assert_ne!(changed, &text, "{problem}");
+        let error = loopx_kernel::Snapshot::decode(changed).unwrap_err();
+        assert!(error.to_string().contains(problem), "{error}");
+    }
+    let gates = serde_json::to_value(history().goal.snapshot()).unwrap();
+    let (key, _) = gates["state"]["gates"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .next()
+        .unwrap();
+    let mut misfiled = gates.clone();
+    misfiled["state"]["gates"][key]["id"] = "elsewhere".into();
+    let error = serde_json::from_value::<loopx_kernel::Snapshot>(misfiled).unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains(&format!("the gate under key `{key}` has id `elsewhere`")),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_history_adding_a_todo_on_a_missing_dependency_is_inconsistent() {
+    // Found by fuzzing a stored history: a changed byte left `contract` depending on a todo
+    // that was never added, the history still folded, and its own snapshot was refused.
+    let mut log = history().log;
+    let added = log
+        .iter()
+        .position(|r| matches!(&r.event, Event::TodoAdded { todo } if !todo.depends_on.is_empty()))
+        .unwrap();
+    let Event::TodoAdded { todo } = &mut log[added].event else {
+        unreachable!()
+    };
+    todo.depends_on = [tid("never-added")].into();
+    let error = GoalState::replay(&log).unwrap_err();
+    assert!(
+        matches!(&error, ReplayError::Inconsistent { event: "todo_added", problem, .. }
+            if problem.contains("depends on `never-added`, which does not exist")),
+        "{error}"
+    );
+}

@@ -611,3 +611,133 @@ async fn a_commit_status_effect_carries_its_key_and_reads_back() {
             .starts_with("all criteria met [loopx ")
     );
 }
+
+/// `value` with each of its leaves (strings, numbers, booleans, nulls) replaced in turn by
+/// `with`: one copy per leaf.
+fn each_leaf_replaced(
+    value: &serde_json::Value,
+    with: &serde_json::Value,
+) -> Vec<serde_json::Value> {
+    use serde_json::Value;
+    match value {
+        Value::Object(map) => map
+            .iter()
+            .flat_map(|(key, inner)| {
+                each_leaf_replaced(inner, with)
+                    .into_iter()
+                    .map(move |changed| {
+                        let mut copy = map.clone();
+                        copy.insert(key.clone(), changed);
+                        Value::Object(copy)
+                    })
+            })
+            .collect(),
+        Value::Array(items) => (0..items.len())
+            .flat_map(|i| {
+                each_leaf_replaced(&items[i], with)
+                    .into_iter()
+                    .map(move |changed| {
+                        let mut copy = items.clone();
+                        copy[i] = changed;
+                        Value::Array(copy)
+                    })
+            })
+            .collect(),
+        _ => vec![with.clone()],
+    }
+}
+
+/// True when `shown` holds the token or any prefix of it of eight characters or more.
+fn shows_the_token(shown: &str) -> bool {
+    (8..=TOKEN.len()).any(|n| shown.contains(&TOKEN[..n]))
+}
+
+#[tokio::test]
+async fn a_token_planted_in_any_field_of_any_response_never_reaches_an_error() {
+    // Found in review: a 200 whose body held the token in a field of the wrong type yielded
+    // `unexpected body …: invalid type: string "Bearer ghp_…", expected u64`.
+    let comments = r#"[{"id": 7, "user": {"login": "octocat"}, "body": "looks good"}]"#;
+    let statuses = r#"[{"context": "loopx/acceptance", "state": "success", "description": "ok"}]"#;
+    let shapes: Vec<(String, String)> = vec![
+        ("/repos/acme/cli/pulls/12".into(), pull_json(SHA)),
+        (
+            "/repos/acme/cli/pulls/12/reviews?per_page=100".into(),
+            REVIEWS.into(),
+        ),
+        (
+            format!("/repos/acme/cli/commits/{SHA}/check-runs?per_page=100"),
+            checks("success"),
+        ),
+        (
+            format!("/repos/acme/cli/commits/{SHA}/status"),
+            STATUS.into(),
+        ),
+        (
+            "/repos/acme/cli/issues/12/comments?per_page=100".into(),
+            comments.into(),
+        ),
+        (
+            format!("/repos/acme/cli/commits/{SHA}/statuses?per_page=100"),
+            statuses.into(),
+        ),
+    ];
+    let bodies: Arc<Mutex<BTreeMap<String, String>>> =
+        Arc::new(Mutex::new(shapes.iter().cloned().collect()));
+    let answers = Arc::clone(&bodies);
+    let server = serve(Arc::new(move |seen: &Seen| {
+        match answers.lock().expect("bodies").get(&seen.path) {
+            Some(body) => ok(body),
+            None => Reply {
+                status: 404,
+                headers: vec![],
+                body: "{}".into(),
+                delay: Duration::ZERO,
+            },
+        }
+    }))
+    .await;
+    let client = client(&server.base, clock());
+    let status_effect = Effect {
+        kind: "github.status".into(),
+        params: [
+            ("repo", "acme/cli"),
+            ("sha", SHA),
+            ("context", "loopx/acceptance"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect(),
+        ..comment_effect(1)
+    };
+    let planted = serde_json::Value::from(format!("Bearer {TOKEN}"));
+    let (mut calls, mut refused) = (0, 0);
+    for (path, fixture) in &shapes {
+        let fixture: serde_json::Value = serde_json::from_str(fixture).expect("a fixture");
+        for changed in each_leaf_replaced(&fixture, &planted) {
+            bodies
+                .lock()
+                .expect("bodies")
+                .insert(path.clone(), changed.to_string());
+            let mut errors = Vec::new();
+            errors.extend(client.observe_pull("acme/cli", 12).await.err());
+            errors.extend(client.readback_effect(&comment_effect(1)).await.err());
+            errors.extend(client.readback_effect(&status_effect).await.err());
+            calls += 3;
+            for error in errors {
+                refused += 1;
+                let provider: loopx_kernel::seams::ProviderError = error.clone().into();
+                let shown = format!("{error} {error:?} {provider} {provider:?}");
+                assert!(!shows_the_token(&shown), "{changed}: {shown}");
+            }
+        }
+        let original = shapes.iter().find(|(p, _)| p == path).expect("a shape");
+        bodies
+            .lock()
+            .expect("bodies")
+            .insert(path.clone(), original.1.clone());
+    }
+    // Planted in a number, a boolean or a sha, the token makes the answer invalid: those
+    // errors were all checked.
+    assert!(refused >= 10 && calls > refused, "{refused} of {calls}");
+    assert!(client.observe_pull("acme/cli", 12).await.is_ok());
+}

@@ -247,7 +247,8 @@ pub(crate) fn decode_snapshot(
              the row was changed outside loopx: restore the store from a backup"
         ),
     };
-    let snapshot: loopx_kernel::Snapshot = match serde_json::from_str(json) {
+    // Only the exact text the kernel writes is accepted: a changed row is damage, not a state.
+    let snapshot = match loopx_kernel::Snapshot::decode(json) {
         Ok(snapshot) => snapshot,
         Err(error) => {
             newer(declared_schema(json).map_err(|e| damaged(e.to_string()))?)?;

@@ -147,7 +147,7 @@ fn invalid_id(error: &impl std::fmt::Display) -> CliError {
     CliError::usage(
         "invalid_id",
         error.to_string(),
-        "ids are 1 to 128 characters of letters, digits and . _ : / @ # + = -",
+        loopx_kernel::ids::ID_GRAMMAR,
     )
 }
 

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use clap::Args;
 use loopx_kernel::engine::{Engine, EngineError, EngineOptions, StepReport, TurnOutcome, Until};
+use loopx_kernel::ids::path_component;
 use loopx_kernel::seams::{Clock, Store};
 use loopx_kernel::{AgentId, CheckId, Decision, Duration, ObservationKey, SourceId, Subject};
 use loopx_provider::clock::SystemClock;
@@ -52,7 +53,8 @@ pub struct RunArgs {
     workspace: PathBuf,
     /// The turn journal (a directory that must survive restarts); by default `journal/AGENT`
     /// beside a SQLite store, or `loopx/journal/AGENT` in the clone's git directory for
-    /// PostgreSQL.
+    /// PostgreSQL, AGENT being the agent id as one file name (letters, digits, `_` and `-`
+    /// kept, any other byte written `=XX`).
     #[arg(long)]
     journal: Option<PathBuf>,
     /// Environment variables passed through to the executor and validator (PATH and HOME always
@@ -213,13 +215,16 @@ async fn build(
         .journal
         .clone()
         .unwrap_or_else(|| match ctx.location() {
-            Location::Sqlite(path) => path.with_file_name("journal").join(agent.as_str()),
+            // The agent id may hold `/` and `..`: it is encoded as one name, never joined raw.
+            Location::Sqlite(path) => path
+                .with_file_name("journal")
+                .join(path_component(agent.as_str())),
             // Inside the clone's git directory: per machine, never committed, never making the
             // working tree dirty (which would bind the validator's evidence to a dirty revision).
             Location::Postgres(_) => workspace
                 .join(&identity.common_dir)
                 .join("loopx/journal")
-                .join(agent.as_str()),
+                .join(path_component(agent.as_str())),
         });
     let executor = CommandExecutor::new(command(args, "--exec", &args.exec, &workspace)?, journal);
     let validator = CommandValidator::new(

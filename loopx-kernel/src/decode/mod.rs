@@ -9,8 +9,11 @@
 //! the rest straight from the input; only an object whose tag comes later (hand-edited JSON) is
 //! buffered, and then decoded exactly as the derived decoder would.
 //!
-//! The JSON each type accepts and refuses is unchanged; the tests of each decoder compare it
-//! with the derived one on the same inputs.
+//! Each type accepts what the derived decoder accepts, less what the kernel could never have
+//! written where the derived decoder would drop it unread (a todo's unknown keys); the tests of
+//! each decoder compare it with the derived one on the same inputs. A stored snapshot is held
+//! to more than that: [`Snapshot::decode`](crate::Snapshot::decode) accepts only the exact
+//! bytes the kernel writes.
 
 use std::borrow::Cow;
 use std::fmt;

@@ -1,5 +1,7 @@
 //! The hand-written decoders of [`TodoClass`] and [`Todo`]: tag first, straight from the input,
-//! accepting exactly what serde's derived decoders accept (the tests compare the two).
+//! accepting what serde's derived decoders accept (the tests compare the two), except that a
+//! todo refuses a key it does not know under every status: the derived decoder of a todo,
+//! whose status is flattened, skips unknown keys under `open` and would drop them unread.
 
 use std::fmt;
 
@@ -133,13 +135,6 @@ impl<'de, A: MapAccess<'de>> Source<'_, A> {
             Source::Buffer(value) => Ok(value),
         }
     }
-
-    fn skip(self) -> Result<(), A::Error> {
-        match self {
-            Source::Input(map) => map.next_value::<de::IgnoredAny>().map(|_| ()),
-            Source::Buffer(_) => Ok(()),
-        }
-    }
 }
 
 /// Sets a field once; a second value is refused as the derived decoder refuses it.
@@ -178,8 +173,8 @@ struct StatusParts {
 
 impl StatusParts {
     /// A key that is not one of the todo's own fields, under the status `tag`: a field of the
-    /// variant is decoded; under `open` (a unit variant) anything is skipped; anything else is
-    /// an unknown field.
+    /// variant is decoded; anything else is an unknown field, under `open` too (the kernel
+    /// never writes one, and skipping it would lose what it holds).
     fn field<'de, A: MapAccess<'de>>(
         &mut self,
         tag: StatusTag,
@@ -187,7 +182,6 @@ impl StatusParts {
         source: Source<'_, A>,
     ) -> Result<(), A::Error> {
         match (tag, key) {
-            (StatusTag::Open, _) => source.skip(),
             (StatusTag::Blocked | StatusTag::Superseded, "reason") => {
                 put(&mut self.reason, "reason", source)
             }
@@ -235,9 +229,10 @@ impl<'de> Deserialize<'de> for Todo {
     /// types once `status` has been read (the kernel writes it before them). Fields of the
     /// status that come before `status` are buffered until the tag says what they are.
     ///
-    /// This accepts exactly what serde's derived decoder (with `#[serde(flatten)]` on
-    /// `status`) accepts: unknown keys are skipped under `open` and refused under every other
-    /// status; a repeated key is refused; missing required fields are refused.
+    /// This accepts what serde's derived decoder (with `#[serde(flatten)]` on `status`)
+    /// accepts, less unknown keys: those are refused under every status (the derived decoder
+    /// skips them under `open`); a repeated key is refused; missing required fields are
+    /// refused.
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         struct TodoVisitor;
 
@@ -384,11 +379,44 @@ mod tests {
         handoff: Option<Box<HandoffNote>>,
     }
 
+    /// What the derived decoder accepts, less objects with a key that is neither a todo's
+    /// field nor one of its status's: those the hand-written decoder refuses.
     fn derived_todo(text: &str) -> Option<Todo> {
         let mut de = serde_json::Deserializer::from_str(text);
         let todo = DerivedTodo::deserialize(&mut de).ok()?;
         de.end().ok()?;
-        Some(todo)
+        let keys: serde_json::Map<String, Value> = serde_json::from_str(text).ok()?;
+        let status = match &todo.status {
+            TodoStatus::Open => &[][..],
+            TodoStatus::Blocked { .. } => &["reason"][..],
+            TodoStatus::Deferred { .. } => &["until", "baseline"][..],
+            TodoStatus::Done { .. } => &["continuation", "by", "turn", "at"][..],
+            TodoStatus::Superseded { .. } => &["reason", "replacement"][..],
+        };
+        let own = [
+            "id",
+            "title",
+            "class",
+            "priority",
+            "depends_on",
+            "requires_decisions",
+            "excluded_agents",
+            "assignee",
+            "writes",
+            "idempotent",
+            "budget",
+            "created_by",
+            "created_at",
+            "seq",
+            "status",
+            "lease",
+            "last_epoch",
+            "monitor",
+            "handoff",
+        ];
+        keys.keys()
+            .all(|k| own.contains(&k.as_str()) || status.contains(&k.as_str()))
+            .then_some(todo)
     }
 
     fn derived_class(text: &str) -> Option<TodoClass> {
@@ -621,11 +649,15 @@ mod tests {
             serde_json::from_str::<Todo>(&text).ok().as_ref(),
             Some(done)
         );
-        // Under `open` anything else is ignored, wherever the tag is; under `done` an unknown
-        // key is refused, wherever the tag is.
+        // An unknown key is refused under every status, wherever the tag is: the derived
+        // decoder skips it under `open`, which would drop what it holds.
         let open = r#"{"id":"t1","title":"w","class":{"kind":"advance"},"priority":"P2","created_by":{"kind":"person","id":"o"},"created_at":"2026-11-29T10:00:00Z","seq":1,"by":5,"x":{"a":1,"a":2},"status":"open","last_epoch":0}"#;
-        assert!(serde_json::from_str::<Todo>(open).is_ok());
-        assert!(derived_todo(open).is_some());
+        assert!(serde_json::from_str::<Todo>(open).is_err());
+        let mut de = serde_json::Deserializer::from_str(open);
+        assert!(DerivedTodo::deserialize(&mut de).is_ok());
+        assert!(derived_todo(open).is_none());
+        let known = open.replace(r#""by":5,"x":{"a":1,"a":2},"#, "");
+        assert!(serde_json::from_str::<Todo>(&known).is_ok());
         let done = open.replace(r#""status":"open""#, r#""status":"done""#);
         assert!(serde_json::from_str::<Todo>(&done).is_err());
         assert!(derived_todo(&done).is_none());

@@ -33,7 +33,7 @@ use crate::todos::Todos;
 /// Fields are public for reading; change the state only through commands (see
 /// [`crate::execute`]) so every rule is checked.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(from = "Unindexed")]
+#[serde(try_from = "Unindexed")]
 pub struct GoalState {
     /// The goal as created and amended.
     pub spec: GoalSpec,
@@ -104,7 +104,8 @@ struct Index {
 }
 
 /// The stored form of [`GoalState`]; like events, it refuses fields it does not know, so a
-/// snapshot written by a newer kernel fails closed instead of losing data silently.
+/// snapshot written by a newer kernel fails closed instead of losing data silently, and it
+/// refuses a state no history could have folded (see [`Unindexed::check`]).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Unindexed {
@@ -126,8 +127,67 @@ struct Unindexed {
     next_seq: u64,
 }
 
-impl From<Unindexed> for GoalState {
-    fn from(raw: Unindexed) -> Self {
+impl Unindexed {
+    /// What every folded state holds and a changed text may not: each entry filed under its
+    /// own id, creation sequence numbers distinct and below `next_seq`, dependencies that
+    /// exist, and fewer amendments than events. A violation names the entry, not its contents.
+    fn check(&self) -> Result<(), String> {
+        if self.revision == 0 || self.goal_revision >= self.revision {
+            return Err(format!(
+                "revision {} with {} amendments: a goal's first event is revision 1 and every amendment is an event after it",
+                self.revision, self.goal_revision
+            ));
+        }
+        filed_under_own_id("gate", &self.gates, |g| &g.id)?;
+        filed_under_own_id("evidence", &self.evidence, |e| &e.id)?;
+        filed_under_own_id("obligation", &self.obligations, |o| &o.id)?;
+        filed_under_own_id("observation", &self.observations, |o| &o.key)?;
+        let mut seqs: Vec<u64> = self.todos.values().map(|t| t.seq).collect();
+        seqs.extend(self.evidence.values().map(|e| e.seq));
+        seqs.sort_unstable();
+        if let Some(seq) = seqs.windows(2).find(|w| w[0] == w[1]).map(|w| w[0]) {
+            return Err(format!("creation sequence number {seq} is used twice"));
+        }
+        if let Some(&last) = seqs.last()
+            && last >= self.next_seq
+        {
+            return Err(format!(
+                "creation sequence number {last} is not below the next one, {}",
+                self.next_seq
+            ));
+        }
+        for todo in self.todos.values() {
+            if let Some(dep) = todo.depends_on.iter().find(|d| !self.todos.contains_key(d)) {
+                return Err(format!(
+                    "todo `{}` depends on `{dep}`, which does not exist",
+                    todo.id
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Checks that every entry of `map` is filed under its own id.
+fn filed_under_own_id<K: Ord + PartialEq + std::fmt::Display, V>(
+    what: &str,
+    map: &Map<K, V>,
+    id: impl Fn(&V) -> &K,
+) -> Result<(), String> {
+    match map.iter().find(|(key, value)| id(value) != *key) {
+        Some((key, value)) => Err(format!(
+            "the {what} under key `{key}` has id `{}`",
+            id(value)
+        )),
+        None => Ok(()),
+    }
+}
+
+impl TryFrom<Unindexed> for GoalState {
+    type Error = String;
+
+    fn try_from(raw: Unindexed) -> Result<Self, String> {
+        raw.check()?;
         let mut state = GoalState {
             spec: raw.spec,
             goal_revision: raw.goal_revision,
@@ -148,7 +208,7 @@ impl From<Unindexed> for GoalState {
             index: Index::default(),
         };
         state.rebuild_index();
-        state
+        Ok(state)
     }
 }
 
@@ -611,6 +671,18 @@ impl GoalState {
                 format!("todo `{}` added twice", new.id),
             ));
         }
+        // Validation only accepts dependencies on todos added before (earlier in the same
+        // commit at the latest); a history that says otherwise was changed.
+        if let Some(dep) = new
+            .depends_on
+            .iter()
+            .find(|dep| !self.todos.contains_key(dep))
+        {
+            return Err(inconsistent(
+                recorded,
+                format!("todo `{}` depends on `{dep}`, which does not exist", new.id),
+            ));
+        }
         let seq = self.next_seq;
         self.next_seq += 1;
         let monitor = matches!(new.class, TodoClass::Monitor(_)).then_some(MonitorState {
@@ -1015,7 +1087,61 @@ impl GoalState {
     }
 }
 
+/// Why a stored snapshot's text was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SnapshotError {
+    /// The text is not the JSON of a snapshot, or holds a state no history could have folded.
+    #[error("not a snapshot at line {line}, column {column}: {problem}")]
+    Malformed {
+        /// The line of the input where decoding stopped (1-based).
+        line: usize,
+        /// The column of the input where decoding stopped (1-based).
+        column: usize,
+        /// What was wrong, as the decoder reports it (it may quote a short piece of the text).
+        problem: String,
+    },
+    /// The text decodes, but is not the exact text the kernel writes for what it decodes to
+    /// (reordered, repeated, re-spaced or re-escaped): the stored text was changed.
+    #[error("the snapshot differs from the kernel's encoding of it from byte {offset} on")]
+    NotCanonical {
+        /// The first byte at which the text and the kernel's encoding differ.
+        offset: usize,
+    },
+}
+
 impl Snapshot {
+    /// Decodes a stored snapshot, accepting only the exact text the kernel writes: the text of
+    /// `serde_json::to_string(&state.snapshot())` for some state. Whatever decodes re-encodes
+    /// to the same bytes, so nothing a changed text held is silently dropped, reordered or
+    /// read as something else. A newer schema decodes as far as its text allows; call
+    /// [`Snapshot::into_state`] to refuse it.
+    ///
+    /// # Errors
+    /// [`SnapshotError::Malformed`] when the text is not a snapshot or its state could not
+    /// have been folded; [`SnapshotError::NotCanonical`] when it decodes but is not the text
+    /// the kernel writes for it.
+    pub fn decode(text: &str) -> Result<Snapshot, SnapshotError> {
+        let snapshot: Snapshot =
+            serde_json::from_str(text).map_err(|error| SnapshotError::Malformed {
+                line: error.line(),
+                column: error.column(),
+                problem: without_position(&error),
+            })?;
+        let mut same = SameBytes {
+            expected: text.as_bytes(),
+            offset: 0,
+        };
+        // The encoding is compared as it is written, so a snapshot is never encoded whole.
+        let encoded = serde_json::to_writer(&mut same, &snapshot);
+        if encoded.is_err() || same.offset != text.len() {
+            return Err(SnapshotError::NotCanonical {
+                offset: same.offset,
+            });
+        }
+        Ok(snapshot)
+    }
+
     /// The state, if this build can read the snapshot's schema.
     ///
     /// # Errors
@@ -1028,6 +1154,39 @@ impl Snapshot {
             });
         }
         Ok(self.state)
+    }
+}
+
+/// serde's message without the ` at line L column C` it appends (the error carries both).
+fn without_position(error: &serde_json::Error) -> String {
+    let text = error.to_string();
+    match text.rfind(" at line ") {
+        Some(cut) => text[..cut].to_owned(),
+        None => text,
+    }
+}
+
+/// A writer that compares what is written with `expected`, failing at the first difference;
+/// `offset` is how many bytes matched.
+struct SameBytes<'a> {
+    expected: &'a [u8],
+    offset: usize,
+}
+
+impl std::io::Write for SameBytes<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let rest = &self.expected[self.offset..];
+        let matched = rest.iter().zip(buf).take_while(|(a, b)| a == b).count();
+        self.offset += matched;
+        if matched == buf.len() {
+            Ok(buf.len())
+        } else {
+            Err(std::io::Error::other("differs"))
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 

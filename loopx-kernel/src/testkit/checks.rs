@@ -108,7 +108,9 @@ fn probe_workspace(agent: &AgentId) -> Workspace {
 /// `now`, for each of `agents`:
 ///
 /// - 1: replaying the log reproduces the state exactly; `decide` gives the same answer twice
-///   and on the replayed state;
+///   and on the replayed state; the state's snapshot decodes (with
+///   [`Snapshot::decode`](crate::Snapshot::decode)) to the same state, which re-encodes to the
+///   same bytes;
 /// - 2: the log's revisions are 1, 2, 3… and the state's revision is the last;
 /// - 3: every lease epoch in the log is higher than the todo's previous one;
 /// - 4: each turn begins once, settles at most once, only after it began, and the ledger's
@@ -187,6 +189,7 @@ fn replay_and_decide(
     out.check(&replayed == state, "1 replay", || {
         "folding the log gives a different state than the one handled".into()
     });
+    snapshot_round_trip(state, out);
     for agent in agents {
         let first = decide(state, agent, now);
         out.check(
@@ -199,6 +202,35 @@ fn replay_and_decide(
             "1 decide is pure",
             || format!("decide for {agent} differs on the replayed state"),
         );
+    }
+}
+
+/// encode → decode → encode is the identity on every state the kernel folds.
+fn snapshot_round_trip(state: &GoalState, out: &mut Out) {
+    let text = match serde_json::to_string(&state.snapshot()) {
+        Ok(text) => text,
+        Err(error) => {
+            out.0.push(Finding::new(
+                "1 snapshot",
+                format!("the snapshot does not encode: {error}"),
+            ));
+            return;
+        }
+    };
+    match crate::Snapshot::decode(&text) {
+        Ok(decoded) => {
+            out.check(&decoded.state == state, "1 snapshot", || {
+                "the snapshot decodes to another state".into()
+            });
+            let again = serde_json::to_string(&decoded).unwrap_or_default();
+            out.check(again == text, "1 snapshot", || {
+                "the decoded snapshot re-encodes to other bytes".into()
+            });
+        }
+        Err(error) => out.0.push(Finding::new(
+            "1 snapshot",
+            format!("the kernel's own snapshot is refused: {error}"),
+        )),
     }
 }
 

@@ -24,6 +24,7 @@
 //! exact head sha, so evidence bound to an older head becomes stale by the kernel's rule. A
 //! review or check of an older commit never moves the pull request backwards.
 
+pub mod body;
 pub mod rest;
 pub mod webhook;
 

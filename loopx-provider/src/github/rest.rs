@@ -3,8 +3,10 @@
 //!
 //! Guarantees:
 //! - the token is held in a [`Token`] whose `Debug` is redacted; it is sent only in the
-//!   `Authorization` header and never appears in an error, an observation or a log line (errors
-//!   carry the method, the path and the status, never headers or URLs with credentials);
+//!   `Authorization` header and never appears in an error or a log line (errors carry the
+//!   method, the path and the status, never headers or URLs with credentials, and never the
+//!   text of a response body: a body that does not decode is described by the field path and
+//!   the expected type, so a token a server echoes back is not quoted either);
 //! - `GET`s are conditional: a response's `ETag` is remembered and sent back as
 //!   `If-None-Match`; a `304 Not Modified` reuses the remembered body (and does not count
 //!   against GitHub's rate limit);
@@ -60,7 +62,8 @@ impl std::fmt::Debug for Token {
     }
 }
 
-/// A REST failure. No variant holds the token, a header or a full URL.
+/// A REST failure. No variant holds the token, a header, a full URL or any text of a response
+/// body (a body that does not decode is described by field path and expected type).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum GitHubError {
@@ -358,7 +361,8 @@ impl GitHubClient {
 
     async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, GitHubError> {
         let bytes = self.send(Method::GET, path, None).await?;
-        serde_json::from_slice(&bytes).map_err(|e| GitHubError::Decode {
+        // The error names the field and the expected type, never the body's text.
+        super::body::decode(&bytes).map_err(|e| GitHubError::Decode {
             path: path.to_owned(),
             detail: e.to_string(),
         })
@@ -409,8 +413,12 @@ impl GitHubClient {
     /// Any [`GitHubError`].
     pub async fn ci(&self, repo: &str, number: u64, sha: &str) -> Result<CiRollup, GitHubError> {
         let repo_path = check_repo(repo)?;
-        if sha.is_empty() || !sha.chars().all(|c| c.is_ascii_hexdigit()) {
-            return Err(GitHubError::Invalid(format!("`{sha}` is not a commit sha")));
+        // The sha may come from a response body: the error does not quote it.
+        if sha.is_empty() || sha.len() > 64 || !sha.chars().all(|c| c.is_ascii_hexdigit()) {
+            return Err(GitHubError::Invalid(format!(
+                "the head of {repo}#{number} is not a commit sha ({} characters, not all hexadecimal)",
+                sha.chars().count()
+            )));
         }
         let runs: CheckRuns = self
             .get(&format!(
@@ -472,9 +480,10 @@ impl GitHubClient {
         events
             .iter()
             .map(|e| {
+                // An invalid id holds text of the answer: only its kind is named.
                 e.observation(now).map_err(|error| GitHubError::Decode {
                     path: format!("/repos/{repo}/pulls/{number}"),
-                    detail: error.to_string(),
+                    detail: format!("the answer does not make a valid {}", error.kind),
                 })
             })
             .collect()

@@ -3,7 +3,8 @@
 //!
 //! Guarantees: a body over the size bound is refused before it is hashed or parsed; a body is
 //! parsed only after its HMAC-SHA256 signature matched (compared in constant time); every
-//! failure is a typed [`WebhookError`] that never contains the secret; no input panics.
+//! failure is a typed [`WebhookError`] that never contains the secret nor text of the payload;
+//! no input panics.
 
 use hmac::{Hmac, Mac as _};
 use loopx_kernel::{Observation, Timestamp};
@@ -62,7 +63,8 @@ pub enum WebhookError {
     Malformed {
         /// The event.
         event: String,
-        /// What was wrong (the JSON error, with line and column).
+        /// What was wrong: the field path and the expected type, with line and column; never
+        /// text of the payload.
         detail: String,
     },
 }
@@ -155,7 +157,7 @@ impl WebhookVerifier {
             .observation(observed_at)
             .map_err(|error| WebhookError::Malformed {
                 event: event_name.to_owned(),
-                detail: error.to_string(),
+                detail: format!("the payload does not make a valid {}", error.kind),
             })
     }
 }
@@ -236,7 +238,7 @@ struct PushPayload {
 }
 
 fn read<T: DeserializeOwned>(event: &str, body: &[u8]) -> Result<T, WebhookError> {
-    serde_json::from_slice(body).map_err(|error| WebhookError::Malformed {
+    super::body::decode(body).map_err(|error| WebhookError::Malformed {
         event: event.to_owned(),
         detail: error.to_string(),
     })
