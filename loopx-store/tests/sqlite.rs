@@ -270,14 +270,17 @@ fn concurrent_creates_and_opens_agree() {
     }
 }
 
-/// Turns a store written by this build back into what schema 4 wrote: no damage marks and no
-/// damage triggers; version 4.
+/// Turns a store written by this build back into what schema 4 wrote: no damage marks, no
+/// damage triggers and no stored chains; version 4.
 fn rewrite_as_schema_4(path: &Path) {
     let conn = Connection::open(path).unwrap();
     conn.execute_batch(
         "DROP TRIGGER events_deleted_outside_loopx;
          DROP TRIGGER events_changed_outside_loopx;
          ALTER TABLE goals DROP COLUMN damaged;
+         ALTER TABLE goals DROP COLUMN chain;
+         ALTER TABLE events DROP COLUMN chain;
+         ALTER TABLE snapshots DROP COLUMN chain;
          UPDATE schema_version SET version = 4;",
     )
     .unwrap();
