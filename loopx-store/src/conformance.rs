@@ -1914,9 +1914,10 @@ pub async fn events_never_have_a_gap<B: Tamper>(backend: &B) {
 /// An event's payload changed below SQL (the triggers off, as for a byte flipped on disk) so
 /// that it still decodes and folds, with another todo: no read that checks the row ever answers
 /// the changed history. Reading the events over it (every event, a page from just before it, the
-/// last page) is `StoreError::HistoryDamaged` at its revision, the pages before it read; a load
-/// that reads the row (one after the newest snapshot) fails the same way, and one that does not
-/// read it answers the history as committed.
+/// last page) is `StoreError::HistoryDamaged` at its revision, the pages before it read;
+/// compaction over it fails the same way (it never deletes damage), compaction short of it
+/// works; a load that reads the row (one after the newest snapshot) fails the same way, and one
+/// that does not read it answers the history as committed.
 pub async fn a_payload_changed_below_sql_breaks_the_chain<B: Tamper>(backend: &B) {
     // Revision 41 adds t39 (after every snapshot but one taken at 41); revision 3 adds t1
     // (below any snapshot but one at 1 or 2).
@@ -1960,6 +1961,15 @@ pub async fn a_payload_changed_below_sql_breaks_the_chain<B: Tamper>(backend: &B
             "the events before the damage",
         );
         assert_eq!(early.len() as u64, revision - 1);
+        let compacted = other.compact(&goal, 20).await;
+        if revision <= 20 {
+            assert!(
+                is_damaged(&compacted, &goal, revision),
+                "`{sql}`: compacting the damaged row away: {compacted:?}"
+            );
+        } else {
+            ok(compacted, "compacting the rows before the damage");
+        }
         match other.load(&goal).await {
             Ok(loaded) => assert_eq!(
                 loaded.as_ref(),

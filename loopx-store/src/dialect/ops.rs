@@ -528,6 +528,7 @@ pub(crate) async fn compact<D: Dialect>(
             });
         }
     };
+    check_deleted(d, goal, row, target, &head).await?;
     let base = encode(&state.snapshot())?;
     keep_receipts(d, goal, target).await?;
     let removed = d.cut_history(goal, target, &base, &head).await?;
@@ -537,6 +538,49 @@ pub(crate) async fn compact<D: Dialect>(
         base_revision: target,
         events_removed: removed,
     })
+}
+
+/// Before compaction deletes the events in `(base, target]`: they are all there and link from
+/// the base's (or the genesis's) head to `head`, the chain the fold up to `target` reached, so
+/// that damage is never compacted away. Rows below the snapshot the fold started from are read
+/// for this only (their chains are checked, not decoded).
+async fn check_deleted<D: Dialect>(
+    d: &mut D,
+    goal: &GoalId,
+    row: GoalRow,
+    target: u64,
+    head: &[u8; 32],
+) -> Result<(), StoreError> {
+    let base = row.base_revision;
+    let start = if base == 0 {
+        genesis(goal)
+    } else {
+        let (state, chain) = d
+            .snapshot_at(goal, base)
+            .await?
+            .ok_or_else(|| missing_base(goal, base))?;
+        chain.ok_or_else(|| unchained_snapshot(goal, state.revision))?
+    };
+    let rows = d.event_rows(goal, base, target).await?;
+    let missing = first_gap(&rows, base)
+        .or_else(|| (rows.len() as u64 != target - base).then(|| base + rows.len() as u64 + 1));
+    if let Some(revision) = missing {
+        return Err(damaged(
+            goal,
+            revision,
+            "an event is missing from its history",
+        ));
+    }
+    let reached = verify_rows(goal, start, &rows)?;
+    if &reached == head {
+        Ok(())
+    } else {
+        Err(damaged(
+            goal,
+            target,
+            "its snapshot's chain head does not match its history (a row was changed outside loopx)",
+        ))
+    }
 }
 
 /// Before compaction deletes the events up to `target`: the receipts of those events keep
