@@ -287,7 +287,7 @@ fn check(name: &str, damaged: &Files, expect: Expect, baseline: &Baseline, base:
                 assert!(store_error, "{what}: expected a store error");
             }
             Expect::StoreErrorWhereRead => {
-                assert!(same, "{what}: expected the undamaged answer {undamaged:?}")
+                assert!(same, "{what}: expected the undamaged answer {undamaged:?}");
             }
         }
     }

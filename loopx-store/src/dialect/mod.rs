@@ -45,6 +45,10 @@ pub(crate) enum Mode {
     Write,
 }
 
+/// A decoded snapshot and the chain head stored with it (`None`: missing or unreadable, which is
+/// damage).
+pub(crate) type ChainedSnapshot = (GoalState, Option<[u8; 32]>);
+
 /// The columns of a goal row that loading and compaction need.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct GoalRow {
@@ -233,14 +237,14 @@ pub(crate) trait Dialect: Send {
         &mut self,
         goal: &GoalId,
         up_to: Option<u64>,
-    ) -> impl Future<Output = Result<Option<(GoalState, Option<[u8; 32]>)>, StoreError>> + Send;
+    ) -> impl Future<Output = Result<Option<ChainedSnapshot>, StoreError>> + Send;
 
     /// The goal's snapshot at exactly `revision`, decoded, with the chain head stored with it.
     fn snapshot_at(
         &mut self,
         goal: &GoalId,
         revision: u64,
-    ) -> impl Future<Output = Result<Option<(GoalState, Option<[u8; 32]>)>, StoreError>> + Send;
+    ) -> impl Future<Output = Result<Option<ChainedSnapshot>, StoreError>> + Send;
 
     /// The receipt of `operation` on `goal`, wherever it is stored.
     fn receipt(

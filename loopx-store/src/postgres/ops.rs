@@ -435,7 +435,7 @@ impl Dialect for Pg<'_> {
         &mut self,
         goal: &GoalId,
         up_to: Option<u64>,
-    ) -> Result<Option<(GoalState, Option<[u8; 32]>)>, StoreError> {
+    ) -> Result<Option<dialect::ChainedSnapshot>, StoreError> {
         let up_to = int(up_to.unwrap_or(u64::MAX));
         let rows = self
             .query(SNAPSHOT_AT_OR_BEFORE, &[&goal.as_str(), &up_to])
@@ -449,7 +449,7 @@ impl Dialect for Pg<'_> {
         &mut self,
         goal: &GoalId,
         revision: u64,
-    ) -> Result<Option<(GoalState, Option<[u8; 32]>)>, StoreError> {
+    ) -> Result<Option<dialect::ChainedSnapshot>, StoreError> {
         let rows = self
             .query(SNAPSHOT_AT, &[&goal.as_str(), &int(revision)])
             .await?;

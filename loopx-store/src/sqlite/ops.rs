@@ -362,7 +362,7 @@ impl Dialect for Sqlite<'_> {
         &mut self,
         goal: &GoalId,
         up_to: Option<u64>,
-    ) -> Result<Option<(GoalState, Option<[u8; 32]>)>, StoreError> {
+    ) -> Result<Option<dialect::ChainedSnapshot>, StoreError> {
         let decode = |r: &rusqlite::Row<'_>| snapshot_row(goal, r);
         match up_to {
             None => first(self.conn, LATEST_SNAPSHOT, [goal.as_str()], decode),
@@ -379,7 +379,7 @@ impl Dialect for Sqlite<'_> {
         &mut self,
         goal: &GoalId,
         revision: u64,
-    ) -> Result<Option<(GoalState, Option<[u8; 32]>)>, StoreError> {
+    ) -> Result<Option<dialect::ChainedSnapshot>, StoreError> {
         first(
             self.conn,
             SNAPSHOT_AT,
