@@ -435,3 +435,83 @@ fn a_flipped_byte_in_an_event_row_is_a_store_error_for_export_and_doctor() {
     assert_eq!(code, 6, "{doc}");
     assert_eq!(doc["doctor"]["ok"], false, "{doc}");
 }
+
+#[test]
+fn a_title_changed_on_disk_that_still_folds_is_history_damage_for_every_read() {
+    let lx = Loopx::sqlite();
+    let t0 = at(29, "10:00");
+    lx.ok(&["init"]);
+    lx.ok(&[
+        "--goal",
+        "g",
+        "--as",
+        "person:owner",
+        "--now",
+        &t0,
+        "goal",
+        "create",
+        "--objective",
+        "o",
+        "--agent",
+        "agent-a",
+    ]);
+    for id in ["a", "flipme", "c"] {
+        lx.ok(&[
+            "--goal",
+            "g",
+            "--as",
+            "agent:agent-a",
+            "--now",
+            &t0,
+            "todo",
+            "add",
+            "--id",
+            id,
+            "--title",
+            id,
+        ]);
+    }
+    // One letter of the title `flipme` (revision 3) changes below SQL, where no trigger sees
+    // it: the row still decodes and folds, into another title.
+    let path = lx.path("loopx.db");
+    let mut bytes = std::fs::read(&path).expect("the store file");
+    let needle = b"\"title\":\"flipme\"";
+    let found: Vec<usize> = bytes
+        .windows(needle.len())
+        .enumerate()
+        .filter(|(_, w)| w == needle)
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(found.len(), 1, "the row's JSON is in the file once");
+    bytes[found[0] + 14] = b'f';
+    std::fs::write(&path, &bytes).expect("flip a byte");
+    for verb in [
+        &["--goal", "g", "export"][..],
+        &["--goal", "g", "todo", "list"],
+    ] {
+        let (code, doc) = lx.json(verb);
+        assert_eq!(code, 6, "{verb:?}: {doc}");
+        assert_eq!(doc["error"]["code"], "history_damaged", "{verb:?}: {doc}");
+        assert!(
+            doc["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("damaged at revision 3")),
+            "{verb:?}: {doc}"
+        );
+        assert!(!doc.to_string().contains("flipmf"), "{verb:?}: {doc}");
+    }
+    let (code, doc) = lx.json(&["doctor"]);
+    assert_eq!(code, 6, "{doc}");
+    assert_eq!(doc["doctor"]["ok"], false, "{doc}");
+    let checks = doc["doctor"]["checks"].as_array().expect("the checks");
+    for name in ["load", "replay"] {
+        assert!(
+            checks.iter().any(|c| c["check"] == name
+                && c["ok"] == false
+                && c["detail"]
+                    .as_str()
+                    .is_some_and(|d| d.contains("damaged at revision 3"))),
+            "{name}: {doc}"
+        );
+    }
+}

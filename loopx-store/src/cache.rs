@@ -42,6 +42,9 @@ pub(crate) struct Known {
 #[derive(Debug)]
 struct Entry {
     state: GoalState,
+    /// The chain head at the state's revision, when known: a load folds later rows onto the
+    /// state only when it can check them against it.
+    head: Option<[u8; 32]>,
     /// The revision of the goal's latest snapshot when the state was cached.
     snapshot_revision: u64,
     /// The index rows this handle wrote with the commit that made the state, if it did.
@@ -84,15 +87,16 @@ impl StateCache {
         inner.states.get(goal).map(|entry| entry.state.revision)
     }
 
-    /// The cached state of `goal` when it is older than `revision`: the caller folds the events
-    /// after it on. `None` when nothing, or nothing older, is cached.
-    pub(crate) fn behind(&self, goal: &GoalId, revision: u64) -> Option<GoalState> {
+    /// The cached state of `goal` when it is older than `revision`, with the chain head at its
+    /// revision: the caller folds the events after it on, checking them against the chain.
+    /// `None` when nothing, or nothing older with a known head, is cached.
+    pub(crate) fn behind(&self, goal: &GoalId, revision: u64) -> Option<(GoalState, [u8; 32])> {
         let inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         inner
             .states
             .get(goal)
             .filter(|entry| entry.state.revision < revision)
-            .map(|entry| entry.state.clone())
+            .and_then(|entry| Some((entry.state.clone(), entry.head?)))
     }
 
     /// What the cache knows of `goal` at `revision`: the revision of its latest snapshot when
@@ -119,27 +123,44 @@ impl StateCache {
             })
     }
 
-    /// Keeps `state`, whose goal's latest snapshot is at `snapshot_revision`, unless a newer
-    /// state of the goal is cached.
-    pub(crate) fn put(&self, state: &GoalState, snapshot_revision: u64) {
-        self.keep(Cow::Borrowed(state), snapshot_revision, None);
+    /// Keeps `state`, whose goal's latest snapshot is at `snapshot_revision` and whose chain
+    /// head is `head` (when known), unless a newer state of the goal is cached.
+    pub(crate) fn put(&self, state: &GoalState, snapshot_revision: u64, head: Option<[u8; 32]>) {
+        self.keep(Cow::Borrowed(state), snapshot_revision, head, None);
     }
 
     /// Like [`put`](Self::put), taking the state over instead of copying it.
-    pub(crate) fn put_owned(&self, state: GoalState, snapshot_revision: u64) {
-        self.keep(Cow::Owned(state), snapshot_revision, None);
+    pub(crate) fn put_owned(
+        &self,
+        state: GoalState,
+        snapshot_revision: u64,
+        head: Option<[u8; 32]>,
+    ) {
+        self.keep(Cow::Owned(state), snapshot_revision, head, None);
     }
 
     /// Like [`put_owned`](Self::put_owned), for a state this handle just committed together
     /// with `rows`, the index rows it wrote.
-    pub(crate) fn put_committed(&self, state: GoalState, snapshot_revision: u64, rows: Projection) {
-        self.keep(Cow::Owned(state), snapshot_revision, Some(Arc::new(rows)));
+    pub(crate) fn put_committed(
+        &self,
+        state: GoalState,
+        snapshot_revision: u64,
+        head: Option<[u8; 32]>,
+        rows: Projection,
+    ) {
+        self.keep(
+            Cow::Owned(state),
+            snapshot_revision,
+            head,
+            Some(Arc::new(rows)),
+        );
     }
 
     fn keep(
         &self,
         state: Cow<'_, GoalState>,
         snapshot_revision: u64,
+        head: Option<[u8; 32]>,
         rows: Option<Arc<Projection>>,
     ) {
         if self.capacity == 0 {
@@ -160,6 +181,7 @@ impl StateCache {
                 goal.clone(),
                 Entry {
                     state: state.into_owned(),
+                    head,
                     snapshot_revision,
                     rows,
                 },

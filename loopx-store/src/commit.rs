@@ -33,6 +33,8 @@ pub(crate) struct Prepared {
     pub snapshot: Option<String>,
     /// The revision of the goal's latest snapshot before the commit, as the writer read it.
     pub last_snapshot: u64,
+    /// The chain head after the commit, once the writer computed it from the goal row's.
+    pub chain: Option<[u8; 32]>,
 }
 
 /// Indexes and encodes `commit`, before the writer knows whether a snapshot is due: see
@@ -56,6 +58,7 @@ pub(crate) fn prepare(commit: Commit, cache: &StateCache) -> Result<Prepared, St
         known,
         snapshot: None,
         last_snapshot: 0,
+        chain: None,
     })
 }
 

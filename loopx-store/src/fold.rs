@@ -60,16 +60,62 @@ pub(crate) struct EventRow {
     pub at: i64,
     /// The stored JSON.
     pub json: String,
+    /// The chain stored with the row (hexadecimal; see [`crate::chain::link_row`]).
+    pub chain: Option<String>,
+}
+
+/// Checks `row` against the chain stored with it, `head` being the chain before it (of the row
+/// before, the snapshot it follows, or the genesis); the row's chain. A row whose bytes changed
+/// since it was written (below SQL, where no damage trigger sees it) no longer links:
+/// [`StoreError::HistoryDamaged`] at its revision.
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+pub(crate) fn verify_row(
+    goal: &GoalId,
+    head: &[u8; 32],
+    row: &EventRow,
+) -> Result<[u8; 32], StoreError> {
+    let linked = crate::chain::link_row(head, row.revision, row.at, &row.json);
+    if row.chain.as_deref().and_then(crate::chain::from_hex) == Some(linked) {
+        Ok(linked)
+    } else {
+        Err(StoreError::HistoryDamaged {
+            goal: goal.clone(),
+            revision: row.revision,
+            detail: "its event row does not match the chain stored with the history (it was changed outside loopx)".into(),
+        })
+    }
+}
+
+/// Checks the chain a read of `goal`'s history reached at its goal row's revision against the
+/// head the goal row stores.
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+pub(crate) fn verify_head(
+    goal: &GoalId,
+    revision: u64,
+    stored: Option<[u8; 32]>,
+    head: &[u8; 32],
+) -> Result<(), StoreError> {
+    if stored.as_ref() == Some(head) {
+        Ok(())
+    } else {
+        Err(StoreError::HistoryDamaged {
+            goal: goal.clone(),
+            revision,
+            detail: "its goal row's chain head does not match its history (a row was changed outside loopx)".into(),
+        })
+    }
 }
 
 /// Folds stored event rows onto `state` (the snapshot they follow, `None` to start from the
-/// genesis), decoding each with [`decode_event`].
+/// genesis), checking each against the chain from `head` (the chain at `state`'s revision) with
+/// [`verify_row`] and decoding it with [`decode_event`]; the state and the chain reached.
 #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
 pub(crate) fn fold_stored(
     goal: &GoalId,
     mut state: Option<GoalState>,
+    mut head: [u8; 32],
     rows: &[EventRow],
-) -> Result<Option<GoalState>, StoreError> {
+) -> Result<(Option<GoalState>, [u8; 32]), StoreError> {
     for row in rows {
         // A missing row is named as such, before the fold would refuse the next one.
         let next = state.as_ref().map_or(1, |s| s.revision + 1);
@@ -88,8 +134,11 @@ pub(crate) fn fold_stored(
                 s
             }
         });
+        // Checked last: a row that does not decode or fold is reported as such, one that does
+        // but was changed since it was written as damage to the chain.
+        head = verify_row(goal, &head, row)?;
     }
-    Ok(state)
+    Ok((state, head))
 }
 
 /// Whether a cached state at `cached` is worth folding the goal's later events onto, for a goal

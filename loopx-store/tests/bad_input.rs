@@ -289,6 +289,30 @@ fn an_event_row_stored_at_the_wrong_revision_is_corrupt() {
 }
 
 #[test]
+fn an_event_changed_below_sql_that_still_folds_breaks_the_chain() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    populated(&path, 5, SqliteOptions::default().snapshot_every(1000));
+    // Revision 3 adds todo t1; make it add t9 instead, which decodes and folds.
+    damage(
+        &path,
+        "UPDATE events SET json = json_set(json, '$.event.todo.id', 't9') WHERE revision = 3",
+    );
+    check_damaged(
+        &path,
+        |e| matches!(e, StoreError::HistoryDamaged { goal, revision: 3, .. } if goal == &goal_id()),
+    );
+    let store = SqliteStore::open(&path).unwrap();
+    let events = block_on(store.events(&goal_id(), 0, 100));
+    assert!(
+        matches!(events, Err(StoreError::HistoryDamaged { revision: 3, .. })),
+        "{events:?}"
+    );
+    let early = block_on(store.events(&goal_id(), 0, 2)).unwrap();
+    assert_eq!(early.len(), 2, "rows before the damage still read");
+}
+
+#[test]
 fn an_event_that_contradicts_the_history_is_corrupt() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("store.db");

@@ -443,8 +443,8 @@ async fn rewrite_as_schema_2(client: &tokio_postgres::Client) {
 }
 
 /// Turns the database behind `client` back into what schema 4 wrote: no damage marks, no
-/// damage triggers, receipts without the attempt id of the append that wrote them, schema 4's
-/// commit function; version 4. Running it again changes nothing.
+/// damage triggers, no stored chains, receipts without the attempt id of the append that
+/// wrote them, schema 4's commit function; version 4. Running it again changes nothing.
 async fn rewrite_as_schema_4(client: &tokio_postgres::Client) {
     let schema_4 = include_str!("../migrations/postgres/0004_receipts_on_events.sql");
     let function = &schema_4[schema_4.find("CREATE FUNCTION").unwrap()..];
@@ -455,7 +455,9 @@ async fn rewrite_as_schema_4(client: &tokio_postgres::Client) {
              DROP TRIGGER IF EXISTS events_truncated_outside_loopx ON events;
              DROP FUNCTION IF EXISTS loopx_mark_damage;
              DROP FUNCTION IF EXISTS loopx_mark_truncation;
-             ALTER TABLE goals DROP COLUMN IF EXISTS damaged;
+             ALTER TABLE goals DROP COLUMN IF EXISTS damaged, DROP COLUMN IF EXISTS chain;
+             ALTER TABLE events DROP COLUMN IF EXISTS chain;
+             ALTER TABLE snapshots DROP COLUMN IF EXISTS chain;
              ALTER TABLE events DROP COLUMN IF EXISTS attempt;
              ALTER TABLE receipts DROP COLUMN IF EXISTS attempt;
              DROP FUNCTION loopx_append;

@@ -271,13 +271,17 @@ fn concurrent_creates_and_opens_agree() {
 }
 
 /// Turns a store written by this build back into what schema 4 wrote: no damage marks, no
-/// damage triggers, receipts without the attempt id of the append that wrote them; version 4.
+/// damage triggers, no stored chains, receipts without the attempt id of the append that
+/// wrote them; version 4.
 fn rewrite_as_schema_4(path: &Path) {
     let conn = Connection::open(path).unwrap();
     conn.execute_batch(
         "DROP TRIGGER events_deleted_outside_loopx;
          DROP TRIGGER events_changed_outside_loopx;
          ALTER TABLE goals DROP COLUMN damaged;
+         ALTER TABLE goals DROP COLUMN chain;
+         ALTER TABLE events DROP COLUMN chain;
+         ALTER TABLE snapshots DROP COLUMN chain;
          ALTER TABLE events DROP COLUMN attempt;
          ALTER TABLE receipts DROP COLUMN attempt;
          UPDATE schema_version SET version = 4;",
@@ -568,4 +572,76 @@ fn opening_while_another_handle_writes_never_reports_a_damaged_log() {
     for reader in readers {
         assert!(reader.join().unwrap() > 0);
     }
+}
+
+/// Runs `sql` on the file with the damage triggers off, as damage below SQL would be.
+fn below_sql(path: &Path, sql: &str) {
+    let conn = Connection::open(path).unwrap();
+    let triggers: Vec<(String, String)> = conn
+        .prepare("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    for (name, _) in &triggers {
+        conn.execute_batch(&format!("DROP TRIGGER {name}")).unwrap();
+    }
+    assert_eq!(conn.execute(sql, []).unwrap(), 1, "the damage hits one row");
+    for (_, create) in &triggers {
+        conn.execute_batch(create).unwrap();
+    }
+}
+
+#[test]
+fn migration_5_chains_a_compacted_history_so_later_damage_is_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.db");
+    let options = SqliteOptions::default().snapshot_every(4);
+    let store = SqliteStore::create_with(&path, options.clone()).unwrap();
+    // Revision 1 creates the goal, 2 to 10 add t0 to t8; compaction keeps 6 to 10.
+    let state = populate(&store, 9);
+    block_on(store.compact(&goal_id(), 5)).unwrap();
+    let events = block_on(store.events(&goal_id(), 0, usize::MAX)).unwrap();
+    drop(store);
+    rewrite_as_schema_4(&path);
+
+    // The migration computes the chains from the base on: everything reads as before.
+    let store = SqliteStore::open_with(&path, options.clone()).unwrap();
+    assert_eq!(
+        block_on(store.load(&goal_id())).unwrap(),
+        Some(state.clone())
+    );
+    assert_eq!(
+        block_on(store.events(&goal_id(), 0, usize::MAX)).unwrap(),
+        events
+    );
+    drop(store);
+
+    // The first row after the base (below the newest snapshot, at 8) changes below SQL: the
+    // events read finds it from the base's head; a load from the snapshot does not read it.
+    below_sql(
+        &path,
+        "UPDATE events SET json = json_set(json, '$.event.todo.id', 'zz') WHERE revision = 6",
+    );
+    let store = SqliteStore::open_with(&path, options.clone()).unwrap();
+    let read = block_on(store.events(&goal_id(), 0, usize::MAX));
+    assert!(
+        matches!(read, Err(StoreError::HistoryDamaged { revision: 6, .. })),
+        "{read:?}"
+    );
+    assert_eq!(block_on(store.load(&goal_id())).unwrap(), Some(state));
+    drop(store);
+
+    // The last row (after the snapshot) changes too: a fresh load reads it and fails there.
+    below_sql(
+        &path,
+        "UPDATE events SET json = json_set(json, '$.event.todo.id', 'zy') WHERE revision = 10",
+    );
+    let store = SqliteStore::open_with(&path, options).unwrap();
+    let loaded = block_on(store.load(&goal_id()));
+    assert!(
+        matches!(loaded, Err(StoreError::HistoryDamaged { revision: 10, .. })),
+        "{loaded:?}"
+    );
 }

@@ -41,7 +41,8 @@ CREATE FUNCTION loopx_append(
     r_digest BYTEA,
     r_revision BIGINT,
     r_events BIGINT,
-    r_committed_at BIGINT
+    r_committed_at BIGINT,
+    r_chain TEXT
 )
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
@@ -51,15 +52,18 @@ DECLARE
     g_base BIGINT;
     g_snapshot BIGINT;
     g_damaged BIGINT;
+    g_chain TEXT;
+    h BYTEA;
+    chains TEXT[];
     first RECORD;
 BEGIN
-    SELECT g.revision, g.base_revision, g.snapshot_revision, g.damaged
-        INTO g_revision, g_base, g_snapshot, g_damaged
+    SELECT g.revision, g.base_revision, g.snapshot_revision, g.damaged, g.chain
+        INTO g_revision, g_base, g_snapshot, g_damaged, g_chain
         FROM goals g WHERE g.goal = p_goal FOR UPDATE;
     g_found := FOUND;
     IF g_damaged IS NOT NULL THEN
         -- A damaged history is neither read nor written: the revision it is damaged at.
-        RETURN QUERY SELECT 3, NULL::BYTEA, g_damaged, 0::BIGINT, 0::BIGINT;
+        RETURN QUERY SELECT 3, NULL::BYTEA, g_damaged, 0::BIGINT, 0::BIGINT, NULL::TEXT;
         RETURN;
     END IF;
     IF NOT g_found THEN
@@ -78,17 +82,34 @@ BEGIN
               AND x.goal = p_goal AND x.operation = p_operation;
     END IF;
     IF FOUND THEN
-        RETURN QUERY SELECT 1, first.digest, first.revision, first.events, first.committed_at;
+        RETURN QUERY SELECT 1, first.digest, first.revision, first.events, first.committed_at,
+            NULL::TEXT;
         RETURN;
     END IF;
     IF COALESCE(g_revision, 0) <> p_expected THEN
-        RETURN QUERY SELECT 2, NULL::BYTEA, COALESCE(g_revision, 0), 0::BIGINT, 0::BIGINT;
+        RETURN QUERY SELECT 2, NULL::BYTEA, COALESCE(g_revision, 0), 0::BIGINT, 0::BIGINT,
+            NULL::TEXT;
         RETURN;
     END IF;
     IF p_count > 0 THEN
+        IF NOT g_found THEN
+            h := sha256(convert_to('loopx.chain.v1' || E'\n' || p_goal, 'UTF8'));
+        ELSIF g_chain ~ '^[0-9a-f]{64}$' THEN
+            h := decode(g_chain, 'hex');
+        ELSE
+            -- No head to chain on: the goal row was changed outside loopx.
+            RETURN QUERY SELECT 3, NULL::BYTEA, g_revision, 0::BIGINT, 0::BIGINT, NULL::TEXT;
+            RETURN;
+        END IF;
+        chains := ARRAY[]::TEXT[];
+        FOR i IN 1 .. COALESCE(array_length(p_event_revisions, 1), 0) LOOP
+            h := sha256(h || convert_to(E'\n' || p_event_revisions[i]::text || E'\n'
+                || p_event_times[i]::text || E'\n' || p_event_json[i], 'UTF8'));
+            chains := chains || encode(h, 'hex');
+        END LOOP;
         -- The goal row first: a concurrent creator of the same goal fails here.
         IF g_found THEN
-            UPDATE goals g SET revision = p_revision, objective = p_objective,
+            UPDATE goals g SET revision = p_revision, objective = p_objective, chain = encode(h, 'hex'),
                 status = p_status, valid_from = p_valid_from, valid_until = p_valid_until,
                 updated_at = p_at,
                 snapshot_revision = CASE WHEN p_snapshot IS NULL THEN g.snapshot_revision
@@ -96,28 +117,31 @@ BEGIN
                 WHERE g.goal = p_goal;
         ELSE
             INSERT INTO goals (goal, revision, objective, status, valid_from, valid_until,
-                               updated_at, base_revision, snapshot_revision)
+                               updated_at, base_revision, snapshot_revision, chain)
                 VALUES (p_goal, p_revision, p_objective, p_status, p_valid_from, p_valid_until,
-                        p_at, 0, CASE WHEN p_snapshot IS NULL THEN 0 ELSE p_revision END);
+                        p_at, 0, CASE WHEN p_snapshot IS NULL THEN 0 ELSE p_revision END,
+                        encode(h, 'hex'));
         END IF;
         -- The receipt rides on the commit's last event row.
-        INSERT INTO events (goal, revision, at, json, operation, digest, commit_events, attempt)
+        INSERT INTO events (goal, revision, at, json, operation, digest, commit_events, attempt, chain)
             SELECT p_goal, e.r, e.a, e.j,
                    CASE WHEN e.r = p_revision THEN p_operation END,
                    CASE WHEN e.r = p_revision THEN p_digest END,
                    CASE WHEN e.r = p_revision THEN p_count END,
-                   CASE WHEN e.r = p_revision THEN p_attempt END
-            FROM unnest(p_event_revisions, p_event_times, p_event_json) AS e(r, a, j);
+                   CASE WHEN e.r = p_revision THEN p_attempt END,
+                   e.c
+            FROM unnest(p_event_revisions, p_event_times, p_event_json, chains) AS e(r, a, j, c);
     ELSE
         -- A recorded no-op changes nothing but its receipt, and wakes nobody.
         INSERT INTO receipts (goal, operation, digest, revision, events, committed_at, attempt)
             VALUES (p_goal, p_operation, p_digest, p_revision, p_count, p_at, p_attempt);
-        RETURN QUERY SELECT 0, p_digest, p_revision, p_count, p_at;
+        RETURN QUERY SELECT 0, p_digest, p_revision, p_count, p_at, NULL::TEXT;
         RETURN;
     END IF;
     IF p_snapshot IS NOT NULL THEN
-        INSERT INTO snapshots (goal, revision, json) VALUES (p_goal, p_revision, p_snapshot)
-            ON CONFLICT (goal, revision) DO UPDATE SET json = excluded.json;
+        INSERT INTO snapshots (goal, revision, json, chain)
+            VALUES (p_goal, p_revision, p_snapshot, encode(h, 'hex'))
+            ON CONFLICT (goal, revision) DO UPDATE SET json = excluded.json, chain = excluded.chain;
         DELETE FROM snapshots s
             WHERE s.goal = p_goal AND s.revision < p_revision
               AND s.revision <> COALESCE(g_base, 0);
@@ -134,6 +158,6 @@ BEGIN
         WHERE f.todos IS DISTINCT FROM excluded.todos;
     -- Delivered to listeners only if, and when, the caller's transaction commits.
     PERFORM pg_notify(p_channel, p_note);
-    RETURN QUERY SELECT 0, p_digest, p_revision, p_count, p_at;
+    RETURN QUERY SELECT 0, p_digest, p_revision, p_count, p_at, encode(h, 'hex');
 END
 $$;

@@ -11,6 +11,14 @@
 -- A later migration that rewrites event rows must take these triggers out of the way first.
 ALTER TABLE goals ADD COLUMN damaged INTEGER;
 
+-- A change below SQL (a byte flipped on disk) fires no trigger: every event row, goal row and
+-- snapshot also stores the chain head at its revision (64 hexadecimal digits; see the crate's
+-- `chain` module), which every read that folds rows checks. The runner computes the chains of
+-- rows written before this schema right after this script, in the same transaction.
+ALTER TABLE events ADD COLUMN chain TEXT;
+ALTER TABLE goals ADD COLUMN chain TEXT;
+ALTER TABLE snapshots ADD COLUMN chain TEXT;
+
 CREATE TRIGGER events_deleted_outside_loopx AFTER DELETE ON events
     WHEN OLD.revision > (SELECT base_revision FROM goals WHERE goal = OLD.goal)
 BEGIN

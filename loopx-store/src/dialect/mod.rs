@@ -45,6 +45,10 @@ pub(crate) enum Mode {
     Write,
 }
 
+/// A decoded snapshot and the chain head stored with it (`None`: missing or unreadable, which is
+/// damage).
+pub(crate) type ChainedSnapshot = (GoalState, Option<[u8; 32]>);
+
 /// The columns of a goal row that loading and compaction need.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct GoalRow {
@@ -54,6 +58,8 @@ pub(crate) struct GoalRow {
     pub base_revision: u64,
     /// The revision of its latest snapshot (0: none).
     pub snapshot_revision: u64,
+    /// The chain head at its revision (`None`: missing or unreadable, which is damage).
+    pub chain: Option<[u8; 32]>,
 }
 
 /// A time window `[from, until)` of a goal's index rows.
@@ -218,27 +224,29 @@ pub(crate) trait Dialect: Send {
         up_to: u64,
     ) -> impl Future<Output = Result<Vec<EventRow>, StoreError>> + Send;
 
-    /// Up to `limit` event rows of the goal after `after`, in order.
+    /// Up to `limit` event rows of the goal after `after`, in order, with the chain stored with
+    /// the row at `after` when it is stored (read in the same statement).
     fn events_after(
         &mut self,
         goal: &GoalId,
         after: u64,
         limit: usize,
-    ) -> impl Future<Output = Result<Vec<EventRow>, StoreError>> + Send;
+    ) -> impl Future<Output = Result<(Option<String>, Vec<EventRow>), StoreError>> + Send;
 
-    /// The goal's newest snapshot (at or before `up_to`, when given), decoded.
+    /// The goal's newest snapshot (at or before `up_to`, when given), decoded, with the chain
+    /// head stored with it.
     fn snapshot(
         &mut self,
         goal: &GoalId,
         up_to: Option<u64>,
-    ) -> impl Future<Output = Result<Option<GoalState>, StoreError>> + Send;
+    ) -> impl Future<Output = Result<Option<ChainedSnapshot>, StoreError>> + Send;
 
-    /// The goal's snapshot at exactly `revision`, decoded.
+    /// The goal's snapshot at exactly `revision`, decoded, with the chain head stored with it.
     fn snapshot_at(
         &mut self,
         goal: &GoalId,
         revision: u64,
-    ) -> impl Future<Output = Result<Option<GoalState>, StoreError>> + Send;
+    ) -> impl Future<Output = Result<Option<ChainedSnapshot>, StoreError>> + Send;
 
     /// The receipt of `operation` on `goal`, wherever it is stored.
     fn receipt(
@@ -338,14 +346,15 @@ pub(crate) trait Dialect: Send {
         &mut self,
     ) -> impl Future<Output = Result<Vec<(String, String)>, StoreError>> + Send;
 
-    /// Inside compaction's transaction: writes `base` (snapshot JSON) at `target`, deletes the
-    /// events up to it and the older snapshots, and records the new base on the goal row.
-    /// Returns how many events it deleted.
+    /// Inside compaction's transaction: writes `base` (snapshot JSON) at `target` with `chain`,
+    /// the chain head there, deletes the events up to it and the older snapshots, and records
+    /// the new base on the goal row. Returns how many events it deleted.
     fn cut_history(
         &mut self,
         goal: &GoalId,
         target: u64,
         base: &str,
+        chain: &[u8; 32],
     ) -> impl Future<Output = Result<u64, StoreError>> + Send;
 }
 
@@ -387,8 +396,8 @@ pub(crate) fn stored_id<T: TryFrom<String>>(text: String, what: &str) -> Result<
     })
 }
 
-/// The columns `revision, base_revision, snapshot_revision, damaged` of `goal`'s row from
-/// `from` on. A row marked damaged (see the schema's damage triggers) is
+/// The columns `revision, base_revision, snapshot_revision, damaged, chain` of `goal`'s row
+/// from `from` on. A row marked damaged (see the schema's damage triggers) is
 /// [`StoreError::HistoryDamaged`]: nothing that reads the row reads or writes the goal.
 pub(crate) fn goal_row(
     r: &impl Columns,
@@ -402,6 +411,10 @@ pub(crate) fn goal_row(
         revision: count(r.int(from)?, "revision")?,
         base_revision: count(r.int(from + 1)?, "revision")?,
         snapshot_revision: count(r.int(from + 2)?, "revision")?,
+        chain: r
+            .opt_text(from + 4)?
+            .as_deref()
+            .and_then(crate::chain::from_hex),
     })
 }
 
@@ -424,13 +437,58 @@ pub(crate) fn damaged(goal: &GoalId, revision: u64, detail: &str) -> StoreError 
     }
 }
 
-/// The columns `revision, at, json` from `from` on.
+/// The columns `revision, at, json, chain` from `from` on.
 pub(crate) fn event_row(r: &impl Columns, from: usize) -> Result<EventRow, StoreError> {
     Ok(EventRow {
         revision: count(r.int(from)?, "revision")?,
         at: r.int(from + 1)?,
         json: r.text(from + 2)?,
+        chain: r.opt_text(from + 3)?,
     })
+}
+
+/// The chains of a commit's event rows, in order, computed from the head the goal row holds
+/// (`row`, `None` for a goal without a row: the genesis); the commit's new head goes into
+/// `prepared.chain`. A goal row without a readable head is [`StoreError::HistoryDamaged`].
+pub(crate) fn chain_commit(
+    prepared: &mut Prepared,
+    row: Option<GoalRow>,
+) -> Result<Vec<String>, StoreError> {
+    let goal = &prepared.request.goal;
+    let mut head = match row {
+        None => crate::chain::genesis(goal),
+        Some(row) => row.chain.ok_or_else(|| {
+            damaged(
+                goal,
+                row.revision,
+                "its goal row's chain head is missing or unreadable (it was changed outside loopx)",
+            )
+        })?,
+    };
+    let mut chains = Vec::with_capacity(prepared.events.len());
+    for (event, json) in prepared.request.events.iter().zip(&prepared.events) {
+        head = crate::chain::link_row(&head, event.revision, event.at.as_millis(), json);
+        chains.push(crate::chain::to_hex(&head));
+    }
+    prepared.chain = Some(head);
+    Ok(chains)
+}
+
+/// Splits rows read from `after` on (inclusive) into the chain stored with the row at `after`,
+/// if it was read, and the rows after it.
+/// At most `limit` rows are kept.
+pub(crate) fn split_prev(
+    after: u64,
+    mut rows: Vec<EventRow>,
+    limit: usize,
+) -> (Option<String>, Vec<EventRow>) {
+    let prev = if after > 0 && rows.first().is_some_and(|row| row.revision == after) {
+        rows.remove(0).chain
+    } else {
+        None
+    };
+    rows.truncate(limit);
+    (prev, rows)
 }
 
 /// The columns `revision, objective, status, valid_from, valid_until, base_revision,

@@ -8,10 +8,11 @@ use loopx_kernel::{
 };
 
 use super::{Dialect, GoalRow, Kept, Mode, Outcome, damaged};
+use crate::chain::{from_hex, genesis};
 use crate::commit::prepare;
 use crate::fold::{
     EventRow, check_loaded, decode_event, encode, fold_stored, missing_base, same_operation,
-    tail_usable,
+    tail_usable, verify_head, verify_row,
 };
 use crate::index::{Projection, merge_frontiers, parse_status};
 use crate::retention::{
@@ -66,16 +67,17 @@ async fn load_state<D: Dialect>(
         return Ok(Some((state, row)));
     }
     if let Some(older) = d.cache().behind(goal, row.revision)
-        && usable(d, &older, row)
+        && usable(d, &older.0, row)
     {
-        let tail = d.event_rows(goal, older.revision, row.revision).await?;
+        let tail = d.event_rows(goal, older.0.revision, row.revision).await?;
         if let Some(state) = fold_tail(d, goal, older, row, &tail)? {
             return Ok(Some((state, row)));
         }
     }
-    let state = state_at(d, goal, row, None).await?;
+    let (state, head) = state_at(d, goal, row, None).await?;
     let state = check_loaded(goal, state, row.revision)?;
-    d.cache().put(&state, row.snapshot_revision);
+    verify_head(goal, row.revision, row.chain, &head)?;
+    d.cache().put(&state, row.snapshot_revision, Some(head));
     Ok(Some((state, row)))
 }
 
@@ -84,10 +86,13 @@ async fn load_state<D: Dialect>(
 /// does not exist. Read only when the row is missing, so a load of a goal that exists pays
 /// nothing for it.
 async fn absent<D: Dialect>(d: &mut D, goal: &GoalId) -> Result<(), StoreError> {
-    let first = d.events_after(goal, 0, 1).await?;
+    let (_, first) = d.events_after(goal, 0, 1).await?;
     let revision = match first.first() {
         Some(row) => Some(row.revision),
-        None => d.snapshot(goal, None).await?.map(|state| state.revision),
+        None => d
+            .snapshot(goal, None)
+            .await?
+            .map(|(state, _)| state.revision),
     };
     match revision {
         None => Ok(()),
@@ -112,7 +117,7 @@ fn from_cache<D: Dialect>(
         return Ok(Some(state));
     }
     match (tail, d.cache().behind(goal, row.revision)) {
-        (Some(tail), Some(older)) if usable(d, &older, row) => {
+        (Some(tail), Some(older)) if usable(d, &older.0, row) => {
             fold_tail(d, goal, older, row, &tail)
         }
         _ => Ok(None),
@@ -130,12 +135,14 @@ fn usable<D: Dialect>(d: &D, older: &GoalState, row: GoalRow) -> bool {
     )
 }
 
-/// `older` with `tail` folded on, when the tail holds exactly the events after it up to `row`'s
-/// revision (compaction may have taken some away); the result is cached.
+/// `older` (a state and the chain head at its revision) with `tail` folded on, when the tail
+/// holds exactly the events after it up to `row`'s revision (compaction may have taken some
+/// away); the tail is checked against the chain up to the goal row's head, and the result is
+/// cached.
 fn fold_tail<D: Dialect>(
     d: &D,
     goal: &GoalId,
-    older: GoalState,
+    (older, head): (GoalState, [u8; 32]),
     row: GoalRow,
     tail: &[EventRow],
 ) -> Result<Option<GoalState>, StoreError> {
@@ -147,31 +154,45 @@ fn fold_tail<D: Dialect>(
     if !contiguous {
         return Ok(None);
     }
-    let state = fold_stored(goal, Some(older), tail)?;
+    let (state, head) = fold_stored(goal, Some(older), head, tail)?;
     let state = check_loaded(goal, state, row.revision)?;
-    d.cache().put(&state, row.snapshot_revision);
+    verify_head(goal, row.revision, row.chain, &head)?;
+    d.cache().put(&state, row.snapshot_revision, Some(head));
     Ok(Some(state))
 }
 
 /// The goal's state at `up_to` (its current revision when `None`): the newest snapshot at or
-/// before it plus the events after it, folded with the kernel. The caller reads inside one
-/// transaction.
+/// before it plus the events after it, folded with the kernel and checked against the chain
+/// from the snapshot's head (or the genesis); the state and the chain head reached. The caller
+/// reads inside one transaction.
 async fn state_at<D: Dialect>(
     d: &mut D,
     goal: &GoalId,
     row: GoalRow,
     up_to: Option<u64>,
-) -> Result<Option<GoalState>, StoreError> {
-    let state = match d.snapshot(goal, up_to).await? {
-        Some(state) => Some(state),
+) -> Result<(Option<GoalState>, [u8; 32]), StoreError> {
+    let (state, head) = match d.snapshot(goal, up_to).await? {
+        Some((state, head)) => {
+            let head = head.ok_or_else(|| unchained_snapshot(goal, state.revision))?;
+            (Some(state), head)
+        }
         None if row.base_revision > 0 => return Err(missing_base(goal, row.base_revision)),
-        None => None,
+        None => (None, genesis(goal)),
     };
     let from = state.as_ref().map_or(0, |s| s.revision);
     let stored = d
         .event_rows(goal, from, up_to.unwrap_or(row.revision))
         .await?;
-    fold_stored(goal, state, &stored)
+    fold_stored(goal, state, head, &stored)
+}
+
+/// The error for a snapshot of `goal` at `revision` stored without a readable chain head.
+fn unchained_snapshot(goal: &GoalId, revision: u64) -> StoreError {
+    damaged(
+        goal,
+        revision,
+        "its snapshot's chain head is missing or unreadable (it was changed outside loopx)",
+    )
 }
 
 // ----- append -------------------------------------------------------------------------------
@@ -184,12 +205,17 @@ pub(crate) async fn append<D: Dialect>(d: &mut D, commit: Commit) -> Result<Appe
     match d.write_commit(&mut prepared).await? {
         Outcome::Committed => {
             let snapshot_revision = prepared.snapshot_revision();
+            let head = prepared.chain;
             if prepared.request.events.is_empty() {
                 // A recorded no-op wrote no rows and made no revision.
-                d.cache().put_owned(prepared.state, snapshot_revision);
+                d.cache().put_owned(prepared.state, snapshot_revision, head);
             } else {
-                d.cache()
-                    .put_committed(prepared.state, snapshot_revision, prepared.projection);
+                d.cache().put_committed(
+                    prepared.state,
+                    snapshot_revision,
+                    head,
+                    prepared.projection,
+                );
             }
             Ok(Appended::Committed(prepared.receipt))
         }
@@ -245,14 +271,26 @@ pub(crate) async fn events<D: Dialect>(
     after: u64,
     limit: usize,
 ) -> Result<Vec<RecordedEvent>, StoreError> {
-    let rows = d.events_after(goal, after, limit).await?;
-    if rows.len() == limit && first_gap(&rows, after).is_none() {
-        return decode_rows(goal, &rows);
+    let (prev, rows) = d.events_after(goal, after, limit).await?;
+    if rows.len() == limit
+        && first_gap(&rows, after).is_none()
+        && let Some(head) = start_head(goal, after, prev.as_deref())
+    {
+        let decoded = decode_rows(goal, &rows)?;
+        verify_rows(goal, head, &rows)?;
+        return Ok(decoded);
     }
     d.begin(Mode::Read).await?;
-    let rows = d.events_after(goal, after, limit).await?;
+    let (prev, rows) = d.events_after(goal, after, limit).await?;
     // Kept as a result: a row that cannot be read is reported after the events that cannot.
     let row = d.goal_row(goal, false).await;
+    // The chain head of the base a compacted goal's first page starts from.
+    let base = match &row {
+        Ok(Some(row)) if row.base_revision > 0 && after <= row.base_revision => {
+            Some(d.snapshot_at(goal, row.base_revision).await)
+        }
+        _ => None,
+    };
     d.rollback().await?;
     let decoded = decode_rows(goal, &rows)?;
     let Some(row) = row? else {
@@ -284,7 +322,53 @@ pub(crate) async fn events<D: Dialect>(
             "an event is missing from its history",
         ));
     }
+    let head = match base {
+        Some(base) => {
+            let (state, head) = base?.ok_or_else(|| missing_base(goal, row.base_revision))?;
+            head.ok_or_else(|| unchained_snapshot(goal, state.revision))?
+        }
+        None => match start_head(goal, after, prev.as_deref()) {
+            Some(head) => head,
+            None if rows.is_empty() => return Ok(decoded),
+            None => {
+                return Err(damaged(
+                    goal,
+                    after,
+                    "its event row's chain is missing or unreadable (it was changed outside loopx)",
+                ));
+            }
+        },
+    };
+    let head = verify_rows(goal, head, &rows)?;
+    if rows
+        .last()
+        .is_some_and(|last| last.revision == row.revision)
+    {
+        verify_head(goal, row.revision, row.chain, &head)?;
+    }
     Ok(decoded)
+}
+
+/// The chain head a page of `goal`'s events after `after` starts from: the genesis's, or the
+/// one stored with the row at `after` (`prev`); `None` when that row's chain was not read.
+fn start_head(goal: &GoalId, after: u64, prev: Option<&str>) -> Option<[u8; 32]> {
+    if after == 0 {
+        Some(genesis(goal))
+    } else {
+        prev.and_then(from_hex)
+    }
+}
+
+/// Checks consecutive `rows` against the chain from `head`; the head reached.
+fn verify_rows(
+    goal: &GoalId,
+    mut head: [u8; 32],
+    rows: &[EventRow],
+) -> Result<[u8; 32], StoreError> {
+    for row in rows {
+        head = verify_row(goal, &head, row)?;
+    }
+    Ok(head)
 }
 
 /// Decodes event rows of `goal`.
@@ -455,8 +539,8 @@ pub(crate) async fn compact<D: Dialect>(
             events_removed: 0,
         });
     }
-    let state = match state_at(d, goal, row, Some(target)).await? {
-        Some(state) if state.revision == target => state,
+    let (state, head) = match state_at(d, goal, row, Some(target)).await? {
+        (Some(state), head) if state.revision == target => (state, head),
         _ => {
             return Err(StoreError::Corrupt {
                 detail: format!(
@@ -465,15 +549,59 @@ pub(crate) async fn compact<D: Dialect>(
             });
         }
     };
+    check_deleted(d, goal, row, target, &head).await?;
     let base = encode(&state.snapshot())?;
     keep_receipts(d, goal, target).await?;
-    let removed = d.cut_history(goal, target, &base).await?;
+    let removed = d.cut_history(goal, target, &base, &head).await?;
     d.commit().await?;
     Ok(Compaction {
         goal: goal.clone(),
         base_revision: target,
         events_removed: removed,
     })
+}
+
+/// Before compaction deletes the events in `(base, target]`: they are all there and link from
+/// the base's (or the genesis's) head to `head`, the chain the fold up to `target` reached, so
+/// that damage is never compacted away. Rows below the snapshot the fold started from are read
+/// for this only (their chains are checked, not decoded).
+async fn check_deleted<D: Dialect>(
+    d: &mut D,
+    goal: &GoalId,
+    row: GoalRow,
+    target: u64,
+    head: &[u8; 32],
+) -> Result<(), StoreError> {
+    let base = row.base_revision;
+    let start = if base == 0 {
+        genesis(goal)
+    } else {
+        let (state, chain) = d
+            .snapshot_at(goal, base)
+            .await?
+            .ok_or_else(|| missing_base(goal, base))?;
+        chain.ok_or_else(|| unchained_snapshot(goal, state.revision))?
+    };
+    let rows = d.event_rows(goal, base, target).await?;
+    let missing = first_gap(&rows, base)
+        .or_else(|| (rows.len() as u64 != target - base).then(|| base + rows.len() as u64 + 1));
+    if let Some(revision) = missing {
+        return Err(damaged(
+            goal,
+            revision,
+            "an event is missing from its history",
+        ));
+    }
+    let reached = verify_rows(goal, start, &rows)?;
+    if &reached == head {
+        Ok(())
+    } else {
+        Err(damaged(
+            goal,
+            target,
+            "its snapshot's chain head does not match its history (a row was changed outside loopx)",
+        ))
+    }
 }
 
 /// Before compaction deletes the events up to `target`: the receipts of those events keep
@@ -506,7 +634,8 @@ pub(crate) async fn base<D: Dialect>(
         Some(row) if row.base_revision > 0 => Some(
             d.snapshot_at(goal, row.base_revision)
                 .await?
-                .ok_or_else(|| missing_base(goal, row.base_revision))?,
+                .ok_or_else(|| missing_base(goal, row.base_revision))?
+                .0,
         ),
         _ => None,
     };

@@ -32,20 +32,20 @@ type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
 // listing of all goals, which reads them all by definition.
 
 /// A goal row's write-path columns, locked for the commit.
-const GOAL_ROW_LOCKED: &str = "SELECT revision, base_revision, snapshot_revision, damaged FROM goals WHERE goal = $1 FOR UPDATE";
+const GOAL_ROW_LOCKED: &str = "SELECT revision, base_revision, snapshot_revision, damaged, chain FROM goals WHERE goal = $1 FOR UPDATE";
 /// A goal row's write-path columns.
 const GOAL_ROW: &str =
-    "SELECT revision, base_revision, snapshot_revision, damaged FROM goals WHERE goal = $1";
+    "SELECT revision, base_revision, snapshot_revision, damaged, chain FROM goals WHERE goal = $1";
 /// A goal's event rows in a range of revisions.
-const EVENT_ROWS: &str = "SELECT revision, at, json FROM events WHERE goal = $1 AND revision > $2 AND revision <= $3 ORDER BY revision";
+const EVENT_ROWS: &str = "SELECT revision, at, json, chain FROM events WHERE goal = $1 AND revision > $2 AND revision <= $3 ORDER BY revision";
 /// A goal's latest snapshot at or before a revision.
-const SNAPSHOT_AT_OR_BEFORE: &str = "SELECT revision, json FROM snapshots WHERE goal = $1 AND revision <= $2 ORDER BY revision DESC LIMIT 1";
+const SNAPSHOT_AT_OR_BEFORE: &str = "SELECT revision, json, chain FROM snapshots WHERE goal = $1 AND revision <= $2 ORDER BY revision DESC LIMIT 1";
 /// A goal row and its events in a range of revisions, in one round trip.
-const GOAL_AND_TAIL: &str = "SELECT g.revision, g.base_revision, g.snapshot_revision, g.damaged, e.revision, e.at, e.json FROM goals g LEFT JOIN events e ON e.goal = g.goal AND e.revision > $2 AND e.revision <= $3 WHERE g.goal = $1 ORDER BY e.revision";
+const GOAL_AND_TAIL: &str = "SELECT g.revision, g.base_revision, g.snapshot_revision, g.damaged, g.chain, e.revision, e.at, e.json, e.chain FROM goals g LEFT JOIN events e ON e.goal = g.goal AND e.revision > $2 AND e.revision <= $3 WHERE g.goal = $1 ORDER BY e.revision";
 /// A receipt by operation (on an event row or in the receipts table).
 const RECEIPT: &str = "SELECT digest, revision, events, committed_at FROM commits WHERE hashtextextended(operation, 0) = hashtextextended($2, 0) AND goal = $1 AND operation = $2";
 /// A page of a goal's events after a revision.
-const EVENTS_AFTER: &str = "SELECT revision, at, json FROM events WHERE goal = $1 AND revision > $2 ORDER BY revision LIMIT $3";
+const EVENTS_AFTER: &str = "SELECT revision, at, json, chain FROM events WHERE goal = $1 AND revision >= $2 ORDER BY revision LIMIT $3";
 /// The revisions of several goals.
 const GOAL_REVISIONS: &str =
     "SELECT goal, revision, damaged FROM goals WHERE goal = ANY($1::text[])";
@@ -61,7 +61,7 @@ const RECEIPT_ROWS_TO_NAME: &str = "SELECT revision, events, seq FROM receipts W
 /// The receipts on event rows that compaction up to a revision deletes or keeps.
 const RECEIPTS_TO_KEEP: &str = "SELECT revision, commit_events, operation, digest, at FROM events WHERE goal = $1 AND operation IS NOT NULL AND revision - commit_events < $2";
 /// A goal's snapshot at a revision.
-const SNAPSHOT_AT: &str = "SELECT json FROM snapshots WHERE goal = $1 AND revision = $2";
+const SNAPSHOT_AT: &str = "SELECT json, chain FROM snapshots WHERE goal = $1 AND revision = $2";
 /// A page of a goal's receipts after a revision, in commit order.
 const OPERATIONS_AFTER: &str = "SELECT operation, digest, revision, events, committed_at, actor, kinds FROM commits WHERE goal = $1 AND revision > $2 ORDER BY revision, events = 0, seq LIMIT $3";
 /// A goal row's columns as stored, for the check of derived rows.
@@ -85,7 +85,7 @@ const LISTING: &str =
 
 /// The statement that commits through the `loopx_append` function (schema 6).
 const APPEND: &str =
-    "SELECT r_outcome, r_digest, r_revision, r_events, r_committed_at FROM loopx_append(
+    "SELECT r_outcome, r_digest, r_revision, r_events, r_committed_at, r_chain FROM loopx_append(
     $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
     $21)";
 /// A receipt by operation with the attempt id of the append that wrote it.
@@ -180,7 +180,10 @@ impl<'a> Pg<'a> {
     /// Commits `prepared` through one call of `loopx_append` (one round trip): the call is one
     /// statement in its own (implicit) transaction, so everything the function wrote commits
     /// when it returns, or nothing does.
-    async fn call_append(&self, prepared: &Prepared) -> Result<Outcome, StoreError> {
+    async fn call_append(
+        &self,
+        prepared: &Prepared,
+    ) -> Result<(Outcome, Option<[u8; 32]>), StoreError> {
         let request = &prepared.request;
         let frontier = frontier_rows(&prepared.projection)?;
         let receipt = &prepared.receipt;
@@ -221,7 +224,9 @@ impl<'a> Pg<'a> {
         let rows = match client.query(&statement, params).await {
             Ok(rows) => rows,
             // Another writer created the goal (or committed this operation) first.
-            Err(error) if is_unique_violation(&error) => return self.after_race(request).await,
+            Err(error) if is_unique_violation(&error) => {
+                return Ok((self.after_race(request).await?, None));
+            }
             // The server answered with an error: the statement, and so its transaction, failed.
             Err(error) if error.as_db_error().is_some() => return Err(pg(self.target, &error)),
             // No answer: the commit may or may not have happened.
@@ -232,7 +237,12 @@ impl<'a> Pg<'a> {
                 });
             }
         };
-        answer(&rows, prepared)
+        // The new chain head, computed by the function from the goal row's.
+        let chain = rows
+            .first()
+            .and_then(|row| row.try_get::<_, Option<&str>>(5).ok().flatten())
+            .and_then(crate::chain::from_hex);
+        Ok((answer(&rows, prepared)?, chain))
     }
 
     /// After a unique-key violation: the competing commit is visible now.
@@ -319,9 +329,19 @@ fn frontier_rows(projection: &Projection) -> Result<(Vec<String>, Vec<String>), 
     Ok((agents, todos))
 }
 
-/// A snapshot row's JSON in column `i`, decoded as `goal`'s state at `revision` without a copy.
-fn snapshot_in(goal: &GoalId, revision: u64, r: &Row, i: usize) -> Result<GoalState, StoreError> {
-    decode_snapshot(goal, revision, get::<&str>(r, i)?)
+/// A snapshot row's JSON in column `i`, decoded as `goal`'s state at `revision` without a copy,
+/// and its chain head in column `i + 1`.
+fn snapshot_in(
+    goal: &GoalId,
+    revision: u64,
+    r: &Row,
+    i: usize,
+) -> Result<(GoalState, Option<[u8; 32]>), StoreError> {
+    let head = r
+        .opt_text(i + 1)?
+        .as_deref()
+        .and_then(crate::chain::from_hex);
+    Ok((decode_snapshot(goal, revision, get::<&str>(r, i)?)?, head))
 }
 
 impl Dialect for Pg<'_> {
@@ -382,8 +402,8 @@ impl Dialect for Pg<'_> {
         let row = dialect::goal_row(first, 0, goal)?;
         let mut tail = Vec::with_capacity(rows.len());
         for r in &rows {
-            if r.opt_int(4)?.is_some() {
-                tail.push(dialect::event_row(r, 4)?);
+            if r.opt_int(5)?.is_some() {
+                tail.push(dialect::event_row(r, 5)?);
             }
         }
         Ok(Some((row, tail)))
@@ -406,19 +426,24 @@ impl Dialect for Pg<'_> {
         goal: &GoalId,
         after: u64,
         limit: usize,
-    ) -> Result<Vec<EventRow>, StoreError> {
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    ) -> Result<(Option<String>, Vec<EventRow>), StoreError> {
+        // The row at `after` too, for the chain the page starts from.
+        let read = i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX);
         let rows = self
-            .query(EVENTS_AFTER, &[&goal.as_str(), &int(after), &limit])
+            .query(EVENTS_AFTER, &[&goal.as_str(), &int(after), &read])
             .await?;
-        rows.iter().map(|r| dialect::event_row(r, 0)).collect()
+        let found = rows
+            .iter()
+            .map(|r| dialect::event_row(r, 0))
+            .collect::<Result<_, _>>()?;
+        Ok(dialect::split_prev(after, found, limit))
     }
 
     async fn snapshot(
         &mut self,
         goal: &GoalId,
         up_to: Option<u64>,
-    ) -> Result<Option<GoalState>, StoreError> {
+    ) -> Result<Option<dialect::ChainedSnapshot>, StoreError> {
         let up_to = int(up_to.unwrap_or(u64::MAX));
         let rows = self
             .query(SNAPSHOT_AT_OR_BEFORE, &[&goal.as_str(), &up_to])
@@ -432,7 +457,7 @@ impl Dialect for Pg<'_> {
         &mut self,
         goal: &GoalId,
         revision: u64,
-    ) -> Result<Option<GoalState>, StoreError> {
+    ) -> Result<Option<dialect::ChainedSnapshot>, StoreError> {
         let rows = self
             .query(SNAPSHOT_AT, &[&goal.as_str(), &int(revision)])
             .await?;
@@ -586,7 +611,9 @@ impl Dialect for Pg<'_> {
             },
         };
         prepared.plan_snapshot(last_snapshot, self.snapshot_every)?;
-        self.call_append(prepared).await
+        let (outcome, chain) = self.call_append(prepared).await?;
+        prepared.chain = chain;
+        Ok(outcome)
     }
 
     /// The frontier rows are replaced as a whole.
@@ -693,12 +720,14 @@ impl Dialect for Pg<'_> {
         goal: &GoalId,
         target: u64,
         base: &str,
+        chain: &[u8; 32],
     ) -> Result<u64, StoreError> {
         let g = goal.as_str();
+        let chain = crate::chain::to_hex(chain);
         self.execute(
-            "INSERT INTO snapshots (goal, revision, json) VALUES ($1, $2, $3)
-             ON CONFLICT (goal, revision) DO UPDATE SET json = excluded.json",
-            &[&g, &int(target), &base],
+            "INSERT INTO snapshots (goal, revision, json, chain) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (goal, revision) DO UPDATE SET json = excluded.json, chain = excluded.chain",
+            &[&g, &int(target), &base, &chain],
         )
         .await?;
         // The new base first: the damage triggers take deletions at or below it for compaction.

@@ -30,16 +30,17 @@ use crate::rows::StoredRows;
 // of all goals, which reads them all by definition.
 
 /// The write path's columns of one goal row.
-const GOAL_ROW: &str = "SELECT revision, base_revision, snapshot_revision, damaged, status, valid_from, valid_until FROM goals WHERE goal = ?1";
+const GOAL_ROW: &str = "SELECT revision, base_revision, snapshot_revision, damaged, chain, status, valid_from, valid_until FROM goals WHERE goal = ?1";
 /// A goal's event rows in a range of revisions.
-const EVENT_ROWS: &str = "SELECT revision, at, json FROM events WHERE goal = ?1 AND revision > ?2 AND revision <= ?3 ORDER BY revision";
+const EVENT_ROWS: &str = "SELECT revision, at, json, chain FROM events WHERE goal = ?1 AND revision > ?2 AND revision <= ?3 ORDER BY revision";
 /// A goal's latest snapshot.
 const LATEST_SNAPSHOT: &str =
-    "SELECT revision, json FROM snapshots WHERE goal = ?1 ORDER BY revision DESC LIMIT 1";
+    "SELECT revision, json, chain FROM snapshots WHERE goal = ?1 ORDER BY revision DESC LIMIT 1";
 /// A goal's latest snapshot at or before a revision.
-const SNAPSHOT_AT_OR_BEFORE: &str = "SELECT revision, json FROM snapshots WHERE goal = ?1 AND revision <= ?2 ORDER BY revision DESC LIMIT 1";
+const SNAPSHOT_AT_OR_BEFORE: &str = "SELECT revision, json, chain FROM snapshots WHERE goal = ?1 AND revision <= ?2 ORDER BY revision DESC LIMIT 1";
 /// A goal's snapshot at a revision.
-const SNAPSHOT_AT: &str = "SELECT revision, json FROM snapshots WHERE goal = ?1 AND revision = ?2";
+const SNAPSHOT_AT: &str =
+    "SELECT revision, json, chain FROM snapshots WHERE goal = ?1 AND revision = ?2";
 /// A goal's frontier rows, one per agent.
 const GOAL_FRONTIER: &str = "SELECT agent, todos FROM frontier WHERE goal = ?1";
 /// A receipt on the last event row of its commit.
@@ -54,7 +55,7 @@ const ATTEMPT_ON_EVENT: &str = "SELECT digest, revision, commit_events, at, atte
 /// A receipt in the receipts table, with the attempt id of the append that wrote it.
 const ATTEMPT_ROW: &str = "SELECT digest, revision, events, committed_at, attempt FROM receipts WHERE goal = ?1 AND operation = ?2";
 /// A page of a goal's events after a revision.
-const EVENTS_AFTER: &str = "SELECT revision, at, json FROM events WHERE goal = ?1 AND revision > ?2 ORDER BY revision LIMIT ?3";
+const EVENTS_AFTER: &str = "SELECT revision, at, json, chain FROM events WHERE goal = ?1 AND revision >= ?2 ORDER BY revision LIMIT ?3";
 /// A page of a goal's receipts after a revision, in commit order.
 const OPERATIONS_AFTER: &str =
     "SELECT operation, digest, revision, events, committed_at, actor, kinds FROM commits
@@ -163,22 +164,25 @@ struct IndexedRow {
 fn indexed_row(conn: &Connection, goal: &GoalId) -> Result<Option<IndexedRow>, StoreError> {
     first(conn, GOAL_ROW, [goal.as_str()], |r| {
         let status = r
-            .get_ref(4)
+            .get_ref(5)
             .ok()
             .and_then(|value| value.as_str().ok())
             .and_then(parse_status);
         Ok(IndexedRow {
             row: dialect::goal_row(r, 0, goal)?,
             status: status.map_or("", status_name),
-            valid_from: r.int(5)?,
-            valid_until: r.opt_int(6)?,
+            valid_from: r.int(6)?,
+            valid_until: r.opt_int(7)?,
         })
     })
 }
 
-/// A snapshot row (`revision, json`) of `goal`, decoded straight from SQLite's buffer without
-/// a copy.
-fn snapshot_row(goal: &GoalId, r: &rusqlite::Row<'_>) -> Result<GoalState, StoreError> {
+/// A snapshot row (`revision, json, chain`) of `goal`, decoded straight from SQLite's buffer
+/// without a copy, with its chain head.
+fn snapshot_row(
+    goal: &GoalId,
+    r: &rusqlite::Row<'_>,
+) -> Result<(GoalState, Option<[u8; 32]>), StoreError> {
     let revision = dialect::count(r.int(0)?, "revision")?;
     let json = r
         .get_ref(1)
@@ -189,7 +193,8 @@ fn snapshot_row(goal: &GoalId, r: &rusqlite::Row<'_>) -> Result<GoalState, Store
                 "the snapshot of goal `{goal}` at revision {revision} is not text ({error}); restore the store from a backup"
             ),
         })?;
-    decode_snapshot(goal, revision, json)
+    let head = r.opt_text(2)?.as_deref().and_then(crate::chain::from_hex);
+    Ok((decode_snapshot(goal, revision, json)?, head))
 }
 
 fn receipt_in(
@@ -363,21 +368,23 @@ impl Dialect for Sqlite<'_> {
         goal: &GoalId,
         after: u64,
         limit: usize,
-    ) -> Result<Vec<EventRow>, StoreError> {
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        rows(
+    ) -> Result<(Option<String>, Vec<EventRow>), StoreError> {
+        // The row at `after` too, for the chain the page starts from.
+        let read = i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX);
+        let found = rows(
             self.conn,
             EVENTS_AFTER,
-            params![goal.as_str(), int(after), limit],
+            params![goal.as_str(), int(after), read],
             |r| dialect::event_row(r, 0),
-        )
+        )?;
+        Ok(dialect::split_prev(after, found, limit))
     }
 
     async fn snapshot(
         &mut self,
         goal: &GoalId,
         up_to: Option<u64>,
-    ) -> Result<Option<GoalState>, StoreError> {
+    ) -> Result<Option<dialect::ChainedSnapshot>, StoreError> {
         let decode = |r: &rusqlite::Row<'_>| snapshot_row(goal, r);
         match up_to {
             None => first(self.conn, LATEST_SNAPSHOT, [goal.as_str()], decode),
@@ -394,7 +401,7 @@ impl Dialect for Sqlite<'_> {
         &mut self,
         goal: &GoalId,
         revision: u64,
-    ) -> Result<Option<GoalState>, StoreError> {
+    ) -> Result<Option<dialect::ChainedSnapshot>, StoreError> {
         first(
             self.conn,
             SNAPSHOT_AT,
@@ -526,7 +533,8 @@ impl Dialect for Sqlite<'_> {
             row.map_or(0, |r| r.row.snapshot_revision),
             self.cx.options.snapshot_every,
         )?;
-        write_commit(&tx, prepared, row)?;
+        let chains = dialect::chain_commit(prepared, row.map(|r| r.row))?;
+        write_commit(&tx, prepared, &chains, row)?;
         tx.commit().map_err(|error| match sql(error) {
             // The commit itself failed: it may or may not be on disk.
             StoreError::Unavailable { .. } => StoreError::Ambiguous { operation, attempt },
@@ -629,12 +637,13 @@ impl Dialect for Sqlite<'_> {
         goal: &GoalId,
         target: u64,
         base: &str,
+        chain: &[u8; 32],
     ) -> Result<u64, StoreError> {
         let g = goal.as_str();
         run(
             self.conn,
-            "INSERT OR REPLACE INTO snapshots (goal, revision, json) VALUES (?1, ?2, ?3)",
-            params![g, int(target), base],
+            "INSERT OR REPLACE INTO snapshots (goal, revision, json, chain) VALUES (?1, ?2, ?3, ?4)",
+            params![g, int(target), base, crate::chain::to_hex(chain)],
         )?;
         // The new base first: the damage triggers take deletions at or below it for compaction.
         run(
@@ -679,6 +688,7 @@ fn event_rows(
 fn write_commit(
     tx: &Connection,
     prepared: &Prepared,
+    chains: &[String],
     row: Option<IndexedRow>,
 ) -> Result<(), StoreError> {
     let goal = prepared.request.goal.as_str();
@@ -688,11 +698,17 @@ fn write_commit(
         // The receipt rides on the commit's last event row.
         let mut insert = tx
             .prepare_cached(
-                "INSERT INTO events (goal, revision, at, json, operation, digest, commit_events, attempt)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                "INSERT INTO events (goal, revision, at, json, operation, digest, commit_events, attempt, chain)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
             )
             .map_err(sql)?;
-        for (event, json) in prepared.request.events.iter().zip(&prepared.events) {
+        for ((event, json), chain) in prepared
+            .request
+            .events
+            .iter()
+            .zip(&prepared.events)
+            .zip(chains)
+        {
             let last = event.revision == receipt.revision;
             insert
                 .execute(params![
@@ -704,6 +720,7 @@ fn write_commit(
                     last.then_some(receipt.digest.as_str()),
                     last.then_some(int(receipt.events)),
                     last.then_some(prepared.attempt.as_str()),
+                    chain,
                 ])
                 .map_err(sql)?;
         }
@@ -726,11 +743,12 @@ fn write_commit(
         .map(drop);
     }
     let base = row.map_or(0, |r| r.row.base_revision);
+    let head = prepared.chain.as_ref().map(crate::chain::to_hex);
     if let Some(json) = &prepared.snapshot {
         run(
             tx,
-            "INSERT OR REPLACE INTO snapshots (goal, revision, json) VALUES (?1, ?2, ?3)",
-            params![goal, int(state.revision), json],
+            "INSERT OR REPLACE INTO snapshots (goal, revision, json, chain) VALUES (?1, ?2, ?3, ?4)",
+            params![goal, int(state.revision), json, head],
         )?;
         run(
             tx,
@@ -746,6 +764,7 @@ fn write_commit(
         projection,
         receipt,
         int(prepared.snapshot_revision()),
+        head.as_deref(),
     )?;
     if prepared.agents_changed() {
         run(tx, "DELETE FROM goal_agents WHERE goal = ?1", [goal])?;
@@ -775,6 +794,7 @@ fn write_goal_row(
     projection: &Projection,
     receipt: &Receipt,
     snapshot_revision: i64,
+    chain: Option<&str>,
 ) -> Result<(), StoreError> {
     let status = status_name(projection.summary.status);
     let valid_from = projection.valid_from.as_millis();
@@ -784,8 +804,8 @@ fn write_goal_row(
     let Some(row) = row else {
         return run(
             tx,
-            "INSERT INTO goals (goal, revision, objective, status, valid_from, valid_until, updated_at, base_revision, snapshot_revision)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 0, ?8)",
+            "INSERT INTO goals (goal, revision, objective, status, valid_from, valid_until, updated_at, base_revision, snapshot_revision, chain)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 0, ?8, ?9)",
             params![
                 goal,
                 revision,
@@ -795,19 +815,21 @@ fn write_goal_row(
                 valid_until,
                 committed_at,
                 snapshot_revision,
+                chain,
             ],
         )
         .map(drop);
     };
     run(
         tx,
-        "UPDATE goals SET revision = ?2, objective = ?3, updated_at = ?4, snapshot_revision = ?5 WHERE goal = ?1",
+        "UPDATE goals SET revision = ?2, objective = ?3, updated_at = ?4, snapshot_revision = ?5, chain = ?6 WHERE goal = ?1",
         params![
             goal,
             revision,
             projection.summary.objective,
             committed_at,
             snapshot_revision,
+            chain,
         ],
     )?;
     if row.status != status {

@@ -6,6 +6,7 @@ use std::io::{ErrorKind, Read};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use loopx_kernel::GoalId;
 use loopx_kernel::seams::StoreError;
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior};
 
@@ -334,6 +335,9 @@ pub(super) fn migrate(conn: &mut Connection, new: bool) -> Result<(), StoreError
             .map_err(|error| StoreError::Unavailable {
                 detail: format!("migration {version} failed ({error}); nothing was changed"),
             })?;
+        if *version == 5 {
+            chain_existing(&tx)?;
+        }
         tx.execute("DELETE FROM schema_version", []).map_err(sql)?;
         tx.execute(
             "INSERT INTO schema_version (version) VALUES (?1)",
@@ -342,6 +346,62 @@ pub(super) fn migrate(conn: &mut Connection, new: bool) -> Result<(), StoreError
         .map_err(sql)?;
     }
     tx.commit().map_err(sql)
+}
+
+/// Schema 5: the chains of the rows written before it (see `crate::chain::link_row`). A
+/// compacted goal's chain starts at its base, whose snapshot gets the genesis head: the events
+/// before it are gone. Setting a `chain` column fires no damage trigger.
+fn chain_existing(tx: &Connection) -> Result<(), StoreError> {
+    let goals: Vec<(String, i64)> = {
+        let mut statement = tx
+            .prepare("SELECT goal, base_revision FROM goals")
+            .map_err(sql)?;
+        statement
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(sql)?
+            .collect::<Result<_, _>>()
+            .map_err(sql)?
+    };
+    for (goal, base) in goals {
+        let id: GoalId = crate::dialect::stored_id(goal.clone(), "goal id")?;
+        let mut head = crate::chain::genesis(&id);
+        tx.execute(
+            "UPDATE snapshots SET chain = ?3 WHERE goal = ?1 AND revision = ?2",
+            rusqlite::params![goal, base, crate::chain::to_hex(&head)],
+        )
+        .map_err(sql)?;
+        let events: Vec<(i64, i64, String)> = {
+            let mut statement = tx
+                .prepare("SELECT revision, at, json FROM events WHERE goal = ?1 ORDER BY revision")
+                .map_err(sql)?;
+            statement
+                .query_map([&goal], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .map_err(sql)?
+                .collect::<Result<_, _>>()
+                .map_err(sql)?
+        };
+        for (revision, at, json) in events {
+            let stored = crate::dialect::count(revision, "revision")?;
+            head = crate::chain::link_row(&head, stored, at, &json);
+            let hex = crate::chain::to_hex(&head);
+            tx.execute(
+                "UPDATE events SET chain = ?3 WHERE goal = ?1 AND revision = ?2",
+                rusqlite::params![goal, revision, hex],
+            )
+            .map_err(sql)?;
+            tx.execute(
+                "UPDATE snapshots SET chain = ?3 WHERE goal = ?1 AND revision = ?2",
+                rusqlite::params![goal, revision, hex],
+            )
+            .map_err(sql)?;
+        }
+        tx.execute(
+            "UPDATE goals SET chain = ?2 WHERE goal = ?1",
+            rusqlite::params![goal, crate::chain::to_hex(&head)],
+        )
+        .map_err(sql)?;
+    }
+    Ok(())
 }
 
 fn newer(found: u32) -> StoreError {
