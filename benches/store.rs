@@ -587,6 +587,7 @@ async fn turn_cycle<S: Store>(
             wall_ms: 30_000,
             ..Amounts::ONE_TURN
         },
+        failure: None,
     });
     let before = frames();
     let start = Instant::now();
@@ -962,6 +963,7 @@ fn cold_load<S: Store>(
                 continuation: Continuation::GoalStillActive,
             },
             usage: Amounts::ONE_TURN,
+            failure: None,
         };
         log.extend(state.handle(&me, now, &Command::SettleTurn(settle))?);
         n += 1;

@@ -219,6 +219,7 @@ fn settle(name: &str, epoch: u64, turn: &str, transition: Transition) -> Command
             tokens: 100,
             ..Amounts::ZERO
         },
+        failure: None,
     })
 }
 

@@ -13,7 +13,10 @@ use std::sync::Arc;
 use clap::Args;
 use loopx_kernel::engine::{Engine, EngineError, EngineOptions, StepReport, TurnOutcome, Until};
 use loopx_kernel::seams::{Clock, Store};
-use loopx_kernel::{AgentId, CheckId, Duration, ObservationKey, SourceId, Subject};
+use loopx_kernel::{
+    AgentId, CheckId, Decision, Duration, ObservationKey, ReplanReason, SourceId, Subject,
+    Timestamp, TurnResult, WaitReason,
+};
 use loopx_provider::clock::SystemClock;
 use loopx_provider::executor::CommandExecutor;
 use loopx_provider::git::{Git, GitProvider};
@@ -77,7 +80,8 @@ pub struct RunArgs {
 pub async fn run(ctx: &Ctx, args: RunArgs) -> Result<Exit, CliError> {
     let goal = ctx.goal()?;
     let store: Arc<dyn Store> = ctx.open().await?.into_store();
-    let engine = build(ctx, &args, store).await?;
+    let engine_clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let engine = build(ctx, &args, store, engine_clock.clone()).await?;
     let until = if args.wait {
         Until::NeedsHost
     } else {
@@ -87,7 +91,8 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> Result<Exit, CliError> {
     loop {
         let report = engine.step(&goal).await.map_err(engine_error)?;
         if !ctx.out.json {
-            println!("{}", progress(&ctx.out, reports.len() + 1, &report));
+            let now = engine_clock.now();
+            println!("{}", progress(&ctx.out, reports.len() + 1, &report, now));
         }
         let stop = until.stops_at(&report.decision)
             || args.max_steps.is_some_and(|max| reports.len() + 1 >= max);
@@ -106,8 +111,12 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> Result<Exit, CliError> {
     Ok(Exit::Ok)
 }
 
-async fn build(ctx: &Ctx, args: &RunArgs, store: Arc<dyn Store>) -> Result<Engine, CliError> {
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+async fn build(
+    ctx: &Ctx,
+    args: &RunArgs,
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+) -> Result<Engine, CliError> {
     let workspace = std::fs::canonicalize(&args.workspace).map_err(|error| {
         CliError::usage(
             "workspace_missing",
@@ -249,7 +258,7 @@ fn split_words(text: &str) -> Result<Vec<String>, String> {
     Ok(words)
 }
 
-fn progress(out: &Output, n: usize, report: &StepReport) -> String {
+fn progress(out: &Output, n: usize, report: &StepReport, now: Timestamp) -> String {
     let mut line = format!("step {n:>3}  ");
     if !report.observed.is_empty() {
         let _ = write!(line, "observed {} · ", report.observed.len());
@@ -267,10 +276,26 @@ fn progress(out: &Output, n: usize, report: &StepReport) -> String {
             todo,
             verdict,
             resumed,
+            result,
             ..
         }) => {
             let again = if *resumed { " (resumed)" } else { "" };
-            let _ = write!(line, "turn on `{todo}` settled: {verdict:?}{again} · ");
+            let _ = write!(line, "turn on `{todo}` settled: {verdict:?}{again}");
+            match result {
+                Some(TurnResult::ExecutorFailed { class, detail }) => {
+                    let _ = write!(
+                        line,
+                        ", {} ({class}: {detail})",
+                        out.paint(Style::Bad, "executor failed")
+                    );
+                }
+                Some(TurnResult::ValidationFailed { .. }) => {
+                    let _ = write!(line, ", {}", out.paint(Style::Bad, "validation failed"));
+                }
+                Some(TurnResult::NoProgress) => line.push_str(", no progress"),
+                Some(TurnResult::Progress) | None => {}
+            }
+            line.push_str(" · ");
         }
         Some(TurnOutcome::NotStarted { todo, refusal }) => {
             let _ = write!(
@@ -301,6 +326,30 @@ fn progress(out: &Output, n: usize, report: &StepReport) -> String {
         "next: {}",
         out.paint(Style::Bold, report.decision.kind())
     );
+    match &report.decision {
+        Decision::Wait { reasons, .. } => {
+            for reason in reasons {
+                if let WaitReason::Backoff {
+                    todo,
+                    failures,
+                    until,
+                } = reason
+                {
+                    let _ = write!(
+                        line,
+                        " · `{todo}` failed {failures} in a row: pause until {until} (in {})",
+                        until.since(now)
+                    );
+                }
+            }
+        }
+        Decision::Replan {
+            reason: ReplanReason::Obligation { id, detail, .. },
+        } => {
+            let _ = write!(line, " · obligation `{id}`: {detail}");
+        }
+        _ => {}
+    }
     line
 }
 

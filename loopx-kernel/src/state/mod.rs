@@ -21,6 +21,7 @@ use crate::ids::{
 };
 use crate::obligation::{Discharge, Obligation};
 use crate::persistent::{Arena, Map, Set};
+use crate::retry::{Streak, TurnResult};
 use crate::time::Timestamp;
 use crate::todo::{
     ContinuationRecord, Lease, MonitorState, NewTodo, Priority, Todo, TodoClass, TodoStatus,
@@ -68,6 +69,10 @@ pub struct GoalState {
     pub abandoned: Option<Intent>,
     /// The next creation sequence number.
     pub next_seq: u64,
+    /// Each todo's current streak of failed and of idle settled turns (only todos that have
+    /// one); left out of the JSON when empty.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub streaks: Map<TodoId, Streak>,
     #[serde(skip)]
     index: Index,
 }
@@ -124,6 +129,8 @@ struct Unindexed {
     closure: Option<Intent>,
     abandoned: Option<Intent>,
     next_seq: u64,
+    #[serde(default)]
+    streaks: Map<TodoId, Streak>,
 }
 
 impl From<Unindexed> for GoalState {
@@ -145,6 +152,7 @@ impl From<Unindexed> for GoalState {
             closure: raw.closure,
             abandoned: raw.abandoned,
             next_seq: raw.next_seq,
+            streaks: raw.streaks,
             index: Index::default(),
         };
         state.rebuild_index();
@@ -289,6 +297,7 @@ impl GoalState {
             closure: None,
             abandoned: None,
             next_seq: 0,
+            streaks: Map::new(),
             index: Index::default(),
         })
     }
@@ -470,9 +479,13 @@ impl GoalState {
                 observations,
                 transition,
                 charged,
+                result,
                 ..
             } => {
                 let agent = self.settle(todo, turn, *charged, recorded)?;
+                if let Some(result) = result {
+                    self.count_streak(todo, turn, result, at);
+                }
                 for obs in observations {
                     self.record_observation(obs);
                 }
@@ -548,12 +561,30 @@ impl GoalState {
                     by: recorded.actor.clone(),
                     at,
                 });
+                // The plan changed in answer to the streak: it starts over.
+                if let Some(todo) = entry.cause.streak_todo().cloned() {
+                    self.streaks.remove(&todo);
+                }
             }
             Event::WorkspaceReported { agent, workspace } => {
                 self.workspaces.insert(agent.clone(), workspace.clone());
             }
         }
         Ok(())
+    }
+
+    fn count_streak(&mut self, todo: &TodoId, turn: &TurnId, result: &TurnResult, at: Timestamp) {
+        let streak = self
+            .streaks
+            .get(todo)
+            .cloned()
+            .unwrap_or_default()
+            .after(result, turn, at);
+        if streak == Streak::default() {
+            self.streaks.remove(todo);
+        } else {
+            self.streaks.insert(todo.clone(), streak);
+        }
     }
 
     fn intent(reason: &str, recorded: &RecordedEvent) -> Intent {
