@@ -224,7 +224,7 @@ fn the_policy_is_data_in_the_goal_and_old_specs_decode_with_its_defaults() {
     let old = serde_json::json!({
         "id": "g", "objective": "o", "owner": "p", "criteria": [], "agents": ["a"],
         "budget": {"turns": null, "tokens": null, "cost_micros": null, "wall_ms": null},
-        "policy": {"lease_ttl": 900000, "monitor_no_change_limit": 3}
+        "policy": {"lease_ttl": 900_000, "monitor_no_change_limit": 3}
     });
     let spec: GoalSpec = serde_json::from_value(old).expect("an old spec decodes");
     assert_eq!(spec.policy.retry, RetryPolicy::default());
