@@ -726,6 +726,7 @@ fn bad_batches(goal: &GoalId, state: &GoalState, command: &Command) -> [AppendRe
         observations: vec![],
         transition: SettledTransition::KeepOpen,
         charged: Amounts::ONE_TURN,
+        result: None,
     };
     let contradicts = request(
         goal,
