@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::budget::{Amounts, Limits};
 use crate::ids::{AgentId, CheckId, CriterionId, GoalId, IntoId, InvalidId, PersonId, Subject};
-use crate::retry::{DEFAULT_STALL_TURNS, RetryPolicy};
+use crate::retry::{DEFAULT_STALL_GOAL_TURNS, DEFAULT_STALL_TURNS, RetryPolicy};
 use crate::time::Duration;
 
 /// Everything a goal is created with. Later changes go through revisioned amendments.
@@ -193,6 +193,10 @@ pub struct Policy {
     /// Settled turns in a row on one todo (a monitor excepted) that neither failed nor made
     /// progress and raise a replan obligation (default 5; 0 never raises one).
     pub stall_turns: u32,
+    /// Settled turns in a row on the whole goal (monitors' polls excepted) that neither failed
+    /// nor made progress and raise a replan obligation, whichever todos they ran on (default
+    /// 20; 0 never raises one).
+    pub stall_goal_turns: u32,
 }
 
 impl Default for Policy {
@@ -204,6 +208,7 @@ impl Default for Policy {
             monitor_no_change_limit: 3,
             retry: RetryPolicy::default(),
             stall_turns: DEFAULT_STALL_TURNS,
+            stall_goal_turns: DEFAULT_STALL_GOAL_TURNS,
         }
     }
 }

@@ -111,8 +111,8 @@ pub use proposals::Proposals;
 pub use readiness::{GateHold, GuardBlock};
 pub use refusal::Refusal;
 pub use retry::{
-    DEFAULT_STALL_TURNS, FailureClass, FailureNote, RECENT_FAILURES, RetryPolicy, Streak,
-    TurnFailure, TurnResult,
+    DEFAULT_STALL_GOAL_TURNS, DEFAULT_STALL_TURNS, FailureClass, FailureNote, RECENT_FAILURES,
+    RetryPolicy, Streak, TurnFailure, TurnResult,
 };
 pub use state::{CriterionStatus, GoalState, Intent, ReplayError, Snapshot};
 pub use time::{Duration, Timestamp, TimestampError};

@@ -45,6 +45,12 @@ pub enum ObligationCause {
         /// Settled turns in a row without progress.
         turns: u32,
     },
+    /// The goal's settled turns (a monitor's excepted) made no progress as many times in a row
+    /// as the goal-wide stall rule allows, on whichever todos.
+    GoalStalled {
+        /// Settled turns in a row without progress.
+        turns: u32,
+    },
     /// Proposed by an agent, a capability or a person.
     Proposed,
 }
@@ -56,7 +62,7 @@ impl ObligationCause {
             ObligationCause::MonitorStalled { todo, .. }
             | ObligationCause::TurnsFailing { todo, .. }
             | ObligationCause::NoProgress { todo, .. } => Some(todo),
-            ObligationCause::Proposed => None,
+            ObligationCause::GoalStalled { .. } | ObligationCause::Proposed => None,
         }
     }
 }

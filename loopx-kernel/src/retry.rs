@@ -17,7 +17,9 @@
 //! `WaitReason::Backoff`, a claim is refused with `backing_off`); when the count reaches
 //! [`RetryPolicy::attempts`] a replan obligation (`ObligationCause::TurnsFailing`) names the
 //! todo and its last failures. Settled turns in a row without progress on one todo raise a
-//! replan obligation (`ObligationCause::NoProgress`) at [`Policy::stall_turns`](crate::Policy);
+//! replan obligation (`ObligationCause::NoProgress`) at [`Policy::stall_turns`](crate::Policy),
+//! and on the whole goal (on whichever todos; monitors' polls excepted) at
+//! `Policy::stall_goal_turns` (`ObligationCause::GoalStalled`);
 //! a monitor's quiet polls are counted by its own streak against
 //! `Policy::monitor_no_change_limit` (`ObligationCause::MonitorStalled`). A progress turn ends
 //! both streaks; discharging the obligation a streak raised starts it over.
@@ -244,6 +246,10 @@ impl RetryPolicy {
 /// The default of [`Policy::stall_turns`](crate::Policy): settled turns in a row without
 /// progress on one todo that raise a replan obligation.
 pub const DEFAULT_STALL_TURNS: u32 = 5;
+
+/// The default of [`Policy::stall_goal_turns`](crate::Policy): settled turns in a row without
+/// progress on the whole goal, on whichever todos, that raise a replan obligation.
+pub const DEFAULT_STALL_GOAL_TURNS: u32 = 20;
 
 #[cfg(test)]
 mod tests {

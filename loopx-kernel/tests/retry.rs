@@ -288,3 +288,49 @@ fn the_default_budget_stops_a_goal_that_never_ends() {
         "the owner is asked for more"
     );
 }
+
+#[test]
+fn idle_turns_spread_over_todos_raise_a_goal_wide_stall() {
+    let mut w = World::with(|spec| {
+        spec.policy.stall_turns = 5;
+        spec.policy.stall_goal_turns = 6;
+    });
+    w.add(todo("edit", "change the output layer"));
+    w.add(todo("docs", "document the output"));
+    w.add(todo("bench", "benchmark the output"));
+    // Two idle turns each, never five on one todo, and still six in a row on the goal.
+    for round in 0..2 {
+        for name in ["edit", "docs", "bench"] {
+            w.turn("a", name, |s| s.transition = Transition::KeepOpen);
+            assert_eq!(
+                last_result(&w),
+                TurnResult::NoProgress,
+                "{name} in round {round}"
+            );
+        }
+    }
+    assert_eq!(w.goal.idle_turns, 6);
+    let stalled: Vec<_> = w
+        .goal
+        .obligations
+        .values()
+        .map(|o| o.cause.clone())
+        .collect();
+    assert_eq!(stalled, vec![ObligationCause::GoalStalled { turns: 6 }]);
+    assert_eq!(w.decide("c").kind(), "replan");
+
+    let obligation = w.goal.obligations.keys().next().cloned().expect("raised");
+    w.run(
+        &w.goal.spec.owner_actor(),
+        Command::Discharge {
+            obligation,
+            changes: vec![PlanChange::AddTodo {
+                todo: todo("split", "split the output work"),
+            }],
+        },
+    );
+    assert_eq!(
+        w.goal.idle_turns, 0,
+        "the plan changed: the count starts over"
+    );
+}

@@ -355,7 +355,7 @@ fn every_event_round_trips() {
 }
 
 /// Events and snapshots written before turns were classified (no `result` on `turn_settled`, no
-/// `retry` or `stall_turns` in the policy) still decode and fold to the same state.
+/// `retry`, `stall_turns` or `stall_goal_turns` in the policy) still decode and fold to the same state.
 #[test]
 fn histories_from_before_the_retry_policy_still_decode() {
     let w = abandoned_history();
@@ -368,6 +368,7 @@ fn histories_from_before_the_retry_policy_still_decode() {
             let policy = policy.as_object_mut().unwrap();
             policy.remove("retry").unwrap();
             policy.remove("stall_turns").unwrap();
+            policy.remove("stall_goal_turns").unwrap();
         }
     }
     assert!(stripped > 0, "the history settles turns");
@@ -377,6 +378,7 @@ fn histories_from_before_the_retry_policy_still_decode() {
     let policy = snapshot["spec"]["policy"].as_object_mut().unwrap();
     policy.remove("retry");
     policy.remove("stall_turns");
+    policy.remove("stall_goal_turns");
     let loaded: GoalState = serde_json::from_value(snapshot).unwrap();
     assert_eq!(loaded, w.goal);
 }

@@ -168,6 +168,21 @@ impl Ctx<'_> {
             );
             return self.raise("stalled", cause, detail, None).map(Some);
         }
+        let idle = self.state.idle_turns.saturating_add(1);
+        if todo.monitor.is_none()
+            && *result == TurnResult::NoProgress
+            && policy.stall_goal_turns > 0
+            && idle >= policy.stall_goal_turns
+            && !self.state.obligations.values().any(|o| {
+                o.discharged.is_none() && matches!(o.cause, ObligationCause::GoalStalled { .. })
+            })
+        {
+            let detail = format!(
+                "{idle} settled turns in a row on this goal changed no criterion, todo or evidence; change the plan or close the goal"
+            );
+            let cause = ObligationCause::GoalStalled { turns: idle };
+            return self.raise("stalled", cause, detail, None).map(Some);
+        }
         let attempts = policy.retry.attempts;
         if result.is_failure() && attempts > 0 && streak.failures >= attempts {
             let classes: Vec<&str> = streak

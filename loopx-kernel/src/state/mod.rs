@@ -19,7 +19,7 @@ use crate::ids::{
     AgentId, CheckId, EvidenceId, GateId, ObligationId, ObservationKey, Revision, Subject, TodoId,
     TurnId,
 };
-use crate::obligation::{Discharge, Obligation};
+use crate::obligation::{Discharge, Obligation, ObligationCause};
 use crate::persistent::{Arena, Map, Set};
 use crate::retry::{Streak, TurnResult};
 use crate::time::Timestamp;
@@ -73,6 +73,10 @@ pub struct GoalState {
     /// one); left out of the JSON when empty.
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub streaks: Map<TodoId, Streak>,
+    /// Settled turns in a row on the whole goal (monitors' polls excepted) that neither failed
+    /// nor made progress; left out of the JSON when zero.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub idle_turns: u32,
     #[serde(skip)]
     index: Index,
 }
@@ -131,6 +135,8 @@ struct Unindexed {
     next_seq: u64,
     #[serde(default)]
     streaks: Map<TodoId, Streak>,
+    #[serde(default)]
+    idle_turns: u32,
 }
 
 impl From<Unindexed> for GoalState {
@@ -153,6 +159,7 @@ impl From<Unindexed> for GoalState {
             abandoned: raw.abandoned,
             next_seq: raw.next_seq,
             streaks: raw.streaks,
+            idle_turns: raw.idle_turns,
             index: Index::default(),
         };
         state.rebuild_index();
@@ -298,6 +305,7 @@ impl GoalState {
             abandoned: None,
             next_seq: 0,
             streaks: Map::new(),
+            idle_turns: 0,
             index: Index::default(),
         })
     }
@@ -485,6 +493,14 @@ impl GoalState {
                 let agent = self.settle(todo, turn, *charged, recorded)?;
                 if let Some(result) = result {
                     self.count_streak(todo, turn, result, at);
+                    let monitor = self.todos.get(todo).is_some_and(|t| t.monitor.is_some());
+                    match result {
+                        TurnResult::Progress => self.idle_turns = 0,
+                        TurnResult::NoProgress if !monitor => {
+                            self.idle_turns = self.idle_turns.saturating_add(1);
+                        }
+                        _ => {}
+                    }
                 }
                 for obs in observations {
                     self.record_observation(obs);
@@ -564,6 +580,9 @@ impl GoalState {
                 // The plan changed in answer to the streak: it starts over.
                 if let Some(todo) = entry.cause.streak_todo().cloned() {
                     self.streaks.remove(&todo);
+                }
+                if matches!(entry.cause, ObligationCause::GoalStalled { .. }) {
+                    self.idle_turns = 0;
                 }
             }
             Event::WorkspaceReported { agent, workspace } => {
@@ -1021,6 +1040,11 @@ impl GoalState {
             self.index_dependencies(slot);
         }
     }
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
+fn is_zero(value: &u32) -> bool {
+    *value == 0
 }
 
 /// A goal's state as stored by a snapshot, with the schema version it was written with.

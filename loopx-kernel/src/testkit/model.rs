@@ -143,6 +143,8 @@ pub(crate) struct MObligation {
     pub(crate) open: bool,
     /// The todo whose streak (quiet polls, idle or failed turns) raised it.
     pub(crate) stalled: Option<TodoId>,
+    /// Raised by the goal-wide run of idle turns.
+    pub(crate) goal_stall: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -183,6 +185,9 @@ pub struct LifecycleModel {
     pub(crate) workspaces: BTreeMap<AgentId, Workspace>,
     pub(crate) closure: bool,
     pub(crate) abandoned: bool,
+    /// Settled turns in a row on the goal (monitors' polls excepted) that neither failed nor
+    /// made progress.
+    pub(crate) goal_idle: u32,
     /// Set once a settlement overran its reservation or the limits were lowered below what was
     /// already committed: only then may `spent + reserved` exceed a limit.
     pub(crate) budget_relaxed: bool,
@@ -298,6 +303,7 @@ impl LifecycleModel {
             workspaces: BTreeMap::new(),
             closure: false,
             abandoned: false,
+            goal_idle: 0,
             budget_relaxed: false,
             steps: 0,
             drive: 20,
@@ -896,6 +902,7 @@ impl LifecycleModel {
                         owner: owner.clone(),
                         open: true,
                         stalled: None,
+                        goal_stall: false,
                     },
                 );
                 Ok(vec!["obligation_raised"])
@@ -1611,6 +1618,12 @@ impl LifecycleModel {
             entry.idle += 1;
         }
         let (failures, idle) = (entry.failures, entry.idle);
+        if progress {
+            self.goal_idle = 0;
+        } else if !failed && monitor.is_none() {
+            self.goal_idle += 1;
+        }
+        let goal_stall_open = self.obligations.values().any(|o| o.open && o.goal_stall);
         if let Some(record) = self.turns.get_mut(&turn) {
             record.2 = MTurn::Settled(charged);
         }
@@ -1635,21 +1648,35 @@ impl LifecycleModel {
             && idle >= self.policy.stall_turns
         {
             Some((None, "stalled"))
+        } else if monitor.is_none()
+            && !failed
+            && !progress
+            && self.policy.stall_goal_turns > 0
+            && self.goal_idle >= self.policy.stall_goal_turns
+            && !goal_stall_open
+        {
+            Some((None, "goal"))
         } else if failed && self.policy.retry.attempts > 0 && failures >= self.policy.retry.attempts
         {
             Some((None, "failing"))
         } else {
             None
         };
-        if let Some((owner, prefix)) = owner_and_name {
-            let id = self.stall_id(prefix);
+        if let Some((owner, rule)) = owner_and_name {
+            let goal_stall = rule == "goal";
+            let id = self.stall_id(if rule == "failing" {
+                "failing"
+            } else {
+                "stalled"
+            });
             self.obligations.insert(
                 id,
                 MObligation {
                     kind: ObligationKind::Replan,
                     owner,
                     open: true,
-                    stalled: Some(s.todo.clone()),
+                    stalled: (!goal_stall).then(|| s.todo.clone()),
+                    goal_stall,
                 },
             );
             events.push("obligation_raised");
@@ -1852,6 +1879,9 @@ impl LifecycleModel {
         if let Some(o) = self.obligations.get_mut(id) {
             o.open = false;
             streak.clone_from(&o.stalled);
+            if o.goal_stall {
+                self.goal_idle = 0;
+            }
         }
         // The plan changed in answer to the streak: it starts over.
         if let Some(todo) = streak.and_then(|id| self.todos.get_mut(&id)) {
@@ -1972,6 +2002,14 @@ impl LifecycleModel {
             criteria == self.criteria.keys().collect(),
             "model",
             format!("criteria {criteria:?} but model {:?}", self.criteria.keys()),
+        );
+        check(
+            state.idle_turns == self.goal_idle,
+            "model",
+            format!(
+                "{} idle turns on the goal but model {}",
+                state.idle_turns, self.goal_idle
+            ),
         );
         check(
             state.closure.is_some() == self.closure && state.abandoned.is_some() == self.abandoned,
@@ -2147,12 +2185,14 @@ impl LifecycleModel {
                 ObligationCause::MonitorStalled { todo, .. }
                 | ObligationCause::TurnsFailing { todo, .. }
                 | ObligationCause::NoProgress { todo, .. } => Some(todo),
-                ObligationCause::Proposed => None,
+                ObligationCause::GoalStalled { .. } | ObligationCause::Proposed => None,
             };
+            let goal_stall = matches!(o.cause, ObligationCause::GoalStalled { .. });
             if o.discharged.is_none() != m.open
                 || o.kind != m.kind
                 || o.owner != m.owner
                 || stalled != m.stalled.as_ref()
+                || goal_stall != m.goal_stall
             {
                 out.push(Finding::new(
                     "model",

@@ -1447,6 +1447,7 @@ fn policy(p: &mut Picker) -> Policy {
         monitor_no_change_limit: [3, 2, 0][p.below(3)],
         retry: retry_policy(p),
         stall_turns: [5, 2, 0][p.below(3)],
+        stall_goal_turns: [20, 3, 0][p.below(3)],
     }
 }
 
