@@ -899,6 +899,7 @@ struct Cold {
 /// batches, then times `load` on fresh handles from `open` (no cache), how long decoding the
 /// goal's snapshot JSON alone takes, and settle commits on the goal against those on a new goal
 /// in the same store.
+#[allow(clippy::too_many_lines)] // one measurement: build the history, then load it cold
 fn cold_load<S: Store>(
     runtime: &Runtime,
     open: impl Fn(&Runtime) -> Result<S, Failure>,
