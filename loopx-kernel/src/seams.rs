@@ -609,7 +609,8 @@ pub enum Recovery {
 #[async_trait]
 pub trait Executor: Send + Sync {
     /// Runs the turn. Effects carry the turn id (and the lease epoch), so an external system
-    /// can deduplicate a re-run of the same turn.
+    /// can deduplicate a re-run of the same turn. An error is settled as a failed turn of its
+    /// [`class`](TurnError::class) and paced by the goal's retry policy.
     async fn run(&self, turn: &TurnRequest) -> Result<TurnReport, TurnError>;
 
     /// Reads back a turn that was prepared (journalled in the store) before a crash and is

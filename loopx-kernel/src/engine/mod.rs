@@ -11,7 +11,9 @@
 //! 4. on `continue`, **one turn** — claim the todo, record a *prepared turn* (the `turn_begun`
 //!    event: the journal entry with the turn id and the budget reservation) **before** the
 //!    executor runs, run the executor while renewing the lease, have the independent validator
-//!    judge the result, and settle everything in one atomic commit;
+//!    judge the result, and settle everything in one atomic commit (an executor's error is
+//!    settled as a failed turn of its class, never dropped or re-run at once: the goal's retry
+//!    policy makes the next decision wait, then replan);
 //! 5. **decide again** and report.
 //!
 //! Crash recovery needs no local state: the journal is the store. A turn found prepared and
