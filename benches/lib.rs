@@ -556,6 +556,7 @@ impl Fixture {
                 observations,
                 transition,
                 usage,
+                failure: None,
             }),
         );
     }
@@ -889,6 +890,7 @@ pub fn turn_cycle(
                 tokens: 20_000,
                 ..Amounts::ZERO
             },
+            failure: None,
         }),
     );
     events

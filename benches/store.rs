@@ -587,6 +587,7 @@ async fn turn_cycle<S: Store>(
             wall_ms: 30_000,
             ..Amounts::ONE_TURN
         },
+        failure: None,
     });
     let before = frames();
     let start = Instant::now();
@@ -898,6 +899,7 @@ struct Cold {
 /// batches, then times `load` on fresh handles from `open` (no cache), how long decoding the
 /// goal's snapshot JSON alone takes, and settle commits on the goal against those on a new goal
 /// in the same store.
+#[allow(clippy::too_many_lines)] // one measurement: build the history, then load it cold
 fn cold_load<S: Store>(
     runtime: &Runtime,
     open: impl Fn(&Runtime) -> Result<S, Failure>,
@@ -962,6 +964,7 @@ fn cold_load<S: Store>(
                 continuation: Continuation::GoalStillActive,
             },
             usage: Amounts::ONE_TURN,
+            failure: None,
         };
         log.extend(state.handle(&me, now, &Command::SettleTurn(settle))?);
         n += 1;

@@ -169,14 +169,19 @@ impl Cluster {
         let started = Instant::now();
         let ran = CommandExecutor::new(command, run_dir.join("journal"))
             .run(turn)
-            .await?;
+            .await;
         let seconds = started.elapsed().as_secs_f64();
         let run = revision(config);
-        let (state, reason) = match ran.transition {
-            Transition::Complete { .. } => (RunState::Finished, None),
-            // The executor reports the exit only in its summary: 137 is a kill for memory.
-            _ if ran.summary.ends_with("exit 137") => (RunState::Failed, Some(ExitReason::Oom)),
-            _ => (RunState::Failed, Some(ExitReason::Crash)),
+        // A job that ends badly is this turn's observation, not its failure: the capability
+        // judges it (and retries an out-of-memory run on a bigger node).
+        let (state, reason) = match ran {
+            Ok(_) => (RunState::Finished, None),
+            // 137 is the exit of a job killed for memory.
+            Err(TurnError::Exited { code: 137, .. }) => (RunState::Failed, Some(ExitReason::Oom)),
+            Err(TurnError::Exited { .. } | TurnError::Killed { .. }) => {
+                (RunState::Failed, Some(ExitReason::Crash))
+            }
+            Err(error) => return Err(error),
         };
         #[allow(clippy::cast_precision_loss)] // small numbers
         let cost = (STEPS * config.batch) as f64 / 1000.0;

@@ -225,6 +225,7 @@ impl Story {
                 wall_ms: 420_000,
                 ..Amounts::ONE_TURN
             },
+            failure: None,
         };
         self.run(&me, &Command::SettleTurn(settlement))
     }

@@ -88,6 +88,14 @@ pub fn wait_reason(reason: &WaitReason) -> String {
         WaitReason::Budget { dimension, scope } => {
             format!("the {dimension} budget ({scope}) is spent") + &then("raise it", &fix)
         }
+        WaitReason::Backoff {
+            todo,
+            failures,
+            until,
+        } => {
+            format!("`{todo}` failed {failures} turn(s) in a row and pauses until {until}")
+                + &then("ask again then", &fix)
+        }
     }
 }
 
@@ -156,6 +164,15 @@ pub fn replan_reason(reason: &ReplanReason) -> String {
             let what = match cause {
                 ObligationCause::MonitorStalled { todo, streak } => format!(
                     "monitor `{todo}` saw no change {streak} polls in a row (obligation {id}: {detail})"
+                ),
+                ObligationCause::TurnsFailing { todo, failures, .. } => {
+                    format!("`{todo}` failed {failures} turns in a row (obligation {id}: {detail})")
+                }
+                ObligationCause::NoProgress { todo, turns } => format!(
+                    "`{todo}` settled {turns} turns in a row without progress (obligation {id}: {detail})"
+                ),
+                ObligationCause::GoalStalled { turns } => format!(
+                    "the goal settled {turns} turns in a row without progress (obligation {id}: {detail})"
                 ),
                 ObligationCause::Proposed => format!("obligation {id} is open: {detail}"),
             };

@@ -505,3 +505,155 @@ fn an_agent_id_never_places_its_journal_outside_the_journal_directory() {
     assert!(!outside.exists());
     assert!(!lx.path("escaped-journal").exists());
 }
+
+/// A turn that writes the same line and commits it, reporting the todo open: the second time
+/// there is nothing left to commit, `git commit` fails and so does the turn.
+const COMMIT_ONCE: &str = r#"
+set -e
+echo "the one line" > work.txt
+git add work.txt
+git -c user.name=a -c user.email=a@example.com commit -q -m "$LOOPX_TODO"
+echo '{"transition":{"kind":"keep_open"},"summary":"committed"}'
+"#;
+
+/// A SQLite store, a goal whose retry policy pauses 200 ms, then 400 ms, and raises the replan
+/// obligation at the third failure in a row, one todo `edit`, and a repository holding
+/// `turn.sh` (the turn) and `check.sh` (the validator).
+fn setup_failing(turn: &str, check: &str) -> Loopx {
+    let lx = Loopx::sqlite();
+    lx.ok(&["init"]);
+    let spec = serde_json::json!({
+        "id": GOAL,
+        "objective": "write the work file",
+        "owner": "olivia",
+        "criteria": [],
+        "agents": ["agent-a"],
+        "policy": {
+            "retry": {"attempts": 3, "backoff": 200, "max_backoff": 2000, "jitter_percent": 0}
+        }
+    });
+    let file = lx.json_file("spec.json", &spec);
+    let owner = ["--goal", GOAL, "--as", "person:olivia"];
+    lx.ok(&[&owner[..], &["goal", "create", "--file", &file]].concat());
+    lx.ok(&[
+        &owner[..],
+        &["todo", "add", "--id", "edit", "--title", "edit"],
+    ]
+    .concat());
+    let repo = lx.path("repo");
+    std::fs::create_dir_all(&repo).expect("repo dir");
+    std::fs::write(repo.join("turn.sh"), turn).expect("turn script");
+    std::fs::write(repo.join("check.sh"), check).expect("check script");
+    git(&repo, &["init", "-q"]);
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "start"]);
+    lx
+}
+
+/// `loopx run --wait` (at most 30 steps): it must stop on its own at a replan naming `edit`,
+/// after `failures` failed turns and a pause before each retry. Returns the text it printed.
+fn runs_to_the_failing_obligation(lx: &Loopx, failures: usize, failed: &str) -> String {
+    let run = lx.run(&[&RUN[..], &["--wait", "--max-steps", "30"]].concat());
+
+    assert_eq!(run.code, REPLAN, "{}", run.stderr);
+    let lines: Vec<&str> = run
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("step"))
+        .collect();
+    let attempts = lines.iter().filter(|l| l.contains(failed)).count();
+    assert_eq!(attempts, failures, "{}", run.stdout);
+    let pauses: Vec<&&str> = lines
+        .iter()
+        .filter(|l| l.contains("pauses until"))
+        .collect();
+    assert_eq!(
+        pauses.len(),
+        failures - 1,
+        "a pause before each retry:\n{}",
+        run.stdout
+    );
+    // The kernel admits no retry before its pause: 200 ms after the first failure, 400 ms
+    // after the second (the log's times; each retry may come later, never sooner).
+    let log = lx.ok(&["--goal", GOAL, "log"]);
+    let events = log["events"].as_array().expect("events");
+    let at = |e: &serde_json::Value| {
+        loopx_kernel::Timestamp::parse(e["at"].as_str().expect("a time")).expect("RFC 3339")
+    };
+    let failed_at: Vec<_> = events
+        .iter()
+        .filter(|e| {
+            e["event"]["result"]["kind"]
+                .as_str()
+                .is_some_and(|k| k.ends_with("_failed"))
+        })
+        .map(at)
+        .collect();
+    let begun_at: Vec<_> = events
+        .iter()
+        .filter(|e| e["event"]["type"] == "turn_begun")
+        .map(at)
+        .collect();
+    assert_eq!(failed_at.len(), failures);
+    for (n, pause) in [(0, 200), (1, 400)] {
+        let retried = begun_at
+            .iter()
+            .find(|b| **b > failed_at[n])
+            .expect("a retry");
+        assert!(
+            retried.since(failed_at[n]).as_millis() >= pause,
+            "retry {n} came {} after the failure",
+            retried.since(failed_at[n])
+        );
+    }
+    let last = lines.last().expect("a step");
+    assert!(last.contains("next: replan"), "{}", run.stdout);
+    assert!(
+        last.contains("`edit` failed"),
+        "the replan names the todo: {last}"
+    );
+    assert!(lines.len() < 30, "stopped by the policy, not --max-steps");
+
+    let next = lx.ok(&["--goal", GOAL, "next", "--agent", "agent-a"]);
+    let reason = &next["decision"]["reason"];
+    assert_eq!(reason["cause"]["cause"], "turns_failing", "{next:#}");
+    assert_eq!(reason["cause"]["todo"], "edit");
+    assert_eq!(reason["cause"]["failures"], 3);
+    run.stdout
+}
+
+#[test]
+fn run_over_a_turn_that_keeps_failing_backs_off_and_ends_at_a_replan() {
+    let lx = setup_failing(COMMIT_ONCE, CHECK);
+
+    let out = runs_to_the_failing_obligation(&lx, 3, "executor failed (exited");
+
+    assert!(
+        out.contains("settled: Passed · next: continue"),
+        "the first turn commits: {out}"
+    );
+    let log = lx.ok(&["--goal", GOAL, "log"]);
+    let results: Vec<&str> = log["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter_map(|e| e["event"]["result"]["kind"].as_str())
+        .collect();
+    assert_eq!(
+        results,
+        [
+            "progress",
+            "executor_failed",
+            "executor_failed",
+            "executor_failed"
+        ],
+        "recorded in the settlements"
+    );
+}
+
+#[test]
+fn run_over_a_validator_that_keeps_failing_backs_off_and_ends_at_a_replan() {
+    let lx = setup_failing(TURN, "exit 1\n");
+
+    runs_to_the_failing_obligation(&lx, 3, "validation failed");
+}

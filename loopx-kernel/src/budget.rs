@@ -144,6 +144,21 @@ impl Limits {
         wall_ms: None,
     };
 
+    /// What a goal gets when its spec names no budget: at most 200 turns and 8 hours of
+    /// wall-clock time inside turns, and no limit on tokens or cost. Unlimited must be asked
+    /// for explicitly ([`Limits::UNLIMITED`], `"budget": "unlimited"` in a spec).
+    pub const GOAL_DEFAULT: Limits = Limits {
+        turns: Some(200),
+        tokens: None,
+        cost_micros: None,
+        wall_ms: Some(8 * 60 * 60 * 1000),
+    };
+
+    /// True when no dimension is limited.
+    pub fn is_unlimited(&self) -> bool {
+        *self == Limits::UNLIMITED
+    }
+
     /// At most `turns` turns, and no limit on the other dimensions.
     pub const fn turns(turns: u64) -> Limits {
         Limits {
@@ -174,6 +189,31 @@ impl fmt::Debug for Limits {
             show(self.wall_ms)
         )
     }
+}
+
+/// Decodes limits from their object form or from the word `"unlimited"` (every dimension
+/// unlimited), so a spec can ask for no limit explicitly.
+///
+/// # Errors
+/// The decoder's error for anything else.
+pub(crate) fn limits_or_unlimited<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Limits, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Form {
+        Word(Word),
+        Limits(Limits),
+    }
+    #[derive(Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    enum Word {
+        Unlimited,
+    }
+    Ok(match Form::deserialize(deserializer)? {
+        Form::Word(Word::Unlimited) => Limits::UNLIMITED,
+        Form::Limits(limits) => limits,
+    })
 }
 
 /// Limits, what was charged and what is reserved by turns in flight.

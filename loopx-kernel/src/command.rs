@@ -11,6 +11,7 @@ use crate::gate::NewGate;
 use crate::goal::{Amendment, GoalSpec};
 use crate::ids::{AgentId, GateId, ObligationId, TodoId, TurnId};
 use crate::obligation::ObligationKind;
+use crate::retry::TurnFailure;
 use crate::time::Duration;
 use crate::todo::{HandoffNote, NewTodo, ResumeCondition, Workspace};
 
@@ -313,6 +314,10 @@ pub struct Settlement {
     /// What the turn actually used; charged once, bound to the turn id.
     #[serde(default)]
     pub usage: Amounts,
+    /// The executor's failure, when it could not do the turn: the turn is settled as failed,
+    /// whatever the verdict, and retried under the goal's retry policy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<TurnFailure>,
 }
 
 /// A validator's verdict on a turn. The validator must not be the executor: an exit code proves

@@ -187,6 +187,15 @@ pub enum WaitReason {
         /// `goal` or the todo id.
         scope: String,
     },
+    /// The todo's last turns failed; the retry policy pauses it until `until`.
+    Backoff {
+        /// The todo this part of the decision is about.
+        todo: TodoId,
+        /// Failed turns in a row.
+        failures: u32,
+        /// When it may be claimed again.
+        until: Timestamp,
+    },
 }
 
 /// A question waiting on a person.
@@ -466,13 +475,8 @@ fn standing(
             });
         }
     }
-    if let Some(due) = state.monitor_due(todo)
-        && due > now
-    {
-        return Standing::Wait(WaitReason::MonitorNotDue {
-            todo: todo.id.clone(),
-            due,
-        });
+    if let Some(reason) = not_yet(state, todo, now) {
+        return Standing::Wait(reason);
     }
     if let Some(standing) = guard_standing(state, todo, agent, workspace, now) {
         return standing;
@@ -488,6 +492,24 @@ fn standing(
         });
     }
     Standing::Runnable
+}
+
+/// Why time alone holds `todo` back now: a monitor not due yet, or a failed todo's retry pause.
+fn not_yet(state: &GoalState, todo: &Todo, now: Timestamp) -> Option<WaitReason> {
+    if let Some(due) = state.monitor_due(todo)
+        && due > now
+    {
+        return Some(WaitReason::MonitorNotDue {
+            todo: todo.id.clone(),
+            due,
+        });
+    }
+    let (failures, until) = state.retry_at(&todo.id)?;
+    (until > now).then(|| WaitReason::Backoff {
+        todo: todo.id.clone(),
+        failures,
+        until,
+    })
 }
 
 /// The workspace guard's verdict on a writing todo, if it stops the agent.
@@ -906,7 +928,9 @@ impl Waits {
             WaitReason::LeaseHeld { until, .. } | WaitReason::WriteScopeBusy { until, .. } => {
                 Some(*until)
             }
-            WaitReason::MonitorNotDue { due, .. } => Some(*due),
+            WaitReason::MonitorNotDue { due, .. } | WaitReason::Backoff { until: due, .. } => {
+                Some(*due)
+            }
             WaitReason::Deferred {
                 until: ResumeCondition::At { at },
                 ..
@@ -954,8 +978,8 @@ impl Waits {
 }
 
 /// The earliest instant after `now` at which time alone can change a decision on this goal: a
-/// lease expiring, a monitor coming due, a deferral's time arriving, a gate's deadline passing
-/// or evidence reaching its time-to-live. `None` when only new events can change anything.
+/// lease expiring, a monitor coming due, a deferral's time arriving, a failed todo's retry pause
+/// ending, a gate's deadline passing or evidence reaching its time-to-live. `None` when only new events can change anything.
 ///
 /// Stores index this per goal so a host can sleep until the earliest wake across all goals.
 pub fn next_wake(state: &GoalState, now: Timestamp) -> Option<Timestamp> {
@@ -985,6 +1009,12 @@ fn time_changes(state: &GoalState) -> impl Iterator<Item = Timestamp> + '_ {
         } => Some(*at),
         _ => t.monitor.as_ref().map(|m| m.next_due),
     });
+    // A failed todo's retry pause ends by time alone (kept only while the todo is pending).
+    let retries = state
+        .streaks
+        .keys()
+        .filter(|id| state.todos.get(id).is_some_and(|t| !t.status.is_closed()))
+        .filter_map(|id| state.retry_at(id).map(|(_, at)| at));
     let gates = state
         .gates
         .values()
@@ -994,5 +1024,9 @@ fn time_changes(state: &GoalState) -> impl Iterator<Item = Timestamp> + '_ {
         .evidence
         .values()
         .filter_map(|e| e.ttl.map(|ttl| e.observed_at.plus(ttl)));
-    leases.chain(todos).chain(gates).chain(evidence)
+    leases
+        .chain(todos)
+        .chain(retries)
+        .chain(gates)
+        .chain(evidence)
 }

@@ -12,6 +12,7 @@ use crate::goal::{Amendment, GoalSpec};
 use crate::ids::Fingerprint;
 use crate::ids::{AgentId, GateId, ObligationId, TodoId, TurnId};
 use crate::obligation::{ObligationCause, ObligationKind};
+use crate::retry::TurnResult;
 use crate::time::Timestamp;
 use crate::todo::{ContinuationRecord, HandoffNote, NewTodo, ResumeCondition, Workspace};
 
@@ -191,6 +192,10 @@ pub enum Event {
         transition: SettledTransition,
         /// What was charged (zero for an unchanged monitor poll).
         charged: Amounts,
+        /// What the turn came to, as the kernel classified it; absent on events written before
+        /// turns were classified, which count towards no streak.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        result: Option<TurnResult>,
     },
     /// A readback showed that a turn with an unknown outcome had no effect.
     OutcomeAbsent {

@@ -232,6 +232,7 @@ impl WaitReason {
                 Fix::new("claim", Some("claim"), Who::OtherAgent).arg("todo", todo)
             }
             WaitReason::Budget { dimension, .. } => budget(*dimension),
+            WaitReason::Backoff { until, .. } => next_at(*until),
         }
     }
 }
@@ -259,7 +260,11 @@ impl ReplanReason {
     pub fn fix(&self) -> Fix {
         match self {
             ReplanReason::Obligation { id, cause, .. } => match cause {
-                ObligationCause::MonitorStalled { .. } | ObligationCause::Proposed => discharge(id),
+                ObligationCause::MonitorStalled { .. }
+                | ObligationCause::TurnsFailing { .. }
+                | ObligationCause::NoProgress { .. }
+                | ObligationCause::GoalStalled { .. }
+                | ObligationCause::Proposed => discharge(id),
             },
             ReplanReason::Stuck { todo, because } => match because {
                 Stuck::GateRefused { .. } => {

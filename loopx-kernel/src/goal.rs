@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::budget::{Amounts, Limits};
 use crate::ids::{AgentId, CheckId, CriterionId, GoalId, IntoId, InvalidId, PersonId, Subject};
+use crate::retry::{DEFAULT_STALL_GOAL_TURNS, DEFAULT_STALL_TURNS, RetryPolicy};
 use crate::time::Duration;
 
 /// Everything a goal is created with. Later changes go through revisioned amendments.
@@ -22,10 +23,15 @@ pub struct GoalSpec {
     pub criteria: Vec<Criterion>,
     /// The agents that may claim work.
     pub agents: BTreeSet<AgentId>,
-    /// Goal-wide budget limits.
-    #[serde(default)]
+    /// Goal-wide budget limits. A spec that leaves them out gets [`Limits::GOAL_DEFAULT`] (a
+    /// finite number of turns and of wall-clock time); `"unlimited"` (or every dimension `null`)
+    /// asks for no limit explicitly.
+    #[serde(
+        default = "default_budget",
+        deserialize_with = "crate::budget::limits_or_unlimited"
+    )]
     pub budget: Limits,
-    /// Tunables for leases, monitors and budget exhaustion.
+    /// Tunables for leases, monitors, budget exhaustion, retries and stall detection.
     #[serde(default)]
     pub policy: Policy,
     /// Explicit rights of one agent to act on another agent's todos.
@@ -40,7 +46,7 @@ impl GoalSpec {
     }
 
     /// Starts a spec of goal `id` with its objective and owner, no criteria, no agents, an
-    /// unlimited budget, the default policy and no grants; the builder's methods add the rest.
+    /// the default budget ([`Limits::GOAL_DEFAULT`]), the default policy and no grants; the builder's methods add the rest.
     /// Ids may be given as text: an invalid one fails at [`GoalSpecBuilder::build`].
     pub fn builder(
         id: impl IntoId<GoalId>,
@@ -54,13 +60,17 @@ impl GoalSpec {
                 owner: owner.into_id()?,
                 criteria: Vec::new(),
                 agents: BTreeSet::new(),
-                budget: Limits::UNLIMITED,
+                budget: Limits::GOAL_DEFAULT,
                 policy: Policy::default(),
                 grants: BTreeMap::new(),
             })
         });
         GoalSpecBuilder { spec }
     }
+}
+
+fn default_budget() -> Limits {
+    Limits::GOAL_DEFAULT
 }
 
 /// Builds a [`GoalSpec`]; the first invalid id is kept and reported by [`Self::build`].
@@ -96,7 +106,7 @@ impl GoalSpecBuilder {
         })
     }
 
-    /// Sets the goal-wide budget limits.
+    /// Sets the goal-wide budget limits (`Limits::UNLIMITED` for none at all).
     pub fn budget(self, limits: Limits) -> Self {
         self.with(|spec| {
             spec.budget = limits;
@@ -178,6 +188,15 @@ pub struct Policy {
     pub on_budget_exhausted: BudgetExhaustion,
     /// Unchanged monitor polls in a row that raise a replan obligation (default 3).
     pub monitor_no_change_limit: u32,
+    /// How failed turns are retried: backoff, then a replan obligation (see [`RetryPolicy`]).
+    pub retry: RetryPolicy,
+    /// Settled turns in a row on one todo (a monitor excepted) that neither failed nor made
+    /// progress and raise a replan obligation (default 5; 0 never raises one).
+    pub stall_turns: u32,
+    /// Settled turns in a row on the whole goal (monitors' polls excepted) that neither failed
+    /// nor made progress and raise a replan obligation, whichever todos they ran on (default
+    /// 20; 0 never raises one).
+    pub stall_goal_turns: u32,
 }
 
 impl Default for Policy {
@@ -187,6 +206,9 @@ impl Default for Policy {
             default_reservation: Amounts::ONE_TURN,
             on_budget_exhausted: BudgetExhaustion::Ask,
             monitor_no_change_limit: 3,
+            retry: RetryPolicy::default(),
+            stall_turns: DEFAULT_STALL_TURNS,
+            stall_goal_turns: DEFAULT_STALL_GOAL_TURNS,
         }
     }
 }

@@ -50,6 +50,7 @@ pub mod persistent;
 mod proposals;
 mod readiness;
 mod refusal;
+mod retry;
 pub mod seams;
 mod state;
 mod time;
@@ -111,6 +112,10 @@ pub use obligation::{Discharge, Obligation, ObligationCause, ObligationKind};
 pub use proposals::Proposals;
 pub use readiness::{GateHold, GuardBlock};
 pub use refusal::Refusal;
+pub use retry::{
+    DEFAULT_STALL_GOAL_TURNS, DEFAULT_STALL_TURNS, FailureClass, FailureNote, RECENT_FAILURES,
+    RetryPolicy, Streak, TurnFailure, TurnResult,
+};
 pub use state::{CriterionStatus, GoalState, Intent, ReplayError, Snapshot, SnapshotError};
 pub use time::{Duration, Timestamp, TimestampError};
 pub use todo::{

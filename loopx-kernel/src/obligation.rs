@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::actor::Actor;
 use crate::ids::{AgentId, ObligationId, TodoId};
+use crate::retry::FailureNote;
 use crate::time::Timestamp;
 
 /// Replan (the plan no longer leads to acceptance) or repair (the state is inconsistent).
@@ -28,8 +29,42 @@ pub enum ObligationCause {
         /// Its streak.
         streak: u32,
     },
+    /// A todo's turns failed as many times in a row as the retry policy allows.
+    TurnsFailing {
+        /// The todo.
+        todo: TodoId,
+        /// Failed turns in a row.
+        failures: u32,
+        /// The last failures, newest last.
+        last: Vec<FailureNote>,
+    },
+    /// A todo's settled turns made no progress as many times in a row as the stall rule allows.
+    NoProgress {
+        /// The todo.
+        todo: TodoId,
+        /// Settled turns in a row without progress.
+        turns: u32,
+    },
+    /// The goal's settled turns (a monitor's excepted) made no progress as many times in a row
+    /// as the goal-wide stall rule allows, on whichever todos.
+    GoalStalled {
+        /// Settled turns in a row without progress.
+        turns: u32,
+    },
     /// Proposed by an agent, a capability or a person.
     Proposed,
+}
+
+impl ObligationCause {
+    /// The todo whose streak raised it (a stalled monitor, failing or idle turns), if any.
+    pub fn streak_todo(&self) -> Option<&TodoId> {
+        match self {
+            ObligationCause::MonitorStalled { todo, .. }
+            | ObligationCause::TurnsFailing { todo, .. }
+            | ObligationCause::NoProgress { todo, .. } => Some(todo),
+            ObligationCause::GoalStalled { .. } | ObligationCause::Proposed => None,
+        }
+    }
 }
 
 /// An obligation as the goal holds it.

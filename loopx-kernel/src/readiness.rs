@@ -1,6 +1,6 @@
 //! Derived facts that both command validation and `decide` rely on, so the two can never
-//! disagree about what is legal: gate holds, dependencies, resume conditions, monitor due times
-//! and the workspace guard.
+//! disagree about what is legal: gate holds, dependencies, resume conditions, monitor due times,
+//! retry pauses and the workspace guard.
 
 use serde::{Deserialize, Serialize};
 
@@ -158,6 +158,19 @@ impl GoalState {
     /// When a monitor is next due, or `None` for other todos.
     pub fn monitor_due(&self, todo: &Todo) -> Option<Timestamp> {
         todo.monitor.as_ref().map(|m| m.next_due)
+    }
+
+    /// When `todo` may be claimed again after its last failed turns: the last failure's time
+    /// plus the retry policy's pause for the failures in a row; `None` while it has none.
+    pub fn retry_at(&self, todo: &TodoId) -> Option<(u32, Timestamp)> {
+        let streak = self.streaks.get(todo)?;
+        let failed_at = streak.failed_at()?;
+        let pause = self
+            .spec
+            .policy
+            .retry
+            .delay(&self.spec.id, todo, streak.failures);
+        Some((streak.failures, failed_at.plus(pause)))
     }
 
     /// Whether the workspace guard lets `agent` take the writing todo `todo` from `workspace`.

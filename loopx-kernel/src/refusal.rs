@@ -263,6 +263,18 @@ pub enum Refusal {
         /// When it is due.
         due: Timestamp,
     },
+    /// The todo's last turns failed and its retry pause has not passed.
+    #[error(
+        "todo `{todo}` backs off after {failures} failed turn(s) in a row and may be claimed from {until}; retrying sooner would fail the same way"
+    )]
+    BackingOff {
+        /// The todo the refused command named.
+        todo: TodoId,
+        /// Failed turns in a row.
+        failures: u32,
+        /// When it may be claimed again.
+        until: Timestamp,
+    },
     /// The validator is the executor.
     #[error("the validator `{validator}` is the executor; a turn needs an independent verdict")]
     ValidationNotIndependent {
@@ -394,6 +406,7 @@ impl Refusal {
             Refusal::DependenciesUnmet { .. } => "dependencies_unmet",
             Refusal::ResumeConditionUnmet { .. } => "resume_condition_unmet",
             Refusal::MonitorNotDue { .. } => "monitor_not_due",
+            Refusal::BackingOff { .. } => "backing_off",
             Refusal::ValidationNotIndependent { .. } => "validation_not_independent",
             Refusal::ValidationInsufficient { .. } => "validation_insufficient",
             Refusal::InvalidContinuation { .. } => "invalid_continuation",
@@ -440,6 +453,7 @@ impl Refusal {
         "dependencies_unmet",
         "resume_condition_unmet",
         "monitor_not_due",
+        "backing_off",
         "validation_not_independent",
         "validation_insufficient",
         "invalid_continuation",

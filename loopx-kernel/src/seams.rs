@@ -20,6 +20,7 @@ use crate::evidence::{NewEvidence, Observation};
 use crate::ids::{
     AgentId, Fingerprint, GoalId, ObservationKey, OperationId, SourceId, TodoId, TurnId,
 };
+use crate::retry::{FailureClass, TurnFailure};
 use crate::state::GoalState;
 use crate::time::{Duration, Timestamp};
 use crate::todo::HandoffNote;
@@ -588,7 +589,8 @@ impl TurnReport {
     }
 }
 
-/// An executor or validator failure.
+/// An executor or validator failure. An executor's failure is settled as a failed turn of
+/// its [`class`](TurnError::class), retried under the goal's retry policy.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum TurnError {
@@ -598,6 +600,70 @@ pub enum TurnError {
     /// The executor or validator could not run.
     #[error("{0}")]
     Failed(String),
+    /// The turn's process exited unsuccessfully without reporting the turn.
+    #[error("{detail}")]
+    Exited {
+        /// The exit code.
+        code: i32,
+        /// What ran and how it ended, for people (never a secret).
+        detail: String,
+    },
+    /// A signal ended the turn's process.
+    #[error("{detail}")]
+    Killed {
+        /// The signal number.
+        signal: i32,
+        /// What ran and how it ended, for people (never a secret).
+        detail: String,
+    },
+    /// The turn lacked credentials or was refused authorization.
+    #[error("{0}")]
+    Unauthorized(String),
+    /// A service the turn depends on rate-limited it.
+    #[error("{0}")]
+    RateLimited(String),
+}
+
+impl TurnError {
+    /// The failure's class, as the settlement records it.
+    pub fn class(&self) -> FailureClass {
+        match self {
+            TurnError::Timeout(_) => FailureClass::TimedOut,
+            TurnError::Failed(_) => FailureClass::Unavailable,
+            TurnError::Exited { .. } => FailureClass::Exited,
+            TurnError::Killed { .. } => FailureClass::Killed,
+            TurnError::Unauthorized(_) => FailureClass::Unauthorized,
+            TurnError::RateLimited(_) => FailureClass::RateLimited,
+        }
+    }
+
+    /// The failure as a settlement reports it: its class and its message, with control
+    /// characters replaced by spaces and cut to [`MAX_TEXT`](crate::MAX_TEXT) bytes, so the
+    /// settlement always passes validation.
+    pub fn failure(&self) -> TurnFailure {
+        let mut detail: String = self
+            .to_string()
+            .chars()
+            .map(|c| {
+                if c.is_control() && c != '\n' && c != '\t' {
+                    ' '
+                } else {
+                    c
+                }
+            })
+            .collect();
+        if detail.len() > crate::MAX_TEXT {
+            let mut end = crate::MAX_TEXT;
+            while !detail.is_char_boundary(end) {
+                end -= 1;
+            }
+            detail.truncate(end);
+        }
+        TurnFailure {
+            class: self.class(),
+            detail,
+        }
+    }
 }
 
 /// What an executor knows about a prepared turn found in flight after a crash.
@@ -608,6 +674,8 @@ pub enum Recovery {
     NotStarted,
     /// The turn ran to the end and this is its report: validate and settle it, do not re-run.
     Finished(TurnReport),
+    /// The turn ran and failed: settle it as failed, do not re-run.
+    Failed(TurnFailure),
     /// The executor cannot tell whether an effect happened: fail closed, repair.
     Unknown,
 }
@@ -616,7 +684,8 @@ pub enum Recovery {
 #[async_trait]
 pub trait Executor: Send + Sync {
     /// Runs the turn. Effects carry the turn id (and the lease epoch), so an external system
-    /// can deduplicate a re-run of the same turn.
+    /// can deduplicate a re-run of the same turn. An error is settled as a failed turn of its
+    /// [`class`](TurnError::class) and paced by the goal's retry policy.
     async fn run(&self, turn: &TurnRequest) -> Result<TurnReport, TurnError>;
 
     /// Reads back a turn that was prepared (journalled in the store) before a crash and is

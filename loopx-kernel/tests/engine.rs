@@ -744,3 +744,143 @@ fn waiting_returns_on_a_commit_by_someone_else() {
         );
     });
 }
+
+/// An executor whose every turn fails the way a command that exits 1 does.
+struct Failing;
+
+#[async_trait]
+impl Executor for Failing {
+    async fn run(&self, _: &TurnRequest) -> Result<TurnReport, TurnError> {
+        Err(TurnError::Exited {
+            code: 1,
+            detail: "`sh turn.sh` exit 1".into(),
+        })
+    }
+}
+
+/// A validator that fails every turn.
+struct Rejecting;
+
+#[async_trait]
+impl Validator for Rejecting {
+    fn actor(&self) -> Actor {
+        Actor::Validator(id("ci"))
+    }
+
+    async fn validate(&self, _: &TurnRequest, _: &TurnReport) -> Result<Validation, TurnError> {
+        Ok(Validation::failed("tests fail"))
+    }
+}
+
+/// Steps `engine` on `goal`, jumping the clock to each wake time it is told to wait for, until
+/// it is told to replan (at most 20 steps). Returns the settled turns' results, the pauses it
+/// was told to take and the replan reason.
+async fn fail_until_replan(
+    h: &Harness,
+    engine: &Engine,
+    goal: &GoalId,
+) -> (Vec<TurnResult>, Vec<Duration>, ReplanReason) {
+    let mut results = Vec::new();
+    let mut pauses = Vec::new();
+    for _ in 0..20 {
+        let report = engine.step(goal).await.expect("a step");
+        if let Some(TurnOutcome::Settled { result, .. }) = report.turn {
+            results.push(result.expect("a fresh settlement is classified"));
+        }
+        match report.decision {
+            Decision::Wait {
+                until: Some(until),
+                reasons,
+            } => {
+                assert!(
+                    matches!(&reasons[..], [WaitReason::Backoff { todo, until: u, .. }] if todo.as_str() == "edit" && *u == until),
+                    "{reasons:?}"
+                );
+                pauses.push(until.since(h.clock.now()));
+                h.clock.set(until);
+            }
+            Decision::Replan { reason } => return (results, pauses, reason),
+            other => panic!("expected a backoff wait or a replan, got {other:?}"),
+        }
+    }
+    panic!("no replan after 20 steps: {results:?}");
+}
+
+#[test]
+fn an_executor_that_always_fails_backs_off_then_ends_at_a_replan_naming_the_todo() {
+    block_on(async {
+        let h = Harness::new();
+        let goal = goal(&h.store, &[todo("edit")]).await;
+        let engine = h.engine(Arc::new(Failing));
+
+        let (results, pauses, reason) = fail_until_replan(&h, &engine, &goal).await;
+
+        let failed = TurnResult::ExecutorFailed {
+            class: FailureClass::Exited,
+            detail: "`sh turn.sh` exit 1".into(),
+        };
+        assert_eq!(
+            results,
+            vec![failed; 3],
+            "three attempts, as the policy says"
+        );
+        let policy = RetryPolicy::default();
+        assert_eq!(pauses.len(), 2, "a pause after each failure but the last");
+        for (n, pause) in (1..).zip(&pauses) {
+            assert_eq!(*pause, policy.delay(&goal, &id("edit"), n));
+            assert!(*pause >= Duration::seconds(30 << (n - 1)), "{pause}");
+        }
+        let ReplanReason::Obligation {
+            cause:
+                ObligationCause::TurnsFailing {
+                    todo,
+                    failures,
+                    last,
+                },
+            ..
+        } = reason
+        else {
+            panic!("expected the failing-turns obligation, got {reason:?}");
+        };
+        assert_eq!((todo.as_str(), failures, last.len()), ("edit", 3, 3));
+        assert_eq!(h.count(&goal, "turn_settled").await, 3);
+        // Nothing runs until the plan changes, however long one waits.
+        h.clock.advance(Duration::hours(24));
+        let report = engine.step(&goal).await.expect("a step");
+        assert!(report.turn.is_none(), "{report:?}");
+        assert_eq!(report.decision.kind(), "replan");
+    });
+}
+
+#[test]
+fn a_validator_that_always_fails_backs_off_then_ends_at_a_replan() {
+    block_on(async {
+        let h = Harness::new();
+        let goal = goal(&h.store, &[todo("edit")]).await;
+        let engine = Engine::builder(
+            agent(),
+            h.store.clone(),
+            h.clock.clone(),
+            Arc::new(Scripted::completing()),
+            Arc::new(Rejecting),
+        )
+        .build();
+
+        let (results, pauses, reason) = fail_until_replan(&h, &engine, &goal).await;
+
+        assert_eq!(
+            results,
+            vec![
+                TurnResult::ValidationFailed {
+                    detail: "tests fail".into()
+                };
+                3
+            ]
+        );
+        assert_eq!(pauses.len(), 2);
+        assert!(
+            matches!(&reason, ReplanReason::Obligation { cause: ObligationCause::TurnsFailing { todo, .. }, .. } if todo.as_str() == "edit"),
+            "{reason:?}"
+        );
+    });
+}

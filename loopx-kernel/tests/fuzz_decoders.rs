@@ -80,9 +80,11 @@ fn every_value(value: &Value, out: &mut Vec<Value>) {
             if map.contains_key("type") {
                 let mut untagged = map.clone();
                 untagged.remove("type");
-                // A settled turn's event records as `charged` what its settlement calls `usage`.
+                // A settled turn's event records as `charged` what its settlement calls `usage`,
+                // and adds what the kernel classified the turn as.
                 if let Some(charged) = untagged.remove("charged") {
                     let mut settlement = untagged.clone();
+                    settlement.remove("result");
                     settlement.insert("usage".into(), charged);
                     out.push(Value::Object(settlement));
                 }

@@ -94,7 +94,11 @@ fn the_spec_builder_reports_the_first_invalid_id() {
         .agent("agent-a")
         .build()
         .expect("valid");
-    assert_eq!(spec.budget, Limits::UNLIMITED);
+    assert_eq!(
+        spec.budget,
+        Limits::GOAL_DEFAULT,
+        "a finite budget unless asked otherwise"
+    );
     assert_eq!(spec.agents.len(), 1);
 }
 

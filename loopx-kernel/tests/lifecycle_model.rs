@@ -6,7 +6,8 @@
 //! always build with the `testkit` feature (a dev-dependency on the crate itself enables it).
 
 use loopx_kernel::GoalState;
-use loopx_kernel::testkit::{LifecycleTest, config};
+use loopx_kernel::testkit::{LifecycleTest, config, failing_run, failing_run_strategy};
+use proptest::prelude::*;
 use proptest_state_machine::prop_state_machine;
 
 prop_state_machine! {
@@ -16,4 +17,18 @@ prop_state_machine! {
     fn lifecycle_matches_the_model_and_keeps_its_invariants(
         sequential 1..40 => LifecycleTest<GoalState>
     );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// No sequence of failing turns is admitted faster than the retry policy allows, and every
+    /// one reaches the replan obligation.
+    #[test]
+    fn failing_turns_keep_to_the_retry_policy_and_reach_the_obligation(
+        run in failing_run_strategy()
+    ) {
+        let findings = failing_run(&run);
+        prop_assert!(findings.is_empty(), "{run:?}: {findings:#?}");
+    }
 }

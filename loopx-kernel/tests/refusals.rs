@@ -384,6 +384,16 @@ refusals! {
         w.refuse(&ag("a"), claim("watch-ci"))
     }
 
+    claim_before_a_failed_todo_s_pause_ends => "backing_off" {
+        let mut w = World::new();
+        w.add(edit());
+        w.turn("a", "edit", |s| {
+            s.transition = Transition::KeepOpen;
+            s.verdict.outcome = VerdictOutcome::Failed;
+        });
+        w.refuse(&ag("b"), claim("edit"))
+    }
+
     claim_under_a_pending_gate => "gate_blocks" {
         let mut w = World::new();
         w.add(edit());

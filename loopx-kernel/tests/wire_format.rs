@@ -354,6 +354,35 @@ fn every_event_round_trips() {
     }
 }
 
+/// Events and snapshots written before turns were classified (no `result` on `turn_settled`, no
+/// `retry`, `stall_turns` or `stall_goal_turns` in the policy) still decode and fold to the same state.
+#[test]
+fn histories_from_before_the_retry_policy_still_decode() {
+    let w = abandoned_history();
+    let mut old: serde_json::Value = serde_json::from_str(&pretty(&w.log)).unwrap();
+    let mut stripped = 0;
+    for event in old.as_array_mut().unwrap() {
+        let body = event["event"].as_object_mut().unwrap();
+        stripped += usize::from(body.remove("result").is_some());
+        if let Some(policy) = body.get_mut("spec").and_then(|s| s.get_mut("policy")) {
+            let policy = policy.as_object_mut().unwrap();
+            policy.remove("retry").unwrap();
+            policy.remove("stall_turns").unwrap();
+            policy.remove("stall_goal_turns").unwrap();
+        }
+    }
+    assert!(stripped > 0, "the history settles turns");
+    let old: Vec<RecordedEvent> = serde_json::from_value(old).unwrap();
+    assert_eq!(GoalState::replay(&old).unwrap(), w.goal);
+    let mut snapshot: serde_json::Value = serde_json::from_str(&pretty(&w.goal)).unwrap();
+    let policy = snapshot["spec"]["policy"].as_object_mut().unwrap();
+    policy.remove("retry");
+    policy.remove("stall_turns");
+    policy.remove("stall_goal_turns");
+    let loaded: GoalState = serde_json::from_value(snapshot).unwrap();
+    assert_eq!(loaded, w.goal);
+}
+
 #[test]
 fn state_round_trips_with_its_index() {
     for w in [history(), abandoned_history()] {

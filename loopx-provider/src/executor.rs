@@ -15,14 +15,30 @@
 //!
 //! The command reports its turn either by printing a JSON [`TurnReport`] as the last line of
 //! its standard output, or by its exit code alone: zero proposes completing the todo (the
-//! validator still decides), anything else keeps it open. Either way the report is only a
-//! proposal: the engine's validator judges the work.
+//! validator still decides). Either way the report is only a proposal: the engine's validator
+//! judges the work.
+//!
+//! A command that does not exit zero has failed the turn, whatever it printed: the engine
+//! settles the turn as failed and the goal's retry policy paces the next attempt. The failure's
+//! class ([`FailureClass`](loopx_kernel::FailureClass)) is read from how the process ended:
+//!
+//! | how it ended | class |
+//! |---|---|
+//! | past `--timeout`, its process group killed | `timed_out` |
+//! | a signal | `killed` |
+//! | exit 77 (`EX_NOPERM`), or standard error naming missing or refused credentials (`unauthorized`, `authentication failed`, `invalid api key`, `not logged in`, `permission denied (publickey`) | `unauthorized` |
+//! | exit 75 (`EX_TEMPFAIL`), or standard error naming a rate limit (`rate limit`, `rate-limited`, `too many requests`) | `rate_limited` |
+//! | exit 126 or 127 (the shell could not run the program), or the program could not start | `unavailable` |
+//! | any other exit code | `exited` |
+//!
+//! Standard error is only matched, never recorded: the failure's detail names the command and
+//! how it ended, nothing it printed (which could hold a secret).
 //!
 //! The journal is one directory (created owner-only). Before the process starts, a `started`
-//! record is written and synced; after it ends, its report is written atomically (temporary
-//! file, sync, rename). [`Executor::recover`] reads them back: a report → [`Recovery::Finished`];
-//! a start without a report (the executor died mid-turn) → [`Recovery::Unknown`]; nothing →
-//! [`Recovery::NotStarted`].
+//! record is written and synced; after it ends, its report (or its failure) is written
+//! atomically (temporary file, sync, rename). [`Executor::recover`] reads them back: a report →
+//! [`Recovery::Finished`]; a failure → [`Recovery::Failed`]; a start without either (the
+//! executor died mid-turn) → [`Recovery::Unknown`]; nothing → [`Recovery::NotStarted`].
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -32,7 +48,7 @@ use loopx_kernel::seams::{Executor, Recovery, TurnError, TurnReport, TurnRequest
 use loopx_kernel::{Amounts, Continuation, Duration, Transition};
 
 use crate::fact::sha256_hex;
-use crate::process::{CommandSpec, Exit};
+use crate::process::{CommandSpec, Exit, ProcessOutput};
 
 /// Runs a command as one turn and journals it.
 #[derive(Debug, Clone)]
@@ -80,17 +96,16 @@ impl Executor for CommandExecutor {
             .run()
             .await
             .map_err(|e| TurnError::Failed(e.to_string()))?;
-        if output.exit == Exit::TimedOut {
-            let span = i64::try_from(output.duration.as_millis()).unwrap_or(i64::MAX);
-            return Err(TurnError::Timeout(Duration::from_millis(span)));
+        if let Some(error) = failure(&self.command.display(), &output) {
+            let encoded = serde_json::to_vec(&error.failure())
+                .map_err(|e| failed("encode the failure", &e))?;
+            write_synced(&self.journal, &self.record(turn, "failed"), &encoded)
+                .map_err(|e| failed("journal the turn failure", &e))?;
+            return Err(error);
         }
         let report = reported(&output.stdout.text()).unwrap_or_else(|| TurnReport {
-            transition: if output.exit.success() {
-                Transition::Complete {
-                    continuation: Continuation::GoalStillActive,
-                }
-            } else {
-                Transition::KeepOpen
+            transition: Transition::Complete {
+                continuation: Continuation::GoalStillActive,
             },
             observations: Vec::new(),
             usage: Amounts::ZERO,
@@ -108,12 +123,54 @@ impl Executor for CommandExecutor {
         {
             return Recovery::Finished(report);
         }
+        if let Ok(bytes) = std::fs::read(self.record(turn, "failed"))
+            && let Ok(failure) = serde_json::from_slice(&bytes)
+        {
+            return Recovery::Failed(failure);
+        }
         if self.record(turn, "started").exists() {
             Recovery::Unknown
         } else {
             Recovery::NotStarted
         }
     }
+}
+
+/// The turn error of a process that did not exit zero, classed as the module docs say.
+fn failure(command: &str, output: &ProcessOutput) -> Option<TurnError> {
+    let command: String = command.chars().take(200).collect();
+    let detail = format!("`{command}` {}", output.exit);
+    let code = match output.exit {
+        Exit::Code { code: 0 } => return None,
+        Exit::TimedOut => {
+            let span = i64::try_from(output.duration.as_millis()).unwrap_or(i64::MAX);
+            return Some(TurnError::Timeout(Duration::from_millis(span)));
+        }
+        Exit::Signal { signal } => return Some(TurnError::Killed { signal, detail }),
+        Exit::Code { code } => code,
+    };
+    let stderr = output.stderr.text().to_lowercase();
+    let names = |patterns: &[&str]| patterns.iter().any(|p| stderr.contains(p));
+    Some(
+        if code == 77
+            || names(&[
+                "unauthorized",
+                "unauthorised",
+                "authentication failed",
+                "invalid api key",
+                "not logged in",
+                "permission denied (publickey",
+            ])
+        {
+            TurnError::Unauthorized(detail)
+        } else if code == 75 || names(&["rate limit", "rate-limited", "too many requests"]) {
+            TurnError::RateLimited(detail)
+        } else if code == 126 || code == 127 {
+            TurnError::Failed(detail)
+        } else {
+            TurnError::Exited { code, detail }
+        },
+    )
 }
 
 /// The report a command printed as its last non-empty output line, if it printed one.

@@ -2,7 +2,7 @@
 //! report is read back, and the journal tells a restarted engine what happened to a turn.
 
 use loopx_kernel::seams::{Executor, Recovery, TurnRequest};
-use loopx_kernel::{Amounts, Continuation, Timestamp, Transition};
+use loopx_kernel::{Amounts, Continuation, Duration, FailureClass, Timestamp, Transition};
 use loopx_provider::executor::CommandExecutor;
 use loopx_provider::process::CommandSpec;
 
@@ -48,14 +48,11 @@ fn the_command_sees_the_turn_and_its_json_report_is_taken() {
 }
 
 #[test]
-fn without_a_report_the_exit_code_proposes_the_transition() {
+fn without_a_report_exit_zero_proposes_completion() {
     let journal = tempfile::tempdir().expect("a temporary directory");
-    let rt = runtime();
     let passing = CommandExecutor::new(shell("true"), journal.path());
-    let failing = CommandExecutor::new(shell("exit 3"), journal.path());
 
-    let passed = rt.block_on(passing.run(&turn("t1"))).expect("runs");
-    let failed = rt.block_on(failing.run(&turn("t2"))).expect("runs");
+    let passed = runtime().block_on(passing.run(&turn("t1"))).expect("runs");
 
     assert_eq!(
         passed.transition,
@@ -63,8 +60,57 @@ fn without_a_report_the_exit_code_proposes_the_transition() {
             continuation: Continuation::GoalStillActive
         }
     );
-    assert_eq!(failed.transition, Transition::KeepOpen);
-    assert!(failed.summary.contains("exit 3"), "{}", failed.summary);
+}
+
+#[test]
+fn a_command_that_does_not_exit_zero_fails_the_turn_by_class() {
+    let journal = tempfile::tempdir().expect("a temporary directory");
+    let rt = runtime();
+    let cases = [
+        ("exit 3", FailureClass::Exited),
+        // A printed report does not make a failed exit a success.
+        (
+            r#"echo '{"transition":{"kind":"keep_open"}}'; exit 1"#,
+            FailureClass::Exited,
+        ),
+        ("kill -9 $$", FailureClass::Killed),
+        ("exit 77", FailureClass::Unauthorized),
+        (
+            "printf 'error: invalid API key sk-%s\\n' xyz >&2; exit 1",
+            FailureClass::Unauthorized,
+        ),
+        ("exit 75", FailureClass::RateLimited),
+        (
+            "echo 'HTTP 429 Too Many Requests' >&2; exit 2",
+            FailureClass::RateLimited,
+        ),
+        ("exit 127", FailureClass::Unavailable),
+    ];
+    for (n, (script, class)) in cases.into_iter().enumerate() {
+        let executor = CommandExecutor::new(shell(script), journal.path());
+        let name = format!("t{n}");
+
+        let error = rt
+            .block_on(executor.run(&turn(&name)))
+            .expect_err("the turn fails");
+
+        assert_eq!(error.class(), class, "{script}: {error}");
+        let failure = error.failure();
+        // What the process printed is matched, never recorded.
+        assert!(!failure.detail.contains("sk-xyz"), "{}", failure.detail);
+        // The failure is journalled: a restarted engine settles it instead of re-running.
+        assert_eq!(
+            rt.block_on(executor.recover(&turn(&name))),
+            Recovery::Failed(failure),
+            "{script}"
+        );
+    }
+    let slow = CommandExecutor::new(
+        shell("sleep 5").timeout(Duration::from_millis(200)),
+        journal.path(),
+    );
+    let error = rt.block_on(slow.run(&turn("slow"))).expect_err("times out");
+    assert_eq!(error.class(), FailureClass::TimedOut, "{error}");
 }
 
 #[test]

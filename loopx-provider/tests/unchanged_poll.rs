@@ -134,6 +134,7 @@ fn poll(
                 transition: Transition::KeepOpen,
                 // The executor claims it used a turn: the kernel still charges nothing when quiet.
                 usage: Amounts::ONE_TURN,
+                failure: None,
             }),
         )
         .expect("settle");

@@ -250,6 +250,7 @@ fn settle(name: &str, epoch: u64, turn: &str, transition: Transition) -> Command
             tokens: 100,
             ..Amounts::ZERO
         },
+        failure: None,
     })
 }
 
@@ -869,6 +870,7 @@ fn bad_batches(goal: &GoalId, state: &GoalState, command: &Command) -> [AppendRe
         observations: vec![],
         transition: SettledTransition::KeepOpen,
         charged: Amounts::ONE_TURN,
+        result: None,
     };
     let contradicts = request(
         goal,

@@ -240,6 +240,7 @@ fn settlement(todo: &TodoId, epoch: u64, turn: &TurnId, transition: Transition) 
             tokens: 10,
             ..Amounts::ZERO
         },
+        failure: None,
     })
 }
 

@@ -141,6 +141,7 @@ pub fn complete(agent: &str, todo: &str, turn: &str) -> Vec<Step> {
             continuation: Continuation::GoalStillActive,
         },
         usage: Amounts::default(),
+        failure: None,
     };
     vec![
         Command::Claim {

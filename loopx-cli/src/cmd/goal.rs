@@ -66,6 +66,13 @@ impl LimitArgs {
     }
 }
 
+/// A budget asked for by name.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum BudgetWord {
+    /// No limit at all.
+    Unlimited,
+}
+
 /// What exhausted budget does.
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum Exhaustion {
@@ -95,6 +102,10 @@ pub struct CreateArgs {
     agents: Vec<AgentId>,
     #[command(flatten)]
     limits: LimitArgs,
+    /// `unlimited`: no budget limit on any dimension the limit flags do not name. Without it a
+    /// goal gets the default budget (200 turns, 8 hours of wall-clock time inside turns).
+    #[arg(long, value_enum, value_name = "unlimited")]
+    budget: Option<BudgetWord>,
     /// Lease time-to-live when a claim does not say (e.g. 15m).
     #[arg(long, value_parser = parse_duration)]
     lease_ttl: Option<Duration>,
@@ -230,7 +241,7 @@ async fn create(ctx: &Ctx, args: CreateArgs) -> Result<Exit, CliError> {
             owner: owner.clone(),
             criteria: Vec::new(),
             agents: std::collections::BTreeSet::new(),
-            budget: Limits::UNLIMITED,
+            budget: Limits::GOAL_DEFAULT,
             policy: Policy::default(),
             grants: BTreeMap::new(),
         },
@@ -242,6 +253,9 @@ async fn create(ctx: &Ctx, args: CreateArgs) -> Result<Exit, CliError> {
     }
     spec.criteria.extend(criteria);
     spec.agents.extend(args.agents);
+    if let Some(BudgetWord::Unlimited) = args.budget {
+        spec.budget = Limits::UNLIMITED;
+    }
     spec.budget = args.limits.over(spec.budget);
     if let Some(ttl) = args.lease_ttl {
         spec.policy.lease_ttl = ttl;

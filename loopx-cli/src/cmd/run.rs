@@ -14,7 +14,9 @@ use clap::Args;
 use loopx_kernel::engine::{Engine, EngineError, EngineOptions, StepReport, TurnOutcome, Until};
 use loopx_kernel::ids::path_component;
 use loopx_kernel::seams::{Clock, Store};
-use loopx_kernel::{AgentId, CheckId, Decision, Duration, ObservationKey, SourceId, Subject};
+use loopx_kernel::{
+    AgentId, CheckId, Decision, Duration, ObservationKey, SourceId, Subject, TurnResult,
+};
 use loopx_provider::clock::SystemClock;
 use loopx_provider::executor::CommandExecutor;
 use loopx_provider::git::{Git, GitProvider};
@@ -352,10 +354,37 @@ fn progress(out: &Output, n: usize, report: &StepReport) -> String {
             todo,
             verdict,
             resumed,
+            result,
             ..
         }) => {
             let again = if *resumed { " (resumed)" } else { "" };
-            let _ = write!(line, "turn on `{todo}` settled: {verdict:?}{again} · ");
+            // A failed turn is reported as failed, whatever the validator said of the tree.
+            match result {
+                Some(TurnResult::ExecutorFailed { class, detail }) => {
+                    let _ = write!(
+                        line,
+                        "turn on `{todo}`{again} settled as failed: {} ({class}: {detail})",
+                        out.paint(Style::Bad, "executor failed")
+                    );
+                }
+                Some(TurnResult::ValidationFailed { .. }) => {
+                    let _ = write!(
+                        line,
+                        "turn on `{todo}`{again} settled as failed: {}",
+                        out.paint(Style::Bad, "validation failed")
+                    );
+                }
+                Some(TurnResult::NoProgress) => {
+                    let _ = write!(
+                        line,
+                        "turn on `{todo}` settled: {verdict:?}{again}, no progress"
+                    );
+                }
+                Some(TurnResult::Progress) | None => {
+                    let _ = write!(line, "turn on `{todo}` settled: {verdict:?}{again}");
+                }
+            }
+            line.push_str(" · ");
         }
         Some(TurnOutcome::NotStarted { todo, refusal }) => {
             let _ = write!(

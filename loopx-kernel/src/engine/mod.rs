@@ -11,7 +11,9 @@
 //! 4. on `continue`, **one turn** — claim the todo, record a *prepared turn* (the `turn_begun`
 //!    event: the journal entry with the turn id and the budget reservation) **before** the
 //!    executor runs, run the executor while renewing the lease, have the independent validator
-//!    judge the result, and settle everything in one atomic commit;
+//!    judge the result, and settle everything in one atomic commit (an executor's error is
+//!    settled as a failed turn of its class, never dropped or re-run at once: the goal's retry
+//!    policy makes the next decision wait, then replan);
 //! 5. **decide again** and report.
 //!
 //! Crash recovery needs no local state: the journal is the store. A turn found prepared and
@@ -40,12 +42,13 @@ use crate::actor::Actor;
 use crate::budget::Amounts;
 use crate::command::{Command, Settlement, Transition, Verdict, VerdictOutcome};
 use crate::decide::{Assignment, Decision, LeaseStep, RepairIssue, decide};
-use crate::event::RecordedEvent;
+use crate::event::{Event, RecordedEvent};
 use crate::evidence::NewEvidence;
 use crate::ids::{
     AgentId, GoalId, ObservationKey, OperationId, TodoId, TurnId, bounded_id, sha256_hex,
 };
 use crate::refusal::Refusal;
+use crate::retry::{TurnFailure, TurnResult};
 use crate::seams::{
     Capability, Clock, Executor, ObserveRequest, Provider, Recovery, Store, StoreError, TurnError,
     TurnReport, TurnRequest, Validator,
@@ -134,6 +137,9 @@ pub enum EngineError {
 enum Ran {
     /// The executor's report, to validate and settle.
     Reported(TurnReport),
+    /// The executor failed: the turn is settled as failed, with the validator's verdict on
+    /// what it left.
+    Failed(TurnFailure),
     /// The lease was lost while the turn ran; nothing is settled.
     LeaseLost(TurnOutcome),
     /// A prepared turn whose effects may have happened and cannot be read back.
@@ -446,8 +452,20 @@ impl Engine {
         } else {
             self.execute(state, &request).await
         };
-        let executed = match ran {
-            Ran::Reported(executed) => executed,
+        let (executed, failure) = match ran {
+            Ran::Reported(executed) => (executed, None),
+            Ran::Failed(failure) => {
+                let report = TurnReport {
+                    transition: Transition::KeepOpen,
+                    observations: Vec::new(),
+                    usage: Amounts::ZERO,
+                    summary: format!(
+                        "the executor failed ({}): {}",
+                        failure.class, failure.detail
+                    ),
+                };
+                (report, Some(failure))
+            }
             Ran::LeaseLost(lost) => {
                 report.turn = Some(lost);
                 return Ok(None);
@@ -466,7 +484,10 @@ impl Engine {
                 }));
             }
         };
-        report.turn = Some(self.settle(state, &request, executed, resumed).await?);
+        report.turn = Some(
+            self.settle(state, &request, executed, failure, resumed)
+                .await?,
+        );
         Ok(None)
     }
 
@@ -558,6 +579,7 @@ impl Engine {
         let idempotent = state.todos.get(&request.todo).is_some_and(|t| t.idempotent);
         match self.executor.recover(request).await {
             Recovery::Finished(report) => Ran::Reported(report),
+            Recovery::Failed(failure) => Ran::Failed(failure),
             Recovery::NotStarted => self.execute(state, request).await,
             Recovery::Unknown if idempotent => self.execute(state, request).await,
             Recovery::Unknown => Ran::Unknown,
@@ -567,18 +589,21 @@ impl Engine {
     /// Runs the executor (or, for a monitor with a watching provider, the poll) while renewing
     /// the lease. A lost lease stops the turn.
     async fn execute(&self, state: &mut GoalState, request: &TurnRequest) -> Ran {
+        let started = self.clock.now();
         let work = self.work(state, request);
         let renewals = self.keep_alive(&state.spec.id, request);
         pin_mut!(work, renewals);
         match select(work, renewals).await {
-            // A failed executor still settles: the turn was spent, and the validator judges
-            // what state it left.
-            Either::Left((result, _)) => Ran::Reported(result.unwrap_or_else(|error| TurnReport {
-                transition: Transition::KeepOpen,
-                observations: Vec::new(),
-                usage: Amounts::ZERO,
-                summary: format!("the executor failed: {error}"),
-            })),
+            // The turn's wall-clock time is what the engine's clock saw, unless the executor
+            // reports more.
+            Either::Left((Ok(mut report), _)) => {
+                let spent = u64::try_from(self.clock.now().since(started).as_millis()).unwrap_or(0);
+                report.usage.wall_ms = report.usage.wall_ms.max(spent);
+                Ran::Reported(report)
+            }
+            // A failed executor still settles, as a failed turn: the turn was spent, the
+            // validator judges what state it left, and the retry policy paces the next one.
+            Either::Left((Err(error), _)) => Ran::Failed(error.failure()),
             Either::Right((refusal, _)) => Ran::LeaseLost(TurnOutcome::LeaseLost {
                 todo: request.todo.clone(),
                 turn: request.turn.clone(),
@@ -658,6 +683,7 @@ impl Engine {
         state: &mut GoalState,
         request: &TurnRequest,
         executed: TurnReport,
+        failure: Option<TurnFailure>,
         resumed: bool,
     ) -> Result<TurnOutcome, EngineError> {
         let (verdict, evidence) = self.verdict(state, request, &executed).await?;
@@ -679,16 +705,18 @@ impl Engine {
             observations: executed.observations,
             transition,
             usage: executed.usage,
+            failure,
         };
         let op = operation(&["settle", request.goal.as_str(), request.turn.as_str()]);
         let command = Command::SettleTurn(settlement);
         Ok(
             match self.write(state, &self.as_agent(), &command, &op).await? {
-                Written::Committed(_) => TurnOutcome::Settled {
+                Written::Committed(events) => TurnOutcome::Settled {
                     todo: request.todo.clone(),
                     turn: request.turn.clone(),
                     resumed,
                     verdict: outcome,
+                    result: settled_result(&events),
                     summary: executed.summary,
                 },
                 Written::Refused(refusal) => TurnOutcome::LeaseLost {
@@ -801,6 +829,15 @@ impl Written {
             Written::Refused(refusal) => Some(refusal),
         }
     }
+}
+
+/// The kernel's classification of the turn a settlement's events record; `None` for a
+/// replayed commit, which hands back no events.
+fn settled_result(events: &[RecordedEvent]) -> Option<TurnResult> {
+    events.iter().find_map(|e| match &e.event {
+        Event::TurnSettled { result, .. } => result.clone(),
+        _ => None,
+    })
 }
 
 /// A turn id unique within the goal: the todo and the revision the turn was prepared at (each

@@ -8,6 +8,7 @@ use crate::seams::ProviderError;
 use crate::command::VerdictOutcome;
 use crate::decide::Decision;
 use crate::ids::{GoalId, ObservationKey, SourceId, TodoId, TurnId};
+use crate::retry::TurnResult;
 
 /// The account of one [`Engine::step`](super::Engine::step).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -103,6 +104,10 @@ pub enum TurnOutcome {
         resumed: bool,
         /// The validator's outcome.
         verdict: VerdictOutcome,
+        /// What the kernel classified the turn as (progress, no progress, an executor or a
+        /// validation failure); `None` when the settlement was a replay of an earlier commit.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        result: Option<TurnResult>,
         /// The executor's account.
         summary: String,
     },

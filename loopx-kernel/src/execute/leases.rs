@@ -51,6 +51,15 @@ impl Ctx<'_> {
                 due,
             });
         }
+        if let Some((failures, until)) = self.state.retry_at(&todo.id)
+            && until > self.now
+        {
+            return Err(Refusal::BackingOff {
+                todo: todo.id.clone(),
+                failures,
+                until,
+            });
+        }
         Ok(())
     }
 

@@ -6,10 +6,11 @@ use crate::actor::Actor;
 use crate::budget::Amounts;
 use crate::command::{Continuation, OutcomeResolution, Settlement, Transition, VerdictOutcome};
 use crate::event::{Event, SettledTransition};
-use crate::evidence::Observation;
+use crate::evidence::{NewEvidence, Observation};
 use crate::ids::{AgentId, ObligationId, TodoId, TurnId};
 use crate::obligation::{ObligationCause, ObligationKind};
 use crate::refusal::Refusal;
+use crate::retry::{Streak, TurnResult};
 use crate::todo::{ContinuationRecord, ResumeCondition, Todo, TodoClass};
 
 use super::{Ctx, current_epoch, invalid, optional_text, text};
@@ -97,6 +98,16 @@ impl Ctx<'_> {
                 ..s.usage
             }
         };
+        let result = self.classify(s, &evidence, &observations, &transition)?;
+        let streak = self
+            .state
+            .streaks
+            .get(&todo.id)
+            .cloned()
+            .unwrap_or_default()
+            .after(&result, &s.turn, self.now);
+        let raised =
+            self.streak_obligation(todo, &result, &streak, monitor_quiet, &lease.holder)?;
         let mut events = vec![Event::TurnSettled {
             todo: s.todo.clone(),
             epoch: s.epoch,
@@ -106,19 +117,136 @@ impl Ctx<'_> {
             observations,
             transition,
             charged,
+            result: Some(result),
         }];
-        if monitor_quiet && let Some(monitor) = &todo.monitor {
-            let streak = monitor.no_change_streak.saturating_add(1);
-            let limit = self.state.spec.policy.monitor_no_change_limit;
-            let already_raised = self.state.obligations.values().any(|o| {
-                o.discharged.is_none()
-                    && matches!(&o.cause, ObligationCause::MonitorStalled { todo: t, .. } if t == &todo.id)
-            });
-            if limit > 0 && streak >= limit && !already_raised {
-                events.push(self.stalled_monitor(todo, streak, &lease.holder)?);
-            }
-        }
+        events.extend(raised);
         Ok(events)
+    }
+
+    /// The replan obligation a streak raises with this settlement, if any; at most one, and
+    /// none while one a streak of the todo raised is open. A monitor's quiet polls count
+    /// against `monitor_no_change_limit` (owned by the poller), another todo's idle turns
+    /// against `stall_turns`, failed turns against the retry policy's `attempts` (both for
+    /// anyone registered).
+    fn streak_obligation(
+        &self,
+        todo: &Todo,
+        result: &TurnResult,
+        streak: &Streak,
+        monitor_quiet: bool,
+        holder: &AgentId,
+    ) -> Result<Option<Event>, Refusal> {
+        if self.streak_raised(&todo.id) {
+            return Ok(None);
+        }
+        let policy = &self.state.spec.policy;
+        if let Some(monitor) = &todo.monitor {
+            let streak = monitor.no_change_streak.saturating_add(1);
+            let limit = policy.monitor_no_change_limit;
+            if monitor_quiet && limit > 0 && streak >= limit {
+                let cause = ObligationCause::MonitorStalled {
+                    todo: todo.id.clone(),
+                    streak,
+                };
+                let detail = format!(
+                    "monitor `{}` saw no change in {streak} polls; decide whether to keep waiting, change the route or close",
+                    todo.id
+                );
+                return self.raise("stalled", cause, detail, Some(holder)).map(Some);
+            }
+        } else if *result == TurnResult::NoProgress
+            && policy.stall_turns > 0
+            && streak.idle >= policy.stall_turns
+        {
+            let cause = ObligationCause::NoProgress {
+                todo: todo.id.clone(),
+                turns: streak.idle,
+            };
+            let detail = format!(
+                "{} settled turns in a row on `{}` changed no criterion, todo or evidence; change the todo, split it or close it",
+                streak.idle, todo.id
+            );
+            return self.raise("stalled", cause, detail, None).map(Some);
+        }
+        let idle = self.state.idle_turns.saturating_add(1);
+        if todo.monitor.is_none()
+            && *result == TurnResult::NoProgress
+            && policy.stall_goal_turns > 0
+            && idle >= policy.stall_goal_turns
+            && !self.state.obligations.values().any(|o| {
+                o.discharged.is_none() && matches!(o.cause, ObligationCause::GoalStalled { .. })
+            })
+        {
+            let detail = format!(
+                "{idle} settled turns in a row on this goal changed no criterion, todo or evidence; change the plan or close the goal"
+            );
+            let cause = ObligationCause::GoalStalled { turns: idle };
+            return self.raise("stalled", cause, detail, None).map(Some);
+        }
+        let attempts = policy.retry.attempts;
+        if result.is_failure() && attempts > 0 && streak.failures >= attempts {
+            let classes: Vec<&str> = streak
+                .recent
+                .iter()
+                .map(|n| match &n.result {
+                    TurnResult::ExecutorFailed { class, .. } => class.name(),
+                    _ => "validation failed",
+                })
+                .collect();
+            let detail = format!(
+                "{} turns in a row on `{}` failed (last: {}); fix the cause or change the plan before it runs again",
+                streak.failures,
+                todo.id,
+                classes.join(", ")
+            );
+            let cause = ObligationCause::TurnsFailing {
+                todo: todo.id.clone(),
+                failures: streak.failures,
+                last: streak.recent.clone(),
+            };
+            return self.raise("failing", cause, detail, None).map(Some);
+        }
+        Ok(None)
+    }
+
+    /// What a settlement comes to: an executor failure when it reports one, a validation
+    /// failure on a `failed` verdict, progress when it changes the todo's status, an
+    /// observation or the facts the evidence establishes, and no progress otherwise.
+    fn classify(
+        &self,
+        s: &Settlement,
+        evidence: &[NewEvidence],
+        observations: &[Observation],
+        transition: &SettledTransition,
+    ) -> Result<TurnResult, Refusal> {
+        if let Some(failure) = &s.failure {
+            optional_text("failure.detail", &failure.detail)?;
+            return Ok(TurnResult::ExecutorFailed {
+                class: failure.class,
+                detail: failure.detail.clone(),
+            });
+        }
+        if s.verdict.outcome == VerdictOutcome::Failed {
+            return Ok(TurnResult::ValidationFailed {
+                detail: s.verdict.summary.clone(),
+            });
+        }
+        let progress = *transition != SettledTransition::KeepOpen
+            || !observations.is_empty()
+            || evidence.iter().any(|e| !self.state.holds_fact(e));
+        Ok(if progress {
+            TurnResult::Progress
+        } else {
+            TurnResult::NoProgress
+        })
+    }
+
+    /// True while an obligation that a streak of `todo` raised is open.
+    fn streak_raised(&self, todo: &TodoId) -> bool {
+        self.state
+            .obligations
+            .values()
+            .any(|o| o.discharged.is_none() && o.cause.streak_todo() == Some(todo))
     }
 
     pub(super) fn turn_gone(&self, todo: &TodoId, turn: &TurnId) -> Refusal {
@@ -132,20 +260,22 @@ impl Ctx<'_> {
         }
     }
 
-    pub(super) fn stalled_monitor(
+    /// A replan obligation raised by a rule, named `{prefix}-r{revision}` after the revision
+    /// that raises it; when someone already gave an obligation that name, a numbered suffix
+    /// keeps the event applicable (a duplicate id would not fold).
+    pub(super) fn raise(
         &self,
-        todo: &Todo,
-        streak: u32,
-        holder: &AgentId,
+        prefix: &str,
+        cause: ObligationCause,
+        detail: String,
+        owner: Option<&AgentId>,
     ) -> Result<Event, Refusal> {
-        // Named after the revision that raises it; when someone already gave an obligation that
-        // name, a numbered suffix keeps the event applicable (a duplicate id would not fold).
         let revision = self.state.revision + 1;
         let name = |n: u64| {
             let text = if n == 1 {
-                format!("stalled-r{revision}")
+                format!("{prefix}-r{revision}")
             } else {
-                format!("stalled-r{revision}-{n}")
+                format!("{prefix}-r{revision}-{n}")
             };
             ObligationId::new(text).map_err(|e| invalid("obligation id", e.to_string()))
         };
@@ -158,15 +288,9 @@ impl Ctx<'_> {
         Ok(Event::ObligationRaised {
             id,
             kind: ObligationKind::Replan,
-            cause: ObligationCause::MonitorStalled {
-                todo: todo.id.clone(),
-                streak,
-            },
-            detail: format!(
-                "monitor `{}` saw no change in {streak} polls; decide whether to keep waiting, change the route or close",
-                todo.id
-            ),
-            owner: Some(holder.clone()),
+            cause,
+            detail,
+            owner: owner.cloned(),
         })
     }
 

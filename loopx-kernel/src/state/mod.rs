@@ -19,8 +19,9 @@ use crate::ids::{
     AgentId, CheckId, EvidenceId, GateId, ObligationId, ObservationKey, Revision, Subject, TodoId,
     TurnId,
 };
-use crate::obligation::{Discharge, Obligation};
+use crate::obligation::{Discharge, Obligation, ObligationCause};
 use crate::persistent::{Arena, Map, Set};
+use crate::retry::{Streak, TurnResult};
 use crate::time::Timestamp;
 use crate::todo::{
     ContinuationRecord, Lease, MonitorState, NewTodo, Priority, Todo, TodoClass, TodoStatus,
@@ -68,6 +69,14 @@ pub struct GoalState {
     pub abandoned: Option<Intent>,
     /// The next creation sequence number.
     pub next_seq: u64,
+    /// Each todo's current streak of failed and of idle settled turns (only todos that have
+    /// one); left out of the JSON when empty.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub streaks: Map<TodoId, Streak>,
+    /// Settled turns in a row on the whole goal (monitors' polls excepted) that neither failed
+    /// nor made progress; left out of the JSON when zero.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub idle_turns: u32,
     #[serde(skip)]
     index: Index,
 }
@@ -125,6 +134,10 @@ struct Unindexed {
     closure: Option<Intent>,
     abandoned: Option<Intent>,
     next_seq: u64,
+    #[serde(default)]
+    streaks: Map<TodoId, Streak>,
+    #[serde(default)]
+    idle_turns: u32,
 }
 
 impl Unindexed {
@@ -205,6 +218,8 @@ impl TryFrom<Unindexed> for GoalState {
             closure: raw.closure,
             abandoned: raw.abandoned,
             next_seq: raw.next_seq,
+            streaks: raw.streaks,
+            idle_turns: raw.idle_turns,
             index: Index::default(),
         };
         state.rebuild_index();
@@ -349,6 +364,8 @@ impl GoalState {
             closure: None,
             abandoned: None,
             next_seq: 0,
+            streaks: Map::new(),
+            idle_turns: 0,
             index: Index::default(),
         })
     }
@@ -530,9 +547,21 @@ impl GoalState {
                 observations,
                 transition,
                 charged,
+                result,
                 ..
             } => {
                 let agent = self.settle(todo, turn, *charged, recorded)?;
+                if let Some(result) = result {
+                    self.count_streak(todo, turn, result, at);
+                    let monitor = self.todos.get(todo).is_some_and(|t| t.monitor.is_some());
+                    match result {
+                        TurnResult::Progress => self.idle_turns = 0,
+                        TurnResult::NoProgress if !monitor => {
+                            self.idle_turns = self.idle_turns.saturating_add(1);
+                        }
+                        _ => {}
+                    }
+                }
                 for obs in observations {
                     self.record_observation(obs);
                 }
@@ -608,12 +637,33 @@ impl GoalState {
                     by: recorded.actor.clone(),
                     at,
                 });
+                // The plan changed in answer to the streak: it starts over.
+                if let Some(todo) = entry.cause.streak_todo().cloned() {
+                    self.streaks.remove(&todo);
+                }
+                if matches!(entry.cause, ObligationCause::GoalStalled { .. }) {
+                    self.idle_turns = 0;
+                }
             }
             Event::WorkspaceReported { agent, workspace } => {
                 self.workspaces.insert(agent.clone(), workspace.clone());
             }
         }
         Ok(())
+    }
+
+    fn count_streak(&mut self, todo: &TodoId, turn: &TurnId, result: &TurnResult, at: Timestamp) {
+        let streak = self
+            .streaks
+            .get(todo)
+            .cloned()
+            .unwrap_or_default()
+            .after(result, turn, at);
+        if streak == Streak::default() {
+            self.streaks.remove(todo);
+        } else {
+            self.streaks.insert(todo.clone(), streak);
+        }
     }
 
     fn intent(reason: &str, recorded: &RecordedEvent) -> Intent {
@@ -1062,6 +1112,11 @@ impl GoalState {
             self.index_dependencies(slot);
         }
     }
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
+fn is_zero(value: &u32) -> bool {
+    *value == 0
 }
 
 /// A goal's state as stored by a snapshot, with the schema version it was written with.

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use super::{CriterionStatus, GoalState};
 use crate::actor::Actor;
-use crate::evidence::{Evidence, Freshness, Observation, Outcome};
+use crate::evidence::{Evidence, Freshness, NewEvidence, Observation, Outcome};
 use crate::gate::Gate;
 use crate::ids::{AgentId, CriterionId, EvidenceId, ObservationKey};
 use crate::time::Timestamp;
@@ -149,6 +149,18 @@ impl GoalState {
             CriterionStatus::Failing { evidence: id }
         } else {
             CriterionStatus::Met { evidence: id }
+        })
+    }
+
+    /// True when the goal already holds evidence of the same check's same outcome about the
+    /// same subject at the same revision: recording `evidence` again establishes nothing new.
+    pub fn holds_fact(&self, evidence: &NewEvidence) -> bool {
+        let key = (evidence.check.clone(), evidence.subject.clone());
+        self.index.by_check.get(&key).is_some_and(|ids| {
+            ids.iter()
+                .rev()
+                .filter_map(|id| self.evidence.get(id))
+                .any(|e| e.revision == evidence.revision && e.outcome == evidence.outcome)
         })
     }
 

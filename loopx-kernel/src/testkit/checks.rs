@@ -894,6 +894,7 @@ fn handed_off(
             observations: vec![],
             transition: Transition::KeepOpen,
             usage: Amounts::ONE_TURN,
+            failure: None,
         }));
     }
     for probe in probes {
@@ -963,5 +964,180 @@ pub fn check_prefixes(log: &[RecordedEvent]) -> Vec<Finding> {
             ));
         }
     }
+    out.0
+}
+
+/// One run of failing turns on one todo: the retry policy, and for each attempt how long after
+/// the previous one the agent tries to claim again and whether the turn fails its validation
+/// (`true`) or its executor (`false`).
+#[derive(Debug, Clone)]
+pub struct FailingRun {
+    /// The goal's retry policy.
+    pub retry: crate::retry::RetryPolicy,
+    /// Each attempt: the time since the previous one, and whether the validator fails it.
+    pub attempts: Vec<(Duration, bool)>,
+}
+
+/// Drives one todo of a fresh goal through a [`FailingRun`] on the real kernel and checks the
+/// retry policy against the reference model's plain account of it
+/// ([`LifecycleModel::retry_pause`](super::LifecycleModel::retry_pause)):
+///
+/// - **never faster than the policy**: a claim earlier than the last failure plus the pause for
+///   the failures so far is refused (`backing_off`), a claim at or after it is admitted, and
+///   `decide` waits until exactly then;
+/// - **always reaches the obligation**: once the run's attempts are spent the agent keeps
+///   retrying as soon as it may; with `attempts > 0` the replan obligation naming the todo is
+///   raised at exactly `attempts` failures in a row, and `decide` then says replan.
+#[allow(clippy::too_many_lines)] // one run, read top to bottom: claim, turn, then the checks
+pub fn failing_run(run: &FailingRun) -> Vec<Finding> {
+    use crate::goal::{GoalSpec, Policy};
+    use crate::obligation::ObligationCause;
+    use crate::retry::{FailureClass, TurnFailure};
+    use crate::todo::NewTodo;
+
+    let mut out = Out(Vec::new());
+    let agent = super::roster::agents()[0].clone();
+    let actor = Actor::Agent(agent.clone());
+    let todo: TodoId = super::id("t-fail");
+    let mut spec: GoalSpec = match GoalSpec::builder("g-fail", "fail", super::roster::owner())
+        .agent(&agent)
+        .budget(Limits::UNLIMITED)
+        .build()
+    {
+        Ok(spec) => spec,
+        Err(error) => return vec![Finding::new("model", error.to_string())],
+    };
+    spec.policy = Policy {
+        retry: run.retry,
+        ..Policy::default()
+    };
+    let model = super::LifecycleModel::new(spec.clone(), super::roster::start());
+    let mut now = super::roster::start();
+    let mut state = match GoalState::create(&spec.owner_actor(), now, &spec) {
+        Ok(state) => state,
+        Err(refusal) => return vec![Finding::new("model", refusal.to_string())],
+    };
+    let add = Command::AddTodo {
+        todo: NewTodo::advance(todo.clone(), "fail every time"),
+    };
+    if let Err(refusal) = state.handle(&spec.owner_actor(), now, &add) {
+        return vec![Finding::new("model", refusal.to_string())];
+    }
+    let attempts = run.retry.attempts;
+    let mut failures = 0u32;
+    let mut last_failure: Option<Timestamp> = None;
+    // The run's own gaps, then as many prompt retries as the obligation may still need.
+    let prompt = (0..=attempts).map(|n| (None, n % 2 == 0));
+    let planned = run.attempts.iter().map(|(gap, v)| (Some(*gap), *v));
+    for (n, (gap, validation)) in planned.chain(prompt).enumerate() {
+        let earliest = last_failure.map(|at| at.plus(model.retry_pause(&todo, failures)));
+        now = match (gap, earliest) {
+            (Some(gap), _) => now.plus(gap),
+            (None, Some(at)) => at.max(now),
+            (None, None) => now,
+        };
+        if gap.is_none() && attempts > 0 && failures >= attempts {
+            break;
+        }
+        let claim = Command::Claim {
+            todo: todo.clone(),
+            ttl: None,
+            workspace: None,
+            grant_reason: None,
+        };
+        let early = earliest.is_some_and(|at| now < at);
+        match state.handle(&actor, now, &claim) {
+            Ok(_) if early => out.0.push(Finding::new(
+                "retry policy",
+                format!(
+                    "attempt {n}: a claim at {now} was admitted before {earliest:?} after {failures} failures"
+                ),
+            )),
+            Ok(_) => {}
+            Err(Refusal::BackingOff { until, .. }) if early => {
+                out.check(Some(until) == earliest, "retry policy", || {
+                    format!("attempt {n}: refused until {until}, the model says {earliest:?}")
+                });
+                continue;
+            }
+            Err(refusal) => {
+                out.0.push(Finding::new(
+                    "retry policy",
+                    format!("attempt {n}: a claim at {now} after {failures} failures (earliest {earliest:?}) was refused: {refusal}"),
+                ));
+                return out.0;
+            }
+        }
+        let Some(epoch) = state.todos.get(&todo).map(|t| t.last_epoch) else {
+            return vec![Finding::new("model", "the todo vanished")];
+        };
+        let turn: crate::ids::TurnId = super::id(&format!("u-fail-{n}"));
+        let begin = Command::BeginTurn {
+            todo: todo.clone(),
+            epoch,
+            turn: turn.clone(),
+            reserve: None,
+        };
+        let settle = Command::SettleTurn(Settlement {
+            todo: todo.clone(),
+            epoch,
+            turn,
+            verdict: Verdict {
+                validator: Actor::Validator(super::roster::validator()),
+                outcome: if validation {
+                    VerdictOutcome::Failed
+                } else {
+                    VerdictOutcome::Passed
+                },
+                summary: String::new(),
+            },
+            evidence: vec![],
+            observations: vec![],
+            transition: Transition::KeepOpen,
+            usage: Amounts::ONE_TURN,
+            failure: (!validation).then(|| TurnFailure {
+                class: FailureClass::Exited,
+                detail: "exit 1".into(),
+            }),
+        });
+        for command in [begin, settle] {
+            if let Err(refusal) = state.handle(&actor, now, &command) {
+                out.0.push(Finding::new(
+                    "retry policy",
+                    format!("attempt {n}: `{}` refused: {refusal}", command.name()),
+                ));
+                return out.0;
+            }
+        }
+        failures += 1;
+        last_failure = Some(now);
+        let raised = state.obligations.values().any(
+            |o| matches!(&o.cause, ObligationCause::TurnsFailing { todo: t, .. } if t == &todo),
+        );
+        let due = attempts > 0 && failures >= attempts;
+        out.check(raised == due, "retry policy", || {
+            format!(
+                "after {failures} failures (attempts {attempts}) the obligation is raised: {raised}"
+            )
+        });
+        let next = now.plus(model.retry_pause(&todo, failures));
+        let decision = decide(&state, &agent, now);
+        let expected_kind = if due { "replan" } else { "wait" };
+        out.check(decision.kind() == expected_kind, "retry policy", || {
+            format!("after {failures} failures decide says {decision:?}")
+        });
+        if let Decision::Wait { until, .. } = &decision {
+            out.check(*until == Some(next), "retry policy", || {
+                format!(
+                    "after {failures} failures decide waits until {until:?}, the model says {next}"
+                )
+            });
+        }
+    }
+    out.check(
+        attempts == 0 || failures >= attempts,
+        "retry policy",
+        || format!("the run ended after {failures} failures without reaching {attempts}"),
+    );
     out.0
 }

@@ -48,11 +48,11 @@ pub mod scenario;
 mod step;
 mod strategy;
 
-pub use checks::Finding;
+pub use checks::{FailingRun, Finding, failing_run};
 pub use machine::{Harness, LifecycleMachine, LifecycleSut, LifecycleTest, config};
 pub use model::{Expect, LifecycleModel};
 pub use step::Step;
-pub use strategy::{spec_strategy, step_strategy};
+pub use strategy::{failing_run_strategy, spec_strategy, step_strategy};
 
 use crate::ids::{AgentId, PersonId, SourceId};
 use crate::time::Timestamp;

@@ -64,6 +64,11 @@ pub(crate) struct MTodo {
     pub(crate) last_epoch: u64,
     /// Who added it (a capability may act on its own todos while no live lease holds them).
     pub(crate) creator: Actor,
+    /// Failed turns in a row, and when the last one settled.
+    pub(crate) failures: u32,
+    pub(crate) failed_at: Option<Timestamp>,
+    /// Settled turns in a row that neither failed nor made progress.
+    pub(crate) idle: u32,
 }
 
 #[derive(Debug, Clone)]
@@ -136,8 +141,10 @@ pub(crate) struct MObligation {
     pub(crate) kind: ObligationKind,
     pub(crate) owner: Option<AgentId>,
     pub(crate) open: bool,
-    /// The monitor whose quiet polls raised it.
+    /// The todo whose streak (quiet polls, idle or failed turns) raised it.
     pub(crate) stalled: Option<TodoId>,
+    /// Raised by the goal-wide run of idle turns.
+    pub(crate) goal_stall: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -178,6 +185,9 @@ pub struct LifecycleModel {
     pub(crate) workspaces: BTreeMap<AgentId, Workspace>,
     pub(crate) closure: bool,
     pub(crate) abandoned: bool,
+    /// Settled turns in a row on the goal (monitors' polls excepted) that neither failed nor
+    /// made progress.
+    pub(crate) goal_idle: u32,
     /// Set once a settlement overran its reservation or the limits were lowered below what was
     /// already committed: only then may `spent + reserved` exceed a limit.
     pub(crate) budget_relaxed: bool,
@@ -293,6 +303,7 @@ impl LifecycleModel {
             workspaces: BTreeMap::new(),
             closure: false,
             abandoned: false,
+            goal_idle: 0,
             budget_relaxed: false,
             steps: 0,
             drive: 20,
@@ -581,7 +592,45 @@ impl LifecycleModel {
         if todo.monitor.as_ref().is_some_and(|m| m.due > self.now) {
             return Err("monitor not due");
         }
+        if self.retry_at(id).is_some_and(|at| at > self.now) {
+            return Err("backing off after failed turns");
+        }
         Ok(())
+    }
+
+    /// The pause the retry policy asks for after `failures` failed turns in a row on `todo`,
+    /// computed the plain way: double from `backoff` once per failure after the first, never
+    /// past the cap; add the jitter share the SHA-256 of goal, todo and count gives; cap again.
+    pub fn retry_pause(&self, todo: &TodoId, failures: u32) -> Duration {
+        let retry = &self.policy.retry;
+        if failures == 0 {
+            return Duration::ZERO;
+        }
+        let cap = u128::try_from(retry.max_backoff.as_millis()).unwrap_or(0);
+        let mut pause = u128::try_from(retry.backoff.as_millis())
+            .unwrap_or(0)
+            .min(cap);
+        for _ in 1..failures.min(200) {
+            pause = (pause * 2).min(cap);
+        }
+        let digest =
+            crate::ids::sha256_hex(format!("{}\n{todo}\n{failures}", self.spec.id).as_bytes());
+        let draw = u128::from_str_radix(&digest[..8], 16).unwrap_or(0);
+        let percent = u128::from(retry.jitter_percent.min(100));
+        let total = (pause + pause * percent * draw / (100 * (1 << 32))).min(cap);
+        Duration::from_millis(i64::try_from(total).unwrap_or(i64::MAX))
+    }
+
+    /// When `todo` may be claimed again after its failed turns, if it has any in a row.
+    pub fn retry_at(&self, todo: &TodoId) -> Option<Timestamp> {
+        let t = self.todos.get(todo)?;
+        let at = t.failed_at.filter(|_| t.failures > 0)?;
+        Some(at.plus(self.retry_pause(todo, t.failures)))
+    }
+
+    /// Failed turns in a row on `todo`.
+    pub fn failures(&self, todo: &TodoId) -> u32 {
+        self.todos.get(todo).map_or(0, |t| t.failures)
     }
 
     /// The todos legal for `agent` to claim now, most urgent (then oldest) first.
@@ -853,6 +902,7 @@ impl LifecycleModel {
                         owner: owner.clone(),
                         open: true,
                         stalled: None,
+                        goal_stall: false,
                     },
                 );
                 Ok(vec!["obligation_raised"])
@@ -1038,6 +1088,9 @@ impl LifecycleModel {
                 lease: None,
                 last_epoch: 0,
                 creator: creator.clone(),
+                failures: 0,
+                failed_at: None,
+                idle: 0,
             },
         );
     }
@@ -1470,6 +1523,7 @@ impl LifecycleModel {
 
     /// A settlement: the holder (or, resolving an expired turn, an entitled other) presents the
     /// current epoch and the turn in flight; a verdict by someone else than the executor.
+    #[allow(clippy::too_many_lines)] // the rules of a settlement in the order they apply
     fn settle(&mut self, actor: &Actor, s: &Settlement, resolving: bool) -> Verdict {
         let todo = self.todos.get(&s.todo).ok_or("unknown todo")?;
         if s.epoch != todo.last_epoch {
@@ -1494,6 +1548,19 @@ impl LifecycleModel {
             Self::vet_observation(o)?;
         }
         let successors = self.vet_transition(&s.todo, s)?;
+        if s.failure.as_ref().is_some_and(|f| !bounded(&f.detail)) {
+            return Err("bad failure detail");
+        }
+        // Evidence is new when the goal holds no evidence of its check's outcome about its
+        // subject at its revision (judged before the batch is recorded).
+        let new_fact = s.evidence.iter().any(|e| {
+            !self.evidence.values().any(|h| {
+                h.check == e.check
+                    && h.subject == e.subject
+                    && h.revision == e.revision
+                    && h.pass == (e.outcome == Outcome::Pass)
+            })
+        });
         let monitor = todo.monitor.clone();
         let mut moved = Vec::new();
         for o in &s.observations {
@@ -1537,6 +1604,26 @@ impl LifecycleModel {
             m.streak = if quiet { m.streak.saturating_add(1) } else { 0 };
             streak = m.streak;
         }
+        let failed = s.failure.is_some() || s.verdict.outcome == VerdictOutcome::Failed;
+        let progress =
+            !failed && (s.transition != Transition::KeepOpen || !moved.is_empty() || new_fact);
+        if failed {
+            entry.failures += 1;
+            entry.failed_at = Some(now);
+        } else if progress {
+            entry.failures = 0;
+            entry.failed_at = None;
+            entry.idle = 0;
+        } else {
+            entry.idle += 1;
+        }
+        let (failures, idle) = (entry.failures, entry.idle);
+        if progress {
+            self.goal_idle = 0;
+        } else if !failed && monitor.is_none() {
+            self.goal_idle += 1;
+        }
+        let goal_stall_open = self.obligations.values().any(|o| o.open && o.goal_stall);
         if let Some(record) = self.turns.get_mut(&turn) {
             record.2 = MTurn::Settled(charged);
         }
@@ -1544,15 +1631,52 @@ impl LifecycleModel {
             self.record_evidence(e);
         }
         let mut events = vec!["turn_settled"];
-        if quiet && self.stall_due(&s.todo, streak) {
-            let id = self.stall_id();
+        // At most one streak obligation per settlement, none while one for the todo is open.
+        let raised = self
+            .obligations
+            .values()
+            .any(|o| o.open && o.stalled.as_ref() == Some(&s.todo));
+        let limit = self.policy.monitor_no_change_limit;
+        let owner_and_name = if raised {
+            None
+        } else if monitor.is_some() && quiet && limit > 0 && streak >= limit {
+            Some((Some(holder), "stalled"))
+        } else if monitor.is_none()
+            && !failed
+            && !progress
+            && self.policy.stall_turns > 0
+            && idle >= self.policy.stall_turns
+        {
+            Some((None, "stalled"))
+        } else if monitor.is_none()
+            && !failed
+            && !progress
+            && self.policy.stall_goal_turns > 0
+            && self.goal_idle >= self.policy.stall_goal_turns
+            && !goal_stall_open
+        {
+            Some((None, "goal"))
+        } else if failed && self.policy.retry.attempts > 0 && failures >= self.policy.retry.attempts
+        {
+            Some((None, "failing"))
+        } else {
+            None
+        };
+        if let Some((owner, rule)) = owner_and_name {
+            let goal_stall = rule == "goal";
+            let id = self.stall_id(if rule == "failing" {
+                "failing"
+            } else {
+                "stalled"
+            });
             self.obligations.insert(
                 id,
                 MObligation {
                     kind: ObligationKind::Replan,
-                    owner: Some(holder),
+                    owner,
                     open: true,
-                    stalled: Some(s.todo.clone()),
+                    stalled: (!goal_stall).then(|| s.todo.clone()),
+                    goal_stall,
                 },
             );
             events.push("obligation_raised");
@@ -1561,19 +1685,10 @@ impl LifecycleModel {
         Ok(events)
     }
 
-    fn stall_due(&self, todo: &TodoId, streak: u32) -> bool {
-        let limit = self.policy.monitor_no_change_limit;
-        let raised = self
-            .obligations
-            .values()
-            .any(|o| o.open && o.stalled.as_ref() == Some(todo));
-        limit > 0 && streak >= limit && !raised
-    }
-
-    /// A stalled-monitor obligation is named after the revision that raises it; an id a
-    /// person already took gets a numbered suffix instead of colliding.
-    fn stall_id(&self) -> ObligationId {
-        let base = format!("stalled-r{}", self.revision + 1);
+    /// A streak's obligation is named after the revision that raises it; an id a person
+    /// already took gets a numbered suffix instead of colliding.
+    fn stall_id(&self, prefix: &str) -> ObligationId {
+        let base = format!("{prefix}-r{}", self.revision + 1);
         let free = |text: &str| {
             ObligationId::new(text)
                 .ok()
@@ -1760,8 +1875,19 @@ impl LifecycleModel {
         for change in changes {
             events.extend(self.exec(actor, &change.clone().into_command())?);
         }
+        let mut streak = None;
         if let Some(o) = self.obligations.get_mut(id) {
             o.open = false;
+            streak.clone_from(&o.stalled);
+            if o.goal_stall {
+                self.goal_idle = 0;
+            }
+        }
+        // The plan changed in answer to the streak: it starts over.
+        if let Some(todo) = streak.and_then(|id| self.todos.get_mut(&id)) {
+            todo.failures = 0;
+            todo.failed_at = None;
+            todo.idle = 0;
         }
         events.push("obligation_discharged");
         Ok(events)
@@ -1878,6 +2004,14 @@ impl LifecycleModel {
             format!("criteria {criteria:?} but model {:?}", self.criteria.keys()),
         );
         check(
+            state.idle_turns == self.goal_idle,
+            "model",
+            format!(
+                "{} idle turns on the goal but model {}",
+                state.idle_turns, self.goal_idle
+            ),
+        );
+        check(
             state.closure.is_some() == self.closure && state.abandoned.is_some() == self.abandoned,
             "model",
             format!(
@@ -1968,6 +2102,17 @@ impl LifecycleModel {
                     format!("monitor {id} at {monitor:?} but model {model_monitor:?}"),
                 ));
             }
+            let streak = state
+                .streaks
+                .get(id)
+                .map_or((0, 0, None), |s| (s.failures, s.idle, s.failed_at()));
+            let model_streak = (m.failures, m.idle, m.failed_at.filter(|_| m.failures > 0));
+            if streak != model_streak {
+                out.push(Finding::new(
+                    "model",
+                    format!("todo {id} streak {streak:?} but model {model_streak:?}"),
+                ));
+            }
             let ledger = t.budget.as_ref().map(|l| (l.limits, l.spent, l.reserved));
             if ledger != m.budget {
                 out.push(Finding::new(
@@ -2037,13 +2182,17 @@ impl LifecycleModel {
                 continue;
             };
             let stalled = match &o.cause {
-                ObligationCause::MonitorStalled { todo, .. } => Some(todo),
-                ObligationCause::Proposed => None,
+                ObligationCause::MonitorStalled { todo, .. }
+                | ObligationCause::TurnsFailing { todo, .. }
+                | ObligationCause::NoProgress { todo, .. } => Some(todo),
+                ObligationCause::GoalStalled { .. } | ObligationCause::Proposed => None,
             };
+            let goal_stall = matches!(o.cause, ObligationCause::GoalStalled { .. });
             if o.discharged.is_none() != m.open
                 || o.kind != m.kind
                 || o.owner != m.owner
                 || stalled != m.stalled.as_ref()
+                || goal_stall != m.goal_stall
             {
                 out.push(Finding::new(
                     "model",

@@ -10,6 +10,7 @@ use crate::budget::{Dimension, Limits};
 use crate::decide::{Decision, Question, RepairIssue, ReplanReason, Stuck, WaitReason};
 use crate::ids::CriterionId;
 use crate::obligation::ObligationCause;
+use crate::retry::{FailureClass, FailureNote, TurnResult};
 use crate::state::CriterionStatus;
 use crate::time::Timestamp;
 use crate::todo::ResumeCondition;
@@ -17,7 +18,7 @@ use crate::todo::ResumeCondition;
 use super::id;
 
 /// How many distinct names [`name`] gives: the number of samples [`every_reason`] holds.
-pub const REASONS: usize = 26;
+pub const REASONS: usize = 30;
 
 /// The stable name of the reason a decision gives (`wait.lease_held`, `replan.stuck.blocked`,
 /// …); `None` for `continue` and `terminal`, which give none.
@@ -39,6 +40,7 @@ pub fn name(decision: &Decision) -> Option<&'static str> {
             WaitReason::OutcomeUnknown { .. } => "wait.outcome_unknown",
             WaitReason::OthersOnly { .. } => "wait.others_only",
             WaitReason::Budget { .. } => "wait.budget",
+            WaitReason::Backoff { .. } => "wait.backoff",
         },
         Decision::Ask { questions, .. } => match questions.first()? {
             Question::Gate { .. } => "ask.gate",
@@ -47,6 +49,9 @@ pub fn name(decision: &Decision) -> Option<&'static str> {
         Decision::Replan { reason } => match reason {
             ReplanReason::Obligation { cause, .. } => match cause {
                 ObligationCause::MonitorStalled { .. } => "replan.obligation.monitor_stalled",
+                ObligationCause::TurnsFailing { .. } => "replan.obligation.turns_failing",
+                ObligationCause::NoProgress { .. } => "replan.obligation.no_progress",
+                ObligationCause::GoalStalled { .. } => "replan.obligation.goal_stalled",
                 ObligationCause::Proposed => "replan.obligation.proposed",
             },
             ReplanReason::Stuck { because, .. } => match because {
@@ -159,6 +164,14 @@ pub fn every_reason() -> Vec<(&'static str, Decision)> {
             },
             None,
         ),
+        wait(
+            WaitReason::Backoff {
+                todo: id("edit"),
+                failures: 2,
+                until: later,
+            },
+            Some(later),
+        ),
         Decision::Ask {
             questions: vec![Question::Gate {
                 gate: id("G1"),
@@ -188,6 +201,41 @@ pub fn every_reason() -> Vec<(&'static str, Decision)> {
                     streak: 5,
                 },
                 detail: "CI has not moved in five polls".into(),
+            },
+        },
+        Decision::Replan {
+            reason: ReplanReason::Obligation {
+                id: id("failing-r12"),
+                cause: ObligationCause::TurnsFailing {
+                    todo: id("edit"),
+                    failures: 3,
+                    last: vec![FailureNote {
+                        turn: id("t11"),
+                        at: later,
+                        result: TurnResult::ExecutorFailed {
+                            class: FailureClass::Exited,
+                            detail: "exit status 1".into(),
+                        },
+                    }],
+                },
+                detail: "`edit` failed 3 turns in a row".into(),
+            },
+        },
+        Decision::Replan {
+            reason: ReplanReason::Obligation {
+                id: id("idle-r20"),
+                cause: ObligationCause::NoProgress {
+                    todo: id("edit"),
+                    turns: 5,
+                },
+                detail: "`edit` settled 5 turns in a row without progress".into(),
+            },
+        },
+        Decision::Replan {
+            reason: ReplanReason::Obligation {
+                id: id("stalled-r40"),
+                cause: ObligationCause::GoalStalled { turns: 20 },
+                detail: "the goal settled 20 turns in a row without progress".into(),
             },
         },
         Decision::Replan {

@@ -19,6 +19,7 @@ use crate::gate::{ExpiryPolicy, GateScope, NewGate};
 use crate::goal::{Amendment, BudgetExhaustion, Criterion, GoalSpec, GrantedAction, Policy};
 use crate::ids::{AgentId, EvidenceId, ObligationId, ObservationKey, Subject, TodoId};
 use crate::obligation::ObligationKind;
+use crate::retry::{FailureClass, RetryPolicy, TurnFailure};
 use crate::time::{Duration, Timestamp};
 use crate::todo::{
     HandoffNote, MonitorSpec, NewTodo, Priority, ResumeCondition, TodoClass, WriteSet,
@@ -484,7 +485,9 @@ fn progress(m: &LifecycleModel, p: &mut Picker) -> Step {
         let holder = agent(&lease.holder);
         match &lease.turn {
             Some((turn, reserved)) => {
-                let settlement = Settlement {
+                // Now and then the turn fails, so runs meet the retry policy too.
+                let failing = p.chance(12);
+                let mut settlement = Settlement {
                     todo: id.clone(),
                     epoch: lease.epoch,
                     turn: turn.clone(),
@@ -519,7 +522,19 @@ fn progress(m: &LifecycleModel, p: &mut Picker) -> Step {
                         tokens: reserved.tokens / 2,
                         ..Amounts::ZERO
                     },
+                    failure: None,
                 };
+                if failing {
+                    settlement.transition = Transition::KeepOpen;
+                    if p.chance(50) {
+                        settlement.verdict.outcome = VerdictOutcome::Failed;
+                    } else {
+                        settlement.failure = Some(TurnFailure {
+                            class: FailureClass::Exited,
+                            detail: "`sh turn.sh` exit 1".into(),
+                        });
+                    }
+                }
                 if lease.expires > now {
                     options.push(issue(holder, Command::SettleTurn(settlement)));
                 } else {
@@ -649,12 +664,18 @@ fn progress(m: &LifecycleModel, p: &mut Picker) -> Step {
             ));
         }
     }
-    // Let a monitor come due when nothing else is ready.
+    // Let a monitor come due, or a failed todo's pause pass, when nothing else is ready.
     let next_due = m
         .todos
         .values()
         .filter(|t| !t.closed())
         .filter_map(|t| t.monitor.as_ref().map(|mon| mon.due))
+        .chain(
+            m.todos
+                .iter()
+                .filter(|(_, t)| !t.closed())
+                .filter_map(|(id, _)| m.retry_at(id)),
+        )
         .filter(|due| *due > now)
         .min();
     if let Some(due) = next_due
@@ -1027,8 +1048,32 @@ fn settlement(m: &LifecycleModel, p: &mut Picker, current: bool) -> (Actor, Sett
             tokens,
             ..Amounts::ZERO
         },
+        failure: failure(p),
     };
     (actor, settlement)
+}
+
+/// Mostly no executor failure; sometimes one of each class, rarely with a detail no
+/// settlement may carry.
+fn failure(p: &mut Picker) -> Option<TurnFailure> {
+    if !p.chance(20) {
+        return None;
+    }
+    let class = [
+        FailureClass::Exited,
+        FailureClass::TimedOut,
+        FailureClass::Killed,
+        FailureClass::Unauthorized,
+        FailureClass::RateLimited,
+        FailureClass::Unavailable,
+        FailureClass::Other,
+    ][p.below(7)];
+    let detail = if p.chance(5) {
+        "exit 1\u{7}".to_owned()
+    } else {
+        "`sh turn.sh` exit 1".to_owned()
+    };
+    Some(TurnFailure { class, detail })
 }
 
 fn handoff(m: &LifecycleModel, p: &mut Picker) -> Step {
@@ -1400,6 +1445,28 @@ fn policy(p: &mut Picker) -> Policy {
             BudgetExhaustion::Ask
         },
         monitor_no_change_limit: [3, 2, 0][p.below(3)],
+        retry: retry_policy(p),
+        stall_turns: [5, 2, 0][p.below(3)],
+        stall_goal_turns: [20, 3, 0][p.below(3)],
+    }
+}
+
+/// The default retry policy, or a quick one, or one that never raises an obligation.
+fn retry_policy(p: &mut Picker) -> RetryPolicy {
+    match p.below(4) {
+        0 | 1 => RetryPolicy::default(),
+        2 => RetryPolicy {
+            attempts: 2,
+            backoff: Duration::minutes(1),
+            max_backoff: Duration::minutes(3),
+            jitter_percent: 50,
+        },
+        _ => RetryPolicy {
+            attempts: 0,
+            backoff: Duration::seconds(10),
+            max_backoff: Duration::minutes(1),
+            jitter_percent: 0,
+        },
     }
 }
 
@@ -1525,5 +1592,28 @@ pub fn spec_strategy() -> BoxedStrategy<GoalSpec> {
                 grants,
             }
         })
+        .boxed()
+}
+
+/// Runs of failing turns for [`failing_run`](super::checks::failing_run): a retry policy (one to
+/// four attempts, pauses from a second to ten minutes, some jitter) and up to eight attempts,
+/// each some time after the previous one (often too soon) failing its executor or its validator.
+pub fn failing_run_strategy() -> BoxedStrategy<super::checks::FailingRun> {
+    let retry = (1u32..=4, 1i64..=600, 1i64..=8, 0u32..=50).prop_map(
+        |(attempts, backoff, cap, jitter_percent)| RetryPolicy {
+            attempts,
+            backoff: Duration::seconds(backoff),
+            max_backoff: Duration::seconds(backoff * cap),
+            jitter_percent,
+        },
+    );
+    let attempts = vec((0i64..=1_200_000, any::<bool>()), 0..8).prop_map(|steps| {
+        steps
+            .into_iter()
+            .map(|(gap, validation)| (Duration::from_millis(gap), validation))
+            .collect::<Vec<_>>()
+    });
+    (retry, attempts)
+        .prop_map(|(retry, attempts)| super::checks::FailingRun { retry, attempts })
         .boxed()
 }

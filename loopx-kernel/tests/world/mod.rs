@@ -325,6 +325,7 @@ pub fn settlement(todo: &str, epoch: u64, turn_id: &str) -> Settlement {
             continuation: Continuation::GoalStillActive,
         },
         usage: Amounts::ONE_TURN,
+        failure: None,
     }
 }
 
