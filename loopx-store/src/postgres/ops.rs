@@ -83,7 +83,7 @@ const ORPHAN_ROWS: &str = "SELECT DISTINCT t.goal, 'events' FROM events t WHERE 
 const LISTING: &str =
     "SELECT goal, objective, status, revision, valid_from, valid_until FROM goals";
 
-/// The statement that commits through the `loopx_append` function (schema 6).
+/// The statement that commits through the `loopx_append` function (schema 5).
 const APPEND: &str =
     "SELECT r_outcome, r_digest, r_revision, r_events, r_committed_at, r_chain FROM loopx_append(
     $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,

@@ -13,7 +13,7 @@ use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionB
 use super::{Durability, SqliteOptions, wal};
 
 /// The newest database schema this build reads and writes.
-pub const SCHEMA_VERSION: u32 = 6;
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// The migrations, in order: migration `n` takes the schema from `n - 1` to `n`.
 const MIGRATIONS: &[(u32, &str)] = &[
@@ -32,11 +32,7 @@ const MIGRATIONS: &[(u32, &str)] = &[
     ),
     (
         5,
-        include_str!("../../migrations/sqlite/0005_damage_marks.sql"),
-    ),
-    (
-        6,
-        include_str!("../../migrations/sqlite/0006_receipt_attempts.sql"),
+        include_str!("../../migrations/sqlite/0005_history_integrity.sql"),
     ),
 ];
 

@@ -1,5 +1,6 @@
--- loopx store, schema 5: damage to a goal's history is marked on its row. Applied in one
--- transaction; the schema_version row is written by the migration runner.
+-- loopx store, schema 5: damage to a goal's history is found, and an ambiguous commit is
+-- resolved by its attempt id. Applied in one transaction; the schema_version row is written
+-- by the migration runner.
 --
 -- A load reads the goal's newest snapshot and the events after it, so an event row deleted or
 -- changed below the snapshot would go unnoticed. loopx never changes an event row's goal,
@@ -33,3 +34,12 @@ BEGIN
     UPDATE goals SET damaged = min(coalesce(damaged, NEW.revision), NEW.revision)
         WHERE goal = NEW.goal;
 END;
+
+-- Every append draws a fresh attempt id and records it with the receipt it writes (on the
+-- commit's last event row, or on the receipts row of a recorded no-op). When a commit's outcome
+-- is unknown (its COMMIT failed), reading the receipt's attempt id back proves whether that
+-- append wrote it or another append of the same operation did. Existing rows keep no attempt
+-- id (NULL), and a receipt that compaction moves keeps none either: such a receipt is never
+-- claimed by an ambiguous append. Adding nullable columns rewrites no row.
+ALTER TABLE events ADD COLUMN attempt TEXT;
+ALTER TABLE receipts ADD COLUMN attempt TEXT;

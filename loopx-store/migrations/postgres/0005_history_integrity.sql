@@ -1,6 +1,6 @@
--- loopx store on PostgreSQL, schema 5: damage to a goal's history is marked on its row. Applied
--- in one transaction under an advisory lock; the schema_version row is written by the migration
--- runner.
+-- loopx store on PostgreSQL, schema 5: damage to a goal's history is found, and an ambiguous
+-- commit is resolved by its attempt id. Applied in one transaction under an advisory lock; the
+-- schema_version row is written by the migration runner.
 --
 -- A load reads the goal's newest snapshot and the events after it, so an event row deleted or
 -- changed below the snapshot would go unnoticed. loopx never changes an event row's goal,
@@ -82,11 +82,21 @@ $$;
 CREATE TRIGGER events_truncated_outside_loopx AFTER TRUNCATE ON events
     FOR EACH STATEMENT EXECUTE FUNCTION loopx_mark_truncation();
 
+-- Every append draws a fresh attempt id and records it with the receipt it writes (on the
+-- commit's last event row, or on the receipts row of a recorded no-op). When the answer to a
+-- commit is lost with the connection, reading the receipt's attempt id back proves whether that
+-- append wrote it or another append of the same operation did. Existing rows keep no attempt id
+-- (NULL), and a receipt that compaction moves keeps none either: such a receipt is never
+-- claimed by an ambiguous append. Adding nullable columns rewrites no row.
+ALTER TABLE events ADD COLUMN attempt TEXT;
+ALTER TABLE receipts ADD COLUMN attempt TEXT;
+
 DROP FUNCTION loopx_append;
 
 -- As in schema 4, refusing a commit to a goal whose history is damaged (or whose goal row has
--- no readable chain head), and computing the chains of the rows it writes from the goal row's
--- head it locked: the new head is returned as `r_chain`.
+-- no readable chain head), computing the chains of the rows it writes from the goal row's head
+-- it locked (the new head is returned as `r_chain`), and recording the append's attempt id with
+-- the receipt it writes.
 CREATE FUNCTION loopx_append(
     p_goal TEXT,
     p_expected BIGINT,
@@ -107,7 +117,8 @@ CREATE FUNCTION loopx_append(
     p_frontier_agents TEXT[],
     p_frontier_todos TEXT[],
     p_channel TEXT,
-    p_note TEXT
+    p_note TEXT,
+    p_attempt TEXT
 ) RETURNS TABLE (
     r_outcome INTEGER,
     r_digest BYTEA,
@@ -195,17 +206,18 @@ BEGIN
                         encode(h, 'hex'));
         END IF;
         -- The receipt rides on the commit's last event row.
-        INSERT INTO events (goal, revision, at, json, operation, digest, commit_events, chain)
+        INSERT INTO events (goal, revision, at, json, operation, digest, commit_events, attempt, chain)
             SELECT p_goal, e.r, e.a, e.j,
                    CASE WHEN e.r = p_revision THEN p_operation END,
                    CASE WHEN e.r = p_revision THEN p_digest END,
                    CASE WHEN e.r = p_revision THEN p_count END,
+                   CASE WHEN e.r = p_revision THEN p_attempt END,
                    e.c
             FROM unnest(p_event_revisions, p_event_times, p_event_json, chains) AS e(r, a, j, c);
     ELSE
         -- A recorded no-op changes nothing but its receipt, and wakes nobody.
-        INSERT INTO receipts (goal, operation, digest, revision, events, committed_at)
-            VALUES (p_goal, p_operation, p_digest, p_revision, p_count, p_at);
+        INSERT INTO receipts (goal, operation, digest, revision, events, committed_at, attempt)
+            VALUES (p_goal, p_operation, p_digest, p_revision, p_count, p_at, p_attempt);
         RETURN QUERY SELECT 0, p_digest, p_revision, p_count, p_at, NULL::TEXT;
         RETURN;
     END IF;
