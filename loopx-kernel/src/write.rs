@@ -276,7 +276,7 @@ pub fn digest(actor: &Actor, command: &Command) -> String {
 fn hash(actor: &Actor, command: &Value) -> String {
     let mut hasher = Sha256::new();
     hasher.update(b"loopx.submit.v1\n");
-    hasher.update(canonical(actor).as_bytes());
+    hasher.update(canonical_json(actor).as_bytes());
     hasher.update(b"\n");
     let mut text = String::new();
     write_canonical(command, &mut text);
@@ -312,7 +312,10 @@ fn json<T: serde::Serialize>(value: &T) -> Value {
         .unwrap_or_else(|error| Value::String(format!("unencodable: {error}")))
 }
 
-fn canonical<T: serde::Serialize>(value: &T) -> String {
+/// The canonical JSON of `value`: object keys sorted at every depth, no whitespace, so equal
+/// values always give equal text (the operation digest hashes it; a store's history chain
+/// too). A value that cannot be encoded gives the JSON string `"unencodable: …"`.
+pub fn canonical_json<T: serde::Serialize>(value: &T) -> String {
     let value = json(value);
     let mut out = String::new();
     write_canonical(&value, &mut out);

@@ -16,8 +16,8 @@
 //! whitespace, so the head does not depend on how a file or a database happened to lay the
 //! JSON out.
 
+use loopx_kernel::write::canonical_json;
 use loopx_kernel::{GoalId, RecordedEvent};
-use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
 /// The running chained digest of one goal's history.
@@ -52,7 +52,7 @@ impl HistoryChain {
         if event.revision != expected {
             return Err(expected);
         }
-        self.head = step(&self.head, canonical(event).as_bytes());
+        self.head = step(&self.head, canonical_json(event).as_bytes());
         self.revision = event.revision;
         self.events += 1;
         Ok(())
@@ -125,45 +125,4 @@ pub(crate) fn from_hex(text: &str) -> Option<[u8; 32]> {
         out[i] = u8::try_from(value).ok()?;
     }
     Some(out)
-}
-
-/// The canonical JSON of `value`: keys sorted at every depth, no whitespace.
-fn canonical<T: serde::Serialize>(value: &T) -> String {
-    let mut out = String::new();
-    match serde_json::to_value(value) {
-        Ok(value) => write_canonical(&value, &mut out),
-        // A recorded event always encodes; the text of the failure still chains deterministically.
-        Err(error) => out.push_str(&Value::String(format!("unencodable: {error}")).to_string()),
-    }
-    out
-}
-
-fn write_canonical(value: &Value, out: &mut String) {
-    match value {
-        Value::Object(map) => {
-            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            entries.sort_by(|a, b| a.0.cmp(b.0));
-            out.push('{');
-            for (i, (key, item)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(key.clone()).to_string());
-                out.push(':');
-                write_canonical(item, out);
-            }
-            out.push('}');
-        }
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_canonical(item, out);
-            }
-            out.push(']');
-        }
-        other => out.push_str(&other.to_string()),
-    }
 }
