@@ -58,7 +58,7 @@ pub struct Global {
     #[arg(long, global = true, help_heading = GLOBAL)]
     pub json: bool,
     /// Open a SQLite store whose write-ahead log is damaged before committed transactions,
-    /// dropping them (a copy of the log is kept as <store>-wal.damaged). Without it such a
+    /// dropping them (a copy of the log is kept as `<store>-wal.damaged`). Without it such a
     /// store is refused with `wal_damaged` and left as it is.
     #[arg(long, global = true)]
     pub accept_wal_loss: bool,

@@ -9,9 +9,10 @@
 //! ```
 //!
 //! `head(r - 1)` enters as its 32 bytes. The SQL backends also store a chain with every event
-//! row, its goal row and its snapshots (see [`link_row`] and the crate README): the same step
+//! row, its goal row and its snapshots (see the crate README): the same step
 //! over the row's stored bytes, `revision "\n" time "\n" stored JSON`, so that a row changed
-//! below SQL (a byte flipped on disk) no longer links to its neighbours. The canonical JSON of a recorded event is its wire
+//! below SQL (a byte flipped on disk) no longer links to its neighbours.
+//! The canonical JSON of a recorded event is its wire
 //! form (schema, revision, time, actor, event) with object keys sorted at every depth and no
 //! whitespace, so the head does not depend on how a file or a database happened to lay the
 //! JSON out.
