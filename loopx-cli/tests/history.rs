@@ -370,8 +370,9 @@ fn import_refuses_an_export_cut_short_or_changed() {
     assert_eq!(again.stdout, exported.stdout);
 }
 
-#[test]
-fn a_flipped_byte_in_an_event_row_is_a_store_error_for_export_and_doctor() {
+/// A goal `g` with the todos `a`, `flipme` (revision 3) and `c`, every process closed, so that
+/// the log is checkpointed into the store file.
+fn three_todos_on_disk() -> Loopx {
     let lx = Loopx::sqlite();
     let t0 = at(29, "10:00");
     lx.ok(&["init"]);
@@ -405,8 +406,12 @@ fn a_flipped_byte_in_an_event_row_is_a_store_error_for_export_and_doctor() {
             id,
         ]);
     }
-    // Every process closed: the log is checkpointed into the file. One byte of the event row
-    // that adds `flipme` changes (`:` to a space), below SQL: no trigger sees it.
+    lx
+}
+
+/// Sets byte `offset` of the JSON `"title":"flipme"` in the store file to `byte`: a change
+/// below SQL, which no trigger sees.
+fn change_title_json_on_disk(lx: &Loopx, offset: usize, byte: u8) {
     let path = lx.path("loopx.db");
     let mut bytes = std::fs::read(&path).expect("the store file");
     let needle = b"\"title\":\"flipme\"";
@@ -417,8 +422,15 @@ fn a_flipped_byte_in_an_event_row_is_a_store_error_for_export_and_doctor() {
         .map(|(i, _)| i)
         .collect();
     assert_eq!(found.len(), 1, "the row's JSON is in the file once");
-    bytes[found[0] + 7] = b' ';
-    std::fs::write(&path, &bytes).expect("flip a byte");
+    bytes[found[0] + offset] = byte;
+    std::fs::write(&path, &bytes).expect("change a byte");
+}
+
+#[test]
+fn a_flipped_byte_in_an_event_row_is_a_store_error_for_export_and_doctor() {
+    let lx = three_todos_on_disk();
+    // One byte of the event row that adds `flipme` changes (`:` to a space): it no longer decodes.
+    change_title_json_on_disk(&lx, 7, b' ');
     let exported = lx.run(&["--goal", "g", "export"]);
     assert_eq!(exported.code, 6, "{}", exported.stderr);
     assert!(exported.stdout.is_empty(), "{}", exported.stdout);
@@ -438,53 +450,10 @@ fn a_flipped_byte_in_an_event_row_is_a_store_error_for_export_and_doctor() {
 
 #[test]
 fn a_title_changed_on_disk_that_still_folds_is_history_damage_for_every_read() {
-    let lx = Loopx::sqlite();
-    let t0 = at(29, "10:00");
-    lx.ok(&["init"]);
-    lx.ok(&[
-        "--goal",
-        "g",
-        "--as",
-        "person:owner",
-        "--now",
-        &t0,
-        "goal",
-        "create",
-        "--objective",
-        "o",
-        "--agent",
-        "agent-a",
-    ]);
-    for id in ["a", "flipme", "c"] {
-        lx.ok(&[
-            "--goal",
-            "g",
-            "--as",
-            "agent:agent-a",
-            "--now",
-            &t0,
-            "todo",
-            "add",
-            "--id",
-            id,
-            "--title",
-            id,
-        ]);
-    }
+    let lx = three_todos_on_disk();
     // One letter of the title `flipme` (revision 3) changes below SQL, where no trigger sees
     // it: the row still decodes and folds, into another title.
-    let path = lx.path("loopx.db");
-    let mut bytes = std::fs::read(&path).expect("the store file");
-    let needle = b"\"title\":\"flipme\"";
-    let found: Vec<usize> = bytes
-        .windows(needle.len())
-        .enumerate()
-        .filter(|(_, w)| w == needle)
-        .map(|(i, _)| i)
-        .collect();
-    assert_eq!(found.len(), 1, "the row's JSON is in the file once");
-    bytes[found[0] + 14] = b'f';
-    std::fs::write(&path, &bytes).expect("flip a byte");
+    change_title_json_on_disk(&lx, 14, b'f');
     for verb in [
         &["--goal", "g", "export"][..],
         &["--goal", "g", "todo", "list"],
