@@ -82,6 +82,9 @@ pub struct GitStatus {
     pub unmerged: u64,
     /// Untracked files (ignored files are not counted).
     pub untracked: u64,
+    /// The paths of the changed, conflicted and untracked files (an untracked directory as
+    /// one path ending in `/`), in git's order; a rename by its new path.
+    pub paths: Vec<String>,
 }
 
 impl GitStatus {
@@ -327,6 +330,7 @@ pub fn parse_status(text: &str) -> Result<GitStatus, GitError> {
         changed: 0,
         unmerged: 0,
         untracked: 0,
+        paths: Vec::new(),
     };
     let mut records = text.split('\0');
     while let Some(record) = records.next() {
@@ -353,17 +357,33 @@ pub fn parse_status(text: &str) -> Result<GitStatus, GitError> {
             }
             continue;
         }
-        match record.as_bytes().first() {
-            Some(b'1') => status.changed += 1,
+        // The path is the last field: after 8 fields for a change, 9 for a rename or copy,
+        // 10 for a conflict, 1 for an untracked file.
+        let fields = match record.as_bytes().first() {
+            Some(b'1') => {
+                status.changed += 1;
+                9
+            }
             Some(b'2') => {
                 // A rename or copy is followed by its original path as a separate record.
                 status.changed += 1;
                 let _ = records.next();
+                10
             }
-            Some(b'u') => status.unmerged += 1,
-            Some(b'?') => status.untracked += 1,
-            Some(b'!') => {}
+            Some(b'u') => {
+                status.unmerged += 1;
+                11
+            }
+            Some(b'?') => {
+                status.untracked += 1;
+                2
+            }
+            Some(b'!') => continue,
             _ => return Err(parse_error(format!("unknown record `{record}`"))),
+        };
+        match record.splitn(fields, ' ').nth(fields - 1) {
+            Some(path) => status.paths.push(path.to_owned()),
+            None => return Err(parse_error(format!("a record without its path `{record}`"))),
         }
     }
     Ok(status)

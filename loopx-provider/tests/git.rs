@@ -56,6 +56,7 @@ async fn head_branch_and_dirty_state_follow_the_tree() {
     std::fs::write(root.join("new file.txt"), "x").expect("write");
     let untracked = git.status(&root).await.expect("status");
     assert_eq!((untracked.untracked, untracked.changed), (1, 0));
+    assert_eq!(untracked.paths, ["new file.txt"]);
     assert!(untracked.dirty());
 
     std::fs::remove_file(root.join("new file.txt")).expect("remove");
@@ -67,6 +68,7 @@ async fn head_branch_and_dirty_state_follow_the_tree() {
         changed.changed, 2,
         "a modification and a staged rename: {changed:?}"
     );
+    assert_eq!(changed.paths, ["a.txt", "renamed.txt"], "{changed:?}");
     assert_eq!(git.head(&root).await.expect("head"), sha);
 }
 

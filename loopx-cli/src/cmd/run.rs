@@ -109,7 +109,7 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> Result<Exit, CliError> {
         }
     }
     let decision = reports.last().map(|r| r.decision.clone());
-    let dirty = dirty_files(&args.workspace);
+    let dirty = dirty_files(&args.workspace).await;
     if ctx.out.json {
         Output::document(&json!({
             "goal": goal,
@@ -142,32 +142,14 @@ fn exit_of(decision: &Decision) -> Exit {
 
 /// The files `git status` shows as changed or untracked in the workspace after the loop: what a
 /// turn or a validator left behind. Evidence established on such a tree is bound to
-/// `git:<sha>+dirty` and never meets a criterion at a commit.
-fn dirty_files(workspace: &std::path::Path) -> Vec<String> {
-    let Ok(output) = std::process::Command::new("git")
-        .arg("-C")
-        .arg(workspace)
-        .args(["status", "--porcelain=v1", "-z", "--untracked-files=all"])
-        .output()
-    else {
-        return Vec::new();
-    };
-    if !output.status.success() {
-        return Vec::new();
-    }
-    // Each entry is `XY path`; a rename carries its source as the next entry, skipped here.
-    let mut files = Vec::new();
-    let mut entries = output.stdout.split(|b| *b == 0).filter(|e| !e.is_empty());
-    while let Some(entry) = entries.next() {
-        let text = String::from_utf8_lossy(entry);
-        if text.len() > 3 {
-            files.push(text[3..].to_owned());
-        }
-        if entry.first() == Some(&b'R') || entry.first() == Some(&b'C') {
-            entries.next();
-        }
-    }
-    files
+/// `git:<sha>+dirty` and never meets a criterion at a commit. A workspace git cannot read shows
+/// none (the turns already reported why).
+async fn dirty_files(workspace: &std::path::Path) -> Vec<String> {
+    Git::new()
+        .status(workspace)
+        .await
+        .map(|status| status.paths)
+        .unwrap_or_default()
 }
 
 fn dirty_warning(out: &Output, files: &[String]) -> String {
