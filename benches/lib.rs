@@ -201,6 +201,8 @@ impl Fixture {
             },
             policy: Policy::default(),
             grants: std::collections::BTreeMap::new(),
+            identity: loopx_kernel::Identity::Declared,
+            keys: Vec::new(),
         };
         let start = Timestamp::from_millis(1_780_000_000_000);
         let created = match execute(None, &owner, start, &Command::CreateGoal { spec }) {

@@ -484,6 +484,8 @@ fn spec(goal: &str, todos_owner: &PersonId) -> GoalSpec {
             ..Policy::default()
         },
         grants: std::collections::BTreeMap::new(),
+        identity: loopx_kernel::Identity::Declared,
+        keys: Vec::new(),
     }
 }
 
@@ -979,6 +981,7 @@ fn cold_load<S: Store>(
             digest: format!("load-{k}"),
             at: now,
             events: batch.to_vec(),
+            authorship: None,
         };
         let commit = Commit::fold(base.take(), request)?;
         base = Some(commit.state().clone());

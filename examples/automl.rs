@@ -323,6 +323,8 @@ fn spec(agent: &AgentId) -> Result<GoalSpec> {
         },
         policy: Policy::default(),
         grants: BTreeMap::new(),
+        identity: loopx_kernel::Identity::Declared,
+        keys: Vec::new(),
     })
 }
 

@@ -198,6 +198,8 @@ fn spec(agent: &AgentId) -> Result<GoalSpec> {
         },
         policy: Policy::default(),
         grants: std::collections::BTreeMap::new(),
+        identity: loopx_kernel::Identity::Declared,
+        keys: Vec::new(),
     })
 }
 

@@ -172,6 +172,8 @@ async fn plan(store: &SqliteStore, goal: &GoalId) -> Result<()> {
         },
         policy: Policy::default(),
         grants: std::collections::BTreeMap::default(),
+        identity: loopx_kernel::Identity::Declared,
+        keys: Vec::new(),
     };
     let mut commands = vec![
         (maintainer.clone(), Command::CreateGoal { spec }),

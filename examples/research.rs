@@ -140,6 +140,8 @@ fn spec(agents: &[&AgentId]) -> Result<GoalSpec> {
         },
         policy: Policy::default(),
         grants: BTreeMap::new(),
+        identity: loopx_kernel::Identity::Declared,
+        keys: Vec::new(),
     })
 }
 

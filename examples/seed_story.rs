@@ -83,6 +83,8 @@ impl Story {
             },
             policy: Policy::default(),
             grants: BTreeMap::new(),
+            identity: loopx_kernel::Identity::Declared,
+            keys: Vec::new(),
         };
         let now = clock("2026-11-29T10:02")?;
         let maintainer = Actor::Person(maintainer);

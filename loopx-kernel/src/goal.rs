@@ -4,7 +4,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use crate::actor::Actor;
 use crate::budget::{Amounts, Limits};
+use crate::identity::{Identity, PublicKey, RegisteredKey};
 use crate::ids::{AgentId, CheckId, CriterionId, GoalId, IntoId, InvalidId, PersonId, Subject};
 use crate::retry::{DEFAULT_STALL_GOAL_TURNS, DEFAULT_STALL_TURNS, RetryPolicy};
 use crate::time::Duration;
@@ -37,16 +39,32 @@ pub struct GoalSpec {
     /// Explicit rights of one agent to act on another agent's todos.
     #[serde(default)]
     pub grants: BTreeMap<AgentId, BTreeSet<GrantedAction>>,
+    /// Whether commands must be signed (`signed`, the default, left out of the JSON) or actors
+    /// are taken at their word (`declared`, for local experiments).
+    #[serde(default, skip_serializing_if = "is_signed")]
+    pub identity: Identity,
+    /// The public keys commands are verified under, by actor; the owner's own key at creation,
+    /// more registered by the owner's amendments. A signed goal must register the owner's key.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keys: Vec<RegisteredKey>,
+}
+
+// Serde's `skip_serializing_if` hands the field by reference.
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn is_signed(identity: &Identity) -> bool {
+    *identity == Identity::Signed
 }
 
 impl GoalSpec {
     /// The goal's owner as the actor of the commands only they may issue.
-    pub fn owner_actor(&self) -> crate::actor::Actor {
-        crate::actor::Actor::Person(self.owner.clone())
+    pub fn owner_actor(&self) -> Actor {
+        Actor::Person(self.owner.clone())
     }
 
-    /// Starts a spec of goal `id` with its objective and owner, no criteria, no agents, an
-    /// the default budget ([`Limits::GOAL_DEFAULT`]), the default policy and no grants; the builder's methods add the rest.
+    /// Starts a spec of goal `id` with its objective and owner, no criteria, no agents, the
+    /// default budget ([`Limits::GOAL_DEFAULT`]), the default policy, no grants and signed
+    /// identity with no key yet (give the owner's with [`GoalSpecBuilder::owner_key`], or
+    /// choose [`GoalSpecBuilder::declared_identity`]); the builder's methods add the rest.
     /// Ids may be given as text: an invalid one fails at [`GoalSpecBuilder::build`].
     pub fn builder(
         id: impl IntoId<GoalId>,
@@ -63,6 +81,8 @@ impl GoalSpec {
                 budget: Limits::GOAL_DEFAULT,
                 policy: Policy::default(),
                 grants: BTreeMap::new(),
+                identity: Identity::Signed,
+                keys: Vec::new(),
             })
         });
         GoalSpecBuilder { spec }
@@ -129,6 +149,33 @@ impl GoalSpecBuilder {
                 .entry(agent.into_id()?)
                 .or_default()
                 .insert(action);
+            Ok(())
+        })
+    }
+
+    /// Registers `key` for the owner: the goal is signed, and only that key's holder creates
+    /// it and issues the owner's commands.
+    pub fn owner_key(self, key: PublicKey) -> Self {
+        self.with(|spec| {
+            let actor = spec.owner_actor();
+            spec.keys.push(RegisteredKey { actor, key });
+            Ok(())
+        })
+    }
+
+    /// Registers `key` for `actor`.
+    pub fn key(self, actor: Actor, key: PublicKey) -> Self {
+        self.with(|spec| {
+            spec.keys.push(RegisteredKey { actor, key });
+            Ok(())
+        })
+    }
+
+    /// Takes every actor at its word (`identity: declared`): for local experiments, where no
+    /// one needs to prove who they are. `status` says so.
+    pub fn declared_identity(self) -> Self {
+        self.with(|spec| {
+            spec.identity = Identity::Declared;
             Ok(())
         })
     }
@@ -288,5 +335,20 @@ pub enum Amendment {
         agent: AgentId,
         /// The action.
         action: GrantedAction,
+    },
+    /// Register a public key for an actor: its signed commands are accepted from now on.
+    RegisterKey {
+        /// The actor the key signs as.
+        actor: Actor,
+        /// The key.
+        key: PublicKey,
+    },
+    /// Withdraw an actor's key: commands signed with it are refused from now on (the owner's
+    /// last key cannot be withdrawn).
+    RevokeKey {
+        /// The actor.
+        actor: Actor,
+        /// The key.
+        key: PublicKey,
     },
 }

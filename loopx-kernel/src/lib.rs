@@ -43,6 +43,7 @@ mod fix;
 mod from_fn;
 mod gate;
 mod goal;
+pub mod identity;
 pub mod ids;
 mod invariants;
 mod obligation;
@@ -101,6 +102,9 @@ pub use from_fn::{executor_fn, validator_fn};
 pub use gate::{ExpiryPolicy, Gate, GateScope, GateState, GateStatus, NewGate};
 pub use goal::{
     Amendment, BudgetExhaustion, Criterion, GoalSpec, GoalSpecBuilder, GrantedAction, Policy,
+};
+pub use identity::{
+    Identity, IdentityMode, Keyring, PublicKey, RegisteredKey, SecretKey, Signature, Signer,
 };
 pub use ids::{
     AgentId, CheckId, CriterionId, DecisionScope, EvidenceId, Fingerprint, GateId, GoalId, IntoId,

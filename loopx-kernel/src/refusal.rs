@@ -349,6 +349,30 @@ pub enum Refusal {
         /// The obligation the refused command named.
         obligation: ObligationId,
     },
+    /// The goal is signed and the command came without a signature.
+    #[error(
+        "the goal requires signed commands and `{actor}` sent none; sign with the actor's key (`loopx key new {actor}`, registered by the owner with `loopx goal amend --register-key`)"
+    )]
+    SignatureMissing {
+        /// The actor the command claims.
+        actor: Actor,
+    },
+    /// No key is registered for the actor.
+    #[error(
+        "no key is registered for `{actor}` on this goal; its owner registers one with `loopx goal amend --register-key {actor}=KEY`"
+    )]
+    KeyUnregistered {
+        /// The actor the command claims.
+        actor: Actor,
+    },
+    /// The signature verifies under none of the actor's registered keys.
+    #[error(
+        "the signature is not `{actor}`'s over this goal, operation and command; sign the command as sent, with a key registered for `{actor}`"
+    )]
+    SignatureInvalid {
+        /// The actor the command claims.
+        actor: Actor,
+    },
 }
 
 fn gate_state(state: GateState) -> &'static str {
@@ -416,6 +440,9 @@ impl Refusal {
             Refusal::NoVisibleChange { .. } => "no_visible_change",
             Refusal::OutcomeUnknown { .. } => "outcome_unknown",
             Refusal::ObligationClosed { .. } => "obligation_closed",
+            Refusal::SignatureMissing { .. } => "signature_missing",
+            Refusal::KeyUnregistered { .. } => "key_unregistered",
+            Refusal::SignatureInvalid { .. } => "signature_invalid",
         }
     }
 
@@ -463,5 +490,8 @@ impl Refusal {
         "no_visible_change",
         "outcome_unknown",
         "obligation_closed",
+        "signature_missing",
+        "key_unregistered",
+        "signature_invalid",
     ];
 }

@@ -17,6 +17,7 @@ use crate::budget::Amounts;
 use crate::command::{Command, Continuation, Transition, Verdict, VerdictOutcome};
 use crate::event::RecordedEvent;
 use crate::evidence::{NewEvidence, Observation};
+use crate::identity::Signature;
 use crate::ids::{
     AgentId, Fingerprint, GoalId, ObservationKey, OperationId, SourceId, TodoId, TurnId,
 };
@@ -44,6 +45,23 @@ pub struct AppendRequest {
     pub at: Timestamp,
     /// The events, already stamped with revisions following `expected_revision`.
     pub events: Vec<RecordedEvent>,
+    /// The command the events were validated from and its actor's signature, when the write
+    /// path made them (`None` for a batch copied from elsewhere, such as an import). A store
+    /// keeps it with the commit, so the log can be verified again: the signature against the
+    /// keys registered at that revision, and the events against the command.
+    pub authorship: Option<Authorship>,
+}
+
+/// What a commit was made from: the command and its actor's signature over it (none for a
+/// goal whose identity is declared, or one recorded before signing).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Authorship {
+    /// The command as submitted.
+    pub command: Command,
+    /// The signature over the goal, the operation id and the command's digest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<Signature>,
 }
 
 /// What [`Store::append`] commits: an [`AppendRequest`] together with the goal's state after

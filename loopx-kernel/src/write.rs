@@ -15,9 +15,12 @@ use crate::event::RecordedEvent;
 use crate::execute::execute;
 pub use crate::execute::stamp;
 use crate::goal::GoalSpec;
+use crate::identity::{self, Identity, RegisteredKey, Signature, Signer};
 use crate::ids::{AgentId, GoalId, IntoId, InvalidId, OperationId};
 use crate::refusal::Refusal;
-use crate::seams::{AppendRequest, Appended, Clock, Commit, Receipt, Store, StoreError};
+use crate::seams::{
+    AppendRequest, Appended, Authorship, Clock, Commit, Receipt, Store, StoreError,
+};
 use crate::state::GoalState;
 use crate::time::{Duration, Timestamp};
 use serde_json::Value;
@@ -105,6 +108,7 @@ pub struct GoalHandle<'s, S: ?Sized> {
     store: &'s S,
     goal: GoalId,
     pacing: Option<&'s dyn Clock>,
+    signer: Option<&'s dyn Signer>,
 }
 
 impl<S: ?Sized> Clone for GoalHandle<'_, S> {
@@ -113,6 +117,7 @@ impl<S: ?Sized> Clone for GoalHandle<'_, S> {
             store: self.store,
             goal: self.goal.clone(),
             pacing: self.pacing,
+            signer: self.signer,
         }
     }
 }
@@ -125,6 +130,7 @@ pub trait StoreExt: Store {
             store: self,
             goal: goal.clone(),
             pacing: None,
+            signer: None,
         }
     }
 }
@@ -145,16 +151,37 @@ impl<'s, S: Store + ?Sized> GoalHandle<'s, S> {
         self
     }
 
+    /// The same handle, signing every command with `signer` (see [`crate::identity`]): the
+    /// signature covers the goal, the operation id and the command's [`digest`], and a signed
+    /// goal accepts it only when `signer`'s key is registered for the command's actor.
+    #[must_use]
+    pub fn signed_by(mut self, signer: &'s dyn Signer) -> Self {
+        self.signer = Some(signer);
+        self
+    }
+
     /// Creates the goal from `spec`, as its owner. Idempotent: creating the same spec again
-    /// replays the first receipt (`replayed`).
+    /// replays the first receipt (`replayed`). A signed spec that registers no key for its
+    /// owner gets the key of the handle's signer ([`Self::signed_by`]) as the owner's.
     ///
     /// # Errors
     /// [`SubmitError::GoalMismatch`] when `spec` names another goal; otherwise as
-    /// [`submit`] (`goal_exists` when another spec already created it).
+    /// [`submit`] (`goal_exists` when another spec already created it, `key_unregistered`
+    /// for a signed spec with no owner key and no signer).
     pub async fn create(&self, spec: &GoalSpec, now: Timestamp) -> Result<Submitted, SubmitError> {
-        let owner = Actor::Person(spec.owner.clone());
-        let command = Command::CreateGoal { spec: spec.clone() };
-        self.submit(&owner, now, &command).await
+        let owner = spec.owner_actor();
+        let mut spec = spec.clone();
+        if let Some(signer) = self.signer
+            && spec.identity == Identity::Signed
+            && spec.keys_of(&owner).next().is_none()
+        {
+            spec.keys.push(RegisteredKey {
+                actor: owner.clone(),
+                key: signer.public_key(),
+            });
+        }
+        self.submit(&owner, now, &Command::CreateGoal { spec })
+            .await
     }
 
     /// Submits `command` as `actor` under an operation id derived from the actor and the
@@ -187,12 +214,13 @@ impl<'s, S: Store + ?Sized> GoalHandle<'s, S> {
         operation: &OperationId,
     ) -> Result<Submitted, SubmitError> {
         let (store, goal) = (self.store, &self.goal);
+        let call = Call::new(goal, actor, now, command, operation, self.signer);
         match self.pacing {
             Some(clock) => {
                 let pause = |retry| clock.sleep(backoff(operation, retry));
-                submit_paced(store, goal, actor, now, command, operation, pause).await
+                call.run(store, pause).await
             }
-            None => submit(store, goal, actor, now, command, operation).await,
+            None => call.run(store, |_| async {}).await,
         }
     }
 
@@ -413,45 +441,9 @@ where
     P: Fn(u32) -> F,
     F: Future<Output = ()>,
 {
-    if let Command::CreateGoal { spec } = command
-        && &spec.id != goal
-    {
-        return Err(SubmitError::GoalMismatch {
-            goal: goal.clone(),
-            created: spec.id.clone(),
-        });
-    }
-    let digest = digest(actor, command);
-    let call = Call {
-        goal,
-        actor,
-        now,
-        command,
-        operation,
-        digest: &digest,
-    };
-    // The state the store has at hand saves a read: a stale one only costs a second pass,
-    // since the append's compare-and-set refuses it and a refusal it leads to is never
-    // reported before the goal is loaded.
-    let mut at_hand = store.cached(goal);
-    for attempt in 0..MAX_ATTEMPTS {
-        if attempt > 0 {
-            pause(attempt - 1).await;
-        }
-        if let Some(state) = at_hand.take()
-            && let Some(done) = call.attempt(store, Some(state), Start::AtHand).await?
-        {
-            return Ok(done);
-        }
-        let current = store.load(goal).await?;
-        if let Some(done) = call.attempt(store, current, Start::Loaded).await? {
-            return Ok(done);
-        }
-    }
-    Err(SubmitError::Contended {
-        goal: goal.clone(),
-        attempts: MAX_ATTEMPTS,
-    })
+    Call::new(goal, actor, now, command, operation, None)
+        .run(store, pause)
+        .await
 }
 
 /// Where an attempt's starting state came from.
@@ -463,17 +455,93 @@ enum Start {
     Loaded,
 }
 
-/// One `submit` call's arguments.
+/// One `submit` call's arguments, with the digest and the signature worked out once.
 struct Call<'a> {
     goal: &'a GoalId,
     actor: &'a Actor,
     now: Timestamp,
     command: &'a Command,
     operation: &'a OperationId,
-    digest: &'a str,
+    digest: String,
+    signature: Option<Signature>,
 }
 
-impl Call<'_> {
+impl<'a> Call<'a> {
+    fn new(
+        goal: &'a GoalId,
+        actor: &'a Actor,
+        now: Timestamp,
+        command: &'a Command,
+        operation: &'a OperationId,
+        signer: Option<&dyn Signer>,
+    ) -> Self {
+        let digest = digest(actor, command);
+        let signature =
+            signer.map(|signer| signer.sign(&identity::command_message(goal, operation, &digest)));
+        Call {
+            goal,
+            actor,
+            now,
+            command,
+            operation,
+            digest,
+            signature,
+        }
+    }
+
+    async fn run<S, P, F>(&self, store: &S, pause: P) -> Result<Submitted, SubmitError>
+    where
+        S: Store + ?Sized,
+        P: Fn(u32) -> F,
+        F: Future<Output = ()>,
+    {
+        let goal = self.goal;
+        if let Command::CreateGoal { spec } = self.command
+            && &spec.id != goal
+        {
+            return Err(SubmitError::GoalMismatch {
+                goal: goal.clone(),
+                created: spec.id.clone(),
+            });
+        }
+        // The state the store has at hand saves a read: a stale one only costs a second pass,
+        // since the append's compare-and-set refuses it and a refusal it leads to is never
+        // reported before the goal is loaded.
+        let mut at_hand = store.cached(goal);
+        for attempt in 0..MAX_ATTEMPTS {
+            if attempt > 0 {
+                pause(attempt - 1).await;
+            }
+            if let Some(state) = at_hand.take()
+                && let Some(done) = self.attempt(store, Some(state), Start::AtHand).await?
+            {
+                return Ok(done);
+            }
+            let current = store.load(goal).await?;
+            if let Some(done) = self.attempt(store, current, Start::Loaded).await? {
+                return Ok(done);
+            }
+        }
+        Err(SubmitError::Contended {
+            goal: goal.clone(),
+            attempts: MAX_ATTEMPTS,
+        })
+    }
+
+    /// Whether the command's actor is who it says, against the goal as `current` has it:
+    /// checked before anything else, so a forged command learns nothing about the goal.
+    fn authenticate(&self, current: Option<&GoalState>) -> Result<(), Refusal> {
+        identity::authenticate(
+            current.map(|state| &state.spec),
+            self.goal,
+            self.actor,
+            self.command,
+            self.operation,
+            &self.digest,
+            self.signature.as_ref(),
+        )
+    }
+
     /// Validates the command against `current` and appends its events after it. `None` when
     /// the goal had moved on from `current` (or, for a state at hand, the kernel refused: the
     /// refusal may be the staleness speaking), so the caller loads and tries again.
@@ -483,7 +551,13 @@ impl Call<'_> {
         current: Option<GoalState>,
         start: Start,
     ) -> Result<Option<Submitted>, SubmitError> {
-        let (goal, operation, digest) = (self.goal, self.operation, self.digest);
+        let (goal, operation, digest) = (self.goal, self.operation, self.digest.as_str());
+        match self.authenticate(current.as_ref()) {
+            Ok(()) => {}
+            // A key registered since the state at hand was cached: look again.
+            Err(_) if start == Start::AtHand => return Ok(None),
+            Err(refusal) => return Err(SubmitError::Refused(refusal)),
+        }
         // The receipt is not read first: the append checks it inside its own transaction and
         // answers a committed operation with its first receipt (or a conflict). Only a refusal
         // needs it read here, since a retry of a command that took effect may no longer apply.
@@ -506,6 +580,10 @@ impl Call<'_> {
             digest: digest.to_owned(),
             at: self.now,
             events: recorded.clone(),
+            authorship: Some(Authorship {
+                command: self.command.clone(),
+                signature: self.signature,
+            }),
         };
         // Folded once, here: the store commits this state rather than folding the batch again.
         let commit = Commit::fold(current, request).map_err(|error| kernel_bug(goal, &error))?;

@@ -60,6 +60,8 @@ async fn goal(store: &MemoryStore, todos: &[NewTodo]) -> GoalId {
         budget: Limits::UNLIMITED,
         policy: Policy::default(),
         grants: std::collections::BTreeMap::default(),
+        identity: loopx_kernel::Identity::Declared,
+        keys: Vec::new(),
     };
     let goal = spec.id.clone();
     submit(

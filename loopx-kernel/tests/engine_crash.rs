@@ -142,6 +142,8 @@ async fn create(dir: &Path, idempotent: bool) {
         budget: Limits::UNLIMITED,
         policy: Policy::default(),
         grants: std::collections::BTreeMap::default(),
+        identity: loopx_kernel::Identity::Declared,
+        keys: Vec::new(),
     };
     submit(
         &store,

@@ -16,6 +16,7 @@ fn spec(goal: &str) -> GoalSpec {
     GoalSpec::builder(goal, "add --format json to the CLI", "maintainer")
         .agent("agent-a")
         .budget(Limits::turns(5))
+        .declared_identity()
         .build()
         .expect("valid ids")
 }

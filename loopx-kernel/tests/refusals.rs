@@ -680,6 +680,22 @@ refusals! {
         )
     }
 
+    /// Authentication runs in the write path before validation; these cases call it as the
+    /// write path does, on a signed spec whose owner registered one key.
+    unsigned_command_on_a_signed_goal => "signature_missing" {
+        authenticate(&add_edit(), None)
+    }
+
+    command_of_an_actor_with_no_key => "key_unregistered" {
+        let signature = signed(9, &add_edit());
+        authenticate_as(&ag("a"), &add_edit(), Some(&signature))
+    }
+
+    command_signed_with_another_key => "signature_invalid" {
+        let signature = signed(9, &add_edit());
+        authenticate(&add_edit(), Some(&signature))
+    }
+
     /// The changes are validated one after another; a bad one refuses the whole discharge.
     discharge_with_an_invalid_change => "duplicate_id" {
         let mut w = World::new();
@@ -691,6 +707,56 @@ refusals! {
                 loopx_kernel::PlanChange::AddTodo { todo: edit() },
             ]),
         )
+    }
+}
+
+fn add_edit() -> Command {
+    Command::AddTodo { todo: edit() }
+}
+
+fn signed_spec() -> loopx_kernel::GoalSpec {
+    let mut spec = world::spec();
+    spec.identity = loopx_kernel::Identity::Signed;
+    spec.keys = vec![loopx_kernel::RegisteredKey {
+        actor: owner(),
+        key: loopx_kernel::Signer::public_key(&loopx_kernel::SecretKey::from_seed([1; 32])),
+    }];
+    spec
+}
+
+fn operation() -> loopx_kernel::OperationId {
+    "op-1".parse().expect("a valid id")
+}
+
+fn signed(seed: u8, command: &Command) -> loopx_kernel::Signature {
+    let spec = signed_spec();
+    let digest = loopx_kernel::write::digest(&owner(), command);
+    let message = loopx_kernel::identity::command_message(&spec.id, &operation(), &digest);
+    loopx_kernel::Signer::sign(&loopx_kernel::SecretKey::from_seed([seed; 32]), &message)
+}
+
+fn authenticate(command: &Command, signature: Option<&loopx_kernel::Signature>) -> Refusal {
+    authenticate_as(&owner(), command, signature)
+}
+
+fn authenticate_as(
+    actor: &loopx_kernel::Actor,
+    command: &Command,
+    signature: Option<&loopx_kernel::Signature>,
+) -> Refusal {
+    let spec = signed_spec();
+    let digest = loopx_kernel::write::digest(actor, command);
+    match loopx_kernel::identity::authenticate(
+        Some(&spec),
+        &spec.id,
+        actor,
+        command,
+        &operation(),
+        &digest,
+        signature,
+    ) {
+        Err(refusal) => refusal,
+        Ok(()) => panic!("accepted"),
     }
 }
 

@@ -65,6 +65,8 @@ fn goal(now: Timestamp) -> (GoalState, AgentId) {
         },
         policy: Policy::default(),
         grants: std::collections::BTreeMap::default(),
+        identity: loopx_kernel::Identity::Declared,
+        keys: Vec::new(),
     };
     let mut goal = GoalState::create(&Actor::Person(owner), now, &spec).expect("goal");
     let mut watch = NewTodo::advance(TodoId::new("watch-ci").expect("id"), "watch the linter");

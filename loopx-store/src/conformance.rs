@@ -204,6 +204,8 @@ fn spec(goal: &str, agents: &[&str]) -> GoalSpec {
         budget: Limits::UNLIMITED,
         policy: Policy::default(),
         grants: BTreeMap::default(),
+        identity: loopx_kernel::Identity::Declared,
+        keys: Vec::new(),
     }
 }
 
@@ -421,6 +423,7 @@ fn request(
         digest: digest(actor, command),
         at: now,
         events: stamp(expected, actor, now, events),
+        authorship: None,
     }
 }
 
@@ -450,6 +453,7 @@ fn ahead_of(state: &GoalState, actor: &Actor, now: Timestamp, command: &Command)
             digest: digest(actor, command),
             at: now,
             events,
+            authorship: None,
         },
     )
     .into_parts()

@@ -220,6 +220,8 @@ fn spec(goal: &GoalId, agents: &[AgentId]) -> GoalSpec {
         budget: Limits::UNLIMITED,
         policy: Policy::default(),
         grants: BTreeMap::default(),
+        identity: loopx_kernel::Identity::Declared,
+        keys: Vec::new(),
     }
 }
 
@@ -884,6 +886,7 @@ fn race_setup(target: &Target) {
             digest: "setup".into(),
             at: now,
             events,
+            authorship: None,
         };
         let commit = Commit::fold(None, request).unwrap();
         let receipt = rt.block_on(store.append(commit)).unwrap().into_receipt();

@@ -244,6 +244,8 @@ async fn create(ctx: &Ctx, args: CreateArgs) -> Result<Exit, CliError> {
             budget: Limits::GOAL_DEFAULT,
             policy: Policy::default(),
             grants: BTreeMap::new(),
+            identity: loopx_kernel::Identity::Declared,
+            keys: Vec::new(),
         },
     };
     spec.id = id.clone();

@@ -44,6 +44,7 @@ use crate::command::{Command, Settlement, Transition, Verdict, VerdictOutcome};
 use crate::decide::{Assignment, Decision, LeaseStep, RepairIssue, decide};
 use crate::event::{Event, RecordedEvent};
 use crate::evidence::NewEvidence;
+use crate::identity::Keyring;
 use crate::ids::{
     AgentId, GoalId, ObservationKey, OperationId, TodoId, TurnId, bounded_id, sha256_hex,
 };
@@ -157,6 +158,7 @@ pub struct Engine {
     capabilities: Vec<Arc<dyn Capability>>,
     watches: Vec<Watch>,
     options: EngineOptions,
+    keyring: Keyring,
 }
 
 /// Builds an [`Engine`]; the store, clock, executor and validator are required.
@@ -185,6 +187,16 @@ impl EngineBuilder {
             key,
             every,
         });
+        self
+    }
+
+    /// Signs the engine's commands with `keyring`: each command with the signer of the actor
+    /// it is issued as (the agent, a capability, a provider); a command whose actor has no
+    /// signer goes unsigned, which only a goal of declared identity accepts. The validator's
+    /// signer, when the keyring has one, also signs its verdicts.
+    #[must_use]
+    pub fn keyring(mut self, keyring: Keyring) -> Self {
+        self.engine.keyring = keyring;
         self
     }
 
@@ -220,6 +232,7 @@ impl Engine {
                 capabilities: Vec::new(),
                 watches: Vec::new(),
                 options: EngineOptions::default(),
+                keyring: Keyring::new(),
             },
         }
     }
@@ -768,9 +781,11 @@ impl Engine {
         command: &Command,
         op: &OperationId,
     ) -> Result<Submitted, SubmitError> {
-        self.store
-            .goal(goal)
-            .paced(&*self.clock)
+        let mut handle = self.store.goal(goal).paced(&*self.clock);
+        if let Some(signer) = self.keyring.signer(actor) {
+            handle = handle.signed_by(signer);
+        }
+        handle
             .submit_operation(actor, self.clock.now(), command, op)
             .await
     }

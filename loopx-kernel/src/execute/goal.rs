@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 use crate::actor::Actor;
 use crate::event::Event;
 use crate::goal::Amendment;
+use crate::identity::{Identity, RegisteredKey};
 use crate::refusal::Refusal;
 
 use super::{Ctx, positive, text};
@@ -28,6 +29,7 @@ impl Ctx<'_> {
             });
         }
         let mut criteria: BTreeSet<_> = self.state.spec.criteria.iter().map(|c| &c.id).collect();
+        let mut keys = self.state.spec.keys.clone();
         for amendment in amendments {
             match amendment {
                 Amendment::SetObjective { objective } => text("objective", objective)?,
@@ -49,12 +51,49 @@ impl Ctx<'_> {
                     }
                 }
                 Amendment::SetPolicy { policy } => positive("policy.lease_ttl", policy.lease_ttl)?,
+                Amendment::RegisterKey { actor, key } => {
+                    if keys.iter().any(|k| &k.actor == actor && &k.key == key) {
+                        return Err(Refusal::DuplicateId {
+                            kind: "key",
+                            id: format!("{actor} {key}"),
+                        });
+                    }
+                    keys.push(RegisteredKey {
+                        actor: actor.clone(),
+                        key: *key,
+                    });
+                }
+                Amendment::RevokeKey { actor, key } => {
+                    let before = keys.len();
+                    keys.retain(|k| !(&k.actor == actor && &k.key == key));
+                    if keys.len() == before {
+                        return Err(Refusal::UnknownReference {
+                            kind: "key",
+                            id: format!("{actor} {key}"),
+                        });
+                    }
+                }
                 Amendment::RegisterAgent { .. }
                 | Amendment::UnregisterAgent { .. }
                 | Amendment::SetBudget { .. }
                 | Amendment::Grant { .. }
                 | Amendment::Revoke { .. } => {}
             }
+        }
+        // A signed goal whose owner holds no key could never be amended again, and one left
+        // with no key at all would read as recorded before signing: neither is allowed.
+        let owner = self.state.spec.owner_actor();
+        let signed = !self.state.spec.keys.is_empty() || !keys.is_empty();
+        if self.state.spec.identity == Identity::Signed
+            && signed
+            && !keys.iter().any(|k| k.actor == owner)
+        {
+            return Err(Refusal::InvalidInput {
+                field: "amendments",
+                problem: format!(
+                    "the owner `{owner}` would hold no key; register the owner's key first, and keep one"
+                ),
+            });
         }
         Ok(vec![Event::GoalAmended {
             goal_revision: self.state.goal_revision + 1,

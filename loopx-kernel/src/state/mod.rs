@@ -15,6 +15,7 @@ use crate::event::{Event, RecordedEvent, SCHEMA_VERSION, SettledTransition};
 use crate::evidence::{Evidence, Freshness, NewEvidence, Observation, SubjectHead};
 use crate::gate::{Gate, GateStatus, NewGate};
 use crate::goal::{Amendment, GoalSpec};
+use crate::identity::RegisteredKey;
 use crate::ids::{
     AgentId, CheckId, EvidenceId, GateId, ObligationId, ObservationKey, Revision, Subject, TodoId,
     TurnId,
@@ -704,6 +705,13 @@ impl GoalState {
                         spec.grants.remove(agent);
                     }
                 }
+            }
+            Amendment::RegisterKey { actor, key } => spec.keys.push(RegisteredKey {
+                actor: actor.clone(),
+                key: *key,
+            }),
+            Amendment::RevokeKey { actor, key } => {
+                spec.keys.retain(|k| !(&k.actor == actor && &k.key == key));
             }
         }
     }

@@ -14,6 +14,7 @@ use crate::decide::TerminalOutcome;
 use crate::evidence::{NewEvidence, Observation, Outcome};
 use crate::gate::{ExpiryPolicy, GateState, GateStatus, NewGate};
 use crate::goal::{Amendment, GoalSpec, GrantedAction, Policy};
+use crate::identity::{Identity, RegisteredKey};
 use crate::ids::{
     AgentId, CheckId, CriterionId, DecisionScope, EvidenceId, Fingerprint, GateId, ObligationId,
     ObservationKey, Revision, Subject, TodoId, TurnId,
@@ -169,6 +170,7 @@ pub struct LifecycleModel {
     pub(crate) goal_revision: u64,
     pub(crate) agents: BTreeSet<AgentId>,
     pub(crate) grants: BTreeMap<AgentId, BTreeSet<GrantedAction>>,
+    pub(crate) keys: Vec<RegisteredKey>,
     pub(crate) limits: Limits,
     pub(crate) spent: Amounts,
     pub(crate) reserved: Amounts,
@@ -283,6 +285,7 @@ impl LifecycleModel {
             goal_revision: 0,
             agents: spec.agents.clone(),
             grants: spec.grants.clone(),
+            keys: spec.keys.clone(),
             limits: spec.budget,
             spent: Amounts::ZERO,
             reserved: Amounts::ZERO,
@@ -942,6 +945,7 @@ impl LifecycleModel {
         if amendments.is_empty() {
             return Err("empty amendment");
         }
+        let had_keys = !self.keys.is_empty();
         for amendment in amendments {
             match amendment {
                 Amendment::SetObjective { objective } if !text_ok(objective) => {
@@ -994,7 +998,30 @@ impl LifecycleModel {
                         }
                     }
                 }
+                Amendment::RegisterKey { actor, key } => {
+                    if self.keys.iter().any(|k| &k.actor == actor && &k.key == key) {
+                        return Err("key registered twice");
+                    }
+                    self.keys.push(RegisteredKey {
+                        actor: actor.clone(),
+                        key: *key,
+                    });
+                }
+                Amendment::RevokeKey { actor, key } => {
+                    let before = self.keys.len();
+                    self.keys.retain(|k| !(&k.actor == actor && &k.key == key));
+                    if self.keys.len() == before {
+                        return Err("unknown key");
+                    }
+                }
             }
+        }
+        let owner = self.spec.owner_actor();
+        if self.spec.identity == Identity::Signed
+            && (had_keys || !self.keys.is_empty())
+            && !self.keys.iter().any(|k| k.actor == owner)
+        {
+            return Err("the owner would hold no key");
         }
         self.goal_revision += 1;
         Ok(vec!["goal_amended"])

@@ -540,6 +540,8 @@ pub fn spec(goal: &str) -> Result<GoalSpec, InvalidId> {
         budget: Limits::UNLIMITED,
         policy: Policy::default(),
         grants: BTreeMap::default(),
+        identity: crate::Identity::Declared,
+        keys: Vec::new(),
     })
 }
 

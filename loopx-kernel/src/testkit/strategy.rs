@@ -1590,6 +1590,8 @@ pub fn spec_strategy() -> BoxedStrategy<GoalSpec> {
                     Policy::default()
                 },
                 grants,
+                identity: crate::Identity::Declared,
+                keys: Vec::new(),
             }
         })
         .boxed()

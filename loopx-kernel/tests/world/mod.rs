@@ -121,6 +121,8 @@ pub fn spec() -> GoalSpec {
         budget: Limits::UNLIMITED,
         policy: Policy::default(),
         grants: BTreeMap::default(),
+        identity: loopx_kernel::Identity::Declared,
+        keys: Vec::new(),
     }
 }
 

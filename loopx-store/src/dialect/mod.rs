@@ -26,6 +26,8 @@ use crate::index::{Projection, covers};
 use crate::rows::StoredRows;
 
 /// The tables of a store's data, in both schemas (besides `schema_version`).
+// Read by the PostgreSQL schema check and the SQLite plan tests only.
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
 pub(crate) const TABLES: [&str; 6] = [
     "goals",
     "events",

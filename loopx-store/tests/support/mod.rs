@@ -40,6 +40,8 @@ pub fn spec() -> GoalSpec {
         budget: Limits::UNLIMITED,
         policy: Policy::default(),
         grants: std::collections::BTreeMap::default(),
+        identity: loopx_kernel::Identity::Declared,
+        keys: Vec::new(),
     }
 }
 

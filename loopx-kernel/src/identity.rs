@@ -1,0 +1,419 @@
+//! Who issued a command, proven rather than declared.
+//!
+//! A goal is **signed** by default: every command reaches it with an ed25519 signature by its
+//! actor over the goal, the operation id and the command's [digest](crate::write::digest), and
+//! the write path verifies it against the keys the goal's owner registered for that actor
+//! before any other check. A goal created with `identity: declared` takes every actor at its
+//! word, for local experiments only; `status` says so. A goal recorded before signing existed
+//! (a signed spec with no key at all) reads as [`IdentityMode::Unsigned`] and is treated as
+//! declared.
+//!
+//! Verification and signing with a given key are pure computation and live here; generating
+//! keys and keeping them in files do not (the provider crate's `keys` module does both).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::actor::Actor;
+use crate::command::Command;
+use crate::goal::GoalSpec;
+use crate::ids::{GoalId, OperationId};
+use crate::refusal::Refusal;
+
+/// How a goal knows who issued a command.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Identity {
+    /// Every command carries its actor's signature by a key registered with the goal.
+    #[default]
+    Signed,
+    /// Every actor is taken at its word: for local experiments, never for independent
+    /// validation.
+    Declared,
+}
+
+impl Identity {
+    fn is_signed(self) -> bool {
+        matches!(self, Identity::Signed)
+    }
+}
+
+/// How a goal's identity works out in effect, as `status` states it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IdentityMode {
+    /// Signatures are required and verified.
+    Signed,
+    /// The goal declared that actors are taken at their word.
+    Declared,
+    /// The goal was recorded before commands were signed (no key was ever registered): actors
+    /// are taken at their word, as under `declared`.
+    Unsigned,
+}
+
+impl GoalSpec {
+    /// Whether commands to this goal must be signed.
+    pub fn identity_mode(&self) -> IdentityMode {
+        match self.identity {
+            Identity::Declared => IdentityMode::Declared,
+            Identity::Signed if self.keys.is_empty() => IdentityMode::Unsigned,
+            Identity::Signed => IdentityMode::Signed,
+        }
+    }
+
+    /// The keys registered for `actor`, in registration order.
+    pub fn keys_of<'a>(&'a self, actor: &'a Actor) -> impl Iterator<Item = &'a PublicKey> + 'a {
+        self.keys
+            .iter()
+            .filter(move |k| &k.actor == actor)
+            .map(|k| &k.key)
+    }
+}
+
+/// An actor's public key, registered with a goal by its owner.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegisteredKey {
+    /// Whose key it is.
+    pub actor: Actor,
+    /// The key.
+    pub key: PublicKey,
+}
+
+/// An ed25519 public key; on the wire `ed25519:` and 64 lowercase hexadecimal digits.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PublicKey([u8; 32]);
+
+/// An ed25519 signature; on the wire 128 lowercase hexadecimal digits.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Signature([u8; 64]);
+
+/// Why a key or signature text was not read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{what} must be {shape}")]
+pub struct InvalidKey {
+    what: &'static str,
+    shape: &'static str,
+}
+
+const KEY_PREFIX: &str = "ed25519:";
+
+impl PublicKey {
+    /// The key from its 32 bytes.
+    pub fn from_bytes(bytes: [u8; 32]) -> PublicKey {
+        PublicKey(bytes)
+    }
+
+    /// Its 32 bytes.
+    pub fn to_bytes(&self) -> [u8; 32] {
+        self.0
+    }
+
+    /// Reads `ed25519:<64 hex digits>`.
+    ///
+    /// # Errors
+    /// [`InvalidKey`] for any other text.
+    pub fn parse(text: &str) -> Result<PublicKey, InvalidKey> {
+        let invalid = InvalidKey {
+            what: "a public key",
+            shape: "`ed25519:` and 64 hexadecimal digits",
+        };
+        let hex = text.strip_prefix(KEY_PREFIX).ok_or(invalid.clone())?;
+        unhex(hex).map(PublicKey).ok_or(invalid)
+    }
+
+    /// Whether `signature` is this key's signature of `message` (strict verification: no
+    /// malleable or small-order forms).
+    pub fn verifies(&self, message: &[u8], signature: &Signature) -> bool {
+        let Ok(key) = ed25519_dalek::VerifyingKey::from_bytes(&self.0) else {
+            return false;
+        };
+        let signature = ed25519_dalek::Signature::from_bytes(&signature.0);
+        key.verify_strict(message, &signature).is_ok()
+    }
+}
+
+impl Signature {
+    /// The signature from its 64 bytes.
+    pub fn from_bytes(bytes: [u8; 64]) -> Signature {
+        Signature(bytes)
+    }
+
+    /// Its 64 bytes.
+    pub fn to_bytes(&self) -> [u8; 64] {
+        self.0
+    }
+
+    /// Reads 128 hexadecimal digits.
+    ///
+    /// # Errors
+    /// [`InvalidKey`] for any other text.
+    pub fn parse(text: &str) -> Result<Signature, InvalidKey> {
+        unhex(text).map(Signature).ok_or(InvalidKey {
+            what: "a signature",
+            shape: "128 hexadecimal digits",
+        })
+    }
+}
+
+fn unhex<const N: usize>(text: &str) -> Option<[u8; N]> {
+    let digits = text.as_bytes();
+    if digits.len() != 2 * N {
+        return None;
+    }
+    let value = |d: u8| match d {
+        b'0'..=b'9' => Some(d - b'0'),
+        b'a'..=b'f' => Some(d - b'a' + 10),
+        _ => None,
+    };
+    let mut out = [0u8; N];
+    for (byte, pair) in out.iter_mut().zip(digits.chunks_exact(2)) {
+        *byte = value(pair[0])? << 4 | value(pair[1])?;
+    }
+    Some(out)
+}
+
+impl fmt::Display for PublicKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{KEY_PREFIX}{}", crate::ids::hex(&self.0))
+    }
+}
+
+impl fmt::Debug for PublicKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl fmt::Display for Signature {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&crate::ids::hex(&self.0))
+    }
+}
+
+impl fmt::Debug for Signature {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl Serialize for PublicKey {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for PublicKey {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = std::borrow::Cow::<str>::deserialize(deserializer)?;
+        PublicKey::parse(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+impl Serialize for Signature {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Signature {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = std::borrow::Cow::<str>::deserialize(deserializer)?;
+        Signature::parse(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Something that signs as one actor: a key held in memory ([`SecretKey`]), or a host's own
+/// signer (an agent, a hardware token). Signing never fails; a signer that cannot sign is not
+/// a signer.
+pub trait Signer: Send + Sync {
+    /// The public key its signatures verify under.
+    fn public_key(&self) -> PublicKey;
+    /// Its signature of `message`.
+    fn sign(&self, message: &[u8]) -> Signature;
+}
+
+/// An ed25519 secret key held in memory. Its `Debug` shows only the public key, and its bytes
+/// are wiped when it is dropped; it is never serialized.
+#[derive(Clone)]
+pub struct SecretKey(ed25519_dalek::SigningKey);
+
+impl SecretKey {
+    /// The key from its 32-byte seed (where the seed comes from — a key file, a secret store,
+    /// a test's fixed bytes — is the caller's business; the kernel generates no keys).
+    pub fn from_seed(seed: [u8; 32]) -> SecretKey {
+        SecretKey(ed25519_dalek::SigningKey::from_bytes(&seed))
+    }
+
+    /// Its 32-byte seed, for writing it to a key file.
+    pub fn seed(&self) -> [u8; 32] {
+        self.0.to_bytes()
+    }
+}
+
+impl Signer for SecretKey {
+    fn public_key(&self) -> PublicKey {
+        PublicKey(self.0.verifying_key().to_bytes())
+    }
+
+    fn sign(&self, message: &[u8]) -> Signature {
+        use ed25519_dalek::Signer as _;
+        Signature(self.0.sign(message).to_bytes())
+    }
+}
+
+impl fmt::Debug for SecretKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SecretKey({})", self.public_key())
+    }
+}
+
+/// The signers a host holds, by the actor each signs as: what the engine signs its agent's,
+/// its capabilities', its providers' and its validator's commands with.
+#[derive(Clone, Default)]
+pub struct Keyring {
+    signers: BTreeMap<Actor, Arc<dyn Signer>>,
+}
+
+impl Keyring {
+    /// An empty keyring: commands go unsigned (accepted by declared goals only).
+    pub fn new() -> Keyring {
+        Keyring::default()
+    }
+
+    /// The keyring with `signer` signing as `actor` (replacing any signer it had).
+    #[must_use]
+    pub fn with(mut self, actor: Actor, signer: Arc<dyn Signer>) -> Keyring {
+        self.signers.insert(actor, signer);
+        self
+    }
+
+    /// The signer of `actor`, if the keyring has one.
+    pub fn signer(&self, actor: &Actor) -> Option<&dyn Signer> {
+        self.signers.get(actor).map(|s| &**s)
+    }
+
+    /// The actors it signs as.
+    pub fn actors(&self) -> impl Iterator<Item = &Actor> {
+        self.signers.keys()
+    }
+}
+
+impl fmt::Debug for Keyring {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map()
+            .entries(self.signers.iter().map(|(a, s)| (a, s.public_key())))
+            .finish()
+    }
+}
+
+/// The bytes an actor signs to issue a command: `loopx.command.v1`, the goal, the operation id
+/// and the command's digest (which covers the actor and the command), each on its own line.
+/// Binding the goal and the operation means a signature replayed on another goal or under
+/// another operation id verifies nowhere else.
+pub fn command_message(goal: &GoalId, operation: &OperationId, digest: &str) -> Vec<u8> {
+    format!("loopx.command.v1\n{goal}\n{operation}\n{digest}").into_bytes()
+}
+
+/// Checks that `actor` issued `command` to `goal` under `operation`: on a signed goal,
+/// `signature` must verify over [`command_message`] under one of the keys the goal registers
+/// for `actor`. `state_spec` is the goal's spec as loaded (none for a goal that does not exist
+/// yet); a `create_goal` is checked against the keys its own spec registers, so only the
+/// holder of the owner's key creates a signed goal. Declared and unsigned goals accept every
+/// actor at its word.
+///
+/// # Errors
+/// [`Refusal::SignatureMissing`], [`Refusal::KeyUnregistered`] or
+/// [`Refusal::SignatureInvalid`]; nothing else is checked first.
+pub fn authenticate(
+    state_spec: Option<&GoalSpec>,
+    goal: &GoalId,
+    actor: &Actor,
+    command: &Command,
+    operation: &OperationId,
+    digest: &str,
+    signature: Option<&Signature>,
+) -> Result<(), Refusal> {
+    let spec = match (state_spec, command) {
+        (Some(spec), _) => spec,
+        (None, Command::CreateGoal { spec }) => {
+            if spec.identity.is_signed() && spec.keys_of(actor).next().is_none() {
+                return Err(Refusal::KeyUnregistered {
+                    actor: actor.clone(),
+                });
+            }
+            spec
+        }
+        // Nothing to check against: the kernel refuses the command on an unknown goal.
+        (None, _) => return Ok(()),
+    };
+    if spec.identity_mode() != IdentityMode::Signed {
+        return Ok(());
+    }
+    let Some(signature) = signature else {
+        return Err(Refusal::SignatureMissing {
+            actor: actor.clone(),
+        });
+    };
+    let mut keys = spec.keys_of(actor).peekable();
+    if keys.peek().is_none() {
+        return Err(Refusal::KeyUnregistered {
+            actor: actor.clone(),
+        });
+    }
+    let message = command_message(goal, operation, digest);
+    if keys.any(|key| key.verifies(&message, signature)) {
+        Ok(())
+    } else {
+        Err(Refusal::SignatureInvalid {
+            actor: actor.clone(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(n: u8) -> SecretKey {
+        SecretKey::from_seed([n; 32])
+    }
+
+    #[test]
+    fn keys_and_signatures_round_trip_their_text() {
+        let secret = key(7);
+        let public = secret.public_key();
+        let text = public.to_string();
+        assert!(
+            text.starts_with("ed25519:") && text.len() == 8 + 64,
+            "{text}"
+        );
+        assert_eq!(PublicKey::parse(&text), Ok(public));
+        let signature = secret.sign(b"message");
+        assert_eq!(Signature::parse(&signature.to_string()), Ok(signature));
+        assert!(PublicKey::parse("ed25519:00").is_err());
+        assert!(PublicKey::parse(&text.to_uppercase()).is_err());
+        assert!(Signature::parse("zz").is_err());
+        assert!(format!("{secret:?}").contains(&text));
+    }
+
+    #[test]
+    fn a_signature_verifies_only_its_message_under_its_key() {
+        let signature = key(1).sign(b"message");
+        assert!(key(1).public_key().verifies(b"message", &signature));
+        assert!(!key(1).public_key().verifies(b"messagf", &signature));
+        assert!(!key(2).public_key().verifies(b"message", &signature));
+        let mut bytes = signature.to_bytes();
+        bytes[0] ^= 1;
+        assert!(
+            !key(1)
+                .public_key()
+                .verifies(b"message", &Signature::from_bytes(bytes))
+        );
+        // Not a point on the curve: never a panic, never valid.
+        assert!(!PublicKey::from_bytes([0xff; 32]).verifies(b"message", &signature));
+    }
+}
