@@ -57,6 +57,7 @@ mod state;
 mod time;
 mod todo;
 mod todos;
+pub mod words;
 pub mod write;
 
 #[cfg(feature = "testkit")]
