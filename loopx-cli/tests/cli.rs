@@ -34,7 +34,70 @@ fn the_seed_story_runs_through_the_cli_alone() {
     );
     assert_eq!(find("doctor")["doctor"]["ok"], true);
     for (name, value) in &steps {
-        insta::assert_json_snapshot!(format!("story_{name}"), value);
+        if name.starts_with("brief_") {
+            // Its Markdown reads as text: the JSON snapshot keeps the data, a text one the words.
+            let mut data = value.clone();
+            let markdown = data["markdown"].take();
+            insta::assert_json_snapshot!(format!("story_{name}"), data);
+            insta::assert_snapshot!(
+                format!("story_{name}_markdown"),
+                markdown.as_str().unwrap_or_default()
+            );
+        } else {
+            insta::assert_json_snapshot!(format!("story_{name}"), value);
+        }
+    }
+}
+
+/// The brief hands a fresh session what it must know at each moment of the story: the
+/// assignment and the question waiting on the maintainer, the criterion gone stale at the newer
+/// commit, the answer, the end.
+#[test]
+fn the_brief_follows_the_seed_story() {
+    let lx = Loopx::sqlite();
+    let steps = seed_story(&lx);
+    let markdown = |name: &str| -> String {
+        let step = &steps.iter().find(|(n, _)| n == name).expect("a step").1;
+        step["markdown"].as_str().unwrap_or_default().to_owned()
+    };
+    let first = markdown("brief_first");
+    assert!(
+        first.contains("continue: work on `change-output-layer`"),
+        "{first}"
+    );
+    assert!(
+        first.contains("`json-schema-tested` no_evidence"),
+        "{first}"
+    );
+    let pending = markdown("brief_gate_pending");
+    assert!(
+        pending.contains("gate `error-code-name` for person:maintainer"),
+        "{pending}"
+    );
+    assert!(pending.contains("holds `document-json`"), "{pending}");
+    let stale = markdown("brief_stale");
+    assert!(
+        stale.contains("stale: the subject is now at git:def456"),
+        "{stale}"
+    );
+    let answered = markdown("brief_after_answer");
+    assert!(
+        answered.contains("continue: work on `document-json`"),
+        "{answered}"
+    );
+    assert!(
+        !answered.contains("error-code-name"),
+        "answered gates wait on no one:\n{answered}"
+    );
+    let accepted = markdown("brief_accepted");
+    assert!(accepted.contains("terminal (accepted)"), "{accepted}");
+    for (name, _) in steps.iter().filter(|(n, _)| n.starts_with("brief_")) {
+        let text = markdown(name);
+        println!(
+            "{name}: {} bytes, about {} tokens",
+            text.len(),
+            text.len().div_ceil(4)
+        );
     }
 }
 

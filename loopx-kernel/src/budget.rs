@@ -66,7 +66,8 @@ impl Amounts {
         self == Amounts::ZERO
     }
 
-    fn get(self, dimension: Dimension) -> u64 {
+    /// The amount on one dimension.
+    pub fn get(self, dimension: Dimension) -> u64 {
         match dimension {
             Dimension::Turns => self.turns,
             Dimension::Tokens => self.tokens,
@@ -167,7 +168,8 @@ impl Limits {
         }
     }
 
-    fn get(self, dimension: Dimension) -> Option<u64> {
+    /// The limit on one dimension (`None`: unlimited).
+    pub fn get(self, dimension: Dimension) -> Option<u64> {
         match dimension {
             Dimension::Turns => self.turns,
             Dimension::Tokens => self.tokens,

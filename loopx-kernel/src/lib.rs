@@ -29,6 +29,7 @@
 #![forbid(unsafe_code)]
 
 mod actor;
+pub mod brief;
 mod budget;
 mod clock;
 mod command;

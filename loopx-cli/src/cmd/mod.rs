@@ -7,6 +7,7 @@ use clap::Subcommand;
 use crate::context::Ctx;
 use crate::error::{CliError, Exit};
 
+mod brief;
 mod doctor;
 mod evidence;
 mod gate;
@@ -37,6 +38,9 @@ pub enum Verb {
     Todo(todo::TodoVerb),
     /// The next legal step for an agent: continue, wait, ask, replan, repair or terminal.
     Next(next::NextArgs),
+    /// What a fresh session must know to take up an agent's work, as Markdown (`--json`: the
+    /// same data): on the goal given, or across every goal the agent works on.
+    Brief(brief::BriefArgs),
     /// Acquire the lease on a todo (as an agent).
     Claim(lease::ClaimArgs),
     /// Begin a turn under a held lease, reserving its budget.
@@ -89,6 +93,7 @@ pub async fn run(ctx: &Ctx, verb: Verb) -> Result<Exit, CliError> {
         Verb::Goal(verb) => goal::run(ctx, verb).await,
         Verb::Todo(verb) => todo::run(ctx, verb).await,
         Verb::Next(args) => next::run(ctx, &args).await,
+        Verb::Brief(args) => brief::run(ctx, &args).await,
         Verb::Claim(args) => lease::claim(ctx, args).await,
         Verb::Begin(args) => lease::begin(ctx, &args).await,
         Verb::Renew(args) => lease::renew(ctx, &args).await,

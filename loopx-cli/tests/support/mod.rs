@@ -251,6 +251,17 @@ pub fn turn(
     epoch
 }
 
+/// The agent's brief on the seed goal at `now`, as a session would be handed it: the JSON
+/// document, with its Markdown under `markdown`.
+pub fn brief(lx: &Loopx, now: &str) -> Value {
+    let args = ["--goal", GOAL, "--now", now, "brief", "--agent", "agent-a"];
+    let markdown = lx.run(&args);
+    assert_eq!(markdown.code, 0, "brief failed: {}", markdown.stderr);
+    let mut value = lx.ok(&args);
+    value["markdown"] = Value::String(markdown.stdout);
+    value
+}
+
 /// The seed story through the CLI alone. Returns each step's JSON document, by name.
 #[allow(clippy::too_many_lines, reason = "one story, told in order")]
 pub fn seed_story(lx: &Loopx) -> Vec<(String, Value)> {
@@ -343,6 +354,7 @@ pub fn seed_story(lx: &Loopx) -> Vec<(String, Value)> {
     .concat());
     record("todo_list", read(&t0, &["todo", "list"]));
     record("next_first", read(&t0, &["next", "--agent", "agent-a"]));
+    record("brief_first", brief(lx, &t0));
 
     // Turn t1 edits and commits abc123; the validator's passes become evidence there.
     let t1 = at(29, "10:11");
@@ -389,6 +401,7 @@ pub fn seed_story(lx: &Loopx) -> Vec<(String, Value)> {
         "next_while_gate_pending",
         read(&t2, &["next", "--agent", "agent-a"]),
     );
+    record("brief_gate_pending", brief(lx, &t2));
 
     // Independent work goes on: t2 commits def456, which makes the abc123 evidence stale.
     let t3 = at(29, "10:16");
@@ -401,6 +414,7 @@ pub fn seed_story(lx: &Loopx) -> Vec<(String, Value)> {
         &[head("git:def456", &t3)],
     );
     record("evidence_list_stale", read(&t3, &["evidence", "list"]));
+    record("brief_stale", brief(lx, &t3));
 
     // The next day the maintainer answers; the blocked todo proceeds.
     let t4 = at(30, "09:30");
@@ -427,6 +441,7 @@ pub fn seed_story(lx: &Loopx) -> Vec<(String, Value)> {
         "next_after_answer",
         read(&t4, &["next", "--agent", "agent-a"]),
     );
+    record("brief_after_answer", brief(lx, &t4));
     let t5 = at(30, "09:48");
     turn(lx, "document-json", "t3", &t5, &[], &[]);
 
@@ -484,6 +499,7 @@ pub fn seed_story(lx: &Loopx) -> Vec<(String, Value)> {
         ),
     );
     record("next_terminal", read(&t6, &["next", "--agent", "agent-a"]));
+    record("brief_accepted", brief(lx, &t6));
     record("goal_show", read(&t6, &["goal", "show"]));
     record("goal_list", lx.ok(&["--now", &t6, "goal", "list"]));
     record("log", read(&t6, &["log", "--after", "20"]));
