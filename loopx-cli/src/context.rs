@@ -320,6 +320,18 @@ impl Ctx {
         }
     }
 
+    /// The goal given with `--goal`, or else every goal of the store, as loaded now.
+    pub async fn goal_states(&self, backend: &Backend) -> Result<Vec<GoalState>, CliError> {
+        if let Some(goal) = self.goal_opt()? {
+            return Ok(vec![self.load(backend, &goal).await?]);
+        }
+        let mut states = Vec::new();
+        for summary in backend.store().goals(self.now).await? {
+            states.push(self.load(backend, &summary.goal).await?);
+        }
+        Ok(states)
+    }
+
     /// Submits one command as the acting actor at `now` under the operation id: one atomic
     /// commit, or nothing.
     pub async fn submit(

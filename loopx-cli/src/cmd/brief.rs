@@ -21,14 +21,11 @@ pub struct BriefArgs {
 pub async fn run(ctx: &Ctx, args: &BriefArgs) -> Result<Exit, CliError> {
     let agent = asking_agent(ctx, args.agent.as_ref())?;
     let backend = ctx.open().await?;
-    let brief = if let Some(goal) = ctx.goal_opt()? {
-        Brief::of_goal(&ctx.load(&backend, &goal).await?, &agent, ctx.now)
-    } else {
-        let mut states = Vec::new();
-        for summary in backend.store().goals(ctx.now).await? {
-            states.push(ctx.load(&backend, &summary.goal).await?);
-        }
-        Brief::across(&states, &agent, ctx.now)
+    let states = ctx.goal_states(&backend).await?;
+    let brief = match (ctx.goal_opt()?, states.as_slice()) {
+        // The goal asked for is briefed whatever it stands at.
+        (Some(_), [state]) => Brief::of_goal(state, &agent, ctx.now),
+        _ => Brief::across(&states, &agent, ctx.now),
     };
     // The brief's types serialize to JSON without fail (no maps with non-text keys).
     let value = serde_json::to_value(&brief)

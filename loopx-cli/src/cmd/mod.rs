@@ -12,6 +12,7 @@ mod doctor;
 mod evidence;
 mod gate;
 mod goal;
+mod hooks;
 mod init;
 mod lease;
 mod log;
@@ -41,6 +42,9 @@ pub enum Verb {
     /// What a fresh session must know to take up an agent's work, as Markdown (`--json`: the
     /// same data): on the goal given, or across every goal the agent works on.
     Brief(brief::BriefArgs),
+    /// Agent runtimes' hooks (Claude Code, Codex): install them, or answer one hook call.
+    #[command(subcommand)]
+    Hooks(hooks::HooksVerb),
     /// Acquire the lease on a todo (as an agent).
     Claim(lease::ClaimArgs),
     /// Begin a turn under a held lease, reserving its budget.
@@ -94,6 +98,7 @@ pub async fn run(ctx: &Ctx, verb: Verb) -> Result<Exit, CliError> {
         Verb::Todo(verb) => todo::run(ctx, verb).await,
         Verb::Next(args) => next::run(ctx, &args).await,
         Verb::Brief(args) => brief::run(ctx, &args).await,
+        Verb::Hooks(verb) => hooks::run(ctx, verb).await,
         Verb::Claim(args) => lease::claim(ctx, args).await,
         Verb::Begin(args) => lease::begin(ctx, &args).await,
         Verb::Renew(args) => lease::renew(ctx, &args).await,

@@ -95,6 +95,29 @@ impl Loopx {
         self.run_env(args, &[])
     }
 
+    /// Runs `loopx --store <store> <args>` with `input` on its standard input.
+    pub fn run_input(&self, args: &[&str], input: &str) -> Run {
+        use std::io::Write as _;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_loopx"))
+            .arg("--store")
+            .arg(&self.store)
+            .args(args)
+            .current_dir(self.dir.path())
+            .env_remove("LOOPX_STORE")
+            .env_remove("LOOPX_ACTOR")
+            .env_remove("LOOPX_GOAL")
+            .env("NO_COLOR", "1")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start loopx");
+        if let Some(mut stdin) = child.stdin.take() {
+            stdin.write_all(input.as_bytes()).expect("write the input");
+        }
+        finish(child)
+    }
+
     /// Runs with `--json`; the exit code and the document.
     pub fn json(&self, args: &[&str]) -> (i32, Value) {
         let run = self.run(&[&["--json"][..], args].concat());
@@ -159,7 +182,7 @@ pub fn redact(value: &mut Value, pointer: &str, with: &str) {
 pub const GOAL: &str = "cli-json-output";
 pub const REPO: &str = "repo:acme/cli";
 
-fn passing(check: &str, revision: &str, now: &str) -> Value {
+pub fn passing(check: &str, revision: &str, now: &str) -> Value {
     json!({
         "id": format!("{check}@{revision}"),
         "check": check,
@@ -171,7 +194,7 @@ fn passing(check: &str, revision: &str, now: &str) -> Value {
     })
 }
 
-fn head(revision: &str, now: &str) -> Value {
+pub fn head(revision: &str, now: &str) -> Value {
     json!({
         "key": "git-head:acme/cli",
         "subject": REPO,

@@ -1,0 +1,423 @@
+//! `loopx hooks`: the control plane inside an agent runtime's session. `install` writes (or
+//! prints) the runtime's hook configuration; `run EVENT` answers one hook call: it reads the
+//! JSON the runtime sends on standard input and prints the answer in the runtime's format.
+//!
+//! - `session-start` (also after a compaction, for Claude Code): the agent's brief, injected
+//!   as the session's context.
+//! - `stop`: while the agent's decision is `continue`, the stop is refused with the assignment
+//!   as the reason; on `wait`, `ask`, `replan`, `repair` or `terminal` the session stops, told
+//!   why. A stop the runtime already continued because of this hook (`stop_hook_active`) is
+//!   let through, so a session that cannot make progress never loops.
+//!
+//! Claude Code and Codex share the answer's shape (`decision: "block"` with a `reason`;
+//! `hookSpecificOutput.additionalContext`). A hook must never brick a session: an error (a
+//! malformed input, an unknown goal, a store that cannot be read) is answered with exit 0 and
+//! a `systemMessage` naming its code, and printed on standard error too.
+
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Subcommand, ValueEnum};
+use loopx_kernel::brief::Brief;
+use loopx_kernel::{Actor, AgentId, Decision, GoalState, decide};
+use serde_json::{Map, Value, json};
+
+use crate::context::Ctx;
+use crate::error::{CliError, Exit};
+use crate::store::Location;
+
+/// The most a hook's input may hold: runtimes send a small object.
+const MAX_INPUT: u64 = 1 << 20;
+
+/// `loopx hooks …`.
+#[derive(Debug, Subcommand)]
+pub enum HooksVerb {
+    /// Write the runtime's hook configuration for the acting agent (`--print`: show it only).
+    Install(InstallArgs),
+    /// Answer one hook call: read the runtime's JSON on standard input, print the answer.
+    Run(RunArgs),
+}
+
+/// The agent runtimes whose hooks loopx speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Runtime {
+    /// Claude Code: `.claude/settings.json` (`~/.claude/settings.json` with `--user`).
+    Claude,
+    /// Codex: `.codex/hooks.json` (`~/.codex/hooks.json` with `--user`), with
+    /// `[features] codex_hooks = true` in its `config.toml`.
+    Codex,
+}
+
+/// The hook events loopx answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Event {
+    /// A session starts, resumes, is cleared or was compacted: inject the brief.
+    SessionStart,
+    /// The session is about to stop: refuse while the decision is `continue`.
+    Stop,
+}
+
+/// Flags of `loopx hooks install`.
+#[derive(Debug, Args)]
+pub struct InstallArgs {
+    /// The runtime.
+    runtime: Runtime,
+    /// Print the configuration instead of writing it.
+    #[arg(long)]
+    print: bool,
+    /// Write the user's configuration (in the home directory) instead of the project's.
+    #[arg(long)]
+    user: bool,
+    /// The project directory whose configuration is written (default: the current one).
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+}
+
+/// Flags of `loopx hooks run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The event the runtime calls the hook for.
+    event: Event,
+    /// The runtime calling (the answer's shape is the same for both today).
+    #[arg(long, default_value = "claude")]
+    runtime: Runtime,
+}
+
+pub async fn run(ctx: &Ctx, verb: HooksVerb) -> Result<Exit, CliError> {
+    match verb {
+        HooksVerb::Install(args) => install(ctx, &args),
+        HooksVerb::Run(args) => Ok(answer(ctx, &args).await),
+    }
+}
+
+// ----- run ------------------------------------------------------------------------------------
+
+async fn answer(ctx: &Ctx, args: &RunArgs) -> Exit {
+    let reply = match respond(ctx, args).await {
+        Ok(reply) => reply,
+        Err(error) => {
+            eprintln!("loopx hooks: {} ({})", error.message, error.code);
+            json!({ "systemMessage": format!("loopx: {} ({}); {}", error.message, error.code, error.hint) })
+        }
+    };
+    println!("{reply}");
+    Exit::Ok
+}
+
+async fn respond(ctx: &Ctx, args: &RunArgs) -> Result<Value, CliError> {
+    let input = read_input()?;
+    let agent = hook_agent(ctx)?;
+    let backend = ctx.open().await?;
+    let states = ctx.goal_states(&backend).await?;
+    Ok(match args.event {
+        Event::SessionStart => {
+            let brief = Brief::across(&states, &agent, ctx.now);
+            json!({
+                "hookSpecificOutput": {
+                    "hookEventName": "SessionStart",
+                    "additionalContext": brief.to_markdown(),
+                }
+            })
+        }
+        Event::Stop => stop(&input, &states, &agent, ctx),
+    })
+}
+
+/// The hook's input: one JSON object. Its fields are the runtime's; the ones read here are
+/// `hook_event_name` (checked when present) and `stop_hook_active`.
+fn read_input() -> Result<Map<String, Value>, CliError> {
+    let mut text = String::new();
+    std::io::stdin()
+        .take(MAX_INPUT + 1)
+        .read_to_string(&mut text)
+        .map_err(|error| {
+            CliError::input(
+                "hook_input_unreadable",
+                format!("the hook's input could not be read: {error}"),
+                "the runtime sends one JSON object on standard input",
+            )
+        })?;
+    if text.len() as u64 > MAX_INPUT {
+        return Err(CliError::input(
+            "hook_input_too_large",
+            format!("the hook's input is larger than {MAX_INPUT} bytes"),
+            "the runtime sends one small JSON object on standard input",
+        ));
+    }
+    match serde_json::from_str::<Value>(&text) {
+        Ok(Value::Object(map)) => Ok(map),
+        _ => Err(CliError::input(
+            "hook_input_malformed",
+            "the hook's input is not a JSON object",
+            "the runtime sends one JSON object on standard input; run `loopx hooks run` from a hook",
+        )),
+    }
+}
+
+fn hook_agent(ctx: &Ctx) -> Result<AgentId, CliError> {
+    match ctx.actor_opt()? {
+        Some(Actor::Agent(agent)) => Ok(agent),
+        _ => Err(CliError::usage(
+            "agent_missing",
+            "a hook answers for one agent and none was named",
+            "install the hooks with --as agent:NAME (`loopx --as agent:NAME hooks install …`)",
+        )),
+    }
+}
+
+/// The stop hook's answer: block while a goal has `continue` for the agent.
+fn stop(input: &Map<String, Value>, states: &[GoalState], agent: &AgentId, ctx: &Ctx) -> Value {
+    let decisions: Vec<(&GoalState, Decision)> = states
+        .iter()
+        .filter(|state| state.is_registered(agent))
+        .map(|state| (state, decide(state, agent, ctx.now)))
+        .collect();
+    let working = decisions
+        .iter()
+        .find(|(_, decision)| matches!(decision, Decision::Continue(_)));
+    let again = input.get("stop_hook_active") == Some(&Value::Bool(true));
+    match working {
+        Some((state, decision)) if !again => json!({
+            "decision": "block",
+            "reason": format!(
+                "loopx: goal `{}` still has work for agent:{agent}; do it before stopping.\n{}",
+                state.spec.id,
+                loopx_kernel::words::describe(decision)
+            ),
+        }),
+        Some((state, _)) => json!({
+            "systemMessage": format!(
+                "loopx: goal `{}` still has work for agent:{agent}, but this session was already told once; stopping. `loopx next` says what it is.",
+                state.spec.id
+            ),
+        }),
+        None => {
+            let why: Vec<String> = decisions
+                .iter()
+                .map(|(state, decision)| {
+                    format!(
+                        "goal `{}`: {}",
+                        state.spec.id,
+                        loopx_kernel::words::headline(decision)
+                    )
+                })
+                .collect();
+            let why = if why.is_empty() {
+                format!("no goal has work for agent:{agent}")
+            } else {
+                why.join("; ")
+            };
+            json!({ "systemMessage": format!("loopx: nothing to do now — {why}") })
+        }
+    }
+}
+
+// ----- install --------------------------------------------------------------------------------
+
+fn install(ctx: &Ctx, args: &InstallArgs) -> Result<Exit, CliError> {
+    let agent = hook_agent(ctx)?;
+    let start = hook_command(ctx, &agent, "session-start", args.runtime)?;
+    let stop = hook_command(ctx, &agent, "stop", args.runtime)?;
+    let path = config_path(args)?;
+    let current = read_config(&path)?;
+    let config = with_hooks(current, args.runtime, &start, &stop);
+    let notes = notes(ctx, args.runtime);
+    if !args.print {
+        write_config(&path, &config)?;
+    }
+    let value = json!({
+        "hooks": {
+            "runtime": args.runtime.to_possible_value().map(|v| v.get_name().to_owned()),
+            "path": path.display().to_string(),
+            "written": !args.print,
+            "config": config,
+            "notes": notes,
+        }
+    });
+    ctx.out.emit(&value, |_| {
+        let text = serde_json::to_string_pretty(&config).unwrap_or_default();
+        let head = if args.print {
+            format!("# {} (not written)\n", path.display())
+        } else {
+            format!("wrote {}\n", path.display())
+        };
+        format!("{head}{text}\n{}", notes.join("\n"))
+    });
+    Ok(Exit::Ok)
+}
+
+/// The command line a hook runs: this binary, the store (a SQLite path; a PostgreSQL URL is
+/// never written into a file, it comes from `LOOPX_STORE`), the agent and the goal, if given.
+fn hook_command(
+    ctx: &Ctx,
+    agent: &AgentId,
+    event: &str,
+    runtime: Runtime,
+) -> Result<String, CliError> {
+    let exe = std::env::current_exe().map_err(|error| {
+        CliError::new(
+            Exit::Other,
+            "executable_unknown",
+            format!("the path of this loopx binary is unknown: {error}"),
+            "run the installed loopx binary",
+        )
+    })?;
+    let mut words = vec![exe.display().to_string()];
+    if let Location::Sqlite(path) = ctx.location() {
+        let path = std::path::absolute(path).unwrap_or_else(|_| path.clone());
+        words.extend(["--store".to_owned(), path.display().to_string()]);
+    }
+    words.extend(["--as".to_owned(), format!("agent:{agent}")]);
+    if let Some(goal) = ctx.goal_opt()? {
+        words.extend(["--goal".to_owned(), goal.to_string()]);
+    }
+    let runtime = match runtime {
+        Runtime::Claude => "claude",
+        Runtime::Codex => "codex",
+    };
+    words.extend(
+        ["hooks", "run", event, "--runtime", runtime]
+            .iter()
+            .map(|w| (*w).to_owned()),
+    );
+    Ok(shell_words::join(words))
+}
+
+fn notes(ctx: &Ctx, runtime: Runtime) -> Vec<String> {
+    let mut notes = Vec::new();
+    if matches!(ctx.location(), Location::Postgres(_)) {
+        notes.push(
+            "The store is a PostgreSQL URL, which is never written into a file: set LOOPX_STORE in the runtime's environment."
+                .to_owned(),
+        );
+    }
+    if runtime == Runtime::Codex {
+        notes.push(
+            "Codex runs hooks only with `[features] codex_hooks = true` in its config.toml."
+                .to_owned(),
+        );
+    }
+    notes
+}
+
+fn config_path(args: &InstallArgs) -> Result<PathBuf, CliError> {
+    let file = match args.runtime {
+        Runtime::Claude => Path::new(".claude").join("settings.json"),
+        Runtime::Codex => Path::new(".codex").join("hooks.json"),
+    };
+    let base = if args.user {
+        std::env::var_os("HOME").map(PathBuf::from).ok_or_else(|| {
+            CliError::usage(
+                "home_unknown",
+                "HOME is not set, so the user's configuration cannot be found",
+                "set HOME, or install into a project with --dir DIR",
+            )
+        })?
+    } else {
+        args.dir.clone().unwrap_or_else(|| PathBuf::from("."))
+    };
+    Ok(base.join(file))
+}
+
+fn read_config(path: &Path) -> Result<Map<String, Value>, CliError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Map::new()),
+        Err(error) => {
+            return Err(CliError::input(
+                "hooks_config_unreadable",
+                format!("{} cannot be read: {error}", path.display()),
+                "fix its permissions, or print the configuration with --print",
+            ));
+        }
+    };
+    match serde_json::from_str::<Value>(&text) {
+        Ok(Value::Object(map)) => Ok(map),
+        _ => Err(CliError::input(
+            "hooks_config_malformed",
+            format!(
+                "{} is not a JSON object; it was left as it is",
+                path.display()
+            ),
+            "fix the file, or print the configuration with --print and merge it by hand",
+        )),
+    }
+}
+
+/// Whether a hook handler is one of loopx's own (so a new install replaces it).
+fn is_ours(handler: &Value) -> bool {
+    handler
+        .get("command")
+        .and_then(Value::as_str)
+        .is_some_and(|c| c.contains(" hooks run "))
+}
+
+/// `config` with loopx's session-start and stop handlers in place of any earlier ones; every
+/// other setting and hook kept.
+fn with_hooks(
+    mut config: Map<String, Value>,
+    runtime: Runtime,
+    start: &str,
+    stop: &str,
+) -> Map<String, Value> {
+    let matcher = match runtime {
+        Runtime::Claude => "startup|resume|clear|compact",
+        Runtime::Codex => "startup|resume|clear",
+    };
+    let hooks = config
+        .entry("hooks")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !hooks.is_object() {
+        *hooks = Value::Object(Map::new());
+    }
+    let Value::Object(hooks) = hooks else {
+        return config;
+    };
+    let handler = |command: &str| json!({ "type": "command", "command": command, "timeout": 30 });
+    for (event, group) in [
+        (
+            "SessionStart",
+            json!({ "matcher": matcher, "hooks": [handler(start)] }),
+        ),
+        ("Stop", json!({ "hooks": [handler(stop)] })),
+    ] {
+        let groups = hooks
+            .entry(event)
+            .or_insert_with(|| Value::Array(Vec::new()));
+        if !groups.is_array() {
+            *groups = Value::Array(Vec::new());
+        }
+        if let Value::Array(groups) = groups {
+            for existing in groups.iter_mut() {
+                if let Some(Value::Array(handlers)) = existing.get_mut("hooks") {
+                    handlers.retain(|h| !is_ours(h));
+                }
+            }
+            groups.retain(|g| {
+                g.get("hooks")
+                    .and_then(Value::as_array)
+                    .is_none_or(|h| !h.is_empty())
+            });
+            groups.push(group);
+        }
+    }
+    config
+}
+
+fn write_config(path: &Path, config: &Map<String, Value>) -> Result<(), CliError> {
+    let failed = |error: std::io::Error| {
+        CliError::input(
+            "hooks_config_unwritable",
+            format!("{} cannot be written: {error}", path.display()),
+            "fix the directory's permissions, or print the configuration with --print",
+        )
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(failed)?;
+    }
+    let text = serde_json::to_string_pretty(config).unwrap_or_default() + "\n";
+    // Written beside it and renamed over it, so a crash leaves the old file or the new one.
+    let partial = path.with_extension("json.loopx-partial");
+    std::fs::write(&partial, text).map_err(failed)?;
+    std::fs::rename(&partial, path).map_err(failed)
+}

@@ -1,0 +1,412 @@
+//! `loopx hooks`: the configuration it installs for Claude Code and Codex, and its answers to
+//! the exact JSON each runtime sends (`tests/fixtures/hooks`), over real processes and a
+//! SQLite store. The stop hook blocks on `continue` and lets the session stop on `wait`,
+//! `ask` and `terminal`; the session-start hook injects the brief, which names the assignment
+//! and, after a newer commit, the criterion gone stale.
+
+mod support;
+
+use serde_json::{Value, json};
+use support::{GOAL, Loopx, at, head, passing, turn};
+
+fn fixture(name: &str) -> String {
+    let path = format!(
+        "{}/tests/fixtures/hooks/{name}.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+const RUNTIMES: [&str; 2] = ["claude", "codex"];
+
+/// `loopx hooks run EVENT` for agent-a on `goal` (every goal when `None`) at `now`, fed the
+/// runtime's recorded input: its answer, which is always one JSON object and exit 0.
+fn hook(lx: &Loopx, goal: Option<&str>, now: &str, runtime: &str, event: &str) -> Value {
+    hook_with(
+        lx,
+        goal,
+        now,
+        runtime,
+        event,
+        &fixture(&format!("{runtime}-{event}")),
+    )
+}
+
+fn hook_with(
+    lx: &Loopx,
+    goal: Option<&str>,
+    now: &str,
+    runtime: &str,
+    event: &str,
+    input: &str,
+) -> Value {
+    let mut args = vec!["--as", "agent:agent-a", "--now", now];
+    if let Some(goal) = goal {
+        args.extend(["--goal", goal]);
+    }
+    args.extend(["hooks", "run", event, "--runtime", runtime]);
+    let run = lx.run_input(&args, input);
+    assert_eq!(run.code, 0, "a hook never fails its session: {run:?}");
+    run.json()
+}
+
+fn goal(lx: &Loopx, id: &str, now: &str) {
+    lx.ok(&[
+        "--goal",
+        id,
+        "--as",
+        "person:maintainer",
+        "--now",
+        now,
+        "goal",
+        "create",
+        "--objective",
+        "add --format json to the CLI",
+        "--criterion",
+        "text-unchanged,tests.text_output,repo:acme/cli,default text output unchanged",
+        "--agent",
+        "agent-a",
+        "--agent",
+        "agent-b",
+    ]);
+}
+
+fn todo(lx: &Loopx, goal: &str, id: &str, now: &str) {
+    lx.ok(&[
+        "--goal",
+        goal,
+        "--as",
+        "agent:agent-a",
+        "--now",
+        now,
+        "todo",
+        "add",
+        "--id",
+        id,
+        "--title",
+        "change the output layer",
+    ]);
+}
+
+/// Four goals, one at each kind of decision for agent-a: `continue`, `ask`, `wait`,
+/// `terminal`.
+fn goals_at_each_decision(lx: &Loopx, now: &str) {
+    lx.ok(&["init"]);
+    for id in ["working", "asking", "waiting", "ended"] {
+        goal(lx, id, now);
+        todo(lx, id, "edit", now);
+    }
+    lx.ok(&[
+        "--goal",
+        "asking",
+        "--as",
+        "agent:agent-a",
+        "--now",
+        now,
+        "gate",
+        "open",
+        "--id",
+        "naming",
+        "--question",
+        "is error_code a stable name?",
+        "--owner",
+        "person:maintainer",
+        "--todo",
+        "edit",
+    ]);
+    lx.ok(&[
+        "--goal",
+        "waiting",
+        "--as",
+        "agent:agent-b",
+        "--now",
+        now,
+        "claim",
+        "--todo",
+        "edit",
+    ]);
+    lx.ok(&[
+        "--goal",
+        "ended",
+        "--as",
+        "person:maintainer",
+        "--now",
+        now,
+        "goal",
+        "abandon",
+        "--reason",
+        "superseded by another plan",
+    ]);
+}
+
+#[test]
+fn the_stop_hook_blocks_on_continue_and_lets_the_session_stop_otherwise() {
+    let lx = Loopx::sqlite();
+    let now = at(29, "10:00");
+    goals_at_each_decision(&lx, &now);
+    for runtime in RUNTIMES {
+        let working = hook(&lx, Some("working"), &now, runtime, "stop");
+        assert_eq!(working["decision"], "block", "{runtime}: {working}");
+        let reason = working["reason"].as_str().unwrap_or_default();
+        assert!(
+            reason.contains("continue: work on `edit`"),
+            "{runtime}: {reason}"
+        );
+        assert!(
+            reason.contains("loopx claim --todo edit"),
+            "{runtime}: {reason}"
+        );
+        for (goal, kind) in [
+            ("asking", "ask"),
+            ("waiting", "wait"),
+            ("ended", "terminal"),
+        ] {
+            let answer = hook(&lx, Some(goal), &now, runtime, "stop");
+            assert!(
+                answer.get("decision").is_none(),
+                "{runtime} {goal}: {answer}"
+            );
+            let message = answer["systemMessage"].as_str().unwrap_or_default();
+            assert!(
+                message.contains(&format!("goal `{goal}`: {kind}")),
+                "{runtime}: {message}"
+            );
+        }
+        // Across goals, the one with work decides.
+        let any = hook(&lx, None, &now, runtime, "stop");
+        assert_eq!(any["decision"], "block", "{runtime}: {any}");
+        // A session already kept going once by this hook is let stop: no loop.
+        let mut again: Value =
+            serde_json::from_str(&fixture(&format!("{runtime}-stop"))).expect("a fixture");
+        again["stop_hook_active"] = json!(true);
+        let answer = hook_with(
+            &lx,
+            Some("working"),
+            &now,
+            runtime,
+            "stop",
+            &again.to_string(),
+        );
+        assert!(answer.get("decision").is_none(), "{runtime}: {answer}");
+    }
+}
+
+#[test]
+fn the_session_start_hook_injects_the_brief_with_the_assignment_and_the_stale_criterion() {
+    let lx = Loopx::sqlite();
+    lx.ok(&["init"]);
+    let t0 = at(29, "10:00");
+    goal(&lx, GOAL, &t0);
+    todo(&lx, GOAL, "edit", &t0);
+    todo(&lx, GOAL, "docs", &t0);
+    for runtime in RUNTIMES {
+        let answer = hook(&lx, Some(GOAL), &t0, runtime, "session-start");
+        let output = &answer["hookSpecificOutput"];
+        assert_eq!(
+            output["hookEventName"], "SessionStart",
+            "{runtime}: {answer}"
+        );
+        let context = output["additionalContext"].as_str().unwrap_or_default();
+        assert!(
+            context.contains("continue: work on `edit`"),
+            "{runtime}: {context}"
+        );
+    }
+    // The first turn shows the check passing at abc; the second commits def.
+    let t1 = at(29, "10:10");
+    turn(
+        &lx,
+        "edit",
+        "t1",
+        &t1,
+        &[passing("tests.text_output", "git:abc", &t1)],
+        &[head("git:abc", &t1)],
+    );
+    let t2 = at(29, "10:20");
+    turn(&lx, "docs", "t2", &t2, &[], &[head("git:def", &t2)]);
+    for runtime in RUNTIMES {
+        let answer = hook(&lx, None, &t2, runtime, "session-start");
+        let context = answer["hookSpecificOutput"]["additionalContext"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            context.contains("`text-unchanged` stale")
+                && context.contains("the subject is now at git:def"),
+            "{runtime}: {context}"
+        );
+    }
+}
+
+#[test]
+fn a_hook_given_bad_input_tells_the_session_and_never_fails_it() {
+    let lx = Loopx::sqlite();
+    let now = at(29, "10:00");
+    goals_at_each_decision(&lx, &now);
+    let before = std::fs::read(&lx.store).expect("the store");
+    for input in ["", "not json", "[1, 2]", "{\"hook_event_name\": \"Stop\""] {
+        let answer = hook_with(&lx, Some("working"), &now, "claude", "stop", input);
+        let message = answer["systemMessage"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("hook_input_malformed"),
+            "{input:?}: {answer}"
+        );
+        assert!(answer.get("decision").is_none(), "{answer}");
+    }
+    let unknown = hook(&lx, Some("no-such-goal"), &now, "claude", "stop");
+    assert!(
+        unknown["systemMessage"]
+            .as_str()
+            .is_some_and(|m| m.contains("unknown_goal")),
+        "{unknown}"
+    );
+    assert_eq!(
+        std::fs::read(&lx.store).expect("the store"),
+        before,
+        "nothing changed"
+    );
+}
+
+#[test]
+fn install_writes_each_runtimes_configuration_and_keeps_everything_else() {
+    let lx = Loopx::sqlite();
+    let project = lx.dir.path().join("project");
+    let dir = project.display().to_string();
+    let install = |runtime: &str, print: bool| {
+        let mut args = vec![
+            "--as",
+            "agent:agent-a",
+            "--goal",
+            GOAL,
+            "hooks",
+            "install",
+            runtime,
+            "--dir",
+            &dir,
+        ];
+        if print {
+            args.push("--print");
+        }
+        lx.ok(&args)
+    };
+    // Printed only: nothing written.
+    let printed = install("claude", true);
+    assert_eq!(printed["hooks"]["written"], false);
+    assert!(!project.join(".claude").exists());
+    let config = &printed["hooks"]["config"]["hooks"];
+    assert_eq!(
+        config["SessionStart"][0]["matcher"],
+        "startup|resume|clear|compact"
+    );
+    let stop = config["Stop"][0]["hooks"][0]["command"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        stop.contains("--as agent:agent-a") && stop.contains("hooks run stop"),
+        "{stop}"
+    );
+    assert!(stop.contains(&format!("--goal {GOAL}")), "{stop}");
+    assert!(
+        stop.contains("--store"),
+        "the SQLite store's path is in the command: {stop}"
+    );
+
+    // Written into an existing settings file: its other settings and hooks stay; installing
+    // again replaces loopx's handlers instead of adding more.
+    let settings = project.join(".claude").join("settings.json");
+    std::fs::create_dir_all(settings.parent().expect("a parent")).expect("a directory");
+    let existing = json!({
+        "model": "opus",
+        "hooks": { "Stop": [{ "hooks": [{ "type": "command", "command": "notify-send done" }] }] },
+    });
+    std::fs::write(&settings, existing.to_string()).expect("written");
+    install("claude", false);
+    install("claude", false);
+    let written: Value =
+        serde_json::from_str(&std::fs::read_to_string(&settings).expect("read")).expect("json");
+    assert_eq!(written["model"], "opus");
+    let stops: Vec<&str> = written["hooks"]["Stop"]
+        .as_array()
+        .expect("stop groups")
+        .iter()
+        .flat_map(|g| g["hooks"].as_array().into_iter().flatten())
+        .filter_map(|h| h["command"].as_str())
+        .collect();
+    assert_eq!(stops.len(), 2, "{stops:?}");
+    assert!(stops.contains(&"notify-send done"), "{stops:?}");
+
+    // Codex: its own file and matcher, and the feature flag it needs said.
+    let codex = install("codex", false);
+    assert!(
+        codex["hooks"]["path"]
+            .as_str()
+            .is_some_and(|p| p.ends_with(".codex/hooks.json"))
+    );
+    let notes = codex["hooks"]["notes"].to_string();
+    assert!(notes.contains("codex_hooks = true"), "{notes}");
+    let hooks: Value = serde_json::from_str(
+        &std::fs::read_to_string(project.join(".codex").join("hooks.json")).expect("read"),
+    )
+    .expect("json");
+    assert_eq!(
+        hooks["hooks"]["SessionStart"][0]["matcher"],
+        "startup|resume|clear"
+    );
+
+    // A settings file that is not JSON is left as it is.
+    std::fs::write(&settings, "{ not json").expect("written");
+    let (code, refused) = lx.json(&[
+        "--as",
+        "agent:agent-a",
+        "hooks",
+        "install",
+        "claude",
+        "--dir",
+        &dir,
+    ]);
+    assert_eq!(code, 7, "{refused}");
+    assert_eq!(refused["error"]["code"], "hooks_config_malformed");
+    assert_eq!(
+        std::fs::read_to_string(&settings).expect("read"),
+        "{ not json"
+    );
+}
+
+/// The installed command is a real command line: run through `sh -c` with the runtime's input,
+/// it answers the hook.
+#[test]
+fn the_installed_command_runs_as_written() {
+    let lx = Loopx::sqlite();
+    let now = at(29, "10:00");
+    goals_at_each_decision(&lx, &now);
+    let printed = lx.ok(&[
+        "--as",
+        "agent:agent-a",
+        "--goal",
+        "working",
+        "hooks",
+        "install",
+        "claude",
+        "--print",
+    ]);
+    let command = printed["hooks"]["config"]["hooks"]["Stop"][0]["hooks"][0]["command"]
+        .as_str()
+        .expect("a command")
+        .to_owned();
+    let mut child = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("{command} --now {now}"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("sh");
+    {
+        use std::io::Write as _;
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin
+            .write_all(fixture("claude-stop").as_bytes())
+            .expect("input");
+    }
+    let output = child.wait_with_output().expect("finished");
+    let answer: Value = serde_json::from_slice(&output.stdout).expect("one JSON object");
+    assert_eq!(answer["decision"], "block", "{answer}");
+}
