@@ -39,6 +39,11 @@ struct Cli {
     verb: cmd::Verb,
 }
 
+/// The command line's definition, for the verbs that describe it (completions, the man page).
+pub fn definition() -> clap::Command {
+    <Cli as clap::CommandFactory>::command()
+}
+
 fn code(exit: Exit) -> ExitCode {
     ExitCode::from(exit as u8)
 }

@@ -773,3 +773,31 @@ fn the_other_verbs_json_shapes() {
         Some(19)
     );
 }
+
+/// Completions and the man page come from the command line's own definition: every verb is in
+/// them, and no store is needed to print them.
+#[test]
+fn completions_and_the_man_page_name_every_verb() {
+    let lx = Loopx::sqlite();
+    for shell in ["bash", "zsh", "fish"] {
+        let run = lx.run(&["completions", shell]);
+        assert_eq!(run.code, 0, "{shell}: {}", run.stderr);
+        for verb in ["brief", "hooks", "settle", "resolve"] {
+            assert!(run.stdout.contains(verb), "{shell} completes `{verb}`");
+        }
+    }
+    let man = lx.run(&["man"]);
+    assert_eq!(man.code, 0, "{}", man.stderr);
+    assert!(
+        man.stdout.starts_with(".ie") || man.stdout.contains(".TH loopx"),
+        "{}",
+        &man.stdout[..200.min(man.stdout.len())]
+    );
+    assert!(man.stdout.contains("brief"), "the man page lists the verbs");
+    assert!(
+        !std::path::Path::new(&lx.store).exists(),
+        "no store was created"
+    );
+    let bad = lx.run(&["completions", "tcsh"]);
+    assert_eq!(bad.code, 2, "an unknown shell is a usage error");
+}

@@ -8,6 +8,7 @@ use crate::context::Ctx;
 use crate::error::{CliError, Exit};
 
 mod brief;
+mod describe;
 mod doctor;
 mod evidence;
 mod gate;
@@ -84,6 +85,10 @@ pub enum Verb {
     Status,
     /// Check the store: integrity, replay equals stored state, kernel invariants.
     Doctor,
+    /// Print a shell's completion script for loopx (bash, zsh, fish, elvish, powershell).
+    Completions(describe::CompletionsArgs),
+    /// Print loopx's man page (roff), generated from the command line itself.
+    Man,
     /// Write a goal's recorded events as JSON lines.
     Export(transfer::ExportArgs),
     /// Create a goal from exported JSON lines (validated by replay before anything is written).
@@ -114,6 +119,8 @@ pub async fn run(ctx: &Ctx, verb: Verb) -> Result<Exit, CliError> {
         Verb::Log(args) => log::run(ctx, &args).await,
         Verb::Status => status::run(ctx).await,
         Verb::Doctor => doctor::run(ctx).await,
+        Verb::Completions(args) => describe::completions(&args),
+        Verb::Man => describe::man(),
         Verb::Export(args) => transfer::export(ctx, &args).await,
         Verb::Import(args) => transfer::import(ctx, &args).await,
     }

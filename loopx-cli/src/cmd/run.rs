@@ -275,43 +275,10 @@ fn command(
     Ok(spec)
 }
 
-/// Splits a command line into words: whitespace separates, single quotes keep everything,
-/// double quotes keep everything but backslash escapes, a backslash escapes the next character.
+/// Splits a command line into words as a POSIX shell would, without running one (quotes and
+/// backslash escapes; no expansion), with the `shell-words` crate.
 fn split_words(text: &str) -> Result<Vec<String>, String> {
-    let mut words = Vec::new();
-    let mut word: Option<String> = None;
-    let mut chars = text.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            c if c.is_whitespace() => words.extend(word.take()),
-            '\'' => {
-                let current = word.get_or_insert_with(String::new);
-                loop {
-                    match chars.next() {
-                        Some('\'') => break,
-                        Some(c) => current.push(c),
-                        None => return Err("unterminated single quote".into()),
-                    }
-                }
-            }
-            '"' => {
-                let current = word.get_or_insert_with(String::new);
-                loop {
-                    match chars.next() {
-                        Some('"') => break,
-                        Some('\\') => current.push(chars.next().ok_or("a trailing backslash")?),
-                        Some(c) => current.push(c),
-                        None => return Err("unterminated double quote".into()),
-                    }
-                }
-            }
-            '\\' => word
-                .get_or_insert_with(String::new)
-                .push(chars.next().ok_or("a trailing backslash")?),
-            c => word.get_or_insert_with(String::new).push(c),
-        }
-    }
-    words.extend(word);
+    let words = shell_words::split(text).map_err(|error| error.to_string())?;
     if words.is_empty() {
         return Err("the command is empty".into());
     }
