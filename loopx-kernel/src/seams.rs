@@ -622,6 +622,13 @@ pub enum TurnError {
     /// A service the turn depends on rate-limited it.
     #[error("{0}")]
     RateLimited(String),
+    /// The turn was not started: another session of the agent took it over under a newer
+    /// epoch (`epoch`), or began it under the same one. The engine settles nothing for it.
+    #[error("the turn belongs to another session (epoch {epoch}); this session did not start it")]
+    Fenced {
+        /// The epoch the journal says owns the turn.
+        epoch: u64,
+    },
 }
 
 impl TurnError {
@@ -634,6 +641,8 @@ impl TurnError {
             TurnError::Killed { .. } => FailureClass::Killed,
             TurnError::Unauthorized(_) => FailureClass::Unauthorized,
             TurnError::RateLimited(_) => FailureClass::RateLimited,
+            // Never settled by the engine (the session lost the turn); `other` if a host does.
+            TurnError::Fenced { .. } => FailureClass::Other,
         }
     }
 
