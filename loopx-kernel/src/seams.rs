@@ -700,7 +700,11 @@ pub trait Executor: Send + Sync {
     /// Reads back a turn that was prepared (journalled in the store) before a crash and is
     /// still in flight. Executors that keep no record of their own answer
     /// [`Recovery::Unknown`]; the engine then re-runs only idempotent todos and sends every
-    /// other one to repair.
+    /// other one to repair. The engine asks only after taking the turn over under
+    /// `turn.epoch`, so an executor whose record is shared by several sessions may treat the
+    /// call as fencing older epochs: answering [`Recovery::NotStarted`], it should refuse to
+    /// start the turn under an older epoch afterwards ([`TurnError::Fenced`]), as the
+    /// provider's command executor does.
     async fn recover(&self, turn: &TurnRequest) -> Recovery {
         let _ = turn;
         Recovery::Unknown
