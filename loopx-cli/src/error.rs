@@ -160,6 +160,7 @@ pub fn verb_of(command: &str) -> &'static str {
         "supersede" => "todo supersede",
         "claim" | "report_workspace" => "claim",
         "renew" => "renew",
+        "take_over_turn" => "take-over",
         "release" => "release",
         "handoff" => "handoff",
         "begin_turn" => "begin",

@@ -1,8 +1,8 @@
 //! The command line's edges: `next` for the acting agent, hints that name `loopx` verbs and fit
 //! their refusal, near matches for mistyped ids, one outcome vocabulary, file inputs that
 //! default what flags default, help that sets the global flags apart, and the thin verbs over
-//! the kernel commands a decision's fix may name (block, unblock, reassign, handoff, resolve,
-//! obligations).
+//! the kernel commands a decision's fix may name (block, unblock, reassign, handoff, take-over,
+//! resolve, obligations).
 
 mod support;
 
@@ -351,6 +351,38 @@ fn handoff_moves_the_lease_with_a_note() {
         "{}",
         next.stdout
     );
+}
+
+#[test]
+fn take_over_fences_the_session_that_began_the_turn() {
+    let lx = goal();
+    let a = |args: &[&str]| as_("agent:agent-a", args);
+    lx.ok(&refs(&a(&["claim", "--todo", "edit"])));
+    lx.ok(&refs(&a(&[
+        "begin", "--todo", "edit", "--epoch", "1", "--turn", "t1",
+    ])));
+
+    let taken = lx.ok(&refs(&a(&[
+        "take-over",
+        "--todo",
+        "edit",
+        "--epoch",
+        "1",
+        "--turn",
+        "t1",
+    ])));
+
+    assert_eq!(taken["lease"]["lease"]["holder"], "agent-a", "{taken:#}");
+    assert_eq!(taken["lease"]["lease"]["epoch"], 2, "{taken:#}");
+    assert!(
+        taken["lease"]["lease"]["turn"].to_string().contains("t1"),
+        "{taken:#}"
+    );
+    // The session that began the turn still presents epoch 1: it lost the lease.
+    let (code, old) = lx.json(&refs(&a(&["renew", "--todo", "edit", "--epoch", "1"])));
+    assert_eq!(code, 4, "{old:#}");
+    assert_eq!(old["error"]["code"], "stale_lease_epoch");
+    lx.ok(&refs(&a(&["renew", "--todo", "edit", "--epoch", "2"])));
 }
 
 #[test]

@@ -154,6 +154,22 @@ pub enum Command {
         #[serde(default)]
         reserve: Option<Amounts>,
     },
+    /// Take a prepared turn over from another session of the same agent: the lease moves to a
+    /// new epoch with the turn (and its reservation) still in flight, so the session that began
+    /// it is fenced (its renewals and settlement carry a dead epoch). Only the holder agent may
+    /// issue it, only for the turn in flight under a live lease; nothing is charged.
+    TakeOverTurn {
+        /// The todo whose live lease the issuing agent holds.
+        todo: TodoId,
+        /// The epoch the issuing session found; a stale one is refused, so of two sessions
+        /// taking over at once exactly one wins.
+        epoch: u64,
+        /// The turn in flight; any other is refused.
+        turn: TurnId,
+        /// New time-to-live from now; the goal policy's when absent.
+        #[serde(default)]
+        ttl: Option<Duration>,
+    },
     /// Settle a turn atomically.
     SettleTurn(Settlement),
     /// Resolve a turn whose lease expired with its outcome unknown, after reading back what
@@ -243,6 +259,7 @@ impl Command {
             Command::Release { .. } => "release",
             Command::Handoff { .. } => "handoff",
             Command::BeginTurn { .. } => "begin_turn",
+            Command::TakeOverTurn { .. } => "take_over_turn",
             Command::SettleTurn(_) => "settle_turn",
             Command::ResolveOutcome { .. } => "resolve_outcome",
             Command::OpenGate { .. } => "open_gate",
@@ -271,6 +288,7 @@ impl Command {
             | Command::Release { todo, .. }
             | Command::Handoff { todo, .. }
             | Command::BeginTurn { todo, .. }
+            | Command::TakeOverTurn { todo, .. }
             | Command::ResolveOutcome { todo, .. } => Some(todo.as_str()),
             Command::SettleTurn(settlement) => Some(settlement.todo.as_str()),
             Command::OpenGate { gate } => Some(gate.id.as_str()),

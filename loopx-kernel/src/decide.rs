@@ -106,7 +106,9 @@ pub enum LeaseStep {
         /// When the lease expires unless renewed.
         expires_at: Timestamp,
     },
-    /// A turn is already in flight under the agent's lease: finish and settle it.
+    /// A turn is already in flight under the agent's lease: finish and settle it. A session
+    /// that did not begin it (a restarted or second process of the agent) takes it over first
+    /// (`take_over_turn` under this epoch), which fences the session that did.
     Resume {
         /// The epoch to present.
         epoch: u64,

@@ -174,6 +174,20 @@ pub enum Event {
         /// What the turn reserved, returned or charged at settlement.
         reserved: Amounts,
     },
+    /// Another session of the holder agent took its turn in flight over: the lease and the turn
+    /// (with its reservation) stay, under a new epoch, and the old epoch dies.
+    TurnTakenOver {
+        /// The todo it happened to.
+        todo: TodoId,
+        /// The turn in flight, unchanged.
+        turn: TurnId,
+        /// The epoch that dies here.
+        from_epoch: u64,
+        /// The new epoch, one more than any the todo was given before.
+        epoch: u64,
+        /// New expiry.
+        expires_at: Timestamp,
+    },
     /// A turn was settled: verdict, evidence, transition, charge and lease release, as one fact.
     TurnSettled {
         /// The todo it happened to.
@@ -317,6 +331,7 @@ impl Event {
             Event::LeaseReleased { .. } => "lease_released",
             Event::LeaseHandedOff { .. } => "lease_handed_off",
             Event::TurnBegun { .. } => "turn_begun",
+            Event::TurnTakenOver { .. } => "turn_taken_over",
             Event::TurnSettled { .. } => "turn_settled",
             Event::OutcomeAbsent { .. } => "outcome_absent",
             Event::GateOpened { .. } => "gate_opened",

@@ -640,6 +640,13 @@ pub enum TurnError {
     /// A service the turn depends on rate-limited it.
     #[error("{0}")]
     RateLimited(String),
+    /// The turn was not started: another session of the agent took it over under a newer
+    /// epoch (`epoch`), or began it under the same one. The engine settles nothing for it.
+    #[error("the turn belongs to another session (epoch {epoch}); this session did not start it")]
+    Fenced {
+        /// The epoch the journal says owns the turn.
+        epoch: u64,
+    },
 }
 
 impl TurnError {
@@ -652,6 +659,8 @@ impl TurnError {
             TurnError::Killed { .. } => FailureClass::Killed,
             TurnError::Unauthorized(_) => FailureClass::Unauthorized,
             TurnError::RateLimited(_) => FailureClass::RateLimited,
+            // Never settled by the engine (the session lost the turn); `other` if a host does.
+            TurnError::Fenced { .. } => FailureClass::Other,
         }
     }
 
@@ -709,7 +718,11 @@ pub trait Executor: Send + Sync {
     /// Reads back a turn that was prepared (journalled in the store) before a crash and is
     /// still in flight. Executors that keep no record of their own answer
     /// [`Recovery::Unknown`]; the engine then re-runs only idempotent todos and sends every
-    /// other one to repair.
+    /// other one to repair. The engine asks only after taking the turn over under
+    /// `turn.epoch`, so an executor whose record is shared by several sessions may treat the
+    /// call as fencing older epochs: answering [`Recovery::NotStarted`], it should refuse to
+    /// start the turn under an older epoch afterwards ([`TurnError::Fenced`]), as the
+    /// provider's command executor does.
     async fn recover(&self, turn: &TurnRequest) -> Recovery {
         let _ = turn;
         Recovery::Unknown

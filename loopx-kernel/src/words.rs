@@ -310,7 +310,8 @@ pub fn describe(decision: &Decision) -> String {
                     turn,
                     expires_at,
                 } => format!(
-                    "turn {turn} is in flight under epoch {epoch} (lease until {expires_at}); finish it and settle it: loopx settle --file …"
+                    "turn {turn} is in flight under epoch {epoch} (lease until {expires_at}); finish it and settle it: loopx settle --file … (a session that did not begin it takes it over first: loopx take-over --todo {} --epoch {epoch} --turn {turn})",
+                    a.todo
                 ),
             };
             let _ = writeln!(text, "  {step}");

@@ -377,6 +377,40 @@ fn a_lease_lost_mid_turn_is_reported_and_nothing_is_settled() {
     });
 }
 
+#[test]
+fn a_turn_that_ran_past_its_lease_is_settled_by_readback_not_a_plain_settlement() {
+    block_on(async {
+        let h = Harness::new();
+        let goal = goal(&h.store, &[todo("publish")]).await;
+        let clock = h.clock.clone();
+        // The turn outlives its one-minute lease (no renewal comes in time), nobody else takes
+        // the todo, and the executor reports its work.
+        let executor = Arc::new(Scripted::during(move |_| {
+            let clock = clock.clone();
+            Box::pin(async move { clock.advance(Duration::minutes(2)) })
+        }));
+        let engine = h.leasing(executor, Duration::minutes(1), Duration::minutes(10));
+
+        let report = engine.step(&goal).await.expect("a step");
+
+        assert!(
+            matches!(report.turn, Some(TurnOutcome::Settled { .. })),
+            "{:?}",
+            report.turn
+        );
+        let events = h.events(&goal).await;
+        let settled = events
+            .iter()
+            .find(|e| e.event.name() == "turn_settled")
+            .expect("the turn is settled");
+        assert_eq!(settled.actor, Actor::Agent(agent()));
+        // The plain settlement was refused (an expired lease), so the report was resolved as
+        // the readback: the same settlement, through `resolve_outcome`.
+        assert_eq!(h.count(&goal, "turn_settled").await, 1);
+        assert_ne!(report.decision.kind(), "repair", "{:?}", report.decision);
+    });
+}
+
 /// Prepares a turn as alice would have before a crash: claimed and journalled, never settled.
 async fn crashed_mid_turn(h: &Harness, goal: &GoalId, todo: &str) -> TurnId {
     let alice = Actor::Agent(agent());

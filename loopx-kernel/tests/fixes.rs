@@ -26,6 +26,7 @@ fn command_names() -> BTreeSet<&'static str> {
         "release",
         "handoff",
         "begin_turn",
+        "take_over_turn",
         "settle_turn",
         "resolve_outcome",
         "open_gate",

@@ -479,6 +479,22 @@ refusals! {
         w.refuse(&ag("a"), settle(|_| {}))
     }
 
+    /// An expired lease over a turn that may have had effects leaves its outcome unknown: even
+    /// its holder settles it only by a readback (`resolve_outcome`), never a plain settlement.
+    settlement_by_the_holder_of_an_expired_lease => "outcome_unknown" {
+        let mut w = turn_in_flight(edit());
+        w.at("10:20");
+        w.refuse(&ag("a"), settle(|_| {}))
+    }
+
+    /// On idempotent work an expired lease is simply gone: the todo may be claimed and run
+    /// again, and the old holder's late settlement needs the lease claimed anew.
+    settlement_by_the_holder_of_an_expired_idempotent_lease => "no_live_lease" {
+        let mut w = turn_in_flight(edit().idempotent());
+        w.at("10:20");
+        w.refuse(&ag("a"), settle(|_| {}))
+    }
+
     settlement_after_a_handoff => "stale_lease_epoch" {
         let mut w = turn_in_flight(edit());
         w.run(

@@ -49,9 +49,10 @@ fn variant(event: &Event) -> usize {
         Event::ObligationRaised { .. } => 23,
         Event::ObligationDischarged { .. } => 24,
         Event::WorkspaceReported { .. } => 25,
+        Event::TurnTakenOver { .. } => 26,
     }
 }
-const VARIANTS: usize = 26;
+const VARIANTS: usize = 27;
 
 fn run_turn(
     w: &mut World,
@@ -301,9 +302,24 @@ fn history() -> World {
     w
 }
 
-/// The history, then abandoned by the owner: the only variant a live goal cannot show.
+/// The history, then abandoned by the owner: the only variant a live goal cannot show. Just
+/// before, a second session of agent `a` takes a prepared turn over, fencing the first, and
+/// settles it under the new epoch.
 fn abandoned_history() -> World {
     let mut w = history();
+    w.at("10:28");
+    w.claim("a", "split");
+    w.begin("a", "split", "split-1");
+    w.run(
+        &ag("a"),
+        Command::TakeOverTurn {
+            todo: tid("split"),
+            epoch: 1,
+            turn: turn("split-1"),
+            ttl: None,
+        },
+    );
+    w.settle("a", "split", "split-1", |_| {});
     w.at("10:30");
     w.run(
         &owner(),

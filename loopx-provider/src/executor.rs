@@ -39,6 +39,15 @@
 //! atomically (temporary file, sync, rename). [`Executor::recover`] reads them back: a report →
 //! [`Recovery::Finished`]; a failure → [`Recovery::Failed`]; a start without either (the
 //! executor died mid-turn) → [`Recovery::Unknown`]; nothing → [`Recovery::NotStarted`].
+//!
+//! The journal also keeps two sessions of one agent from both running a turn. An engine
+//! recovers a turn only after taking it over under a new epoch, and a recovery that finds the
+//! turn not started records that epoch as the turn's owner; a run under an older epoch, or
+//! under the epoch the turn already started with, is refused ([`TurnError::Fenced`]) without
+//! starting anything. The check and the `started` record (or the owner record) are written
+//! under an exclusive lock on the turn's lock file, so every process that shares the journal
+//! sees one order: either the old session started first (the recovery then says
+//! [`Recovery::Unknown`]) or the recovery fenced it first (the old session never starts).
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -72,6 +81,40 @@ impl CommandExecutor {
         self.journal.join(format!("{}.{suffix}", &name[..32]))
     }
 
+    /// Runs `f` holding the exclusive lock on the turn's lock file (released when the file is
+    /// closed, also when the process dies).
+    fn locked<T>(
+        &self,
+        turn: &TurnRequest,
+        f: impl FnOnce() -> std::io::Result<T>,
+    ) -> std::io::Result<T> {
+        create_private_dir(&self.journal)?;
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(self.record(turn, "lock"))?;
+        lock.lock()?;
+        f()
+    }
+
+    /// The epoch that owns the turn against a run under `turn.epoch`, if it is not this run's:
+    /// the epoch it started under (that start is this turn's, whoever made it, unless this run
+    /// is newer), or the newer epoch a recovery fenced it at. Read under the lock.
+    fn owner(&self, turn: &TurnRequest) -> Option<u64> {
+        let started = self.record(turn, "started");
+        let started = if started.exists() {
+            // A start record whose epoch cannot be read may be anyone's: fail closed.
+            Some(epoch_in(&started).unwrap_or(u64::MAX))
+        } else {
+            None
+        };
+        let fenced = epoch_in(&self.record(turn, "owner"));
+        started
+            .filter(|e| *e >= turn.epoch)
+            .or(fenced.filter(|e| *e > turn.epoch))
+    }
+
     fn command_for(&self, turn: &TurnRequest) -> CommandSpec {
         self.command
             .clone()
@@ -89,8 +132,18 @@ impl CommandExecutor {
 impl Executor for CommandExecutor {
     async fn run(&self, turn: &TurnRequest) -> Result<TurnReport, TurnError> {
         let started = serde_json::to_vec(turn).map_err(|e| failed("encode the turn", &e))?;
-        write_synced(&self.journal, &self.record(turn, "started"), &started)
+        let owner = self
+            .locked(turn, || {
+                if let Some(owner) = self.owner(turn) {
+                    return Ok(Some(owner));
+                }
+                write_synced(&self.journal, &self.record(turn, "started"), &started)?;
+                Ok(None)
+            })
             .map_err(|e| failed("journal the turn start", &e))?;
+        if let Some(epoch) = owner {
+            return Err(TurnError::Fenced { epoch });
+        }
         let output = self
             .command_for(turn)
             .run()
@@ -118,22 +171,49 @@ impl Executor for CommandExecutor {
     }
 
     async fn recover(&self, turn: &TurnRequest) -> Recovery {
-        if let Ok(bytes) = std::fs::read(self.record(turn, "report"))
-            && let Ok(report) = serde_json::from_slice(&bytes)
-        {
-            return Recovery::Finished(report);
-        }
-        if let Ok(bytes) = std::fs::read(self.record(turn, "failed"))
-            && let Ok(failure) = serde_json::from_slice(&bytes)
-        {
-            return Recovery::Failed(failure);
-        }
-        if self.record(turn, "started").exists() {
-            Recovery::Unknown
-        } else {
-            Recovery::NotStarted
-        }
+        let read = || {
+            if let Ok(bytes) = std::fs::read(self.record(turn, "report"))
+                && let Ok(report) = serde_json::from_slice(&bytes)
+            {
+                return Ok(Recovery::Finished(report));
+            }
+            if let Ok(bytes) = std::fs::read(self.record(turn, "failed"))
+                && let Ok(failure) = serde_json::from_slice(&bytes)
+            {
+                return Ok(Recovery::Failed(failure));
+            }
+            if self.record(turn, "started").exists() {
+                return Ok(Recovery::Unknown);
+            }
+            // Not started: from now on this epoch owns the turn, and a session under an older
+            // one can no longer start it.
+            if epoch_in(&self.record(turn, "owner")).is_none_or(|e| e < turn.epoch) {
+                write_synced(
+                    &self.journal,
+                    &self.record(turn, "owner"),
+                    turn.epoch.to_string().as_bytes(),
+                )?;
+            }
+            Ok(Recovery::NotStarted)
+        };
+        // A journal that cannot be locked or written cannot fence: fail closed.
+        self.locked(turn, read).unwrap_or(Recovery::Unknown)
     }
+}
+
+/// The epoch a journal record names: the `epoch` of a `started` record (the turn request) or
+/// the text of an `owner` record; `None` when absent or unreadable.
+fn epoch_in(path: &Path) -> Option<u64> {
+    let bytes = std::fs::read(path).ok()?;
+    if let Ok(text) = std::str::from_utf8(&bytes)
+        && let Ok(epoch) = text.trim().parse()
+    {
+        return Some(epoch);
+    }
+    serde_json::from_slice::<serde_json::Value>(&bytes)
+        .ok()?
+        .get("epoch")?
+        .as_u64()
 }
 
 /// The turn error of a process that did not exit zero, classed as the module docs say.

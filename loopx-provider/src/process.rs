@@ -363,6 +363,15 @@ fn drain<R: AsyncRead + Unpin + Send + 'static>(
     })
 }
 
+/// Kills the process group when dropped; killing a group already gone is harmless.
+struct GroupGuard(Option<u32>);
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        kill_group(self.0);
+    }
+}
+
 fn kill_group(pid: Option<u32>) {
     let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) else {
         return;
@@ -407,6 +416,9 @@ async fn run(spec: &CommandSpec) -> Result<ProcessOutput, ProcessError> {
         }
     })?;
     let pid = child.id();
+    // A run cancelled mid-way (its future dropped, e.g. a turn whose lease was lost) takes its
+    // whole process group down, not only the leader `kill_on_drop` reaches.
+    let mut group = GroupGuard(pid);
     let out = Arc::new(Mutex::new(Tail::new(spec.output_limit)));
     let err = Arc::new(Mutex::new(Tail::new(spec.output_limit)));
     let mut readers = Vec::new();
@@ -441,6 +453,7 @@ async fn run(spec: &CommandSpec) -> Result<ProcessOutput, ProcessError> {
     let duration = started.elapsed();
     // The leader is gone; whatever it left in its group goes too.
     kill_group(pid);
+    group.0 = None;
     let deadline = tokio::time::Instant::now() + DRAIN_GRACE;
     for reader in readers {
         if tokio::time::timeout_at(deadline, reader).await.is_err() {

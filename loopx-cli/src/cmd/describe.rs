@@ -13,10 +13,10 @@ pub struct CompletionsArgs {
     shell: Shell,
 }
 
-pub fn completions(args: &CompletionsArgs) -> Result<Exit, CliError> {
+pub fn completions(args: &CompletionsArgs) -> Exit {
     let mut command = crate::definition();
     clap_complete::generate(args.shell, &mut command, "loopx", &mut std::io::stdout());
-    Ok(Exit::Ok)
+    Exit::Ok
 }
 
 pub fn man() -> Result<Exit, CliError> {

@@ -78,6 +78,23 @@ pub struct RenewArgs {
     ttl: Option<Duration>,
 }
 
+/// Flags of `loopx take-over`.
+#[derive(Debug, Args)]
+pub struct TakeOverArgs {
+    /// The todo.
+    #[arg(long)]
+    todo: TodoId,
+    /// The epoch the decision shows (the session that began the turn holds it).
+    #[arg(long)]
+    epoch: u64,
+    /// The turn in flight.
+    #[arg(long)]
+    turn: TurnId,
+    /// New time-to-live from now; the goal policy's when absent.
+    #[arg(long, value_parser = parse_duration)]
+    ttl: Option<Duration>,
+}
+
 /// Flags of `loopx release`.
 #[derive(Debug, Args)]
 pub struct ReleaseArgs {
@@ -227,6 +244,16 @@ pub async fn renew(ctx: &Ctx, args: &RenewArgs) -> Result<Exit, CliError> {
         ttl: args.ttl,
     };
     write(ctx, &args.todo, &command, "renewal").await
+}
+
+pub async fn take_over(ctx: &Ctx, args: &TakeOverArgs) -> Result<Exit, CliError> {
+    let command = Command::TakeOverTurn {
+        todo: args.todo.clone(),
+        epoch: args.epoch,
+        turn: args.turn.clone(),
+        ttl: args.ttl,
+    };
+    write(ctx, &args.todo, &command, "take-over").await
 }
 
 pub async fn release(ctx: &Ctx, args: &ReleaseArgs) -> Result<Exit, CliError> {

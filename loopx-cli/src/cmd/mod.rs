@@ -52,6 +52,9 @@ pub enum Verb {
     Begin(lease::BeginArgs),
     /// Extend a held lease.
     Renew(lease::RenewArgs),
+    /// Take your own turn in flight over in this session, under a new epoch: the session that
+    /// began it can no longer renew or settle it.
+    TakeOver(lease::TakeOverArgs),
     /// Give a lease up (a begun turn's reservation is returned uncharged).
     Release(lease::ReleaseArgs),
     /// Move a held lease to another agent, with a note for it, under a new epoch.
@@ -107,6 +110,7 @@ pub async fn run(ctx: &Ctx, verb: Verb) -> Result<Exit, CliError> {
         Verb::Claim(args) => lease::claim(ctx, args).await,
         Verb::Begin(args) => lease::begin(ctx, &args).await,
         Verb::Renew(args) => lease::renew(ctx, &args).await,
+        Verb::TakeOver(args) => lease::take_over(ctx, &args).await,
         Verb::Release(args) => lease::release(ctx, &args).await,
         Verb::Handoff(args) => lease::handoff(ctx, args).await,
         Verb::Resolve(args) => lease::resolve(ctx, args).await,
@@ -119,7 +123,7 @@ pub async fn run(ctx: &Ctx, verb: Verb) -> Result<Exit, CliError> {
         Verb::Log(args) => log::run(ctx, &args).await,
         Verb::Status => status::run(ctx).await,
         Verb::Doctor => doctor::run(ctx).await,
-        Verb::Completions(args) => describe::completions(&args),
+        Verb::Completions(args) => Ok(describe::completions(&args)),
         Verb::Man => describe::man(),
         Verb::Export(args) => transfer::export(ctx, &args).await,
         Verb::Import(args) => transfer::import(ctx, &args).await,

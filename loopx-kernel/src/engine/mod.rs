@@ -17,10 +17,17 @@
 //! 5. **decide again** and report.
 //!
 //! Crash recovery needs no local state: the journal is the store. A turn found prepared and
-//! still in flight under this agent's lease (the decision's [`LeaseStep::Resume`]) is settled
-//! if the executor kept its report, run again with the same turn id if it never started or
-//! its todo is idempotent, and otherwise reported as a `repair` — never silently re-run. A turn
-//! already settled is simply no longer in flight, so the loop moves on.
+//! still in flight under this agent's lease (the decision's [`LeaseStep::Resume`]) is first
+//! taken over (`take_over_turn`): the lease moves to a new epoch with the turn, so the session
+//! that began it — crashed, or still running in another process — is fenced: its next renewal
+//! is refused, which stops its executor, and its settlement is refused too. Then the turn is
+//! settled if the executor kept its report, run again with the same turn id if it never
+//! started or its todo is idempotent, and otherwise reported as a `repair` — never silently
+//! re-run. Of two sessions that race to begin or take over one turn, the one whose write the
+//! store answers as a replay of the other's stands down. A turn already settled is simply no
+//! longer in flight, so the loop moves on; a turn that ran to its end after its lease expired
+//! is settled by its report as a readback (`resolve_outcome`), the only way an expired lease's
+//! turn may be settled.
 //!
 //! Every write goes through the store's [`GoalHandle`](crate::GoalHandle), paced on the
 //! engine's clock, with a deterministic operation id, so a step retried after a lost reply
@@ -40,7 +47,7 @@ pub use report::{ProposalOutcome, ProviderFailure, StepReport, TurnOutcome, Unti
 
 use crate::actor::Actor;
 use crate::budget::Amounts;
-use crate::command::{Command, Settlement, Transition, Verdict, VerdictOutcome};
+use crate::command::{Command, OutcomeResolution, Settlement, Transition, Verdict, VerdictOutcome};
 use crate::decide::{Assignment, Decision, LeaseStep, RepairIssue, decide};
 use crate::event::{Event, RecordedEvent};
 use crate::evidence::NewEvidence;
@@ -440,7 +447,14 @@ impl Engine {
     ) -> Result<Option<Decision>, EngineError> {
         let todo = assignment.todo.clone();
         let (epoch, turn, resumed) = match &assignment.lease {
-            LeaseStep::Resume { epoch, turn, .. } => (*epoch, turn.clone(), true),
+            // Whoever resumes a prepared turn takes it over first, under a new epoch: the
+            // session that began it, if it still runs, is fenced and cannot settle it.
+            LeaseStep::Resume { epoch, turn, .. } => {
+                let Some(epoch) = self.take_over(state, &todo, *epoch, turn, report).await? else {
+                    return Ok(None);
+                };
+                (epoch, turn.clone(), true)
+            }
             LeaseStep::Held { epoch, .. } => {
                 let Some(turn) = self.begin(state, &todo, *epoch, report).await? else {
                     return Ok(None);
@@ -551,7 +565,12 @@ impl Engine {
             reserve: None,
         };
         let op = operation(&["begin", state.spec.id.as_str(), turn.as_str()]);
-        match self.write(state, &self.as_agent(), &command, &op).await? {
+        // Another session of this agent that prepared this very turn first runs it, not this one.
+        let theirs = Refusal::TurnInFlight {
+            todo: todo.clone(),
+            turn: turn.clone(),
+        };
+        match self.write_once(state, &command, &op, theirs).await? {
             Written::Committed(_) => Ok(Some(turn)),
             Written::Refused(refusal) => {
                 report.turn = Some(TurnOutcome::NotStarted {
@@ -561,6 +580,48 @@ impl Engine {
                 Ok(None)
             }
         }
+    }
+
+    /// Takes the prepared turn in flight over from whichever session of this agent began it
+    /// (a crashed one, or one still running): the lease moves to a new epoch, so the old
+    /// session's renewals and settlement are refused and it stops. Returns the new epoch, or
+    /// `None` (reported) when another session took it over first.
+    async fn take_over(
+        &self,
+        state: &mut GoalState,
+        todo: &TodoId,
+        epoch: u64,
+        turn: &TurnId,
+        report: &mut StepReport,
+    ) -> Result<Option<u64>, EngineError> {
+        let command = Command::TakeOverTurn {
+            todo: todo.clone(),
+            epoch,
+            turn: turn.clone(),
+            ttl: self.options.lease_ttl,
+        };
+        let at = epoch.to_string();
+        let op = operation(&["take-over", state.spec.id.as_str(), turn.as_str(), &at]);
+        // The same take-over committed by another session: that session owns the turn now.
+        let theirs = Refusal::StaleLeaseEpoch {
+            todo: todo.clone(),
+            presented: epoch,
+            current: epoch + 1,
+        };
+        if let Written::Refused(refusal) = self.write_once(state, &command, &op, theirs).await? {
+            report.turn = Some(TurnOutcome::NotStarted {
+                todo: todo.clone(),
+                refusal,
+            });
+            return Ok(None);
+        }
+        let lease = state
+            .todos
+            .get(todo)
+            .and_then(|t| t.live_lease(self.clock.now()));
+        Ok(lease
+            .filter(|l| l.holder == self.agent && l.turn.as_ref().is_some_and(|t| &t.id == turn))
+            .map(|l| l.epoch))
     }
 
     fn request(
@@ -614,6 +675,19 @@ impl Engine {
                 report.usage.wall_ms = report.usage.wall_ms.max(spent);
                 Ran::Reported(report)
             }
+            // The executor's journal says another session owns the turn: it did not start
+            // here, and this session settles nothing.
+            Either::Left((Err(TurnError::Fenced { epoch }), _)) => {
+                Ran::LeaseLost(TurnOutcome::LeaseLost {
+                    todo: request.todo.clone(),
+                    turn: request.turn.clone(),
+                    refusal: Refusal::StaleLeaseEpoch {
+                        todo: request.todo.clone(),
+                        presented: request.epoch,
+                        current: epoch,
+                    },
+                })
+            }
             // A failed executor still settles, as a failed turn: the turn was spent, the
             // validator judges what state it left, and the retry policy paces the next one.
             Either::Left((Err(error), _)) => Ran::Failed(error.failure()),
@@ -664,7 +738,9 @@ impl Engine {
     }
 
     /// Renews the lease every [`EngineOptions::renew_every`]; resolves only when renewal is
-    /// refused (the lease was lost), with the refusal.
+    /// refused (the lease was lost: expired, or taken over by another session under a newer
+    /// epoch), with the refusal. The turn is then cancelled: its executor's future is dropped
+    /// and nothing is settled.
     async fn keep_alive(&self, goal: &GoalId, request: &TurnRequest) -> Refusal {
         let actor = Actor::Agent(self.agent.clone());
         let command = Command::Renew {
@@ -722,23 +798,57 @@ impl Engine {
         };
         let op = operation(&["settle", request.goal.as_str(), request.turn.as_str()]);
         let command = Command::SettleTurn(settlement);
-        Ok(
-            match self.write(state, &self.as_agent(), &command, &op).await? {
-                Written::Committed(events) => TurnOutcome::Settled {
-                    todo: request.todo.clone(),
-                    turn: request.turn.clone(),
-                    resumed,
-                    verdict: outcome,
-                    result: settled_result(&events),
-                    summary: executed.summary,
-                },
-                Written::Refused(refusal) => TurnOutcome::LeaseLost {
-                    todo: request.todo.clone(),
-                    turn: request.turn.clone(),
-                    refusal,
-                },
+        let written = self.write(state, &self.as_agent(), &command, &op).await?;
+        let written = self
+            .resolve_expired(state, request, command, written)
+            .await?;
+        Ok(match written {
+            Written::Committed(events) => TurnOutcome::Settled {
+                todo: request.todo.clone(),
+                turn: request.turn.clone(),
+                resumed,
+                verdict: outcome,
+                result: settled_result(&events),
+                summary: executed.summary,
             },
-        )
+            Written::Refused(refusal) => TurnOutcome::LeaseLost {
+                todo: request.todo.clone(),
+                turn: request.turn.clone(),
+                refusal,
+            },
+        })
+    }
+
+    /// A settlement refused because the lease expired while the turn ran to its end: the
+    /// executor's report is the readback that resolves the turn (`resolve_outcome`), the only
+    /// way a turn on an expired lease may still be settled. Any other outcome stands.
+    async fn resolve_expired(
+        &self,
+        state: &mut GoalState,
+        request: &TurnRequest,
+        command: Command,
+        written: Written,
+    ) -> Result<Written, EngineError> {
+        let expired = matches!(
+            written,
+            Written::Refused(Refusal::OutcomeUnknown { .. } | Refusal::NoLiveLease { .. })
+        );
+        let Command::SettleTurn(settlement) = command else {
+            return Ok(written);
+        };
+        if !expired {
+            return Ok(written);
+        }
+        let resolve = Command::ResolveOutcome {
+            todo: request.todo.clone(),
+            turn: request.turn.clone(),
+            resolution: OutcomeResolution::Committed {
+                settlement: Box::new(settlement),
+            },
+            grant_reason: None,
+        };
+        let op = operation(&["resolve", request.goal.as_str(), request.turn.as_str()]);
+        self.write(state, &self.as_agent(), &resolve, &op).await
     }
 
     /// The independent verdict: the validator's, or for a provider's monitor poll the
@@ -813,6 +923,42 @@ impl Engine {
             }) => {
                 *state = committed;
                 Ok(Written::Committed(events))
+            }
+            Err(SubmitError::Refused(refusal)) => Ok(Written::Refused(refusal)),
+            Err(SubmitError::Store(error)) => Err(EngineError::Store(error)),
+            Err(SubmitError::Contended { .. }) => Err(EngineError::Contended { goal }),
+            Err(SubmitError::GoalMismatch { goal, created }) => {
+                Err(EngineError::GoalMismatch { goal, created })
+            }
+        }
+    }
+}
+
+impl Engine {
+    /// [`Engine::write`] as this agent, for a command only one session of the agent may
+    /// commit: when the store answers that the operation had already committed (a replay), a
+    /// concurrent session committed it, so it is that session's, and `theirs` comes back.
+    async fn write_once(
+        &self,
+        state: &mut GoalState,
+        command: &Command,
+        op: &OperationId,
+        theirs: Refusal,
+    ) -> Result<Written, EngineError> {
+        let goal = state.spec.id.clone();
+        match self.submit(&goal, &self.as_agent(), command, op).await {
+            Ok(Submitted {
+                state: committed,
+                events,
+                replayed,
+                ..
+            }) => {
+                *state = committed;
+                Ok(if replayed {
+                    Written::Refused(theirs)
+                } else {
+                    Written::Committed(events)
+                })
             }
             Err(SubmitError::Refused(refusal)) => Ok(Written::Refused(refusal)),
             Err(SubmitError::Store(error)) => Err(EngineError::Store(error)),

@@ -184,6 +184,7 @@ impl Ctx<'_> {
             && !matches!(
                 command,
                 Command::SettleTurn(_)
+                    | Command::TakeOverTurn { .. }
                     | Command::Release { .. }
                     | Command::ResolveOutcome { .. }
                     | Command::RecordObservation { .. }
@@ -257,6 +258,12 @@ impl Ctx<'_> {
                 turn,
                 reserve,
             } => self.begin_turn(todo, *epoch, turn, *reserve),
+            Command::TakeOverTurn {
+                todo,
+                epoch,
+                turn,
+                ttl,
+            } => self.take_over_turn(todo, *epoch, turn, *ttl),
             Command::SettleTurn(settlement) => self.settle(settlement, false),
             Command::ResolveOutcome {
                 todo,

@@ -11,9 +11,10 @@ use crate::ids::{AgentId, ObligationId, TodoId, TurnId};
 use crate::obligation::{ObligationCause, ObligationKind};
 use crate::refusal::Refusal;
 use crate::retry::{Streak, TurnResult};
+use crate::time::Duration;
 use crate::todo::{ContinuationRecord, ResumeCondition, Todo, TodoClass};
 
-use super::{Ctx, current_epoch, invalid, optional_text, text};
+use super::{Ctx, current_epoch, invalid, optional_text, positive, text};
 
 impl Ctx<'_> {
     pub(super) fn begin_turn(
@@ -58,6 +59,54 @@ impl Ctx<'_> {
         }])
     }
 
+    /// Moves the turn in flight under the actor's live lease to a new epoch: the session that
+    /// began it is fenced, the turn and its reservation carry over, nothing is charged.
+    pub(super) fn take_over_turn(
+        &self,
+        id: &TodoId,
+        epoch: u64,
+        turn: &TurnId,
+        ttl: Option<Duration>,
+    ) -> Result<Vec<Event>, Refusal> {
+        let todo = self.todo(id)?;
+        current_epoch(todo, epoch)?;
+        let Some(lease) = &todo.lease else {
+            return Err(self.turn_gone(id, turn));
+        };
+        if self.actor.agent() != Some(&lease.holder) {
+            return Err(Refusal::NotLeaseHolder {
+                todo: id.clone(),
+                actor: self.actor.clone(),
+            });
+        }
+        if lease.turn.as_ref().map(|t| &t.id) != Some(turn) {
+            return Err(self.turn_gone(id, turn));
+        }
+        // An expired lease is no longer the holder's to extend: the turn's outcome is then
+        // settled by a readback, or on idempotent work the todo is claimed again.
+        if !lease.is_live(self.now) {
+            return Err(if todo.outcome_unknown(self.now) {
+                Refusal::OutcomeUnknown {
+                    todo: id.clone(),
+                    turn: turn.clone(),
+                }
+            } else {
+                Refusal::NoLiveLease { todo: id.clone() }
+            });
+        }
+        // Like a renewal, taking over extends the lease: an unregistered holder may not.
+        self.registered(&lease.holder)?;
+        let ttl = ttl.unwrap_or(self.state.spec.policy.lease_ttl);
+        positive("ttl", ttl)?;
+        Ok(vec![Event::TurnTakenOver {
+            todo: id.clone(),
+            turn: turn.clone(),
+            from_epoch: epoch,
+            epoch: todo.last_epoch + 1,
+            expires_at: self.now.plus(ttl),
+        }])
+    }
+
     /// Validates a settlement. `resolving` is set when a readback resolves an expired turn: the
     /// lease may then be expired and the actor need not be its holder.
     pub(super) fn settle(&self, s: &Settlement, resolving: bool) -> Result<Vec<Event>, Refusal> {
@@ -74,6 +123,21 @@ impl Ctx<'_> {
         }
         if lease.turn.as_ref().map(|t| &t.id) != Some(&s.turn) {
             return Err(self.turn_gone(&s.todo, &s.turn));
+        }
+        // An expired lease ends the holder's right to settle: a turn that may have had effects
+        // is then of unknown outcome and is settled only by a readback (`resolve_outcome`);
+        // idempotent work is simply claimable again.
+        if !resolving && !lease.is_live(self.now) {
+            return Err(if todo.outcome_unknown(self.now) {
+                Refusal::OutcomeUnknown {
+                    todo: s.todo.clone(),
+                    turn: s.turn.clone(),
+                }
+            } else {
+                Refusal::NoLiveLease {
+                    todo: s.todo.clone(),
+                }
+            });
         }
         if s.verdict.validator == Actor::Agent(lease.holder.clone()) {
             return Err(Refusal::ValidationNotIndependent {

@@ -494,6 +494,32 @@ impl GoalState {
                 let lease = self.lease_mut(todo, recorded)?;
                 lease.expires_at = *expires_at;
             }
+            Event::TurnTakenOver {
+                todo,
+                turn,
+                epoch,
+                expires_at,
+                ..
+            } => {
+                let entry = self.todo_mut(todo, recorded)?;
+                let in_flight = entry
+                    .lease
+                    .as_ref()
+                    .and_then(|l| l.turn.as_ref())
+                    .is_some_and(|t| &t.id == turn);
+                if !in_flight || *epoch <= entry.last_epoch {
+                    return Err(inconsistent(
+                        recorded,
+                        format!(
+                            "turn `{turn}` taken over on `{todo}` while not in flight or under an old epoch"
+                        ),
+                    ));
+                }
+                entry.last_epoch = *epoch;
+                let lease = self.lease_mut(todo, recorded)?;
+                lease.epoch = *epoch;
+                lease.expires_at = *expires_at;
+            }
             Event::LeaseReleased { todo, .. } | Event::OutcomeAbsent { todo, .. } => {
                 self.end_lease(todo, recorded)?;
             }

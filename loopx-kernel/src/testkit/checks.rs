@@ -234,6 +234,7 @@ fn snapshot_round_trip(state: &GoalState, out: &mut Out) {
     }
 }
 
+#[allow(clippy::too_many_lines)] // one arm per kind of event the log's invariants follow
 fn log_history(state: &GoalState, log: &[RecordedEvent], out: &mut Out) {
     let mut epochs: BTreeMap<&TodoId, u64> = BTreeMap::new();
     let mut begun: BTreeMap<&crate::ids::TurnId, u32> = BTreeMap::new();
@@ -246,7 +247,8 @@ fn log_history(state: &GoalState, log: &[RecordedEvent], out: &mut Out) {
         });
         match &recorded.event {
             Event::LeaseAcquired { todo, epoch, .. }
-            | Event::LeaseHandedOff { todo, epoch, .. } => {
+            | Event::LeaseHandedOff { todo, epoch, .. }
+            | Event::TurnTakenOver { todo, epoch, .. } => {
                 let previous = epochs.insert(todo, *epoch).unwrap_or(0);
                 out.check(*epoch > previous, "3 epochs increase", || {
                     format!("todo {todo} got epoch {epoch} after {previous}")
@@ -755,6 +757,23 @@ fn step_event(
             handed_off(before, after, now, todo, from, *epoch, out);
             acquired(before, now, todo, to, workspace.as_ref(), true, out);
         }
+        Event::TurnTakenOver {
+            todo,
+            turn,
+            from_epoch,
+            epoch,
+            ..
+        } => taken_over(
+            before,
+            after,
+            actor,
+            now,
+            todo,
+            turn,
+            *from_epoch,
+            *epoch,
+            out,
+        ),
         Event::TurnBegun { todo, .. } => {
             let todo_ok = after
                 .todos
@@ -924,6 +943,111 @@ fn handed_off(
                 new.holder, new.epoch
             )
         },
+    );
+}
+
+/// A take-over by another session of the holder agent: the same holder, turn and
+/// reservation under a newer epoch, nothing charged, and the old session fenced — every lease
+/// command it can still send under the old epoch is refused `stale_lease_epoch`.
+#[allow(clippy::too_many_arguments)] // the event's fields and the states around it
+fn taken_over(
+    before: &GoalState,
+    after: &GoalState,
+    actor: &Actor,
+    now: Timestamp,
+    id: &TodoId,
+    turn: &crate::ids::TurnId,
+    from_epoch: u64,
+    epoch: u64,
+    out: &mut Out,
+) {
+    let old = before.todos.get(id).and_then(|t| live(t, now));
+    let ok = old.is_some_and(|l| {
+        actor.agent() == Some(&l.holder)
+            && l.epoch == from_epoch
+            && l.turn.as_ref().is_some_and(|t| &t.id == turn)
+    });
+    out.check(ok, "17 take-over", || {
+        format!(
+            "{actor:?} took turn {turn} on {id} over from epoch {from_epoch}; the lease was {old:?}"
+        )
+    });
+    let Some(old) = old else { return };
+    let new = after.todos.get(id).and_then(|t| t.lease.as_ref());
+    out.check(
+        new.is_some_and(|l| {
+            l.holder == old.holder
+                && l.epoch == epoch
+                && epoch > from_epoch
+                && l.turn.as_ref().map(|t| (&t.id, t.reserved))
+                    == old.turn.as_ref().map(|t| (&t.id, t.reserved))
+        }),
+        "17 take-over",
+        || format!("after the take-over of {turn} on {id} the lease is {new:?}, was {old:?}"),
+    );
+    out.check(
+        before.ledger == after.ledger
+            && before.todos.get(id).map(|t| &t.budget) == after.todos.get(id).map(|t| &t.budget),
+        "4 charged once",
+        || format!("the take-over of {turn} on {id} moved the budget"),
+    );
+    let stale = from_epoch;
+    // On an abandoned goal nothing renews; what settles or gives up a turn is still fenced.
+    let abandoned = after.abandoned.is_some();
+    let probes = [
+        (!abandoned).then(|| Command::Renew {
+            todo: id.clone(),
+            epoch: stale,
+            ttl: None,
+        }),
+        Some(Command::Release {
+            todo: id.clone(),
+            epoch: stale,
+        }),
+        Some(Command::TakeOverTurn {
+            todo: id.clone(),
+            epoch: stale,
+            turn: turn.clone(),
+            ttl: None,
+        }),
+        Some(Command::SettleTurn(Settlement {
+            todo: id.clone(),
+            epoch: stale,
+            turn: turn.clone(),
+            verdict: Verdict {
+                validator: Actor::Validator(crate::testkit::roster::validator()),
+                outcome: VerdictOutcome::Passed,
+                summary: String::new(),
+            },
+            evidence: vec![],
+            observations: vec![],
+            transition: Transition::KeepOpen,
+            usage: Amounts::ONE_TURN,
+            failure: None,
+        })),
+    ];
+    for probe in probes.into_iter().flatten() {
+        let refused = execute(Some(after), actor, now, &probe);
+        out.check(
+            matches!(&refused, Err(r) if r.code() == "stale_lease_epoch"),
+            "17 take-over",
+            || {
+                format!(
+                    "the fenced session may still `{}` {id} under epoch {stale}: {refused:?}",
+                    probe.name()
+                )
+            },
+        );
+    }
+    let renew = Command::Renew {
+        todo: id.clone(),
+        epoch,
+        ttl: None,
+    };
+    out.check(
+        abandoned || execute(Some(after), actor, now, &renew).is_ok(),
+        "17 take-over",
+        || format!("the new session may not renew {id} under epoch {epoch}"),
     );
 }
 

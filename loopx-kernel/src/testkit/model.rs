@@ -44,6 +44,10 @@ pub enum Expect {
 
 type Verdict = Result<Vec<&'static str>, &'static str>;
 
+/// The rule refusing a plain settlement (or a take-over) of a turn whose lease expired over
+/// work not safe to repeat: its outcome is unknown until a readback resolves it.
+pub(crate) const EXPIRED_TURN: &str = "outcome unknown: only a readback settles it";
+
 /// A todo as the model sees it.
 #[derive(Debug, Clone)]
 pub(crate) struct MTodo {
@@ -725,6 +729,7 @@ impl LifecycleModel {
         let still_allowed = matches!(
             command,
             Command::SettleTurn(_)
+                | Command::TakeOverTurn { .. }
                 | Command::Release { .. }
                 | Command::ResolveOutcome { .. }
                 | Command::RecordObservation { .. }
@@ -842,6 +847,12 @@ impl LifecycleModel {
                 turn,
                 reserve,
             } => self.begin(actor, todo, *epoch, turn, *reserve),
+            Command::TakeOverTurn {
+                todo,
+                epoch,
+                turn,
+                ttl,
+            } => self.take_over(actor, todo, *epoch, turn, *ttl),
             Command::SettleTurn(settlement) => self.settle(actor, settlement, false),
             Command::ResolveOutcome {
                 todo,
@@ -1443,6 +1454,50 @@ impl LifecycleModel {
         Ok(vec!["turn_begun"])
     }
 
+    /// Another session of the holder agent takes the turn in flight over: a new epoch, the
+    /// same turn and reservation, nothing charged.
+    fn take_over(
+        &mut self,
+        actor: &Actor,
+        id: &TodoId,
+        epoch: u64,
+        turn: &TurnId,
+        ttl: Option<Duration>,
+    ) -> Verdict {
+        let todo = self.todos.get(id).ok_or("unknown todo")?;
+        if epoch != todo.last_epoch {
+            return Err("stale epoch");
+        }
+        let lease = todo.lease.as_ref().ok_or("no lease")?;
+        if actor.agent() != Some(&lease.holder) {
+            return Err("not the holder");
+        }
+        if lease.turn.as_ref().is_none_or(|(t, _)| t != turn) {
+            return Err("turn not in flight");
+        }
+        if !lease.live(self.now) {
+            return Err(if todo.outcome_unknown(self.now) {
+                EXPIRED_TURN
+            } else {
+                "no live lease"
+            });
+        }
+        self.registered_agent(actor)?;
+        let ttl = ttl.unwrap_or(self.policy.lease_ttl);
+        if ttl <= Duration::ZERO {
+            return Err("ttl must be positive");
+        }
+        let expires = self.now.plus(ttl);
+        let todo = self.todo_mut(id);
+        todo.last_epoch += 1;
+        let epoch = todo.last_epoch;
+        if let Some(lease) = todo.lease.as_mut() {
+            lease.epoch = epoch;
+            lease.expires = expires;
+        }
+        Ok(vec!["turn_taken_over"])
+    }
+
     fn vet_observation(observation: &Observation) -> Result<(), &'static str> {
         let facts_ok = observation.facts.len() <= 64
             && observation
@@ -1563,6 +1618,14 @@ impl LifecycleModel {
         let Some((turn, reserved)) = lease.turn.clone().filter(|(t, _)| t == &s.turn) else {
             return Err("turn not in flight");
         };
+        // The holder's right to settle ends with its lease; only a readback settles then.
+        if !resolving && !lease.live(self.now) {
+            return Err(if todo.outcome_unknown(self.now) {
+                EXPIRED_TURN
+            } else {
+                "no live lease"
+            });
+        }
         let holder = lease.holder.clone();
         if s.verdict.validator == Actor::Agent(holder.clone()) {
             return Err("the executor validated itself");

@@ -394,6 +394,7 @@ enum Kind {
     Release,
     Handoff,
     Resolve,
+    Race,
     Defer,
     Block,
     Unblock,
@@ -442,6 +443,7 @@ fn weights(m: &LifecycleModel) -> Vec<(u32, Kind)> {
         (when(live, 3, 1), Kind::Release),
         (when(live, 4, 1), Kind::Handoff),
         (when(expired_turn, 6, 1), Kind::Resolve),
+        (when(live_turn, 6, 1), Kind::Race),
         (when(has_todos, 4, 1), Kind::Defer),
         (when(has_todos, 2, 1), Kind::Block),
         (
@@ -536,6 +538,19 @@ fn progress(m: &LifecycleModel, p: &mut Picker) -> Step {
                     }
                 }
                 if lease.expires > now {
+                    // Now and then a fresh session of the holder resumes the turn: it takes
+                    // the turn over first, fencing the session that began it.
+                    if p.chance(15) {
+                        options.push(issue(
+                            holder.clone(),
+                            Command::TakeOverTurn {
+                                todo: id.clone(),
+                                epoch: lease.epoch,
+                                turn: turn.clone(),
+                                ttl: None,
+                            },
+                        ));
+                    }
                     options.push(issue(holder, Command::SettleTurn(settlement)));
                 } else {
                     options.push(issue(
@@ -750,7 +765,10 @@ fn build(m: &LifecycleModel, kind: Kind, p: &mut Picker) -> Step {
         Kind::Claim => claim(m, p),
         Kind::Begin => begin(m, p),
         Kind::Settle => {
-            let (actor, settlement) = settlement(m, p, true);
+            // Now and then a plain settlement of a turn whose lease expired: only a readback
+            // may settle that one.
+            let current = !p.chance(15);
+            let (actor, settlement) = settlement(m, p, current);
             issue(actor, Command::SettleTurn(settlement))
         }
         Kind::Renew | Kind::Release => {
@@ -775,6 +793,7 @@ fn build(m: &LifecycleModel, kind: Kind, p: &mut Picker) -> Step {
         }
         Kind::Handoff => handoff(m, p),
         Kind::Resolve => resolve(m, p),
+        Kind::Race => race(m, p),
         Kind::Defer | Kind::Block | Kind::Unblock | Kind::Supersede | Kind::Reassign => {
             todo_change(m, p, kind)
         }
@@ -1160,6 +1179,58 @@ fn resolve(m: &LifecycleModel, p: &mut Picker) -> Step {
             grant_reason: grant,
         },
     )
+}
+
+/// Two sessions of one agent racing on one turn. The session that resumes it takes it over
+/// under the epoch it found; the other still presents an older one (one behind, the epoch it
+/// began or resumed under) and renews, settles, releases or takes over too: the model refuses
+/// it `stale epoch`, which the machine pins to `stale_lease_epoch`.
+fn race(m: &LifecycleModel, p: &mut Picker) -> Step {
+    let todo = some_todo(m, p, |t| t.lease.as_ref().is_some_and(|l| l.turn.is_some()));
+    let entry = m.todos.get(&todo);
+    let lease = entry.and_then(|t| t.lease.as_ref());
+    let holder = lease.map_or_else(|| roster::agents()[0].clone(), |l| l.holder.clone());
+    let last = entry.map_or(1, |t| t.last_epoch);
+    let turn = match lease.and_then(|l| l.turn.as_ref()) {
+        Some((turn, _)) if !p.chance(8) => turn.clone(),
+        _ => fresh(m, "u-other"),
+    };
+    let epoch = if p.chance(50) {
+        last
+    } else {
+        last.saturating_sub(1)
+    };
+    let actor = if p.chance(8) {
+        any_actor(p)
+    } else {
+        agent(&holder)
+    };
+    let command = match p.below(8) {
+        0..=3 => Command::TakeOverTurn {
+            todo,
+            epoch,
+            turn,
+            ttl: match p.below(10) {
+                0..=7 => None,
+                8 => Some(Duration::minutes(20)),
+                _ => Some(Duration::ZERO),
+            },
+        },
+        4 => Command::Renew {
+            todo,
+            epoch,
+            ttl: None,
+        },
+        5 => Command::Release { todo, epoch },
+        _ => {
+            let (_, mut settlement) = settlement(m, p, true);
+            settlement.todo = todo;
+            settlement.epoch = epoch;
+            settlement.turn = turn;
+            Command::SettleTurn(settlement)
+        }
+    };
+    issue(actor, command)
 }
 
 fn todo_change(m: &LifecycleModel, p: &mut Picker, kind: Kind) -> Step {
