@@ -979,6 +979,7 @@ fn cold_load<S: Store>(
             digest: format!("load-{k}"),
             at: now,
             events: batch.to_vec(),
+            clock_skew: loopx_kernel::DEFAULT_CLOCK_SKEW,
         };
         let commit = Commit::fold(base.take(), request)?;
         base = Some(commit.state().clone());

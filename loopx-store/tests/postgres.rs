@@ -309,6 +309,7 @@ fn a_commit_whose_answer_is_lost_is_ambiguous_and_submit_resolves_it() {
             digest: digest(&owner(), &command),
             at: now(),
             events: stamp(1, &owner(), now(), events),
+            clock_skew: loopx_kernel::DEFAULT_CLOCK_SKEW,
         };
         let commit = Commit::fold(Some(state), request).unwrap();
         proxy.armed.store(true, Ordering::SeqCst);
@@ -521,6 +522,7 @@ fn no_op(base: Option<&loopx_kernel::GoalState>, i: usize, digest: &str) -> Comm
         digest: digest.to_owned(),
         at: now(),
         events: vec![],
+        clock_skew: loopx_kernel::DEFAULT_CLOCK_SKEW,
     };
     Commit::fold(base.cloned(), request).unwrap()
 }
@@ -739,6 +741,7 @@ fn a_retry_from_a_handle_that_missed_the_commit_returns_the_first_receipt_and_ca
             digest: digest(&owner(), &command),
             at: later,
             events: stamp(1, &owner(), later, events),
+            clock_skew: loopx_kernel::DEFAULT_CLOCK_SKEW,
         };
         let commit = Commit::fold(Some(at_one), request).unwrap();
         assert_eq!(

@@ -884,6 +884,7 @@ fn race_setup(target: &Target) {
             digest: "setup".into(),
             at: now,
             events,
+            clock_skew: loopx_kernel::DEFAULT_CLOCK_SKEW,
         };
         let commit = Commit::fold(None, request).unwrap();
         let receipt = rt.block_on(store.append(commit)).unwrap().into_receipt();
