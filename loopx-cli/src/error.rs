@@ -300,6 +300,12 @@ pub fn refusal_words(refusal: &Refusal) -> (String, String) {
             "claim with --workspace-top-level and --workspace-common-dir (from `git rev-parse`)",
         ),
         Refusal::ObligationClosed { .. } => same("ask for the next step with `loopx next`"),
+        Refusal::ClockAhead { store_time, .. } => (
+            kernel.clone(),
+            format!(
+                "run it without --now (the store's clock reads {store_time}), and check this host's clock; only a store created with `loopx init --test-clock` lets --now move time"
+            ),
+        ),
         _ => same("nothing changed; ask for the next legal step with `loopx next`"),
     }
 }

@@ -163,6 +163,17 @@ impl PostgresStore {
         PostgresStore::connect_with(url, PostgresOptions::default(), NoTls).await
     }
 
+    /// Connects to the database at `url` with `options` and without TLS.
+    ///
+    /// # Errors
+    /// See [`PostgresStore::connect_with`].
+    pub async fn connect_without_tls(
+        url: &str,
+        options: PostgresOptions,
+    ) -> Result<PostgresStore, StoreError> {
+        PostgresStore::connect_with(url, options, NoTls).await
+    }
+
     /// Connects to the database at `url` over `tls` (e.g. a `tokio-postgres-rustls` or
     /// `postgres-native-tls` connector; [`NoTls`] for none) and brings its schema to
     /// [`SCHEMA_VERSION`].
