@@ -1764,7 +1764,7 @@ pub async fn time_is_bounded_by_the_store_clock<B: Backend>(backend: &B) {
     );
     match store.append(commit(Some(&state), direct)).await {
         Err(StoreError::ClockAhead { at, store_time, .. }) => {
-            assert!(at == ahead && store_time >= now)
+            assert!(at == ahead && store_time >= now);
         }
         other => panic!("a direct append an hour ahead is refused, got {other:?}"),
     }
