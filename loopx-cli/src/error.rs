@@ -332,6 +332,21 @@ impl From<Refusal> for CliError {
 
 impl From<StoreError> for CliError {
     fn from(error: StoreError) -> Self {
+        // A commit beyond the store's clock is the refusal it is through `submit`, also when a
+        // verb appends directly (`import`).
+        if let StoreError::ClockAhead {
+            at,
+            store_time,
+            skew,
+        } = error
+        {
+            return Refusal::ClockAhead {
+                at,
+                store_time,
+                skew,
+            }
+            .into();
+        }
         let message = error.to_string();
         let (exit, code, hint) = match &error {
             StoreError::Conflict { .. } => (

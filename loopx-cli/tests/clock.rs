@@ -175,3 +175,24 @@ fn a_command_behind_the_goals_time_is_brought_up_to_it() {
     assert_eq!(times.len(), 4, "{log:#}");
     assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
 }
+
+/// A history exported from a test-clock store with times ahead does not enter a normal store:
+/// its import is the same refusal, and nothing is written.
+#[test]
+fn a_history_from_ahead_is_not_imported_into_a_store_on_its_own_clock() {
+    let simulated = Loopx::sqlite();
+    simulated.ok(&["init", "--test-clock"]);
+    let far = "2030-01-01T10:00:00Z";
+    claimed_by_a(&simulated, far, far);
+    let exported = simulated.run(&["--goal", GOAL, "export"]);
+    assert_eq!(exported.code, 0, "{}", exported.stderr);
+
+    let real = Loopx::sqlite();
+    real.ok(&["init"]);
+    let file = real.file("clocked.jsonl", &exported.stdout);
+    let (code, out) = real.json(&["import", "--file", &file]);
+    assert_eq!(code, 3, "{out:#}");
+    assert_eq!(out["error"]["code"], "clock_ahead", "{out:#}");
+    let (code, _) = real.json(&["--goal", GOAL, "goal", "show"]);
+    assert_eq!(code, 5, "nothing was imported");
+}
