@@ -982,6 +982,7 @@ fn cold_load<S: Store>(
             at: now,
             events: batch.to_vec(),
             authorship: None,
+            clock_skew: loopx_kernel::DEFAULT_CLOCK_SKEW,
         };
         let commit = Commit::fold(base.take(), request)?;
         base = Some(commit.state().clone());

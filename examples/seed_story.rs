@@ -23,7 +23,7 @@ use loopx_kernel::{
     Settlement, SourceId, Subject, Timestamp, TodoId, Transition, TurnId, Verdict, VerdictOutcome,
     decide,
 };
-use loopx_store::SqliteStore;
+use loopx_store::{SqliteOptions, SqliteStore, StoreClock};
 use tokio::runtime::{Builder, Runtime};
 
 type Result<T> = std::result::Result<T, Box<dyn Error>>;
@@ -88,9 +88,11 @@ impl Story {
         };
         let now = clock("2026-11-29T10:02")?;
         let maintainer = Actor::Person(maintainer);
-        // A store of its own, removed with the story.
+        // A store of its own, removed with the story; the story moves time by hand, so the
+        // store is created with a test clock, which follows the times it is given.
         let dir = tempfile::tempdir()?;
-        let store = SqliteStore::create(dir.path().join("loopx.db"))?;
+        let options = SqliteOptions::default().clock(StoreClock::Test);
+        let store = SqliteStore::create_with(dir.path().join("loopx.db"), options)?;
         let runtime = Builder::new_current_thread().enable_all().build()?;
         let goal_id = spec.id.clone();
         let created = runtime.block_on(submit(

@@ -42,7 +42,7 @@ use loopx_kernel::{
     NewEvidence, Observation, OperationId, Question, Refusal, SourceId, Timestamp, VerdictOutcome,
     decide,
 };
-use loopx_store::SqliteStore;
+use loopx_store::{SqliteOptions, SqliteStore, StoreClock};
 use tokio::runtime::{Builder, Runtime};
 
 /// Every story's result: any error, with a message that says what went wrong.
@@ -87,7 +87,18 @@ impl Story {
         day: &str,
     ) -> Result<Story> {
         let dir = tempfile::tempdir()?;
-        let store = Arc::new(SqliteStore::create(dir.path().join("loopx.db"))?);
+        // A story on a manual clock moves time by hand: its store is created with a test
+        // clock, which follows the times it is given. On real time the store's clock bounds.
+        let store_clock = if manual.is_some() {
+            StoreClock::Test
+        } else {
+            StoreClock::System
+        };
+        let options = SqliteOptions::default().clock(store_clock);
+        let store = Arc::new(SqliteStore::create_with(
+            dir.path().join("loopx.db"),
+            options,
+        )?);
         let runtime = Builder::new_current_thread().enable_all().build()?;
         let opened = Story {
             dir,

@@ -245,7 +245,13 @@ impl Ctx {
 
     /// Opens the store; it must exist.
     pub async fn open(&self) -> Result<Backend, CliError> {
-        store::open_with(&self.location, false, self.accept_wal_loss).await
+        store::open_with(
+            &self.location,
+            false,
+            self.accept_wal_loss,
+            loopx_store::StoreClock::System,
+        )
+        .await
     }
 
     /// The acting actor when one is given; an error when malformed.

@@ -301,6 +301,12 @@ pub fn refusal_words(refusal: &Refusal) -> (String, String) {
             "claim with --workspace-top-level and --workspace-common-dir (from `git rev-parse`)",
         ),
         Refusal::ObligationClosed { .. } => same("ask for the next step with `loopx next`"),
+        Refusal::ClockAhead { store_time, .. } => (
+            kernel.clone(),
+            format!(
+                "run it without --now (the store's clock reads {store_time}), and check this host's clock; only a store created with `loopx init --test-clock` lets --now move time"
+            ),
+        ),
         _ => same("nothing changed; ask for the next legal step with `loopx next`"),
     }
 }
@@ -327,6 +333,21 @@ impl From<Refusal> for CliError {
 
 impl From<StoreError> for CliError {
     fn from(error: StoreError) -> Self {
+        // A commit beyond the store's clock is the refusal it is through `submit`, also when a
+        // verb appends directly (`import`).
+        if let StoreError::ClockAhead {
+            at,
+            store_time,
+            skew,
+        } = error
+        {
+            return Refusal::ClockAhead {
+                at,
+                store_time,
+                skew,
+            }
+            .into();
+        }
         let message = error.to_string();
         let (exit, code, hint) = match &error {
             StoreError::Conflict { .. } => (

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use loopx_kernel::seams::{Store, StoreError};
 #[cfg(feature = "postgres")]
 use loopx_store::PostgresStore;
-use loopx_store::{Retention, SqliteOptions, SqliteStore, WalDamage};
+use loopx_store::{Retention, SqliteOptions, SqliteStore, StoreClock, WalDamage};
 
 use crate::error::{CliError, Exit};
 
@@ -89,6 +89,15 @@ impl Backend {
         }
     }
 
+    /// The clock the store was created with, which bounds every commit's time.
+    pub fn clock(&self) -> StoreClock {
+        match self {
+            Backend::Sqlite(store) => store.clock(),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(store) => store.clock(),
+        }
+    }
+
     /// Where it is, safe to print: the file path, or the server without its password.
     pub fn describe(&self) -> String {
         match self {
@@ -110,7 +119,7 @@ fn missing(path: &Path) -> CliError {
 
 /// Opens the store, refusing a damaged write-ahead log (see [`open_with`]).
 pub async fn open(location: &Location, create: bool) -> Result<Backend, CliError> {
-    open_with(location, create, false).await
+    open_with(location, create, false, StoreClock::System).await
 }
 
 /// A write-ahead log SQLite would drop committed transactions from.
@@ -127,15 +136,19 @@ fn wal_damaged(damage: &WalDamage) -> CliError {
 /// directory) is created; otherwise a missing file is `store_missing` and nothing is created.
 /// An existing file is never filled in: an empty one is `store_corrupt`. With
 /// `accept_wal_loss` a store whose write-ahead log is damaged before committed frames opens
-/// without them (after a copy of the log is kept); without it that is `wal_damaged`.
+/// without them (after a copy of the log is kept); without it that is `wal_damaged`. A store
+/// this call creates is created with `clock`; an existing store keeps its own.
 pub async fn open_with(
     location: &Location,
     create: bool,
     accept_wal_loss: bool,
+    clock: StoreClock,
 ) -> Result<Backend, CliError> {
     match location {
         Location::Sqlite(path) => {
-            let options = SqliteOptions::default().accept_wal_loss(accept_wal_loss);
+            let options = SqliteOptions::default()
+                .accept_wal_loss(accept_wal_loss)
+                .clock(clock);
             let opened = if create {
                 if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
                     std::fs::create_dir_all(dir).map_err(|error| {
@@ -164,7 +177,11 @@ pub async fn open_with(
             }
         }
         #[cfg(feature = "postgres")]
-        Location::Postgres(url) => Ok(Backend::Postgres(PostgresStore::connect(url).await?)),
+        Location::Postgres(url) => {
+            let options = loopx_store::PostgresOptions::default().clock(clock);
+            let store = PostgresStore::connect_without_tls(url, options).await?;
+            Ok(Backend::Postgres(store))
+        }
         #[cfg(not(feature = "postgres"))]
         Location::Postgres(_) => Err(CliError::usage(
             "postgres_unsupported",

@@ -42,3 +42,21 @@ fn every_verb_a_fix_names_exists_with_its_flags() {
         }
     }
 }
+
+/// A refusal from the store (`clock_ahead`) names a verb too; it exists.
+#[test]
+fn the_verb_a_refusal_fix_names_exists() {
+    let lx = Loopx::sqlite();
+    let at = loopx_kernel::Timestamp::from_millis(0);
+    let refusal = loopx_kernel::Refusal::ClockAhead {
+        at,
+        store_time: at,
+        skew: loopx_kernel::DEFAULT_CLOCK_SKEW,
+    };
+    let fix = refusal.fix().expect("clock_ahead says what to do");
+    let mut args: Vec<&str> = fix.verb.split(' ').collect();
+    args.push("--help");
+    let run = lx.run(&args);
+    assert_eq!(run.code, 0, "`loopx {}` exists: {}", fix.verb, run.stderr);
+    assert!(fix.args.is_empty(), "{fix:?}");
+}

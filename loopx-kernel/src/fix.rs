@@ -15,6 +15,7 @@ use crate::budget::Dimension;
 use crate::decide::{Question, RepairIssue, ReplanReason, Stuck, WaitReason};
 use crate::ids::{AgentId, GateId, TodoId};
 use crate::obligation::ObligationCause;
+use crate::refusal::Refusal;
 use crate::todo::ResumeCondition;
 
 /// The step that acts on one reason of a decision.
@@ -317,6 +318,16 @@ impl RepairIssue {
                 Fix::new("goal amend", Some("amend_goal"), Who::Owner).arg("register-agent", agent)
             }
         }
+    }
+}
+
+impl Refusal {
+    /// The step that acts on a refusal that comes from the store rather than from a rule of the
+    /// goal: `clock_ahead` (the command's time was beyond the store's clock) is acted on by
+    /// asking for the next step again at the current time, `loopx next` without `--now`.
+    /// `None` for the kernel's own refusals, whose messages say what to do.
+    pub fn fix(&self) -> Option<Fix> {
+        matches!(self, Refusal::ClockAhead { .. }).then(|| Fix::new("next", None, Who::Asker))
     }
 }
 

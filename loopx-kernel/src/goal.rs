@@ -244,6 +244,22 @@ pub struct Policy {
     /// nor made progress and raise a replan obligation, whichever todos they ran on (default
     /// 20; 0 never raises one).
     pub stall_goal_turns: u32,
+    /// How far ahead of the store's own clock a command's time may be (default
+    /// [`DEFAULT_CLOCK_SKEW`], 2 minutes). A commit stamped later than the store's clock plus
+    /// this skew is refused (`clock_ahead`) and writes nothing, so no caller can expire another
+    /// agent's lease by claiming a later time; a store created with a test clock follows the
+    /// times it is given instead. Left out of the JSON at its default.
+    #[serde(skip_serializing_if = "is_default_skew")]
+    pub clock_skew: Duration,
+}
+
+/// The default of [`Policy::clock_skew`]: 2 minutes, well above the drift of hosts that keep
+/// their clocks synchronized, well below any lease's time-to-live.
+pub const DEFAULT_CLOCK_SKEW: Duration = Duration::minutes(2);
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
+fn is_default_skew(skew: &Duration) -> bool {
+    *skew == DEFAULT_CLOCK_SKEW
 }
 
 impl Default for Policy {
@@ -256,6 +272,7 @@ impl Default for Policy {
             retry: RetryPolicy::default(),
             stall_turns: DEFAULT_STALL_TURNS,
             stall_goal_turns: DEFAULT_STALL_GOAL_TURNS,
+            clock_skew: DEFAULT_CLOCK_SKEW,
         }
     }
 }

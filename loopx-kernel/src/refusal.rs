@@ -7,7 +7,7 @@ use crate::actor::Actor;
 use crate::budget::Dimension;
 use crate::gate::GateState;
 use crate::ids::{AgentId, DecisionScope, GateId, GoalId, ObligationId, TodoId, TurnId};
-use crate::time::Timestamp;
+use crate::time::{Duration, Timestamp};
 
 /// Why a command was refused.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
@@ -373,6 +373,19 @@ pub enum Refusal {
         /// The actor the command claims.
         actor: Actor,
     },
+    /// The command's time is ahead of the store's clock by more than the goal's clock skew:
+    /// the store wrote nothing.
+    #[error(
+        "the command's time {at} is ahead of the store's clock ({store_time}) by more than the goal's clock skew ({skew}); nothing changed: issue it at the current time (fix this host's clock), or move time only on a store created with a test clock"
+    )]
+    ClockAhead {
+        /// The time the command was to be committed at.
+        at: Timestamp,
+        /// The store's clock when it refused the commit.
+        store_time: Timestamp,
+        /// The goal's `clock_skew`.
+        skew: Duration,
+    },
 }
 
 fn gate_state(state: GateState) -> &'static str {
@@ -443,6 +456,7 @@ impl Refusal {
             Refusal::SignatureMissing { .. } => "signature_missing",
             Refusal::KeyUnregistered { .. } => "key_unregistered",
             Refusal::SignatureInvalid { .. } => "signature_invalid",
+            Refusal::ClockAhead { .. } => "clock_ahead",
         }
     }
 
@@ -493,5 +507,6 @@ impl Refusal {
         "signature_missing",
         "key_unregistered",
         "signature_invalid",
+        "clock_ahead",
     ];
 }

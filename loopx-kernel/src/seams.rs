@@ -50,6 +50,12 @@ pub struct AppendRequest {
     /// keeps it with the commit, so the log can be verified again: the signature against the
     /// keys registered at that revision, and the events against the command.
     pub authorship: Option<Authorship>,
+    /// How far ahead of the store's clock `at` and the events' times may be: the goal's
+    /// [`Policy::clock_skew`](crate::Policy) (for a new goal, its spec's). A store refuses a
+    /// commit beyond it with [`StoreError::ClockAhead`] and writes nothing, unless it was
+    /// created with a test clock.
+    #[serde(default = "default_skew")]
+    pub clock_skew: Duration,
 }
 
 /// What a commit was made from: the command and its actor's signature over it (none for a
@@ -62,6 +68,38 @@ pub struct Authorship {
     /// The signature over the goal, the operation id and the command's digest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signature: Option<Signature>,
+}
+
+fn default_skew() -> Duration {
+    crate::goal::DEFAULT_CLOCK_SKEW
+}
+
+impl AppendRequest {
+    /// The latest time the commit carries: its `at` or any of its events' times. This is what
+    /// a store bounds by its own clock.
+    pub fn latest_time(&self) -> Timestamp {
+        self.events
+            .iter()
+            .map(|event| event.at)
+            .fold(self.at, Timestamp::max)
+    }
+
+    /// [`StoreError::ClockAhead`] when the commit's [`latest time`](Self::latest_time) is
+    /// beyond `store_time` plus the request's skew; what a store with a real clock checks.
+    ///
+    /// # Errors
+    /// As described.
+    pub fn check_clock(&self, store_time: Timestamp) -> Result<(), StoreError> {
+        let at = self.latest_time();
+        if at > store_time.plus(self.clock_skew) {
+            return Err(StoreError::ClockAhead {
+                at,
+                store_time,
+                skew: self.clock_skew,
+            });
+        }
+        Ok(())
+    }
 }
 
 /// What [`Store::append`] commits: an [`AppendRequest`] together with the goal's state after
@@ -293,6 +331,20 @@ pub enum StoreError {
         revision: u64,
         /// What is wrong, without any stored payload.
         detail: String,
+    },
+    /// The commit's time is beyond the store's own clock plus the goal's clock skew
+    /// ([`AppendRequest::clock_skew`]): nothing was written. The write path reports it as the
+    /// refusal `clock_ahead`.
+    #[error(
+        "the commit's time {at} is ahead of the store's clock ({store_time}) by more than {skew}; nothing was written"
+    )]
+    ClockAhead {
+        /// The commit's latest time.
+        at: Timestamp,
+        /// The store's clock when it refused the commit.
+        store_time: Timestamp,
+        /// The skew allowed.
+        skew: Duration,
     },
     /// Stored data is damaged.
     #[error("the store is corrupt: {detail}")]

@@ -399,6 +399,12 @@ fn write_canonical(value: &Value, out: &mut String) {
 /// - When the goal moved between load and append, validates again against the new state, up
 ///   to [`MAX_ATTEMPTS`] times, at once. Use [`submit_paced`] to pause between attempts when
 ///   several writers contend for one goal.
+/// - Time never runs backwards and cannot be forged forward: the command is validated and
+///   stamped at `now`, or at the goal's last commit ([`GoalState::last_commit`]) when `now` is
+///   earlier (a host whose clock is behind is brought up to it, not refused). The store bounds
+///   it forward by its own clock plus the goal's [`Policy::clock_skew`](crate::Policy): a
+///   commit beyond that is refused as [`Refusal::ClockAhead`] and writes nothing (unless the
+///   store was created with a test clock, which follows the times it is given).
 /// - A command the kernel accepts with no events (an unchanged observation) is recorded as a
 ///   no-op receipt: nothing else changes.
 /// - A commit whose outcome the store reports as [`StoreError::Ambiguous`] is resolved by
@@ -407,7 +413,8 @@ fn write_canonical(value: &Value, out: &mut String) {
 ///   it is `replayed`.
 ///
 /// # Errors
-/// [`SubmitError::Refused`] with the kernel's refusal (nothing changed);
+/// [`SubmitError::Refused`] with the kernel's refusal, or `clock_ahead` from the store
+/// (nothing changed);
 /// [`SubmitError::Store`] for store failures; [`SubmitError::Contended`] when every attempt
 /// found the goal moved; [`SubmitError::GoalMismatch`] for a `create_goal` of another goal.
 pub async fn submit<S: Store + ?Sized>(
@@ -558,10 +565,21 @@ impl<'a> Call<'a> {
             Err(_) if start == Start::AtHand => return Ok(None),
             Err(refusal) => return Err(SubmitError::Refused(refusal)),
         }
+                // A goal's time never runs backwards: a caller whose clock is behind the last commit is
+        // brought up to it, and validated and stamped there. How far ahead it may run is the
+        // store's to bound, by its own clock and the goal's skew.
+        let now = current
+            .as_ref()
+            .map_or(self.now, |s| self.now.max(s.last_commit()));
+        let clock_skew = match (current.as_ref(), self.command) {
+            (Some(state), _) => state.spec.policy.clock_skew,
+            (None, Command::CreateGoal { spec }) => spec.policy.clock_skew,
+            (None, _) => crate::goal::DEFAULT_CLOCK_SKEW,
+        };
         // The receipt is not read first: the append checks it inside its own transaction and
         // answers a committed operation with its first receipt (or a conflict). Only a refusal
         // needs it read here, since a retry of a command that took effect may no longer apply.
-        let events = match execute(current.as_ref(), self.actor, self.now, self.command) {
+        let events = match execute(current.as_ref(), self.actor, now, self.command) {
             Ok(events) => events,
             Err(_) if start == Start::AtHand => return Ok(None),
             Err(refusal) => {
@@ -572,18 +590,19 @@ impl<'a> Call<'a> {
             }
         };
         let after = current.as_ref().map_or(0, |s| s.revision);
-        let recorded = stamp(after, self.actor, self.now, events);
+        let recorded = stamp(after, self.actor, now, events);
         let request = AppendRequest {
             goal: goal.clone(),
             expected_revision: after,
             operation: operation.clone(),
             digest: digest.to_owned(),
-            at: self.now,
+            at: now,
             events: recorded.clone(),
             authorship: Some(Authorship {
                 command: self.command.clone(),
                 signature: self.signature,
             }),
+            clock_skew,
         };
         // Folded once, here: the store commits this state rather than folding the batch again.
         let commit = Commit::fold(current, request).map_err(|error| kernel_bug(goal, &error))?;
@@ -593,6 +612,17 @@ impl<'a> Call<'a> {
         let appended = match store.append(commit).await {
             Ok(appended) => appended,
             Err(StoreError::Conflict { .. }) => return Ok(None),
+            Err(StoreError::ClockAhead {
+                at,
+                store_time,
+                skew,
+            }) => {
+                return Err(SubmitError::Refused(Refusal::ClockAhead {
+                    at,
+                    store_time,
+                    skew,
+                }));
+            }
             Err(StoreError::Ambiguous {
                 operation: op,
                 attempt,

@@ -194,7 +194,8 @@ struct Harness {
 impl Harness {
     fn new() -> Self {
         Harness {
-            store: Arc::new(MemoryStore::new()),
+            // Time moves by hand here: the store follows the manual clock's times.
+            store: Arc::new(MemoryStore::with_test_clock()),
             clock: Arc::new(ManualClock::new(start())),
         }
     }

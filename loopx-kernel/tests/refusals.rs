@@ -724,6 +724,35 @@ refusals! {
             ]),
         )
     }
+
+    /// A claim stamped centuries ahead of the store's clock would expire any lease; the store
+    /// refuses it (its clock plus the goal's skew is the bound) and writes nothing. Through the
+    /// write path on a real store, since the store's clock is what bounds it.
+    claim_far_ahead_of_the_store_clock => "clock_ahead" {
+        use loopx_kernel::StoreExt as _;
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let store = loopx_store::MemoryStore::new();
+        let goal = world::spec();
+        let handle = store.goal(&goal.id);
+        let submit = |actor: &loopx_kernel::Actor, now, command: Command| {
+            runtime.block_on(handle.submit(actor, now, &command))
+        };
+        submit(&owner(), ts("10:00"), Command::CreateGoal { spec: goal.clone() }).unwrap();
+        submit(&ag("a"), ts("10:01"), Command::AddTodo { todo: edit() }).unwrap();
+        submit(&ag("a"), ts("10:02"), claim("edit")).unwrap();
+        let before = runtime.block_on(handle.state()).unwrap();
+        let ahead = loopx_kernel::Timestamp::parse("2999-01-01T00:00:00Z").unwrap();
+        let refused = submit(&ag("b"), ahead, claim("edit"));
+        assert_eq!(runtime.block_on(handle.state()).unwrap(), before);
+        match refused {
+            // The store's time is its clock's: read, checked, then fixed for the snapshot.
+            Err(loopx_kernel::SubmitError::Refused(Refusal::ClockAhead { at, store_time, skew })) => {
+                assert!(at == ahead && store_time > ts("10:02") && at > store_time.plus(skew));
+                Refusal::ClockAhead { at, store_time: ts("10:02"), skew }
+            }
+            other => panic!("a claim far ahead is refused, got {other:?}"),
+        }
+    }
 }
 
 fn add_edit() -> Command {

@@ -9,10 +9,10 @@
 mod world;
 
 use loopx_kernel::{
-    Amendment, Amounts, Command, Continuation, Decision, Duration, Event, GateAnswer, GoalState,
-    GrantedAction, HandoffNote, Limits, ObligationId, ObligationKind, OutcomeResolution,
+    Amendment, Amounts, Command, Continuation, Decision, Duration, Event, GateAnswer, GoalSpec,
+    GoalState, GrantedAction, HandoffNote, Limits, ObligationId, ObligationKind, OutcomeResolution,
     PlanChange, RecordedEvent, ReplayError, ResumeCondition, SCHEMA_VERSION, Transition,
-    VerdictOutcome, check_invariants, decide, frontier,
+    VerdictOutcome, check_invariants, decide, execute, frontier,
 };
 use world::{
     EvidenceExt, GateExt, TodoExt, World, ag, agent, capability, criterion, ev, gate, gid, key,
@@ -769,4 +769,42 @@ fn a_history_adding_a_todo_on_a_missing_dependency_is_inconsistent() {
             if problem.contains("depends on `never-added`, which does not exist")),
         "{error}"
     );
+}
+
+/// A snapshot written before the goal's last commit time was recorded (no `last_commit_at`)
+/// still decodes byte-exactly; its state knows the goal's time from its creation until the
+/// next event, which records it again. A policy at the default clock skew writes no
+/// `clock_skew`, so specs written before it keep their bytes; another skew is written.
+#[test]
+fn snapshots_from_before_the_last_commit_time_keep_their_bytes() {
+    let (w, text) = twenty_nine_todos();
+    let stamp = format!(r#","last_commit_at":"{}""#, w.goal.last_commit());
+    assert!(text.contains(&stamp), "a new snapshot records it: {text}");
+    assert!(!text.contains("clock_skew"), "the default skew is left out");
+    let old = text.replacen(&stamp, "", 1);
+    let decoded = loopx_kernel::Snapshot::decode(&old).expect("an old snapshot decodes");
+    assert_eq!(serde_json::to_string(&decoded).unwrap(), old);
+    let mut state = decoded.into_state().unwrap();
+    assert_eq!(state.last_commit_at, None);
+    assert_eq!(state.last_commit(), state.created_at);
+    let later = ts("11:00");
+    let events = execute(
+        Some(&state),
+        &ag("a"),
+        later,
+        &Command::AddTodo {
+            todo: todo("t200", "one more"),
+        },
+    )
+    .unwrap();
+    for event in loopx_kernel::write::stamp(state.revision, &ag("a"), later, events) {
+        state.apply(&event).unwrap();
+    }
+    assert_eq!(state.last_commit_at, Some(later));
+
+    let mut skewed = w.goal.spec.clone();
+    skewed.policy.clock_skew = Duration::seconds(30);
+    let json = serde_json::to_string(&skewed).unwrap();
+    assert!(json.contains(r#""clock_skew":30000"#), "{json}");
+    assert_eq!(serde_json::from_str::<GoalSpec>(&json).unwrap(), skewed);
 }

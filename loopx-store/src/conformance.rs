@@ -18,6 +18,9 @@
 //!     async fn fresh(&self) -> MemoryStore {
 //!         MemoryStore::new() // a new, empty store (e.g. a new database)
 //!     }
+//!     async fn fresh_on_test_clock(&self) -> MemoryStore {
+//!         MemoryStore::with_test_clock() // the same, created with a test clock
+//!     }
 //!     async fn reopen(&self, store: MemoryStore) -> MemoryStore {
 //!         store // close it and open the same data again
 //!     }
@@ -67,8 +70,13 @@ pub trait Backend: Send + Sync {
     /// The store under test.
     type Store: Retention + 'static;
 
-    /// A new, empty store, independent of every other one this backend returned.
+    /// A new, empty store, independent of every other one this backend returned, on the
+    /// backend's own clock (`StoreClock::System`): the suite's fixed times lie in the past.
     async fn fresh(&self) -> Self::Store;
+
+    /// A new, empty store created with a test clock (`StoreClock::Test`), which follows the
+    /// times it is given; [`reopen`](Backend::reopen) must keep it on that clock.
+    async fn fresh_on_test_clock(&self) -> Self::Store;
 
     /// The same data through a new handle: close `store` and open its data again (a durable
     /// backend must show everything it acknowledged). A backend without persistence returns
@@ -136,6 +144,8 @@ macro_rules! conformance_suite {
             reopen_keeps_everything,
             changed_wakes_waiters,
             derived_rows_match_the_history,
+            time_is_bounded_by_the_store_clock,
+            a_test_clock_follows_the_given_times,
         );
     };
     (@cases $backend:expr; $($case:ident),* $(,)?) => {
@@ -424,6 +434,7 @@ fn request(
         at: now,
         events: stamp(expected, actor, now, events),
         authorship: None,
+        clock_skew: loopx_kernel::DEFAULT_CLOCK_SKEW,
     }
 }
 
@@ -454,6 +465,7 @@ fn ahead_of(state: &GoalState, actor: &Actor, now: Timestamp, command: &Command)
             at: now,
             events,
             authorship: None,
+            clock_skew: state.spec.policy.clock_skew,
         },
     )
     .into_parts()
@@ -1678,6 +1690,136 @@ async fn audit_kept<S: Retention>(
         &replayed(store.append(commit.clone()).await, "append again"),
         receipt
     );
+}
+
+/// The system clock, as the store's own clock reads it (PostgreSQL's server runs beside the
+/// tests, on the same clock).
+fn wall_clock() -> Timestamp {
+    crate::clock::system_now()
+}
+
+/// A command's time never moves a goal's time backwards, and cannot run ahead of the store's
+/// clock by more than the goal's skew: an agent whose clock is an hour ahead cannot expire
+/// another agent's lease and take its todo. The refusal changes nothing, through `submit` and
+/// through a direct append alike; an operation that already committed still replays.
+pub async fn time_is_bounded_by_the_store_clock<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let now = wall_clock();
+    let mut goal = Goal::create(&store, spec("clocked", &["a", "b"]), at(0)).await;
+    goal.run(&ag("a"), now, add("t")).await;
+    goal.run(&ag("a"), now, claim("t", 30)).await;
+
+    // Behind the goal's last commit: brought up to it, not refused.
+    let behind = goal
+        .run(&ag("a"), at(1), observation("ci:1", "f1", 1))
+        .await;
+    assert!(
+        behind.events.iter().all(|e| e.at == now),
+        "a command behind the goal's time is stamped at the last commit: {:?}",
+        behind.events
+    );
+    assert_eq!(behind.receipt.committed_at, now);
+    assert_eq!(behind.state.last_commit(), now);
+
+    // An hour ahead: the lease would have expired by then, but the store's clock says not.
+    let ahead = now.plus(Duration::hours(1));
+    let before_receipts = all_events(&store, &goal.id).await;
+    let refusal = goal.refused(&ag("b"), ahead, claim("t", 30)).await;
+    match &refusal {
+        Refusal::ClockAhead {
+            at,
+            store_time,
+            skew,
+        } => {
+            assert_eq!(*at, ahead);
+            assert_eq!(*skew, Duration::minutes(2));
+            assert!(
+                ahead > store_time.plus(*skew) && *store_time >= now,
+                "the store's time {store_time} is its clock's, behind {ahead} by more than {skew}"
+            );
+        }
+        other => panic!("an hour ahead is `clock_ahead`, got {other:?}"),
+    }
+    assert_eq!(refusal.code(), "clock_ahead");
+    assert_eq!(all_events(&store, &goal.id).await, before_receipts);
+    let state = goal.state().await;
+    let lease = state.todos[&id::<TodoId>("t")].lease.as_ref();
+    assert_eq!(
+        lease.map(|l| l.holder.as_str()),
+        Some("a"),
+        "a keeps its lease"
+    );
+    let op = id::<OperationId>(&format!("{}-op-{}", goal.id, goal.ops));
+    assert_eq!(
+        ok(store.receipt(&goal.id, &op).await, "receipt"),
+        None,
+        "a refused commit records no receipt"
+    );
+
+    // The same through a direct append: nothing is written, whatever the events say.
+    let direct = request(
+        &goal.id,
+        state.revision,
+        "direct-ahead",
+        &ag("b"),
+        ahead,
+        &add("u"),
+        events_of(&state, &ag("b"), ahead, &add("u")),
+    );
+    match store.append(commit(Some(&state), direct)).await {
+        Err(StoreError::ClockAhead { at, store_time, .. }) => {
+            assert!(at == ahead && store_time >= now);
+        }
+        other => panic!("a direct append an hour ahead is refused, got {other:?}"),
+    }
+    assert_eq!(goal.state().await, state);
+
+    // Within the skew is accepted: hosts a little out of step keep working.
+    let slightly = wall_clock().plus(Duration::seconds(30));
+    let within = goal.run(&ag("a"), slightly, add("v")).await;
+    assert_eq!(within.receipt.committed_at, slightly);
+
+    // An operation that committed replays its receipt, even asked again an hour ahead.
+    let first = goal.run(&ag("a"), wall_clock(), add("w")).await;
+    let again = submit(
+        &store,
+        &goal.id,
+        &ag("a"),
+        ahead,
+        &add("w"),
+        &first.receipt.operation,
+    )
+    .await;
+    match again {
+        Ok(done) => assert!(done.replayed && done.receipt == first.receipt),
+        Err(error) => panic!("a committed operation replays, got {error}"),
+    }
+}
+
+/// A store created with a test clock follows the times it is given, also after it is reopened:
+/// what tests and scripts that move time run on. Time still never runs backwards.
+pub async fn a_test_clock_follows_the_given_times<B: Backend>(backend: &B) {
+    let store = backend.fresh_on_test_clock().await;
+    let far = wall_clock().plus(Duration::hours(24 * 365));
+    let mut goal = Goal::create(&store, spec("simulated", &["a", "b"]), at(0)).await;
+    goal.run(&ag("a"), far, add("t")).await;
+    goal.run(&ag("a"), far, claim("t", 30)).await;
+    let goal_id = goal.id.clone();
+    drop(goal);
+    let store = backend.reopen(store).await;
+    let mut goal = Goal {
+        store: &store,
+        id: goal_id,
+        ops: 100,
+    };
+    // An hour later the lease has expired, and b may take the todo.
+    let later = far.plus(Duration::hours(1));
+    let taken = goal.run(&ag("b"), later, claim("t", 30)).await;
+    let lease = taken.state.todos[&id::<TodoId>("t")].lease.as_ref();
+    assert_eq!(lease.map(|l| l.holder.as_str()), Some("b"));
+    // Behind the goal's time is still brought up to it.
+    let behind = goal.run(&ag("a"), at(5), add("u")).await;
+    assert!(behind.events.iter().all(|e| e.at == later));
 }
 
 /// Reopening the store shows everything it acknowledged: states, events, receipts and the

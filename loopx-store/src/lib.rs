@@ -22,6 +22,9 @@
 //!   the newest snapshot too; its goal row removed) answers
 //!   [`StoreError::HistoryDamaged`](loopx_kernel::seams::StoreError::HistoryDamaged) to every
 //!   read and write, found at load time without reading the history.
+//! - [`StoreClock`]: the clock a store bounds commit times by, recorded when it is created:
+//!   its own (a commit stamped beyond it plus the goal's `clock_skew` is refused,
+//!   `clock_ahead`), or a test clock that follows the times it is given.
 //! - [`Hooked`]: any store with an [`AppendHook`] around its appends (fault injection, metrics).
 //! - `conformance` (feature `conformance`): the suite every backend passes, public so that
 //!   other backends run it too.
@@ -75,6 +78,7 @@
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod cache;
 pub mod chain;
+mod clock;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod commit;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
@@ -100,6 +104,7 @@ pub mod conformance;
 pub mod test_cluster;
 
 pub use chain::HistoryChain;
+pub use clock::StoreClock;
 pub use hooked::{AppendHook, Hooked};
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]

@@ -10,6 +10,7 @@ use loopx_kernel::{
     AgentId, GoalId, GoalState, OperationId, RecordedEvent, Snapshot, Timestamp, TodoId,
 };
 
+use crate::clock::StoreClock;
 use crate::fold::{encode, kinds, receipt, same_operation, unfoldable};
 use crate::index::{Projection, merge_frontiers, status_name};
 use crate::retention::{Compaction, OperationRecord, Retention};
@@ -27,10 +28,14 @@ use tokio::sync::watch;
 /// [`Store::changed`] wakes through an in-process notification the moment a commit moves a
 /// watched goal (it needs a tokio runtime with its timer enabled for the timeout).
 ///
+/// It bounds commit times by the system clock ([`StoreClock::System`]); a store for tests
+/// that move time is made with [`MemoryStore::with_test_clock`].
+///
 /// A `MemoryStore` is `Send + Sync`; share it behind an `Arc`.
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     inner: Mutex<Inner>,
+    clock: StoreClock,
     /// Counts commits that moved a goal, so that [`Store::changed`] wakes on them.
     commits: watch::Sender<u64>,
 }
@@ -69,9 +74,24 @@ impl Goal {
 }
 
 impl MemoryStore {
-    /// An empty store.
+    /// An empty store on the system clock: a commit stamped later than the system clock plus
+    /// the goal's `clock_skew` is refused (`clock_ahead`).
     pub fn new() -> Self {
         MemoryStore::default()
+    }
+
+    /// An empty store on a test clock ([`StoreClock::Test`]): it follows the times it is
+    /// given, for tests and simulations that move time on a manual clock.
+    pub fn with_test_clock() -> Self {
+        MemoryStore {
+            clock: StoreClock::Test,
+            ..MemoryStore::default()
+        }
+    }
+
+    /// The clock this store bounds commit times by.
+    pub fn clock(&self) -> StoreClock {
+        self.clock
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -145,6 +165,7 @@ impl Store for MemoryStore {
         {
             return same_operation(first.receipt.clone(), &request).map(Appended::Replayed);
         }
+        self.clock.check(&request)?;
         let current = existing.map_or(0, |g| g.state.revision);
         if current != request.expected_revision {
             return Err(StoreError::Conflict {

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use async_trait::async_trait;
 use loopx_store::conformance::{Backend, Tamper};
-use loopx_store::{Durability, MemoryStore, SqliteOptions, SqliteStore};
+use loopx_store::{Durability, MemoryStore, SqliteOptions, SqliteStore, StoreClock};
 
 mod memory {
     use super::*;
@@ -18,6 +18,10 @@ mod memory {
 
         async fn fresh(&self) -> MemoryStore {
             MemoryStore::new()
+        }
+
+        async fn fresh_on_test_clock(&self) -> MemoryStore {
+            MemoryStore::with_test_clock()
         }
 
         async fn reopen(&self, store: MemoryStore) -> MemoryStore {
@@ -53,6 +57,13 @@ impl Backend for Sqlite {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let path = self.dir.path().join(format!("store-{n}.db"));
         SqliteStore::create_with(path, self.options.clone()).unwrap()
+    }
+
+    async fn fresh_on_test_clock(&self) -> SqliteStore {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let path = self.dir.path().join(format!("store-{n}.db"));
+        let options = self.options.clone().clock(StoreClock::Test);
+        SqliteStore::create_with(path, options).unwrap()
     }
 
     async fn reopen(&self, store: SqliteStore) -> SqliteStore {
@@ -182,6 +193,20 @@ mod postgres {
                 PostgresStore::connect_with(&url, self.options.clone(), tokio_postgres::NoTls)
                     .await
                     .unwrap();
+            self.urls
+                .lock()
+                .unwrap()
+                .insert(store.target().to_owned(), url);
+            store
+        }
+
+        async fn fresh_on_test_clock(&self) -> PostgresStore {
+            let url = cluster().database();
+            let options = self.options.clone().clock(StoreClock::Test);
+            let store = PostgresStore::connect_with(&url, options, tokio_postgres::NoTls)
+                .await
+                .unwrap();
+            assert_eq!(store.clock(), StoreClock::Test);
             self.urls
                 .lock()
                 .unwrap()

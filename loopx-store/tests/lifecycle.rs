@@ -4,6 +4,9 @@
 //! command returned.
 //!
 //! `PROPTEST_CASES` sets the number of cases for every backend.
+//!
+//! The machine's clock starts on 2026-11-29 and moves by its own steps, past the wall clock
+//! too: every store here is created with a test clock, which follows the times it is given.
 
 use loopx_kernel::{SubmitError, submit};
 use std::borrow::Cow;
@@ -13,7 +16,7 @@ use loopx_kernel::testkit::{LifecycleSut, LifecycleTest, config};
 use loopx_kernel::{
     Actor, Command, GoalId, GoalSpec, GoalState, OperationId, RecordedEvent, Refusal, Timestamp,
 };
-use loopx_store::{MemoryStore, SqliteOptions, SqliteStore};
+use loopx_store::{MemoryStore, SqliteOptions, SqliteStore, StoreClock};
 use proptest_state_machine::prop_state_machine;
 use tokio::runtime::Runtime;
 
@@ -24,7 +27,7 @@ trait Fresh: Store + Sized {
 
 impl Fresh for MemoryStore {
     fn fresh(_: &Runtime) -> (Self, Option<tempfile::TempDir>) {
-        (MemoryStore::new(), None)
+        (MemoryStore::with_test_clock(), None)
     }
 }
 
@@ -32,7 +35,9 @@ impl Fresh for SqliteStore {
     fn fresh(_: &Runtime) -> (Self, Option<tempfile::TempDir>) {
         let dir = tempfile::tempdir().unwrap();
         // Snapshots every few events, so loads go through snapshots and tails.
-        let options = SqliteOptions::default().snapshot_every(4);
+        let options = SqliteOptions::default()
+            .snapshot_every(4)
+            .clock(StoreClock::Test);
         let store = SqliteStore::create_with(dir.path().join("store.db"), options).unwrap();
         (store, Some(dir))
     }
@@ -163,7 +168,8 @@ impl Fresh for loopx_store::PostgresStore {
         let url = support::postgres::cluster().database();
         let options = loopx_store::PostgresOptions::default()
             .snapshot_every(4)
-            .max_connections(2);
+            .max_connections(2)
+            .clock(StoreClock::Test);
         let store = runtime
             .block_on(loopx_store::PostgresStore::connect_with(
                 &url,

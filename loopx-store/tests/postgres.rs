@@ -310,6 +310,7 @@ fn a_commit_whose_answer_is_lost_is_ambiguous_and_submit_resolves_it() {
             at: now(),
             events: stamp(1, &owner(), now(), events),
             authorship: None,
+            clock_skew: loopx_kernel::DEFAULT_CLOCK_SKEW,
         };
         let commit = Commit::fold(Some(state), request).unwrap();
         proxy.armed.store(true, Ordering::SeqCst);
@@ -445,13 +446,16 @@ async fn rewrite_as_schema_2(client: &tokio_postgres::Client) {
 
 /// Turns the database behind `client` back into what schema 4 wrote: no damage marks, no
 /// damage triggers, no stored chains, receipts without the attempt id of the append that
-/// wrote them, schema 4's commit function; version 4. Running it again changes nothing.
+/// wrote them, schema 4's commit function and none behind the clock, no store settings
+/// (schema 6); version 4. Running it again changes nothing.
 async fn rewrite_as_schema_4(client: &tokio_postgres::Client) {
     let schema_4 = include_str!("../migrations/postgres/0004_receipts_on_events.sql");
     let function = &schema_4[schema_4.find("CREATE FUNCTION").unwrap()..];
     client
         .batch_execute(&format!(
-            "DROP TRIGGER IF EXISTS events_deleted_outside_loopx ON events;
+            "DROP FUNCTION IF EXISTS loopx_append_clocked;
+             DROP TABLE IF EXISTS store_settings;
+             DROP TRIGGER IF EXISTS events_deleted_outside_loopx ON events;
              DROP TRIGGER IF EXISTS events_changed_outside_loopx ON events;
              DROP TRIGGER IF EXISTS events_truncated_outside_loopx ON events;
              DROP FUNCTION IF EXISTS loopx_mark_damage;
@@ -523,6 +527,7 @@ fn no_op(base: Option<&loopx_kernel::GoalState>, i: usize, digest: &str) -> Comm
         at: now(),
         events: vec![],
         authorship: None,
+        clock_skew: loopx_kernel::DEFAULT_CLOCK_SKEW,
     };
     Commit::fold(base.cloned(), request).unwrap()
 }
@@ -742,6 +747,7 @@ fn a_retry_from_a_handle_that_missed_the_commit_returns_the_first_receipt_and_ca
             at: later,
             events: stamp(1, &owner(), later, events),
             authorship: None,
+            clock_skew: loopx_kernel::DEFAULT_CLOCK_SKEW,
         };
         let commit = Commit::fold(Some(at_one), request).unwrap();
         assert_eq!(

@@ -887,6 +887,7 @@ fn race_setup(target: &Target) {
             at: now,
             events,
             authorship: None,
+            clock_skew: loopx_kernel::DEFAULT_CLOCK_SKEW,
         };
         let commit = Commit::fold(None, request).unwrap();
         let receipt = rt.block_on(store.append(commit)).unwrap().into_receipt();

@@ -272,11 +272,12 @@ fn concurrent_creates_and_opens_agree() {
 
 /// Turns a store written by this build back into what schema 4 wrote: no damage marks, no
 /// damage triggers, no stored chains, receipts without the attempt id of the append that
-/// wrote them; version 4.
+/// wrote them, no store settings (schema 6); version 4.
 fn rewrite_as_schema_4(path: &Path) {
     let conn = Connection::open(path).unwrap();
     conn.execute_batch(
-        "DROP TRIGGER events_deleted_outside_loopx;
+        "DROP TABLE store_settings;
+         DROP TRIGGER events_deleted_outside_loopx;
          DROP TRIGGER events_changed_outside_loopx;
          ALTER TABLE goals DROP COLUMN damaged;
          ALTER TABLE goals DROP COLUMN chain;

@@ -105,6 +105,7 @@ pub async fn run(ctx: &Ctx) -> Result<Exit, CliError> {
             "ok": ok,
             "backend": backend.kind(),
             "store": backend.describe(),
+            "clock": backend.clock().name(),
             "checks": checks.iter().map(Check::json).collect::<Vec<_>>(),
         }
     });
@@ -121,6 +122,11 @@ pub async fn run(ctx: &Ctx) -> Result<Exit, CliError> {
                 .as_ref()
                 .map_or_else(String::new, |g| format!(" [{g}]"));
             let _ = writeln!(text, "{mark}  {}{goal}: {}", check.name, check.detail);
+        }
+        if backend.clock() == loopx_store::StoreClock::Test {
+            text.push_str(
+                "note  the store runs on a test clock: commit times follow --now, unbounded by any clock (tests and scripts only)\n",
+            );
         }
         if ok {
             text.push_str("the store is sound\n");

@@ -31,7 +31,7 @@ mod view;
 #[derive(Debug, Subcommand)]
 pub enum Verb {
     /// Create the store (the SQLite file and its directory) or check that it can be opened.
-    Init,
+    Init(init::InitArgs),
     /// Create, show, list, amend, close or abandon goals.
     #[command(subcommand)]
     Goal(goal::GoalVerb),
@@ -101,7 +101,7 @@ pub enum Verb {
 /// Runs one verb.
 pub async fn run(ctx: &Ctx, verb: Verb) -> Result<Exit, CliError> {
     match verb {
-        Verb::Init => init::run(ctx).await,
+        Verb::Init(args) => init::run(ctx, &args).await,
         Verb::Goal(verb) => goal::run(ctx, verb).await,
         Verb::Todo(verb) => todo::run(ctx, verb).await,
         Verb::Next(args) => next::run(ctx, &args).await,

@@ -80,7 +80,21 @@ pub async fn run(ctx: &Ctx) -> Result<Exit, CliError> {
             "evidence": evidence,
         }
     });
-    ctx.out.emit(&value, |out| human(out, &state, now));
+    let mut value = value;
+    // Said only of a store on a test clock, where `--now` moves time.
+    let test_clock = backend.clock() == loopx_store::StoreClock::Test;
+    if let (true, Some(status)) = (test_clock, value["status"].as_object_mut()) {
+        status.insert("clock".into(), json!("test"));
+    }
+    ctx.out.emit(&value, |out| {
+        let mut text = human(out, &state, now);
+        if test_clock {
+            text.push_str(
+                "\nthe store runs on a test clock: --now moves time (tests and scripts only)\n",
+            );
+        }
+        text
+    });
     Ok(Exit::Ok)
 }
 

@@ -356,6 +356,7 @@ pub async fn import(ctx: &Ctx, args: &ImportArgs) -> Result<Exit, CliError> {
             at: events.last().map_or(ctx.now, |e| e.at),
             events: events.clone(),
             authorship: None,
+            clock_skew: loopx_kernel::DEFAULT_CLOCK_SKEW,
         };
         // Folded by the kernel: a history that does not fold is refused before it is written.
         let commit = Commit::fold(None, request)?;

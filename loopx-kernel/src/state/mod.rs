@@ -78,6 +78,12 @@ pub struct GoalState {
     /// nor made progress; left out of the JSON when zero.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub idle_turns: u32,
+    /// The latest time any of the goal's events was stamped with: the goal's own clock, which
+    /// the write path never lets a command move backwards (see [`GoalState::last_commit`]).
+    /// `None` only in a state decoded from a snapshot written before it was recorded, until the
+    /// next event; left out of the JSON then, so such a snapshot keeps its bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_commit_at: Option<Timestamp>,
     #[serde(skip)]
     index: Index,
 }
@@ -139,6 +145,8 @@ struct Unindexed {
     streaks: Map<TodoId, Streak>,
     #[serde(default)]
     idle_turns: u32,
+    #[serde(default)]
+    last_commit_at: Option<Timestamp>,
 }
 
 impl Unindexed {
@@ -150,6 +158,14 @@ impl Unindexed {
             return Err(format!(
                 "revision {} with {} amendments: a goal's first event is revision 1 and every amendment is an event after it",
                 self.revision, self.goal_revision
+            ));
+        }
+        if let Some(last) = self.last_commit_at
+            && last < self.created_at
+        {
+            return Err(format!(
+                "last commit at {last}, before the goal was created ({})",
+                self.created_at
             ));
         }
         filed_under_own_id("gate", &self.gates, |g| &g.id)?;
@@ -221,6 +237,7 @@ impl TryFrom<Unindexed> for GoalState {
             next_seq: raw.next_seq,
             streaks: raw.streaks,
             idle_turns: raw.idle_turns,
+            last_commit_at: raw.last_commit_at,
             index: Index::default(),
         };
         state.rebuild_index();
@@ -367,8 +384,17 @@ impl GoalState {
             next_seq: 0,
             streaks: Map::new(),
             idle_turns: 0,
+            last_commit_at: Some(event.at),
             index: Index::default(),
         })
+    }
+
+    /// The goal's time: the latest time any of its events was stamped with (for a state from a
+    /// snapshot older than that record, its creation time until its next event). The write path
+    /// brings a command whose `now` is earlier up to it, so a goal's history never runs
+    /// backwards.
+    pub fn last_commit(&self) -> Timestamp {
+        self.last_commit_at.unwrap_or(self.created_at)
     }
 
     /// Applies one recorded event. The revision must be the next one.
@@ -386,6 +412,9 @@ impl GoalState {
         }
         self.apply_event(event)?;
         self.revision = event.revision;
+        // The latest, not the last: a history written before the write path kept time from
+        // running backwards may hold an earlier time after a later one.
+        self.last_commit_at = Some(self.last_commit().max(event.at));
         Ok(())
     }
 

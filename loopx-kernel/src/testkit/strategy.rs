@@ -1519,6 +1519,7 @@ fn policy(p: &mut Picker) -> Policy {
         retry: retry_policy(p),
         stall_turns: [5, 2, 0][p.below(3)],
         stall_goal_turns: [20, 3, 0][p.below(3)],
+        clock_skew: crate::goal::DEFAULT_CLOCK_SKEW,
     }
 }
 

@@ -19,6 +19,7 @@ use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
 use tokio_postgres::{NoTls, Socket};
 
 use crate::cache::StateCache;
+use crate::clock::StoreClock;
 use crate::dialect::ops as shared;
 use crate::retention::{Compaction, OperationRecord, Retention};
 use crate::rows::RowDamage;
@@ -40,6 +41,7 @@ pub struct PostgresOptions {
     connect_timeout: StdDuration,
     wait_timeout: StdDuration,
     snapshot_every: u64,
+    clock: StoreClock,
 }
 
 impl Default for PostgresOptions {
@@ -49,6 +51,7 @@ impl Default for PostgresOptions {
             connect_timeout: StdDuration::from_secs(5),
             wait_timeout: StdDuration::from_secs(30),
             snapshot_every: 100,
+            clock: StoreClock::System,
         }
     }
 }
@@ -84,6 +87,17 @@ impl PostgresOptions {
     #[must_use]
     pub fn snapshot_every(mut self, events: u64) -> Self {
         self.snapshot_every = events.max(1);
+        self
+    }
+
+    /// The clock a store is created with (default [`StoreClock::System`], the server's
+    /// `now()`), recorded in the database: [`StoreClock::Test`] for tests and scripts that move
+    /// time. It applies only when [`connect`](PostgresStore::connect_with) creates the schema
+    /// (a database with no loopx schema yet); an existing store keeps the clock it was created
+    /// with ([`PostgresStore::clock`] tells which).
+    #[must_use]
+    pub fn clock(mut self, clock: StoreClock) -> Self {
+        self.clock = clock;
         self
     }
 }
@@ -126,6 +140,8 @@ struct Shared {
     cache: StateCache,
     connect_listener: Connector,
     listener: tokio::sync::Mutex<Option<Arc<Listener>>>,
+    /// The clock recorded when the store was created, read at connect.
+    clock: std::sync::OnceLock<StoreClock>,
 }
 
 impl fmt::Debug for PostgresStore {
@@ -145,6 +161,17 @@ impl PostgresStore {
     /// See [`PostgresStore::connect_with`].
     pub async fn connect(url: &str) -> Result<PostgresStore, StoreError> {
         PostgresStore::connect_with(url, PostgresOptions::default(), NoTls).await
+    }
+
+    /// Connects to the database at `url` with `options` and without TLS.
+    ///
+    /// # Errors
+    /// See [`PostgresStore::connect_with`].
+    pub async fn connect_without_tls(
+        url: &str,
+        options: PostgresOptions,
+    ) -> Result<PostgresStore, StoreError> {
+        PostgresStore::connect_with(url, options, NoTls).await
     }
 
     /// Connects to the database at `url` over `tls` (e.g. a `tokio-postgres-rustls` or
@@ -208,11 +235,20 @@ impl PostgresStore {
                 options,
                 cache: StateCache::new(STATE_CACHE_GOALS),
                 listener: tokio::sync::Mutex::new(None),
+                clock: std::sync::OnceLock::new(),
             }),
         };
         let mut client = store.client().await?;
-        schema::migrate(&mut client, &store.shared.target).await?;
+        let created_with = store.shared.options.clock;
+        let clock = schema::migrate(&mut client, &store.shared.target, created_with).await?;
+        store.shared.clock.get_or_init(|| clock);
         Ok(store)
+    }
+
+    /// The clock the store was created with, which bounds the time of every commit (see
+    /// [`StoreClock`]); read when this handle connected.
+    pub fn clock(&self) -> StoreClock {
+        self.shared.clock.get().copied().unwrap_or_default()
     }
 
     /// The settings this handle was opened with.

@@ -83,11 +83,11 @@ const ORPHAN_ROWS: &str = "SELECT DISTINCT t.goal, 'events' FROM events t WHERE 
 const LISTING: &str =
     "SELECT goal, objective, status, revision, valid_from, valid_until FROM goals";
 
-/// The statement that commits through the `loopx_append` function (schema 5).
-const APPEND: &str =
-    "SELECT r_outcome, r_digest, r_revision, r_events, r_committed_at, r_chain FROM loopx_append(
+/// The statement that commits through the `loopx_append` function behind the server's clock
+/// (`loopx_append_clocked`, schema 6).
+const APPEND: &str = "SELECT r_outcome, r_digest, r_revision, r_events, r_committed_at, r_chain FROM loopx_append_clocked(
     $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
-    $21)";
+    $21, $22)";
 /// A receipt by operation with the attempt id of the append that wrote it.
 const RECEIPT_ATTEMPT: &str = "SELECT digest, revision, commit_events, at, attempt FROM events WHERE hashtextextended(operation, 0) = hashtextextended($2, 0) AND operation IS NOT NULL AND goal = $1 AND operation = $2
      UNION ALL SELECT digest, revision, events, committed_at, attempt FROM receipts WHERE hashtextextended(operation, 0) = hashtextextended($2, 0) AND goal = $1 AND operation = $2";
@@ -218,6 +218,7 @@ impl<'a> Pg<'a> {
             &CHANNEL,
             &note,
             &prepared.attempt,
+            &request.clock_skew.as_millis(),
         ];
         let client = self.client()?;
         let statement = client.prepare_cached(APPEND).await.map_err(self.err())?;
@@ -310,6 +311,12 @@ fn answer(rows: &[Row], prepared: &Prepared) -> Result<Outcome, StoreError> {
             current: count(row.int(2)?, "revision")?,
         }),
         (Some(3), Some(row)) => Err(dialect::marked(&request.goal, row.int(2)?)?),
+        // Beyond the server's clock: nothing written; the server's time.
+        (Some(4), Some(row)) => Err(StoreError::ClockAhead {
+            at: request.latest_time(),
+            store_time: Timestamp::from_millis(row.int(4)?),
+            skew: request.clock_skew,
+        }),
         // An answer this build cannot read: whether it committed is unknown.
         _ => Err(StoreError::Ambiguous {
             operation: request.operation.clone(),

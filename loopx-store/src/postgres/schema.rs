@@ -4,10 +4,11 @@ use loopx_kernel::seams::StoreError;
 use tokio_postgres::config::Host;
 use tokio_postgres::error::SqlState;
 
+use crate::clock::StoreClock;
 use crate::dialect::TABLES;
 
 /// The newest database schema this build reads and writes.
-pub const SCHEMA_VERSION: u32 = 5;
+pub const SCHEMA_VERSION: u32 = 6;
 
 /// The migrations, in order: migration `n` takes the schema from `n - 1` to `n`.
 const MIGRATIONS: &[(u32, &str)] = &[
@@ -30,6 +31,10 @@ const MIGRATIONS: &[(u32, &str)] = &[
     (
         5,
         include_str!("../../migrations/postgres/0005_history_integrity.sql"),
+    ),
+    (
+        6,
+        include_str!("../../migrations/postgres/0006_store_settings.sql"),
     ),
 ];
 
@@ -120,11 +125,14 @@ pub(super) fn column(error: &tokio_postgres::Error) -> StoreError {
 
 /// Brings the database to [`SCHEMA_VERSION`] in one transaction, under an advisory lock so
 /// that hosts starting together migrate once. A newer or foreign schema is refused before
-/// anything is written.
+/// anything is written. A database this call creates the schema in (none before) is created
+/// with `clock`; an existing one keeps the clock it was created with. Returns the clock the
+/// store runs on.
 pub(super) async fn migrate(
     client: &mut deadpool_postgres::Object,
     target: &str,
-) -> Result<(), StoreError> {
+    clock: StoreClock,
+) -> Result<StoreClock, StoreError> {
     let err = |error: tokio_postgres::Error| pg(target, &error);
     let tx = client.transaction().await.map_err(err)?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
@@ -138,7 +146,9 @@ pub(super) async fn migrate(
         });
     }
     if found == SCHEMA_VERSION {
-        return tx.rollback().await.map_err(err);
+        let clock = read_clock(&tx, target).await?;
+        tx.rollback().await.map_err(err)?;
+        return Ok(clock);
     }
     for (version, script) in MIGRATIONS.iter().filter(|(v, _)| *v > found) {
         tx.batch_execute(script)
@@ -160,7 +170,42 @@ pub(super) async fn migrate(
         .await
         .map_err(err)?;
     }
-    tx.commit().await.map_err(err)
+    if found == 0 && clock == StoreClock::Test {
+        tx.execute(
+            "INSERT INTO store_settings (name, value) VALUES ('clock', $1)",
+            &[&StoreClock::Test.name()],
+        )
+        .await
+        .map_err(err)?;
+    }
+    let clock = read_clock(&tx, target).await?;
+    tx.commit().await.map_err(err)?;
+    Ok(clock)
+}
+
+/// The clock the store was created with (its `clock` setting; none is the server's clock).
+async fn read_clock(
+    tx: &deadpool_postgres::Transaction<'_>,
+    target: &str,
+) -> Result<StoreClock, StoreError> {
+    let row = tx
+        .query_opt("SELECT value FROM store_settings WHERE name = 'clock'", &[])
+        .await
+        .map_err(|error| pg(target, &error))?;
+    let value: Option<String> = row
+        .map(|r| r.try_get(0))
+        .transpose()
+        .map_err(|e| column(&e))?;
+    match value.as_deref() {
+        None | Some("system") => Ok(StoreClock::System),
+        Some("test") => Ok(StoreClock::Test),
+        Some(other) => Err(StoreError::Corrupt {
+            detail: format!(
+                "the clock setting of {target} holds `{}`, which no loopx writes; restore the database from a backup",
+                other.chars().take(32).collect::<String>()
+            ),
+        }),
+    }
 }
 
 /// The schema version recorded in the database's current schema: 0 for an empty one.

@@ -16,6 +16,7 @@ use loopx_kernel::{
 use rusqlite::Connection;
 use tokio::runtime::RuntimeFlavor;
 
+use crate::clock::StoreClock;
 use crate::dialect::ops as shared;
 use crate::retention::{Compaction, OperationRecord, Retention};
 use crate::rows::RowDamage;
@@ -49,6 +50,7 @@ pub struct SqliteOptions {
     max_connections: usize,
     change_poll: StdDuration,
     accept_wal_loss: bool,
+    clock: StoreClock,
 }
 
 impl Default for SqliteOptions {
@@ -60,6 +62,7 @@ impl Default for SqliteOptions {
             max_connections: 8,
             change_poll: StdDuration::from_millis(25),
             accept_wal_loss: false,
+            clock: StoreClock::System,
         }
     }
 }
@@ -117,6 +120,16 @@ impl SqliteOptions {
         self.accept_wal_loss = accept;
         self
     }
+
+    /// The clock a store that [`create`](SqliteStore::create_with) makes is created with
+    /// (default [`StoreClock::System`]), recorded in the store: [`StoreClock::Test`] for tests
+    /// and scripts that move time. It applies only when the store is created; an existing store
+    /// keeps the clock it was created with ([`SqliteStore::clock`] tells which).
+    #[must_use]
+    pub fn clock(mut self, clock: StoreClock) -> Self {
+        self.clock = clock;
+        self
+    }
 }
 
 /// A [`Store`] in one SQLite file, shared safely by several processes.
@@ -157,6 +170,8 @@ struct Shared {
     path: PathBuf,
     options: SqliteOptions,
     created: bool,
+    /// The clock recorded when the store was created.
+    clock: StoreClock,
     pool: Mutex<Pool>,
     returned: Condvar,
     cache: crate::cache::StateCache,
@@ -299,11 +314,13 @@ impl SqliteStore {
         schema::check_file(&path, &options)?;
         let mut conn = schema::connect(&path, &options)?;
         schema::migrate(&mut conn, false)?;
+        let clock = schema::read_clock(&conn)?;
         Ok(SqliteStore {
             shared: Arc::new(Shared {
                 path,
                 options,
                 created,
+                clock,
                 pool: Mutex::new(Pool {
                     idle: vec![conn],
                     open: 1,
@@ -342,6 +359,12 @@ impl SqliteStore {
             .len();
         let page_size = schema::check_header(path, len)?;
         wal::settled_scan(path, page_size)
+    }
+
+    /// The clock the store was created with, which bounds the time of every commit (see
+    /// [`StoreClock`]).
+    pub fn clock(&self) -> StoreClock {
+        self.shared.clock
     }
 
     /// The database file.

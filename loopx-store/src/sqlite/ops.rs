@@ -524,6 +524,8 @@ impl Dialect for Sqlite<'_> {
         if let Some(first) = receipt_in(&tx, goal, operation)? {
             return Ok(Outcome::Recorded(first));
         }
+        // Under the write lock: no commit is written later than the system clock allows.
+        self.cx.clock.check(&prepared.request)?;
         let current = row.map_or(0, |r| r.row.revision);
         if current != prepared.request.expected_revision {
             return Ok(Outcome::Moved { current });

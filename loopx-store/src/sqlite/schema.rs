@@ -11,9 +11,10 @@ use loopx_kernel::seams::StoreError;
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior};
 
 use super::{Durability, SqliteOptions, wal};
+use crate::clock::StoreClock;
 
 /// The newest database schema this build reads and writes.
-pub const SCHEMA_VERSION: u32 = 5;
+pub const SCHEMA_VERSION: u32 = 6;
 
 /// The migrations, in order: migration `n` takes the schema from `n - 1` to `n`.
 const MIGRATIONS: &[(u32, &str)] = &[
@@ -33,6 +34,10 @@ const MIGRATIONS: &[(u32, &str)] = &[
     (
         5,
         include_str!("../../migrations/sqlite/0005_history_integrity.sql"),
+    ),
+    (
+        6,
+        include_str!("../../migrations/sqlite/0006_store_settings.sql"),
     ),
 ];
 
@@ -186,6 +191,13 @@ pub(super) fn create(path: &Path, options: &SqliteOptions) -> Result<bool, Store
     owner_only_new(&scratch.0).map_err(|e| cannot(e.to_string()))?;
     let mut conn = connect(&scratch.0, options)?;
     migrate(&mut conn, true)?;
+    if options.clock == StoreClock::Test {
+        conn.execute(
+            "INSERT INTO store_settings (name, value) VALUES ('clock', ?1)",
+            [StoreClock::Test.name()],
+        )
+        .map_err(sql)?;
+    }
     // Folds the log into the file so that the file alone is the store once linked.
     let (busy, log, done): (i64, i64, i64) = conn
         .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| {
@@ -398,6 +410,28 @@ fn chain_existing(tx: &Connection) -> Result<(), StoreError> {
         .map_err(sql)?;
     }
     Ok(())
+}
+
+/// The clock the store was created with (its `clock` setting; none is the system clock).
+pub(super) fn read_clock(conn: &Connection) -> Result<StoreClock, StoreError> {
+    let value: Option<String> = conn
+        .query_row(
+            "SELECT value FROM store_settings WHERE name = 'clock'",
+            [],
+            |row| row.get(0),
+        )
+        .optional()
+        .map_err(sql)?;
+    match value.as_deref() {
+        None | Some("system") => Ok(StoreClock::System),
+        Some("test") => Ok(StoreClock::Test),
+        Some(other) => Err(StoreError::Corrupt {
+            detail: format!(
+                "the store's clock setting holds `{}`, which no loopx writes; restore the store from a backup",
+                other.chars().take(32).collect::<String>()
+            ),
+        }),
+    }
 }
 
 fn newer(found: u32) -> StoreError {
