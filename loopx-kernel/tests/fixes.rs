@@ -28,6 +28,8 @@ fn command_names() -> BTreeSet<&'static str> {
         "begin_turn",
         "settle_turn",
         "resolve_outcome",
+        "intend_effect",
+        "record_effect",
         "open_gate",
         "answer_gate",
         "withdraw_gate",

@@ -104,6 +104,7 @@ impl Executor for CommandExecutor {
             return Err(error);
         }
         let report = reported(&output.stdout.text()).unwrap_or_else(|| TurnReport {
+            effects: Vec::new(),
             transition: Transition::Complete {
                 continuation: Continuation::GoalStillActive,
             },
