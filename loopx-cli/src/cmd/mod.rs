@@ -8,6 +8,7 @@ use crate::context::Ctx;
 use crate::error::{CliError, Exit};
 
 mod doctor;
+mod effect;
 mod evidence;
 mod gate;
 mod goal;
@@ -53,6 +54,10 @@ pub enum Verb {
     /// Settle a turn: verdict, evidence, transition, charge and lease release in one commit.
     #[command(after_help = settle::SHAPE)]
     Settle(settle::SettleArgs),
+    /// List the effects intended and not yet recorded (the outbox), or resolve one after
+    /// reading it back.
+    #[command(subcommand)]
+    Effect(effect::EffectVerb),
     /// Open, list, answer, reject or withdraw gates (questions for a person).
     #[command(subcommand)]
     Gate(gate::GateVerb),
@@ -96,6 +101,7 @@ pub async fn run(ctx: &Ctx, verb: Verb) -> Result<Exit, CliError> {
         Verb::Handoff(args) => lease::handoff(ctx, args).await,
         Verb::Resolve(args) => lease::resolve(ctx, args).await,
         Verb::Settle(args) => settle::run(ctx, &args).await,
+        Verb::Effect(verb) => effect::run(ctx, verb).await,
         Verb::Gate(verb) => gate::run(ctx, verb).await,
         Verb::Obligation(verb) => obligation::run(ctx, verb).await,
         Verb::Evidence(verb) => evidence::run(ctx, verb).await,
