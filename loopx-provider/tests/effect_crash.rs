@@ -5,7 +5,10 @@
 //! after the comment was posted (its record not yet committed). In both, the fresh engine finds
 //! the intent pending and resolves it by reading it back — absent under the still-live lease:
 //! posted once; committed: recorded without posting — and the stand-in shows the comment
-//! posted exactly once, the intent recorded once, and the turn settled.
+//! posted exactly once, the intent recorded once, and the turn settled. A third phase kills
+//! the engine right after the intent with a lease that then expires: the intent is fenced, read
+//! back absent and recorded absent, and nobody posts it (the turn goes to repair as an unknown
+//! outcome, as any expired turn on work that is not idempotent does).
 //!
 //! The binary re-executes itself as the engine process: with `LOOPX_EFFECT_CHILD` set it runs
 //! one step and stands still (to be killed) at the phase named there.
@@ -20,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration as StdDuration;
 
 use async_trait::async_trait;
-use loopx_kernel::engine::Engine;
+use loopx_kernel::engine::{Engine, EngineOptions};
 use loopx_kernel::seams::{
     AppendRequest, Appended, Clock, EffectRequest, Executor, Recovery, Store, TurnError,
     TurnReport, TurnRequest, Validation, Validator,
@@ -38,7 +41,9 @@ mod standin;
 use standin::{Reply, Seen, ok, serve};
 
 const CHILD: &str = "LOOPX_EFFECT_CHILD";
-const PHASES: [&str; 2] = ["after-intent", "after-perform"];
+const PHASES: [&str; 3] = ["after-intent", "after-perform", "expired-after-intent"];
+/// The child's lease in the phase whose lease expires while it stands still.
+const SHORT_LEASE_MS: i64 = 3_000;
 const COMMENTS: &str = "/repos/acme/cli/issues/12/comments";
 
 fn main() -> ExitCode {
@@ -150,7 +155,10 @@ fn crash_and_recover(phase: &str) {
 
     runtime.block_on(async {
         let store = Arc::new(SqliteStore::open(dir.path().join("loopx.db")).expect("the store"));
-        let engine = engine(store.clone(), &server.base);
+        if phase == "expired-after-intent" {
+            outlive_the_lease(&*store).await;
+        }
+        let engine = engine(store.clone(), &server.base, None);
         for _ in 0..4 {
             let report = engine.step(&goal()).await.expect("a recovery step");
             if report.decision.kind() != "continue" {
@@ -158,7 +166,11 @@ fn crash_and_recover(phase: &str) {
             }
         }
         let posted = comments.lock().expect("comments").clone();
-        check(&*store, phase, &posted).await;
+        if phase == "expired-after-intent" {
+            check_fenced(&*store, &posted).await;
+        } else {
+            check(&*store, phase, &posted).await;
+        }
     });
 }
 
@@ -198,6 +210,52 @@ async fn check(store: &dyn Store, phase: &str, comments: &[String]) {
     assert!(
         check_invariants(&state, SystemClock.now()).is_empty(),
         "{phase}: invariants"
+    );
+}
+
+/// Waits until the system clock is past the child's lease: its intent is then fenced.
+async fn outlive_the_lease(store: &dyn Store) {
+    let state = store.load(&goal()).await.expect("load").expect("the goal");
+    let expires = state
+        .todos
+        .get(&id("comment"))
+        .and_then(|t| t.lease.as_ref().map(|l| l.expires_at))
+        .expect("the child's lease");
+    for _ in 0..400 {
+        if SystemClock.now() > expires {
+            return;
+        }
+        tokio::time::sleep(StdDuration::from_millis(50)).await;
+    }
+    panic!("the lease never expired");
+}
+
+/// The fenced intent was read back absent and recorded absent; nothing was posted.
+async fn check_fenced(store: &dyn Store, comments: &[String]) {
+    assert!(
+        comments.is_empty(),
+        "a fenced intent is never posted: {comments:?}"
+    );
+    let state = store.load(&goal()).await.expect("load").expect("the goal");
+    let events = store.events(&goal(), 0, usize::MAX).await.expect("events");
+    let recorded: Vec<_> = events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::EffectRecorded { outcome, .. } => Some(*outcome),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(recorded, vec![loopx_kernel::EffectOutcome::Absent]);
+    assert!(state.pending_effects.is_empty(), "nothing pending");
+    let decision = loopx_kernel::decide(&state, &id("alice"), SystemClock.now());
+    assert!(
+        matches!(
+            decision,
+            loopx_kernel::Decision::Repair {
+                issue: loopx_kernel::RepairIssue::OutcomeUnknown { .. }
+            }
+        ),
+        "{decision:?}"
     );
 }
 
@@ -252,7 +310,7 @@ fn wait_for(path: &Path) {
 
 /// The engine of `alice`: a turn asks for one comment on `acme/cli#12`, performed by the real
 /// REST client against the stand-in at `base`.
-fn engine(store: Arc<dyn Store>, base: &str) -> Engine {
+fn engine(store: Arc<dyn Store>, base: &str, ttl: Option<loopx_kernel::Duration>) -> Engine {
     let client = GitHubClient::new(
         SourceId::new("github").expect("id"),
         base,
@@ -269,6 +327,10 @@ fn engine(store: Arc<dyn Store>, base: &str) -> Engine {
         Arc::new(Checker),
     )
     .effector(Arc::new(client))
+    .options(EngineOptions {
+        lease_ttl: ttl,
+        ..EngineOptions::default()
+    })
     .build()
 }
 
@@ -325,7 +387,9 @@ async fn child(dir: &Path, base: &str, phase: &str) -> Result<(), Box<dyn std::e
             marker: dir.join("paused"),
         },
     };
-    engine(Arc::new(store), base).step(&goal()).await?;
+    let ttl = (phase == "expired-after-intent")
+        .then(|| loopx_kernel::Duration::from_millis(SHORT_LEASE_MS));
+    engine(Arc::new(store), base, ttl).step(&goal()).await?;
     Ok(())
 }
 
@@ -356,7 +420,7 @@ impl AppendHook<SqliteStore> for Pause {
     }
 
     async fn after(&self, _: &SqliteStore, request: &AppendRequest, _: &Appended) {
-        if self.phase == "after-intent" && holds(request, "effect_intended") {
+        if self.phase.ends_with("after-intent") && holds(request, "effect_intended") {
             stand_still(&self.marker);
         }
     }
