@@ -251,6 +251,7 @@ impl Executor for Cluster {
             return Err(TurnError::Failed(format!("no job runs `{}`", turn.todo)));
         }
         Ok(TurnReport {
+            effects: Vec::new(),
             transition: Transition::Complete {
                 continuation: Continuation::GoalStillActive,
             },

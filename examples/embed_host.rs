@@ -57,6 +57,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
     // Someone (a person, a planner) creates the goal and its first todos.
     let spec = GoalSpec::builder("notes", "write two notes", "olivia")
         .agent("host-agent")
+        .declared_identity()
         .build()?;
     let goal = store.goal(&spec.id);
     goal.create(&spec, clock.now()).await?;

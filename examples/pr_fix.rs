@@ -139,6 +139,7 @@ impl Executor for Agent {
             )));
         };
         Ok(TurnReport {
+            effects: Vec::new(),
             transition: Transition::Defer {
                 until: ResumeCondition::ObservationChanged {
                     key: check.key.clone(),

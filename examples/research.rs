@@ -96,6 +96,7 @@ impl Executor for Lab {
         )
         .map_err(|e| failed(&e))?;
         Ok(TurnReport {
+            effects: Vec::new(),
             transition: Transition::Complete {
                 continuation: Continuation::GoalStillActive,
             },

@@ -9,8 +9,9 @@ use crate::budget::Amounts;
 use crate::evidence::{NewEvidence, Observation};
 use crate::gate::NewGate;
 use crate::goal::{Amendment, GoalSpec};
-use crate::ids::{AgentId, GateId, ObligationId, TodoId, TurnId};
+use crate::ids::{AgentId, EffectId, GateId, ObligationId, TodoId, TurnId};
 use crate::obligation::ObligationKind;
+use crate::outbox::{EffectIntent, EffectOutcome};
 use crate::retry::TurnFailure;
 use crate::time::Duration;
 use crate::todo::{HandoffNote, NewTodo, ResumeCondition, Workspace};
@@ -185,6 +186,30 @@ pub enum Command {
         #[serde(default)]
         grant_reason: Option<String>,
     },
+    /// Commit the intent to perform an external effect (the outbox): the holder of the todo's
+    /// live lease, at its current epoch and with a turn in flight, says what it is about to do;
+    /// only once this commits may the effect be performed.
+    IntendEffect {
+        /// The todo whose live lease the issuing agent holds.
+        todo: TodoId,
+        /// The holder's epoch; an epoch fenced by a newer one is refused.
+        epoch: u64,
+        /// The effect; its id must never have been intended in this goal.
+        effect: EffectIntent,
+    },
+    /// Record what became of an intended effect: performed, or absent for good.
+    RecordEffect {
+        /// The pending effect.
+        id: EffectId,
+        /// What happened (or what its readback showed).
+        outcome: EffectOutcome,
+        /// What the readback showed, in words.
+        #[serde(default)]
+        note: Option<String>,
+        /// Required when someone other than the intent's holder records it under a grant.
+        #[serde(default)]
+        grant_reason: Option<String>,
+    },
     /// Open a gate.
     OpenGate {
         /// The gate; its id must be new and its scope must cover something.
@@ -262,6 +287,8 @@ impl Command {
             Command::TakeOverTurn { .. } => "take_over_turn",
             Command::SettleTurn(_) => "settle_turn",
             Command::ResolveOutcome { .. } => "resolve_outcome",
+            Command::IntendEffect { .. } => "intend_effect",
+            Command::RecordEffect { .. } => "record_effect",
             Command::OpenGate { .. } => "open_gate",
             Command::AnswerGate { .. } => "answer_gate",
             Command::WithdrawGate { .. } => "withdraw_gate",
@@ -289,7 +316,9 @@ impl Command {
             | Command::Handoff { todo, .. }
             | Command::BeginTurn { todo, .. }
             | Command::TakeOverTurn { todo, .. }
-            | Command::ResolveOutcome { todo, .. } => Some(todo.as_str()),
+            | Command::ResolveOutcome { todo, .. }
+            | Command::IntendEffect { todo, .. } => Some(todo.as_str()),
+            Command::RecordEffect { id, .. } => Some(id.as_str()),
             Command::SettleTurn(settlement) => Some(settlement.todo.as_str()),
             Command::OpenGate { gate } => Some(gate.id.as_str()),
             Command::AnswerGate { gate, .. } | Command::WithdrawGate { gate, .. } => {

@@ -8,7 +8,9 @@ use crate::actor::Actor;
 use crate::budget::{Amounts, Dimension, Ledger, Limits};
 use crate::gate::{ExpiryPolicy, GateState};
 use crate::goal::{BudgetExhaustion, GrantedAction};
-use crate::ids::{AgentId, CriterionId, DecisionScope, GateId, ObligationId, TodoId, TurnId};
+use crate::ids::{
+    AgentId, CriterionId, DecisionScope, EffectId, GateId, ObligationId, TodoId, TurnId,
+};
 use crate::obligation::{ObligationCause, ObligationKind};
 use crate::readiness::{GateHold, GuardBlock};
 use crate::state::{CriterionStatus, GoalState};
@@ -176,6 +178,14 @@ pub enum WaitReason {
         /// The former holder.
         holder: AgentId,
     },
+    /// An intended effect whose lease is gone was never recorded, and someone else must read
+    /// it back and record it.
+    EffectUnresolved {
+        /// The pending effect.
+        effect: EffectId,
+        /// The holder it was intended by.
+        holder: AgentId,
+    },
     /// What remains may only be taken by other agents (this agent is excluded from it, or it
     /// reviews this agent's own work).
     OthersOnly {
@@ -299,6 +309,16 @@ pub enum RepairIssue {
         /// The former holder.
         holder: AgentId,
     },
+    /// An effect was intended under a lease that is gone (expired, settled, or fenced by a
+    /// newer epoch) and never recorded: read it back and record it before anything else.
+    EffectUnresolved {
+        /// The pending effect.
+        effect: EffectId,
+        /// The todo whose lease authorised it.
+        todo: TodoId,
+        /// The holder it was intended by.
+        holder: AgentId,
+    },
     /// The agent's checkout is in use by another agent's live lease.
     SharedCheckout {
         /// The writing todo that would be offered.
@@ -347,11 +367,14 @@ enum Standing {
     Repair(RepairIssue),
 }
 
-/// Whether the goal is over at `now`, and how. Terminal holds iff:
-/// abandoned with no turn in flight; or every criterion is met by fresh evidence, no todo is
+/// Whether the goal is over at `now`, and how. Terminal holds iff no intended effect is pending
+/// and: abandoned with no turn in flight; or every criterion is met by fresh evidence, no todo is
 /// open, blocked or deferred, no lease or turn is pending, no gate is pending, no obligation is
 /// open, and closure was explicitly intended.
 pub fn terminal(state: &GoalState, now: Timestamp) -> Option<TerminalOutcome> {
+    if !state.pending_effects.is_empty() {
+        return None;
+    }
     if state.abandoned.is_some() {
         // An expired turn on idempotent work is safe to drop; any other begun turn must be
         // settled or resolved first.
@@ -545,7 +568,8 @@ fn guard_standing(
 /// same decision.
 ///
 /// Precedence: terminal; an unregistered agent is told to register; the agent's own live lease
-/// (resume or begin its turn); outcome-unknown repairs; open repair, then replan obligations;
+/// (resume or begin its turn); intended effects whose lease is gone (read back and recorded by
+/// their holder, or an agent that may take over); outcome-unknown repairs; open repair, then replan obligations;
 /// the first legal todo (or the workspace-guard repair it would need, or the budget's ask or
 /// wait); questions that block the agent's work; waits; stuck todos; other pending questions;
 /// the acceptance gap; the missing closure intent; terminal.
@@ -564,6 +588,9 @@ pub fn decide(state: &GoalState, agent: &AgentId, now: Timestamp) -> Decision {
         return decision;
     }
     let mut waits = Waits::default();
+    if let Some(decision) = unresolved_effects(state, agent, now, &mut waits) {
+        return decision;
+    }
     if let Some(decision) = unknown_outcomes(state, agent, now, &mut waits) {
         return decision;
     }
@@ -801,6 +828,46 @@ fn unknown_outcomes(
             WaitReason::OutcomeUnknown {
                 todo: todo.id.clone(),
                 holder: lease.holder.clone(),
+            },
+        );
+    }
+    None
+}
+
+/// Pending effects whose lease is gone: a repair for their holder (or an agent that may take
+/// over), a wait for everyone else. One still under its live lease is its holder's to finish.
+fn unresolved_effects(
+    state: &GoalState,
+    agent: &AgentId,
+    now: Timestamp,
+    waits: &mut Waits,
+) -> Option<Decision> {
+    if state.pending_effects.is_empty() {
+        return None;
+    }
+    let may_take_over = state
+        .spec
+        .grants
+        .get(agent)
+        .is_some_and(|g| g.contains(&GrantedAction::TakeOver));
+    for pending in state.pending_effects.values() {
+        if pending.is_live(state, now) {
+            continue;
+        }
+        if &pending.holder == agent || may_take_over {
+            return Some(Decision::Repair {
+                issue: RepairIssue::EffectUnresolved {
+                    effect: pending.effect.id.clone(),
+                    todo: pending.todo.clone(),
+                    holder: pending.holder.clone(),
+                },
+            });
+        }
+        waits.push(
+            state,
+            WaitReason::EffectUnresolved {
+                effect: pending.effect.id.clone(),
+                holder: pending.holder.clone(),
             },
         );
     }

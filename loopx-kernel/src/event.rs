@@ -10,8 +10,9 @@ use crate::evidence::{NewEvidence, Observation};
 use crate::gate::NewGate;
 use crate::goal::{Amendment, GoalSpec};
 use crate::ids::Fingerprint;
-use crate::ids::{AgentId, GateId, ObligationId, TodoId, TurnId};
+use crate::ids::{AgentId, EffectId, GateId, ObligationId, TodoId, TurnId};
 use crate::obligation::{ObligationCause, ObligationKind};
+use crate::outbox::{EffectIntent, EffectOutcome};
 use crate::retry::TurnResult;
 use crate::time::Timestamp;
 use crate::todo::{ContinuationRecord, HandoffNote, NewTodo, ResumeCondition, Workspace};
@@ -222,6 +223,32 @@ pub enum Event {
         /// The recorded reason when a grant was used.
         grant_reason: Option<String>,
     },
+    /// The intent of an external effect committed under a live lease (the outbox).
+    EffectIntended {
+        /// The todo whose lease authorised it.
+        todo: TodoId,
+        /// The lease epoch it happened under: the current one when recorded.
+        epoch: u64,
+        /// The lease's holder, who intended it.
+        holder: AgentId,
+        /// The turn in flight.
+        turn: TurnId,
+        /// What is to be performed.
+        effect: EffectIntent,
+    },
+    /// What became of an intended effect was recorded; it is pending no more.
+    EffectRecorded {
+        /// The effect.
+        effect: EffectId,
+        /// The todo whose lease authorised it.
+        todo: TodoId,
+        /// Performed, or absent for good.
+        outcome: EffectOutcome,
+        /// What the readback showed, in words.
+        note: Option<String>,
+        /// The recorded reason when a grant was used.
+        grant_reason: Option<String>,
+    },
     /// A gate was opened.
     GateOpened {
         /// The gate it happened to.
@@ -334,6 +361,8 @@ impl Event {
             Event::TurnTakenOver { .. } => "turn_taken_over",
             Event::TurnSettled { .. } => "turn_settled",
             Event::OutcomeAbsent { .. } => "outcome_absent",
+            Event::EffectIntended { .. } => "effect_intended",
+            Event::EffectRecorded { .. } => "effect_recorded",
             Event::GateOpened { .. } => "gate_opened",
             Event::GateResolved { .. } => "gate_resolved",
             Event::GateRejected { .. } => "gate_rejected",

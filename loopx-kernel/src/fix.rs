@@ -173,6 +173,20 @@ fn resolve(todo: &TodoId, turn: Option<&crate::ids::TurnId>, holder: &AgentId) -
     fix.choose("resolution").choose("note")
 }
 
+/// Records what a readback of a pending effect showed.
+fn resolve_effect(effect: &crate::ids::EffectId, holder: &AgentId) -> Fix {
+    Fix::new(
+        "effect resolve",
+        Some("record_effect"),
+        Who::AgentOrOwner {
+            agent: holder.clone(),
+        },
+    )
+    .arg("effect", effect)
+    .choose("outcome")
+    .choose("note")
+}
+
 impl WaitReason {
     /// What acts on this wait.
     pub fn fix(&self) -> Fix {
@@ -229,6 +243,7 @@ impl WaitReason {
             .arg("todo", other)
             .choose("epoch"),
             WaitReason::OutcomeUnknown { todo, holder } => resolve(todo, None, holder),
+            WaitReason::EffectUnresolved { effect, holder } => resolve_effect(effect, holder),
             WaitReason::OthersOnly { todo } => {
                 Fix::new("claim", Some("claim"), Who::OtherAgent).arg("todo", todo)
             }
@@ -301,6 +316,7 @@ impl RepairIssue {
         match self {
             RepairIssue::Obligation { id, .. } => discharge(id),
             RepairIssue::OutcomeUnknown { todo, turn, holder } => resolve(todo, Some(turn), holder),
+            RepairIssue::EffectUnresolved { effect, holder, .. } => resolve_effect(effect, holder),
             RepairIssue::SharedCheckout { todo, .. } => {
                 Fix::new("claim", Some("claim"), Who::Asker)
                     .arg("todo", todo)

@@ -217,6 +217,9 @@ id_type!(
     /// Identifies one bounded turn; the budget charge and the settlement are bound to it.
     TurnId, "turn id");
 id_type!(
+    /// Identifies an external effect in a goal's outbox; an effect id is intended at most once.
+    EffectId, "effect id");
+id_type!(
     /// Identifies a registered agent (an executor identity that outlives sessions).
     AgentId, "agent id");
 id_type!(

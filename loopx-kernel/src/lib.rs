@@ -48,6 +48,7 @@ pub mod identity;
 pub mod ids;
 mod invariants;
 mod obligation;
+pub mod outbox;
 pub mod persistent;
 mod proposals;
 mod readiness;
@@ -110,12 +111,13 @@ pub use identity::{
     Identity, IdentityMode, Keyring, PublicKey, RegisteredKey, SecretKey, Signature, Signer,
 };
 pub use ids::{
-    AgentId, CheckId, CriterionId, DecisionScope, EvidenceId, Fingerprint, GateId, GoalId, IntoId,
-    InvalidId, MAX_ID_LEN, ObligationId, ObservationKey, OperationId, PersonId, Revision, SourceId,
-    Subject, TodoId, TurnId,
+    AgentId, CheckId, CriterionId, DecisionScope, EffectId, EvidenceId, Fingerprint, GateId,
+    GoalId, IntoId, InvalidId, MAX_ID_LEN, ObligationId, ObservationKey, OperationId, PersonId,
+    Revision, SourceId, Subject, TodoId, TurnId,
 };
 pub use invariants::{Violation, check_invariants};
 pub use obligation::{Discharge, Obligation, ObligationCause, ObligationKind};
+pub use outbox::{EffectIntent, EffectOutcome, PendingEffect};
 pub use proposals::Proposals;
 pub use readiness::{GateHold, GuardBlock};
 pub use refusal::Refusal;

@@ -489,6 +489,21 @@ pub struct Effect {
     pub params: BTreeMap<String, String>,
 }
 
+/// An external effect a turn asks its engine to perform through the outbox: the engine commits
+/// its intent under the turn's lease epoch first and performs it only then, with an idempotency
+/// key derived from the goal, the turn and its place in the list.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EffectRequest {
+    /// What to do, e.g. `github.comment`.
+    pub kind: String,
+    /// What it acts on, for people (e.g. `acme/cli#12`).
+    pub target: String,
+    /// Its parameters, as the effector documents them for `kind`.
+    #[serde(default)]
+    pub params: BTreeMap<String, String>,
+}
+
 /// What a readback found about an effect.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -615,6 +630,10 @@ pub struct TurnReport {
     /// A short account, for people.
     #[serde(default)]
     pub summary: String,
+    /// External effects the engine performs for the turn through the outbox, in order, before
+    /// it settles; an engine without an effector fails a turn that asks for any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub effects: Vec<EffectRequest>,
 }
 
 impl TurnReport {
@@ -625,6 +644,7 @@ impl TurnReport {
             observations: Vec::new(),
             usage: Amounts::ZERO,
             summary: summary.into(),
+            effects: Vec::new(),
         }
     }
 
@@ -645,6 +665,13 @@ impl TurnReport {
     #[must_use]
     pub fn with_usage(mut self, usage: Amounts) -> Self {
         self.usage = usage;
+        self
+    }
+
+    /// The same report asking for an external effect, performed through the outbox.
+    #[must_use]
+    pub fn with_effect(mut self, effect: EffectRequest) -> Self {
+        self.effects.push(effect);
         self
     }
 

@@ -85,6 +85,11 @@ pub fn wait_reason(reason: &WaitReason) -> String {
                 "the outcome of a turn on `{todo}` is unknown and agent:{holder} must resolve it"
             ) + &then("read back what it did, then resolve it", &fix)
         }
+        WaitReason::EffectUnresolved { effect, holder } => {
+            format!(
+                "effect {effect} of agent:{holder} was intended and never recorded, and agent:{holder} must resolve it"
+            ) + &then("read it back, then record it", &fix)
+        }
         WaitReason::OthersOnly { todo } => {
             format!(
                 "what remains (`{todo}`) is for other agents: this agent is excluded or wrote the work it reviews"
@@ -229,6 +234,18 @@ pub fn repair_issue(issue: &RepairIssue) -> String {
                 "the outcome of turn {turn} on `{todo}` (agent:{holder}) is unknown: its effect may have happened"
             ) + &then(
                 "read back what it did, then, once its lease has expired, resolve it as absent or committed",
+                &fix,
+            )
+        }
+        RepairIssue::EffectUnresolved {
+            effect,
+            todo,
+            holder,
+        } => {
+            format!(
+                "effect {effect} on `{todo}` (agent:{holder}) was intended under a lease that is gone and never recorded: it may have happened"
+            ) + &then(
+                "read it back where it acts, then record it as performed or absent",
                 &fix,
             )
         }

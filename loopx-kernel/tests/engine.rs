@@ -123,6 +123,7 @@ impl Executor for Scripted {
         // Let the engine's lease renewal observe any clock movement made above.
         YieldOnce(false).await;
         Ok(TurnReport {
+            effects: Vec::new(),
             transition: Transition::Complete {
                 continuation: Continuation::GoalStillActive,
             },
@@ -506,6 +507,7 @@ fn after_a_crash_a_finished_turn_is_validated_and_settled_without_running_again(
         let goal = goal(&h.store, &[todo("edit")]).await;
         crashed_mid_turn(&h, &goal, "edit").await;
         let kept = TurnReport {
+            effects: Vec::new(),
             transition: Transition::KeepOpen,
             observations: vec![],
             usage: Amounts::ZERO,

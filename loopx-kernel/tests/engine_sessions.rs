@@ -49,6 +49,7 @@ async fn goal(store: &MemoryStore) -> GoalId {
                 .expect("valid ids"),
         )
         .budget(Limits::UNLIMITED)
+        .declared_identity()
         .build()
         .expect("a valid spec");
     let goal = spec.id.clone();

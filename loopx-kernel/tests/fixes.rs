@@ -29,6 +29,8 @@ fn command_names() -> BTreeSet<&'static str> {
         "take_over_turn",
         "settle_turn",
         "resolve_outcome",
+        "intend_effect",
+        "record_effect",
         "open_gate",
         "answer_gate",
         "withdraw_gate",

@@ -246,6 +246,7 @@ fn the_policy_is_data_in_the_goal_and_old_specs_decode_with_its_defaults() {
 fn a_goal_without_a_budget_gets_the_finite_default_and_unlimited_must_be_asked_for() {
     let spec = GoalSpec::builder("g", "o", "p")
         .agent("a")
+        .declared_identity()
         .build()
         .expect("a spec");
     assert_eq!(spec.budget, Limits::GOAL_DEFAULT);

@@ -9,10 +9,11 @@
 mod world;
 
 use loopx_kernel::{
-    Amendment, Amounts, Command, Continuation, Decision, Duration, Event, GateAnswer, GoalSpec,
-    GoalState, GrantedAction, HandoffNote, Limits, ObligationId, ObligationKind, OutcomeResolution,
-    PlanChange, RecordedEvent, ReplayError, ResumeCondition, SCHEMA_VERSION, Transition,
-    VerdictOutcome, check_invariants, decide, execute, frontier,
+    Amendment, Amounts, Command, Continuation, Decision, Duration, EffectId, EffectIntent,
+    EffectOutcome, Event, GateAnswer, GoalSpec, GoalState, GrantedAction, HandoffNote, Limits,
+    ObligationId, ObligationKind, OutcomeResolution, PlanChange, RecordedEvent, ReplayError,
+    ResumeCondition, SCHEMA_VERSION, Transition, VerdictOutcome, check_invariants, decide, execute,
+    frontier,
 };
 use world::{
     EvidenceExt, GateExt, TodoExt, World, ag, agent, capability, criterion, ev, gate, gid, key,
@@ -50,9 +51,11 @@ fn variant(event: &Event) -> usize {
         Event::ObligationDischarged { .. } => 24,
         Event::WorkspaceReported { .. } => 25,
         Event::TurnTakenOver { .. } => 26,
+        Event::EffectIntended { .. } => 27,
+        Event::EffectRecorded { .. } => 28,
     }
 }
-const VARIANTS: usize = 27;
+const VARIANTS: usize = 29;
 
 fn run_turn(
     w: &mut World,
@@ -297,6 +300,48 @@ fn history() -> World {
         &ag("a"),
         Command::DeclareClosure {
             reason: "the contract is the last open item".into(),
+        },
+    );
+    // An effect through the outbox: intended under the lease, recorded, and the lease given up.
+    w.claim("a", "split");
+    w.begin("a", "split", "split-1");
+    let params = [
+        ("repo", "acme/cli"),
+        ("number", "12"),
+        ("body", "split done"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect();
+    let effect = EffectIntent::new(
+        EffectId::new("split-1-e1-x0").unwrap(),
+        "github.comment",
+        "acme/cli#12",
+        "g/split-1/0",
+        params,
+    );
+    w.run(
+        &ag("a"),
+        Command::IntendEffect {
+            todo: tid("split"),
+            epoch: 1,
+            effect,
+        },
+    );
+    w.run(
+        &ag("a"),
+        Command::RecordEffect {
+            id: EffectId::new("split-1-e1-x0").unwrap(),
+            outcome: EffectOutcome::Performed,
+            note: Some("posted".into()),
+            grant_reason: None,
+        },
+    );
+    w.run(
+        &ag("a"),
+        Command::Release {
+            todo: tid("split"),
+            epoch: 1,
         },
     );
     w

@@ -18,6 +18,13 @@
 //! validator still decides). Either way the report is only a proposal: the engine's validator
 //! judges the work.
 //!
+//! A report may ask for external effects (`"effects": [{"kind": "github.comment", "target":
+//! "acme/cli#12", "params": {…}}]`, [`TurnReport::effects`]): the command does not perform
+//! them itself; the engine performs them through the store's outbox (each intent committed
+//! under the lease epoch first), with the effector its host gave it, and fails the turn when
+//! it has none. Journalled with the report, they are read back, never repeated, when a
+//! restarted engine finishes the turn.
+//!
 //! A command that does not exit zero has failed the turn, whatever it printed: the engine
 //! settles the turn as failed and the goal's retry policy paces the next attempt. The failure's
 //! class ([`FailureClass`](loopx_kernel::FailureClass)) is read from how the process ended:
@@ -157,6 +164,7 @@ impl Executor for CommandExecutor {
             return Err(error);
         }
         let report = reported(&output.stdout.text()).unwrap_or_else(|| TurnReport {
+            effects: Vec::new(),
             transition: Transition::Complete {
                 continuation: Continuation::GoalStillActive,
             },

@@ -31,6 +31,7 @@ fn turn() -> (TurnRequest, TurnReport) {
             deadline: now,
         },
         TurnReport {
+            effects: Vec::new(),
             transition: Transition::KeepOpen,
             observations: vec![],
             usage: Amounts::ZERO,

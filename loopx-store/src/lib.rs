@@ -66,6 +66,7 @@
 //! let now = Timestamp::parse("2026-11-29T10:00:00Z")?;
 //! let spec = GoalSpec::builder("json-output", "add --format json to the CLI", "maintainer")
 //!     .agent("agent-a")
+//!     .declared_identity() // an experiment: actors are taken at their word
 //!     .build()?;
 //! let created = store.goal(&spec.id).create(&spec, now).await?;
 //! assert_eq!(created.receipt.revision, 1);

@@ -10,6 +10,7 @@ use crate::error::{CliError, Exit};
 mod brief;
 mod describe;
 mod doctor;
+mod effect;
 mod evidence;
 mod gate;
 mod goal;
@@ -65,6 +66,10 @@ pub enum Verb {
     /// Settle a turn: verdict, evidence, transition, charge and lease release in one commit.
     #[command(after_help = settle::SHAPE)]
     Settle(settle::SettleArgs),
+    /// List the effects intended and not yet recorded (the outbox), or resolve one after
+    /// reading it back.
+    #[command(subcommand)]
+    Effect(effect::EffectVerb),
     /// Open, list, answer, reject or withdraw gates (questions for a person).
     #[command(subcommand)]
     Gate(gate::GateVerb),
@@ -115,6 +120,7 @@ pub async fn run(ctx: &Ctx, verb: Verb) -> Result<Exit, CliError> {
         Verb::Handoff(args) => lease::handoff(ctx, args).await,
         Verb::Resolve(args) => lease::resolve(ctx, args).await,
         Verb::Settle(args) => settle::run(ctx, &args).await,
+        Verb::Effect(verb) => effect::run(ctx, verb).await,
         Verb::Gate(verb) => gate::run(ctx, verb).await,
         Verb::Obligation(verb) => obligation::run(ctx, verb).await,
         Verb::Evidence(verb) => evidence::run(ctx, verb).await,

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use loopx_kernel::{GoalState, Timestamp, Todo, terminal};
 use serde_json::{Map, Value, json};
 
-use crate::cmd::{evidence, view};
+use crate::cmd::{effect, evidence, view};
 use crate::context::Ctx;
 use crate::error::{CliError, Exit};
 use crate::output::{Output, Style, Table, or_dash};
@@ -81,6 +81,18 @@ pub async fn run(ctx: &Ctx) -> Result<Exit, CliError> {
         }
     });
     let mut value = value;
+    // The outbox is listed only when it holds something, so a board without effects reads as
+    // it always did.
+    if !state.pending_effects.is_empty()
+        && let Some(status) = value.get_mut("status").and_then(Value::as_object_mut)
+    {
+        let pending: Vec<Value> = state
+            .pending_effects
+            .values()
+            .map(|p| effect::pending_json(&state, p, now))
+            .collect();
+        status.insert("pending_effects".into(), Value::Array(pending));
+    }
     // Said only of a store on a test clock, where `--now` moves time.
     let test_clock = backend.clock() == loopx_store::StoreClock::Test;
     if let (true, Some(status)) = (test_clock, value["status"].as_object_mut()) {
@@ -184,5 +196,10 @@ fn human(out: &Output, state: &GoalState, now: Timestamp) -> String {
     text.push_str(&table.render(out));
     text.push('\n');
     text.push_str(&evidence::table(out, state, now));
+    let pending = effect::table(out, state, now);
+    if !pending.is_empty() {
+        text.push('\n');
+        text.push_str(&pending);
+    }
     text
 }

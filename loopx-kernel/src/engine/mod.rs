@@ -10,7 +10,9 @@
 //! 3. **decide** — the kernel's [`decide`] for the engine's agent;
 //! 4. on `continue`, **one turn** — claim the todo, record a *prepared turn* (the `turn_begun`
 //!    event: the journal entry with the turn id and the budget reservation) **before** the
-//!    executor runs, run the executor while renewing the lease, have the independent validator
+//!    executor runs, run the executor while renewing the lease, perform the effects its report
+//!    asks for through the outbox (each intent committed under the lease epoch first, then
+//!    performed, then recorded; see [`crate::outbox`]), have the independent validator
 //!    judge the result, and settle everything in one atomic commit (an executor's error is
 //!    settled as a failed turn of its class, never dropped or re-run at once: the goal's retry
 //!    policy makes the next decision wait, then replan);
@@ -29,11 +31,17 @@
 //! is settled by its report as a readback (`resolve_outcome`), the only way an expired lease's
 //! turn may be settled.
 //!
+//! Effects recover the same way: a resumed turn's effects find their intents pending and are
+//! read back before anything is performed, and at the start of every step the engine reads back
+//! its agent's pending intents whose lease is gone; what no readback can tell stays pending and
+//! the decision is `repair`.
+//!
 //! Every write goes through the store's [`GoalHandle`](crate::GoalHandle), paced on the
 //! engine's clock, with a deterministic operation id, so a step retried after a lost reply
 //! commits nothing twice. Waiting ([`Engine::wait`]) sleeps until the
 //! decision's wake time or a store notification, whichever comes first.
 
+mod effects;
 mod judgement;
 mod report;
 
@@ -42,6 +50,7 @@ use std::sync::Arc;
 use futures::future::{Either, select};
 use futures::pin_mut;
 
+pub use effects::{EffectReport, EffectStep};
 pub use judgement::{JudgeRound, Proposed, Submission, record_observation};
 pub use report::{ProposalOutcome, ProviderFailure, StepReport, TurnOutcome, Until};
 
@@ -58,8 +67,8 @@ use crate::ids::{
 use crate::refusal::Refusal;
 use crate::retry::{TurnFailure, TurnResult};
 use crate::seams::{
-    Capability, Clock, Executor, ObserveRequest, Provider, Recovery, Store, StoreError, TurnError,
-    TurnReport, TurnRequest, Validator,
+    Capability, Clock, Effector, Executor, ObserveRequest, Provider, Recovery, Store, StoreError,
+    TurnError, TurnReport, TurnRequest, Validator,
 };
 use crate::state::GoalState;
 use crate::time::Duration;
@@ -166,6 +175,7 @@ pub struct Engine {
     watches: Vec<Watch>,
     options: EngineOptions,
     keyring: Keyring,
+    effector: Option<Arc<dyn Effector>>,
 }
 
 /// Builds an [`Engine`]; the store, clock, executor and validator are required.
@@ -207,6 +217,16 @@ impl EngineBuilder {
         self
     }
 
+    /// Performs the external effects turns ask for ([`TurnReport::effects`]) through
+    /// `effector`, each only after its intent committed under the turn's lease epoch (the
+    /// outbox), and resolves pending intents by reading them back. Without one, a turn that
+    /// asks for an effect fails.
+    #[must_use]
+    pub fn effector(mut self, effector: Arc<dyn Effector>) -> Self {
+        self.engine.effector = Some(effector);
+        self
+    }
+
     /// Replaces the options.
     #[must_use]
     pub fn options(mut self, options: EngineOptions) -> Self {
@@ -240,6 +260,7 @@ impl Engine {
                 watches: Vec::new(),
                 options: EngineOptions::default(),
                 keyring: Keyring::new(),
+                effector: None,
             },
         }
     }
@@ -270,6 +291,8 @@ impl Engine {
         self.report_workspace(&mut state).await?;
         self.observe(&mut state, &mut report, false).await?;
         self.judge(&mut state, &mut report).await?;
+        self.resolve_orphaned_effects(&mut state, &mut report)
+            .await?;
         let decision = decide(&state, &self.agent, self.clock.now());
         report.decision = match decision {
             Decision::Continue(assignment) => {
@@ -480,9 +503,40 @@ impl Engine {
             self.execute(state, &request).await
         };
         let (executed, failure) = match ran {
-            Ran::Reported(executed) => (executed, None),
+            Ran::Reported(mut executed) => {
+                let effects = std::mem::take(&mut executed.effects);
+                match self.run_effects(state, &request, &effects, report).await? {
+                    effects::Effects::Done => (executed, None),
+                    effects::Effects::Failed(failure) => {
+                        executed.transition = Transition::KeepOpen;
+                        (executed, Some(failure))
+                    }
+                    effects::Effects::LeaseLost(refusal) => {
+                        report.turn = Some(TurnOutcome::LeaseLost {
+                            todo: todo.clone(),
+                            turn: turn.clone(),
+                            refusal,
+                        });
+                        return Ok(None);
+                    }
+                    effects::Effects::Unknown(effect) => {
+                        report.turn = Some(TurnOutcome::Unknown {
+                            todo: todo.clone(),
+                            turn: turn.clone(),
+                        });
+                        return Ok(Some(Decision::Repair {
+                            issue: RepairIssue::EffectUnresolved {
+                                effect,
+                                todo,
+                                holder: self.agent.clone(),
+                            },
+                        }));
+                    }
+                }
+            }
             Ran::Failed(failure) => {
                 let report = TurnReport {
+                    effects: Vec::new(),
                     transition: Transition::KeepOpen,
                     observations: Vec::new(),
                     usage: Amounts::ZERO,
@@ -726,6 +780,7 @@ impl Engine {
             .await
             .map_err(|error| TurnError::Failed(error.to_string()))?;
         Ok(TurnReport {
+            effects: Vec::new(),
             transition: Transition::KeepOpen,
             summary: format!(
                 "polled {} ({} observations)",

@@ -29,6 +29,9 @@ pub struct StepReport {
     /// The turn taken, if the decision was `continue`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<TurnOutcome>,
+    /// What became of each external effect the step performed or read back (the outbox).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub effects: Vec<super::EffectReport>,
     /// The decision after the step, for the engine's agent: what the host obeys next.
     pub decision: Decision,
 }
@@ -43,6 +46,7 @@ impl StepReport {
             provider_errors: Vec::new(),
             proposals: Vec::new(),
             turn: None,
+            effects: Vec::new(),
             decision: Decision::Wait {
                 until: None,
                 reasons: Vec::new(),

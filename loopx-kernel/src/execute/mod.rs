@@ -1,6 +1,7 @@
 //! Command validation: a command plus the state it is issued against either becomes events or
 //! is refused with a [`Refusal`]. Nothing here mutates state; [`GoalState::handle`] applies.
 
+mod effects;
 mod evidence;
 mod gates;
 mod goal;
@@ -187,6 +188,7 @@ impl Ctx<'_> {
                     | Command::TakeOverTurn { .. }
                     | Command::Release { .. }
                     | Command::ResolveOutcome { .. }
+                    | Command::RecordEffect { .. }
                     | Command::RecordObservation { .. }
             )
         {
@@ -271,6 +273,17 @@ impl Ctx<'_> {
                 resolution,
                 grant_reason,
             } => self.resolve_outcome(todo, turn, resolution, grant_reason.as_deref()),
+            Command::IntendEffect {
+                todo,
+                epoch,
+                effect,
+            } => self.intend_effect(todo, *epoch, effect),
+            Command::RecordEffect {
+                id,
+                outcome,
+                note,
+                grant_reason,
+            } => self.record_effect(id, *outcome, note.as_deref(), grant_reason.as_deref()),
             Command::OpenGate { gate } => self.open_gate(gate),
             Command::AnswerGate { gate, answer } => self.answer_gate(gate, answer),
             Command::WithdrawGate { gate, reason } => self.withdraw_gate(gate, reason),

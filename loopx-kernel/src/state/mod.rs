@@ -17,10 +17,11 @@ use crate::gate::{Gate, GateStatus, NewGate};
 use crate::goal::{Amendment, GoalSpec};
 use crate::identity::RegisteredKey;
 use crate::ids::{
-    AgentId, CheckId, EvidenceId, GateId, ObligationId, ObservationKey, Revision, Subject, TodoId,
-    TurnId,
+    AgentId, CheckId, EffectId, EvidenceId, GateId, ObligationId, ObservationKey, Revision,
+    Subject, TodoId, TurnId,
 };
 use crate::obligation::{Discharge, Obligation, ObligationCause};
+use crate::outbox::PendingEffect;
 use crate::persistent::{Arena, Map, Set};
 use crate::retry::{Streak, TurnResult};
 use crate::time::Timestamp;
@@ -84,6 +85,14 @@ pub struct GoalState {
     /// next event; left out of the JSON then, so such a snapshot keeps its bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_commit_at: Option<Timestamp>,
+    /// The outbox: effects intended and not yet recorded as performed or absent; left out of
+    /// the JSON when empty.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub pending_effects: Map<EffectId, PendingEffect>,
+    /// Every effect id ever intended: an effect id is intended at most once; left out of the
+    /// JSON when empty.
+    #[serde(default, skip_serializing_if = "Set::is_empty")]
+    pub used_effects: Set<EffectId>,
     #[serde(skip)]
     index: Index,
 }
@@ -147,6 +156,9 @@ struct Unindexed {
     idle_turns: u32,
     #[serde(default)]
     last_commit_at: Option<Timestamp>,
+    pending_effects: Map<EffectId, PendingEffect>,
+    #[serde(default)]
+    used_effects: Set<EffectId>,
 }
 
 impl Unindexed {
@@ -172,6 +184,14 @@ impl Unindexed {
         filed_under_own_id("evidence", &self.evidence, |e| &e.id)?;
         filed_under_own_id("obligation", &self.obligations, |o| &o.id)?;
         filed_under_own_id("observation", &self.observations, |o| &o.key)?;
+        filed_under_own_id("pending effect", &self.pending_effects, |e| &e.effect.id)?;
+        if let Some(id) = self
+            .pending_effects
+            .keys()
+            .find(|id| !self.used_effects.contains(id))
+        {
+            return Err(format!("effect `{id}` is pending but was never intended"));
+        }
         let mut seqs: Vec<u64> = self.todos.values().map(|t| t.seq).collect();
         seqs.extend(self.evidence.values().map(|e| e.seq));
         seqs.sort_unstable();
@@ -238,6 +258,8 @@ impl TryFrom<Unindexed> for GoalState {
             streaks: raw.streaks,
             idle_turns: raw.idle_turns,
             last_commit_at: raw.last_commit_at,
+            pending_effects: raw.pending_effects,
+            used_effects: raw.used_effects,
             index: Index::default(),
         };
         state.rebuild_index();
@@ -385,6 +407,8 @@ impl GoalState {
             streaks: Map::new(),
             idle_turns: 0,
             last_commit_at: Some(event.at),
+            pending_effects: Map::new(),
+            used_effects: Set::new(),
             index: Index::default(),
         })
     }
@@ -628,6 +652,40 @@ impl GoalState {
                 }
                 self.tick_monitor(todo, observations, at, recorded)?;
                 self.apply_transition(todo, turn, &agent, transition, recorded)?;
+            }
+            Event::EffectIntended {
+                todo,
+                epoch,
+                holder,
+                turn,
+                effect,
+            } => {
+                if !self.used_effects.insert(effect.id.clone()) {
+                    return Err(inconsistent(
+                        recorded,
+                        format!("effect `{}` was intended twice", effect.id),
+                    ));
+                }
+                self.todo_mut(todo, recorded)?;
+                self.pending_effects.insert(
+                    effect.id.clone(),
+                    PendingEffect {
+                        effect: effect.clone(),
+                        todo: todo.clone(),
+                        epoch: *epoch,
+                        holder: holder.clone(),
+                        turn: turn.clone(),
+                        intended_at: at,
+                    },
+                );
+            }
+            Event::EffectRecorded { effect, .. } => {
+                if self.pending_effects.remove(effect).is_none() {
+                    return Err(inconsistent(
+                        recorded,
+                        format!("effect `{effect}` is not pending"),
+                    ));
+                }
             }
             Event::GateOpened { gate } => self.open_gate(gate, recorded)?,
             Event::GateResolved { gate, answer } => {

@@ -522,6 +522,7 @@ fn terminal_and_evidence(state: &GoalState, now: Timestamp, agents: &[AgentId], 
             && !state.gates.values().any(|g| g.state_at(now).is_pending())
             && state.obligations.values().all(|o| o.discharged.is_some())
             && state.closure.is_some()
+            && state.pending_effects.is_empty()
             && criteria.iter().all(|(_, s)| s.is_met());
         out.check(ok, "9 terminal", || {
             "accepted while its conditions do not hold".into()
@@ -802,6 +803,33 @@ fn step_event(
                 resolving || lease.is_some_and(|l| actor.agent() == Some(&l.holder)),
                 "15 authority",
                 || format!("{actor:?} settled a turn it does not hold"),
+            );
+        }
+        // The outbox: an effect is intended only by the holder of the live lease at the
+        // todo's current epoch, and an effect id only once.
+        Event::EffectIntended {
+            todo,
+            epoch,
+            effect,
+            ..
+        } => {
+            let item = before.todos.get(todo);
+            let lease = item.and_then(|t| live(t, now));
+            let fenced = lease.is_some_and(|l| {
+                l.epoch == *epoch
+                    && item.is_some_and(|t| t.last_epoch == *epoch)
+                    && actor.agent() == Some(&l.holder)
+            });
+            out.check(fenced, "3 stale epochs never act", || {
+                format!(
+                    "effect {} on {todo} intended under epoch {epoch} by {actor:?}, lease was {lease:?}",
+                    effect.id
+                )
+            });
+            out.check(
+                !before.used_effects.contains(&effect.id),
+                "outbox: an effect id is intended once",
+                || format!("effect {} was intended again", effect.id),
             );
         }
         _ => {}
@@ -1126,6 +1154,7 @@ pub fn failing_run(run: &FailingRun) -> Vec<Finding> {
     let mut spec: GoalSpec = match GoalSpec::builder("g-fail", "fail", super::roster::owner())
         .agent(&agent)
         .budget(Limits::UNLIMITED)
+        .declared_identity()
         .build()
     {
         Ok(spec) => spec,

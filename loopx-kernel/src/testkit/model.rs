@@ -16,10 +16,11 @@ use crate::gate::{ExpiryPolicy, GateState, GateStatus, NewGate};
 use crate::goal::{Amendment, GoalSpec, GrantedAction, Policy};
 use crate::identity::{Identity, RegisteredKey};
 use crate::ids::{
-    AgentId, CheckId, CriterionId, DecisionScope, EvidenceId, Fingerprint, GateId, ObligationId,
-    ObservationKey, Revision, Subject, TodoId, TurnId,
+    AgentId, CheckId, CriterionId, DecisionScope, EffectId, EvidenceId, Fingerprint, GateId,
+    ObligationId, ObservationKey, Revision, Subject, TodoId, TurnId,
 };
 use crate::obligation::{ObligationCause, ObligationKind};
+use crate::outbox::EffectIntent;
 use crate::state::GoalState;
 use crate::time::{Duration, Timestamp};
 use crate::todo::{
@@ -152,6 +153,14 @@ pub(crate) struct MObligation {
     pub(crate) goal_stall: bool,
 }
 
+/// An intended effect not yet recorded: the lease it was intended under.
+#[derive(Debug, Clone)]
+pub(crate) struct MEffect {
+    pub(crate) todo: TodoId,
+    pub(crate) epoch: u64,
+    pub(crate) holder: AgentId,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum MTurn {
     InFlight(Amounts),
@@ -189,6 +198,9 @@ pub struct LifecycleModel {
     pub(crate) obligations: BTreeMap<ObligationId, MObligation>,
     pub(crate) turns: BTreeMap<TurnId, (TodoId, AgentId, MTurn)>,
     pub(crate) workspaces: BTreeMap<AgentId, Workspace>,
+    /// The outbox: intended effects not yet recorded, and every effect id ever intended.
+    pub(crate) effects: BTreeMap<EffectId, MEffect>,
+    pub(crate) effect_ids: BTreeSet<EffectId>,
     pub(crate) closure: bool,
     pub(crate) abandoned: bool,
     /// Settled turns in a row on the goal (monitors' polls excepted) that neither failed nor
@@ -308,6 +320,8 @@ impl LifecycleModel {
             obligations: BTreeMap::new(),
             turns: BTreeMap::new(),
             workspaces: BTreeMap::new(),
+            effects: BTreeMap::new(),
+            effect_ids: BTreeSet::new(),
             closure: false,
             abandoned: false,
             goal_idle: 0,
@@ -700,6 +714,10 @@ impl LifecycleModel {
 
     /// Whether the goal is over, recomputed from the model's own maps.
     pub fn terminal(&self) -> Option<TerminalOutcome> {
+        // An intended effect nobody recorded may have happened: nothing ends over it.
+        if !self.effects.is_empty() {
+            return None;
+        }
         if self.abandoned {
             // A turn still running, or one whose effect is unknown, must be settled first; an
             // expired turn on idempotent work is safe to drop.
@@ -732,6 +750,7 @@ impl LifecycleModel {
                 | Command::TakeOverTurn { .. }
                 | Command::Release { .. }
                 | Command::ResolveOutcome { .. }
+                | Command::RecordEffect { .. }
                 | Command::RecordObservation { .. }
         );
         if self.abandoned && !still_allowed {
@@ -860,6 +879,17 @@ impl LifecycleModel {
                 resolution,
                 grant_reason,
             } => self.resolve(actor, todo, turn, resolution, grant_reason.as_deref()),
+            Command::IntendEffect {
+                todo,
+                epoch,
+                effect,
+            } => self.intend_effect(actor, todo, *epoch, effect),
+            Command::RecordEffect {
+                id,
+                note,
+                grant_reason,
+                ..
+            } => self.record_effect(actor, id, note.as_deref(), grant_reason.as_deref()),
             Command::OpenGate { gate } => {
                 self.planner(actor)?;
                 self.open_gate(actor, gate)
@@ -1867,6 +1897,78 @@ impl LifecycleModel {
                 self.settle(actor, settlement, true)
             }
         }
+    }
+
+    /// The outbox: only the live holder at the current epoch, mid-turn, intends an effect, and
+    /// an effect id is intended once.
+    fn intend_effect(
+        &mut self,
+        actor: &Actor,
+        id: &TodoId,
+        epoch: u64,
+        effect: &EffectIntent,
+    ) -> Verdict {
+        let lease = self.holder_lease(actor, id, epoch)?;
+        if lease.turn.is_none() {
+            return Err("an effect needs a turn in flight");
+        }
+        let holder = lease.holder.clone();
+        self.registered_agent(actor)?;
+        let named = |t: &str| text_ok(t) && t.len() <= 256;
+        let fields = [&effect.kind, &effect.target, &effect.key, &effect.digest];
+        if !fields.iter().all(|t| named(t))
+            || effect.params.len() > 16
+            || !effect.params.iter().all(|(k, v)| named(k) && bounded(v))
+        {
+            return Err("bad effect kind, target, key, digest or parameters");
+        }
+        if effect.digest
+            != EffectIntent::digest_of(&effect.kind, &effect.target, &effect.key, &effect.params)
+        {
+            return Err("the digest does not match the effect");
+        }
+        if !self.effect_ids.insert(effect.id.clone()) {
+            return Err("effect id already intended");
+        }
+        self.effects.insert(
+            effect.id.clone(),
+            MEffect {
+                todo: id.clone(),
+                epoch,
+                holder,
+            },
+        );
+        Ok(vec!["effect_intended"])
+    }
+
+    /// While its lease is live and current only the holder records an effect; after, the
+    /// former holder, the owner or a `take_over` grantee with a reason.
+    fn record_effect(
+        &mut self,
+        actor: &Actor,
+        id: &EffectId,
+        note: Option<&str>,
+        grant: Option<&str>,
+    ) -> Verdict {
+        let effect = self.effects.get(id).ok_or("effect not pending")?;
+        let todo = self.todos.get(&effect.todo).ok_or("unknown todo")?;
+        let live = todo.last_epoch == effect.epoch
+            && todo
+                .live_lease(self.now)
+                .is_some_and(|l| l.epoch == effect.epoch && l.holder == effect.holder);
+        let holder = actor.agent() == Some(&effect.holder);
+        if live && !holder {
+            return Err("only the holder records an effect under its live lease");
+        }
+        if !live && !holder && !self.is_owner(actor) {
+            let agent = self.registered_agent(actor)?;
+            self.granted(agent, GrantedAction::TakeOver, grant)?;
+        }
+        if note.is_some_and(|n| !bounded(n)) {
+            return Err("bad note");
+        }
+        self.effects.remove(id);
+        Ok(vec!["effect_recorded"])
     }
 
     fn open_gate(&mut self, actor: &Actor, gate: &NewGate) -> Verdict {

@@ -18,7 +18,7 @@ use crate::todo::ResumeCondition;
 use super::id;
 
 /// How many distinct names [`name`] gives: the number of samples [`every_reason`] holds.
-pub const REASONS: usize = 30;
+pub const REASONS: usize = 32;
 
 /// The stable name of the reason a decision gives (`wait.lease_held`, `replan.stuck.blocked`,
 /// …); `None` for `continue` and `terminal`, which give none.
@@ -38,6 +38,7 @@ pub fn name(decision: &Decision) -> Option<&'static str> {
             WaitReason::Dependencies { .. } => "wait.dependencies",
             WaitReason::WriteScopeBusy { .. } => "wait.write_scope_busy",
             WaitReason::OutcomeUnknown { .. } => "wait.outcome_unknown",
+            WaitReason::EffectUnresolved { .. } => "wait.effect_unresolved",
             WaitReason::OthersOnly { .. } => "wait.others_only",
             WaitReason::Budget { .. } => "wait.budget",
             WaitReason::Backoff { .. } => "wait.backoff",
@@ -65,6 +66,7 @@ pub fn name(decision: &Decision) -> Option<&'static str> {
         Decision::Repair { issue } => match issue {
             RepairIssue::Obligation { .. } => "repair.obligation",
             RepairIssue::OutcomeUnknown { .. } => "repair.outcome_unknown",
+            RepairIssue::EffectUnresolved { .. } => "repair.effect_unresolved",
             RepairIssue::SharedCheckout { .. } => "repair.shared_checkout",
             RepairIssue::DecisionMissing { .. } => "repair.decision_missing",
             RepairIssue::UnregisteredAgent { .. } => "repair.unregistered_agent",
@@ -152,6 +154,13 @@ pub fn every_reason() -> Vec<(&'static str, Decision)> {
         wait(
             WaitReason::OutcomeUnknown {
                 todo: id("publish"),
+                holder: id("agent-b"),
+            },
+            None,
+        ),
+        wait(
+            WaitReason::EffectUnresolved {
+                effect: id("publish-r9-e2-x0"),
                 holder: id("agent-b"),
             },
             None,
@@ -290,6 +299,13 @@ pub fn every_reason() -> Vec<(&'static str, Decision)> {
             issue: RepairIssue::OutcomeUnknown {
                 todo: id("publish"),
                 turn: id("t7"),
+                holder: id("agent-a"),
+            },
+        },
+        Decision::Repair {
+            issue: RepairIssue::EffectUnresolved {
+                effect: id("publish-r9-e2-x0"),
+                todo: id("publish"),
                 holder: id("agent-a"),
             },
         },

@@ -17,8 +17,9 @@ use crate::command::{
 use crate::evidence::{Lineage, NewEvidence, Observation, ObservedInput, Outcome};
 use crate::gate::{ExpiryPolicy, GateScope, NewGate};
 use crate::goal::{Amendment, BudgetExhaustion, Criterion, GoalSpec, GrantedAction, Policy};
-use crate::ids::{AgentId, EvidenceId, ObligationId, ObservationKey, Subject, TodoId};
+use crate::ids::{AgentId, EffectId, EvidenceId, ObligationId, ObservationKey, Subject, TodoId};
 use crate::obligation::ObligationKind;
+use crate::outbox::{EffectIntent, EffectOutcome};
 use crate::retry::{FailureClass, RetryPolicy, TurnFailure};
 use crate::time::{Duration, Timestamp};
 use crate::todo::{
@@ -395,6 +396,8 @@ enum Kind {
     Handoff,
     Resolve,
     Race,
+    Intend,
+    RecordEffect,
     Defer,
     Block,
     Unblock,
@@ -444,6 +447,8 @@ fn weights(m: &LifecycleModel) -> Vec<(u32, Kind)> {
         (when(live, 4, 1), Kind::Handoff),
         (when(expired_turn, 6, 1), Kind::Resolve),
         (when(live_turn, 6, 1), Kind::Race),
+        (when(live_turn, 4, 1), Kind::Intend),
+        (when(m.effects.is_empty(), 1, 8), Kind::RecordEffect),
         (when(has_todos, 4, 1), Kind::Defer),
         (when(has_todos, 2, 1), Kind::Block),
         (
@@ -482,6 +487,18 @@ fn weights(m: &LifecycleModel) -> Vec<(u32, Kind)> {
 fn progress(m: &LifecycleModel, p: &mut Picker) -> Step {
     let now = m.now;
     let mut options: Vec<Step> = Vec::new();
+    // An intended effect is recorded by its holder, whose readback found it.
+    if let Some((id, effect)) = m.effects.iter().next() {
+        options.push(issue(
+            agent(&effect.holder),
+            Command::RecordEffect {
+                id: id.clone(),
+                outcome: EffectOutcome::Performed,
+                note: None,
+                grant_reason: None,
+            },
+        ));
+    }
     for (id, todo) in &m.todos {
         let Some(lease) = &todo.lease else { continue };
         let holder = agent(&lease.holder);
@@ -794,6 +811,8 @@ fn build(m: &LifecycleModel, kind: Kind, p: &mut Picker) -> Step {
         Kind::Handoff => handoff(m, p),
         Kind::Resolve => resolve(m, p),
         Kind::Race => race(m, p),
+        Kind::Intend => intend(m, p),
+        Kind::RecordEffect => record_effect(m, p),
         Kind::Defer | Kind::Block | Kind::Unblock | Kind::Supersede | Kind::Reassign => {
             todo_change(m, p, kind)
         }
@@ -1136,6 +1155,79 @@ fn handoff(m: &LifecycleModel, p: &mut Picker) -> Step {
                 stop_condition: "tests pass on the current revision".into(),
                 evidence,
             },
+            grant_reason: grant,
+        },
+    )
+}
+
+/// An effect's intent on a todo with a turn in flight, now and then by someone fenced out (a
+/// stale epoch, another actor, an expired lease) or with an id already intended.
+fn intend(m: &LifecycleModel, p: &mut Picker) -> Step {
+    let todo = some_todo(m, p, |t| t.lease.as_ref().is_some_and(|l| l.turn.is_some()));
+    let (actor, epoch) = holder_and_epoch(m, p, &todo);
+    let id: EffectId = match m.effect_ids.iter().next() {
+        Some(used) if p.chance(10) => used.clone(),
+        _ => fresh(m, "fx"),
+    };
+    let params = [
+        ("repo", "acme/cli"),
+        ("number", "12"),
+        ("body", "CI is green."),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect();
+    let mut effect = EffectIntent::new(
+        id,
+        text(p, "github.comment"),
+        "acme/cli#12",
+        format!("g/{todo}/{}", m.steps),
+        params,
+    );
+    if p.chance(8) {
+        effect.digest = "sha256:0000".into();
+    }
+    issue(
+        actor,
+        Command::IntendEffect {
+            todo,
+            epoch,
+            effect,
+        },
+    )
+}
+
+/// A record of a pending effect (or of one already recorded), usually by its holder.
+fn record_effect(m: &LifecycleModel, p: &mut Picker) -> Step {
+    let pending: Vec<(&EffectId, &super::model::MEffect)> = m.effects.iter().collect();
+    let (id, holder) = match pending.get(p.below(pending.len().max(1))) {
+        Some((id, effect)) if !p.chance(8) => ((*id).clone(), Some(effect.holder.clone())),
+        _ => (
+            m.effect_ids
+                .iter()
+                .next()
+                .cloned()
+                .unwrap_or_else(|| fresh(m, "fx")),
+            None,
+        ),
+    };
+    let actor = match holder {
+        Some(h) if !p.chance(15) => agent(&h),
+        _ => any_actor(p),
+    };
+    let grant = if p.chance(30) { grant_reason(p) } else { None };
+    issue(
+        actor,
+        Command::RecordEffect {
+            id,
+            outcome: if p.chance(50) {
+                EffectOutcome::Performed
+            } else {
+                EffectOutcome::Absent
+            },
+            note: p
+                .chance(30)
+                .then(|| "read back from the pull request".into()),
             grant_reason: grant,
         },
     )

@@ -16,7 +16,10 @@
 //!   the same poll, and binds its observation to that sha;
 //! - every effect carries its idempotency key and lease epoch into the written object (a hidden
 //!   marker in a comment; a tag in a status description); `perform` reads back first and never
-//!   writes twice, and an epoch lower than one already seen for the same todo is refused.
+//!   writes twice. The client keeps no fence of its own: an epoch is fenced by the store, where
+//!   the effect's intent must commit under the todo's current lease epoch before the engine
+//!   calls `perform` (the kernel's outbox), so two processes cannot both act on one todo's
+//!   lease, whatever each remembers.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -143,7 +146,7 @@ pub enum GitHubError {
         /// What was wrong.
         detail: String,
     },
-    /// The request was not valid (bad effect parameters, stale epoch, bad key).
+    /// The request was not valid (bad effect parameters, bad key).
     #[error("invalid request: {0}")]
     Invalid(String),
 }
@@ -196,7 +199,6 @@ pub struct GitHubClient {
     token: Option<Token>,
     clock: Arc<dyn Clock>,
     etags: Mutex<EtagCache>,
-    epochs: Mutex<HashMap<(String, String), u64>>,
 }
 
 impl std::fmt::Debug for GitHubClient {
@@ -246,7 +248,6 @@ impl GitHubClient {
             token,
             clock,
             etags: Mutex::new(HashMap::new()),
-            epochs: Mutex::new(HashMap::new()),
         })
     }
 
@@ -489,30 +490,15 @@ impl GitHubClient {
             .collect()
     }
 
-    fn fence(&self, effect: &Effect) -> Result<(), GitHubError> {
-        let mut epochs = lock(&self.epochs);
-        let slot = epochs
-            .entry((effect.goal.to_string(), effect.todo.to_string()))
-            .or_insert(effect.epoch);
-        if effect.epoch < *slot {
-            return Err(GitHubError::Invalid(format!(
-                "stale lease epoch {} for `{}`: epoch {} already acted",
-                effect.epoch, effect.todo, slot
-            )));
-        }
-        *slot = effect.epoch;
-        Ok(())
-    }
-
     /// Performs a `github.comment` (params `repo`, `number`, `body`) or `github.status` (params
     /// `repo`, `sha`, `state`, `context`, optional `description`) effect, unless a readback shows
-    /// it already happened.
+    /// it already happened. Call it only once the effect's intent committed under the lease
+    /// epoch it carries (the engine does): the client does not fence epochs itself.
     ///
     /// # Errors
-    /// [`GitHubError::Invalid`] for unknown kinds, missing parameters or a stale epoch; any other
+    /// [`GitHubError::Invalid`] for unknown kinds or missing parameters; any other
     /// [`GitHubError`] from the call (the effect's outcome is then unknown: read it back).
     pub async fn perform_effect(&self, effect: &Effect) -> Result<EffectStatus, GitHubError> {
-        self.fence(effect)?;
         if self.readback_effect(effect).await? == EffectStatus::Committed {
             return Ok(EffectStatus::Committed);
         }
