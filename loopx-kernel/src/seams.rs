@@ -764,6 +764,7 @@ impl Validation {
             validator,
             outcome: self.outcome,
             summary: self.summary.clone(),
+            signature: None,
         }
     }
 }

@@ -206,6 +206,7 @@ fn spec(goal: &str, agents: &[&str]) -> GoalSpec {
         grants: BTreeMap::default(),
         identity: loopx_kernel::Identity::Declared,
         keys: Vec::new(),
+        validators: std::collections::BTreeMap::new(),
     }
 }
 
@@ -244,6 +245,7 @@ fn settle(name: &str, epoch: u64, turn: &str, transition: Transition) -> Command
             validator: validator(),
             outcome: VerdictOutcome::Passed,
             summary: "checked".into(),
+            signature: None,
         },
         evidence: vec![],
         observations: vec![],
@@ -869,6 +871,7 @@ fn bad_batches(goal: &GoalId, state: &GoalState, command: &Command) -> [AppendRe
             validator: validator(),
             outcome: VerdictOutcome::Passed,
             summary: String::new(),
+            signature: None,
         },
         evidence: vec![],
         observations: vec![],

@@ -246,6 +246,7 @@ async fn create(ctx: &Ctx, args: CreateArgs) -> Result<Exit, CliError> {
             grants: BTreeMap::new(),
             identity: loopx_kernel::Identity::Declared,
             keys: Vec::new(),
+            validators: std::collections::BTreeMap::new(),
         },
     };
     spec.id = id.clone();

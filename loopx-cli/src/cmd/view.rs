@@ -187,5 +187,12 @@ pub fn criterion_status(out: &Output, status: &loopx_kernel::CriterionStatus) ->
                 crate::decision::freshness_words(freshness)
             ),
         ),
+        S::UnregisteredValidator {
+            evidence,
+            produced_by,
+        } => out.paint(
+            Style::Warn,
+            &format!("ignored ({evidence} by {produced_by}, not registered for the check)"),
+        ),
     }
 }

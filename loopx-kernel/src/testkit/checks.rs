@@ -889,6 +889,7 @@ fn handed_off(
                 validator: Actor::Validator(crate::testkit::roster::validator()),
                 outcome: VerdictOutcome::Passed,
                 summary: String::new(),
+                signature: None,
             },
             evidence: vec![],
             observations: vec![],
@@ -1090,6 +1091,7 @@ pub fn failing_run(run: &FailingRun) -> Vec<Finding> {
                     VerdictOutcome::Passed
                 },
                 summary: String::new(),
+                signature: None,
             },
             evidence: vec![],
             observations: vec![],

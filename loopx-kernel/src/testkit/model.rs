@@ -171,6 +171,8 @@ pub struct LifecycleModel {
     pub(crate) agents: BTreeSet<AgentId>,
     pub(crate) grants: BTreeMap<AgentId, BTreeSet<GrantedAction>>,
     pub(crate) keys: Vec<RegisteredKey>,
+    /// Who may establish evidence of which check (applied on signed goals only).
+    pub(crate) validators: BTreeMap<CheckId, BTreeSet<Actor>>,
     pub(crate) limits: Limits,
     pub(crate) spent: Amounts,
     pub(crate) reserved: Amounts,
@@ -286,6 +288,7 @@ impl LifecycleModel {
             agents: spec.agents.clone(),
             grants: spec.grants.clone(),
             keys: spec.keys.clone(),
+            validators: spec.validators.clone(),
             limits: spec.budget,
             spent: Amounts::ZERO,
             reserved: Amounts::ZERO,
@@ -935,6 +938,30 @@ impl LifecycleModel {
         }
     }
 
+    fn change_validators(&mut self, amendment: &Amendment) -> Result<(), &'static str> {
+        match amendment {
+            Amendment::RegisterValidator { check, validator } => {
+                let registered = self.validators.entry(check.clone()).or_default();
+                if !registered.insert(validator.clone()) {
+                    return Err("validator registered twice");
+                }
+            }
+            Amendment::UnregisterValidator { check, validator } => {
+                let Some(registered) = self.validators.get_mut(check) else {
+                    return Err("unknown validator");
+                };
+                if !registered.remove(validator) {
+                    return Err("unknown validator");
+                }
+                if registered.is_empty() {
+                    self.validators.remove(check);
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
     fn amend(&mut self, actor: &Actor, expected: u64, amendments: &[Amendment]) -> Verdict {
         if !self.is_owner(actor) {
             return Err("only the owner amends");
@@ -1013,6 +1040,9 @@ impl LifecycleModel {
                     if self.keys.len() == before {
                         return Err("unknown key");
                     }
+                }
+                Amendment::RegisterValidator { .. } | Amendment::UnregisterValidator { .. } => {
+                    self.change_validators(amendment)?;
                 }
             }
         }

@@ -495,6 +495,7 @@ fn progress(m: &LifecycleModel, p: &mut Picker) -> Step {
                         validator: Actor::Validator(roster::validator()),
                         outcome: VerdictOutcome::Passed,
                         summary: "checks pass".into(),
+                        signature: None,
                     },
                     evidence: if p.chance(40) {
                         let mut e = new_evidence(m, p, fresh(m, "e-done"), &[]);
@@ -1039,6 +1040,7 @@ fn settlement(m: &LifecycleModel, p: &mut Picker, current: bool) -> (Actor, Sett
             validator,
             outcome,
             summary: String::new(),
+            signature: None,
         },
         evidence,
         observations,
@@ -1592,6 +1594,7 @@ pub fn spec_strategy() -> BoxedStrategy<GoalSpec> {
                 grants,
                 identity: crate::Identity::Declared,
                 keys: Vec::new(),
+                validators: BTreeMap::new(),
             }
         })
         .boxed()
