@@ -193,7 +193,7 @@ impl EngineBuilder {
     /// Signs the engine's commands with `keyring`: each command with the signer of the actor
     /// it is issued as (the agent, a capability, a provider); a command whose actor has no
     /// signer goes unsigned, which only a goal of declared identity accepts. The validator's
-    /// signer (the keyring's signer for [`Validator::actor`](crate::seams::Validator::actor),
+    /// signer (the keyring's signer for [`Validator::actor`],
     /// or for the provider whose monitor poll the engine settles), when the keyring has one,
     /// signs its verdicts ([`verdict_message`](crate::identity::verdict_message)); a signed
     /// goal refuses a verdict without it. The engine then holds the validator's key in its own
