@@ -203,6 +203,7 @@ impl Fixture {
             grants: std::collections::BTreeMap::new(),
             identity: loopx_kernel::Identity::Declared,
             keys: Vec::new(),
+            validators: std::collections::BTreeMap::new(),
         };
         let start = Timestamp::from_millis(1_780_000_000_000);
         let created = match execute(None, &owner, start, &Command::CreateGoal { spec }) {
@@ -546,6 +547,7 @@ impl Fixture {
                 VerdictOutcome::Progress
             },
             summary: "validated by CI".into(),
+            signature: None,
         };
         self.run(
             &Actor::Agent(agent),
@@ -883,6 +885,7 @@ pub fn turn_cycle(
                 validator: validator.clone(),
                 outcome: VerdictOutcome::Progress,
                 summary: "one more module migrated".into(),
+                signature: None,
             },
             evidence: vec![evidence],
             observations: Vec::new(),

@@ -486,6 +486,7 @@ fn spec(goal: &str, todos_owner: &PersonId) -> GoalSpec {
         grants: std::collections::BTreeMap::new(),
         identity: loopx_kernel::Identity::Declared,
         keys: Vec::new(),
+        validators: std::collections::BTreeMap::new(),
     }
 }
 
@@ -580,6 +581,7 @@ async fn turn_cycle<S: Store>(
             validator: Actor::Validator(id::<SourceId>("tests")),
             outcome: VerdictOutcome::Progress,
             summary: "a bounded step proven".into(),
+            signature: None,
         },
         evidence: vec![],
         observations: vec![],
@@ -959,6 +961,7 @@ fn cold_load<S: Store>(
                 validator: Actor::Validator(id::<SourceId>("tests")),
                 outcome: VerdictOutcome::Passed,
                 summary: String::new(),
+                signature: None,
             },
             evidence: vec![],
             observations: vec![],

@@ -326,6 +326,7 @@ fn spec(agent: &AgentId) -> Result<GoalSpec> {
         grants: BTreeMap::new(),
         identity: loopx_kernel::Identity::Declared,
         keys: Vec::new(),
+        validators: std::collections::BTreeMap::new(),
     })
 }
 

@@ -201,6 +201,7 @@ fn spec(agent: &AgentId) -> Result<GoalSpec> {
         grants: std::collections::BTreeMap::new(),
         identity: loopx_kernel::Identity::Declared,
         keys: Vec::new(),
+        validators: std::collections::BTreeMap::new(),
     })
 }
 

@@ -174,6 +174,7 @@ async fn plan(store: &SqliteStore, goal: &GoalId) -> Result<()> {
         grants: std::collections::BTreeMap::default(),
         identity: loopx_kernel::Identity::Declared,
         keys: Vec::new(),
+        validators: std::collections::BTreeMap::new(),
     };
     let mut commands = vec![
         (maintainer.clone(), Command::CreateGoal { spec }),

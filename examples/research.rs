@@ -143,6 +143,7 @@ fn spec(agents: &[&AgentId]) -> Result<GoalSpec> {
         grants: BTreeMap::new(),
         identity: loopx_kernel::Identity::Declared,
         keys: Vec::new(),
+        validators: std::collections::BTreeMap::new(),
     })
 }
 

@@ -85,6 +85,7 @@ impl Story {
             grants: BTreeMap::new(),
             identity: loopx_kernel::Identity::Declared,
             keys: Vec::new(),
+            validators: std::collections::BTreeMap::new(),
         };
         let now = clock("2026-11-29T10:02")?;
         let maintainer = Actor::Person(maintainer);
@@ -176,6 +177,10 @@ impl Story {
                 CriterionStatus::Stale { evidence, .. } => format!("stale ({evidence})"),
                 CriterionStatus::Failing { evidence } => format!("failing ({evidence})"),
                 CriterionStatus::NoEvidence => "no evidence".into(),
+                CriterionStatus::UnregisteredValidator {
+                    evidence,
+                    produced_by,
+                } => format!("ignored ({evidence} by {produced_by}, not registered)"),
             };
             println!("       criterion {id}: {shown}");
         }
@@ -218,6 +223,7 @@ impl Story {
                 validator: self.tests.clone(),
                 outcome: VerdictOutcome::Passed,
                 summary: format!("cargo test passed at {}", turn.commit),
+                signature: None,
             },
             evidence,
             observations: vec![head_observation(&revision, self.now)?],

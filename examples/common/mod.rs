@@ -234,6 +234,10 @@ impl Story {
                 CriterionStatus::Stale { evidence, .. } => format!("stale ({evidence})"),
                 CriterionStatus::Failing { evidence } => format!("failing ({evidence})"),
                 CriterionStatus::NoEvidence => "no evidence".into(),
+                CriterionStatus::UnregisteredValidator {
+                    evidence,
+                    produced_by,
+                } => format!("ignored ({evidence} by {produced_by}, not registered)"),
             };
             self.note(&format!("criterion {id}: {shown}"));
             all.push(status);

@@ -44,6 +44,18 @@ pub struct Global {
         value_name = "KIND:NAME"
     )]
     pub actor: Option<String>,
+    /// The acting actor's secret key file (an ed25519 seed as 64 hex digits): every write is
+    /// signed with it, and `loopx verdict` signs its verdict. A signed goal refuses writes
+    /// without it.
+    #[arg(
+        long,
+        global = true,
+        help_heading = GLOBAL,
+        env = "LOOPX_KEY",
+        hide_env_values = true,
+        value_name = "FILE"
+    )]
+    pub key_file: Option<std::path::PathBuf>,
     /// The goal the verb works on.
     #[arg(long, global = true, help_heading = GLOBAL, env = "LOOPX_GOAL", value_name = "GOAL")]
     pub goal: Option<String>,
@@ -71,6 +83,7 @@ pub struct Ctx {
     pub now: Timestamp,
     location: Location,
     actor: Option<String>,
+    key: Option<std::path::PathBuf>,
     goal: Option<String>,
     op: Option<String>,
     /// `--accept-wal-loss`.
@@ -233,6 +246,7 @@ impl Ctx {
             now,
             location: Location::parse(global.store.as_deref()),
             actor: global.actor.clone(),
+            key: global.key_file.clone(),
             goal: global.goal.clone(),
             op: global.op.clone(),
             accept_wal_loss: global.accept_wal_loss,
@@ -279,6 +293,11 @@ impl Ctx {
                 "pass --as agent:NAME, person:NAME or validator:NAME (or set LOOPX_ACTOR)",
             )),
         }
+    }
+
+    /// The acting actor's key from `--key-file` (or `LOOPX_KEY`), when given.
+    pub fn key(&self) -> Result<Option<loopx_kernel::SecretKey>, CliError> {
+        self.key.as_deref().map(crate::key::read_key).transpose()
     }
 
     /// The goal from `--goal` (or `LOOPX_GOAL`), when given.
@@ -350,7 +369,11 @@ impl Ctx {
         let operation = self.operation()?;
         // Paced on the wall clock, so several agents' CLIs writing one goal spread out.
         let clock = SystemClock;
-        let handle = backend.store().goal(goal).paced(&clock);
+        let key = self.key()?;
+        let mut handle = backend.store().goal(goal).paced(&clock);
+        if let Some(key) = &key {
+            handle = handle.signed_by(key);
+        }
         match handle
             .submit_operation(&actor, self.now, command, &operation)
             .await

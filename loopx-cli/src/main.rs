@@ -9,6 +9,7 @@ mod cmd;
 mod context;
 mod decision;
 mod error;
+mod key;
 mod output;
 mod store;
 mod suggest;

@@ -94,7 +94,8 @@ pub struct CriterionBrief {
     pub check: CheckId,
     /// The subject that evidence must be about.
     pub subject: Subject,
-    /// `met`, `failing`, `stale` or `no_evidence`.
+    /// `met`, `failing`, `stale`, `unregistered_validator` (its evidence comes from no
+    /// validator registered for the check) or `no_evidence`.
     pub standing: &'static str,
     /// The evidence it stands on, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -383,6 +384,9 @@ impl GoalBrief {
                         e.revision,
                         e.by
                     );
+                    if c.standing == "unregistered_validator" {
+                        out.push_str(", who is not registered for the check: it does not count");
+                    }
                 }
                 (None, _) => {
                     let _ = write!(out, " — needs check `{}` on `{}`", c.check, c.subject);
@@ -488,6 +492,9 @@ fn criteria(state: &GoalState, now: Timestamp) -> Vec<CriterionBrief> {
                     evidence,
                     freshness,
                 }) => ("stale", Some(evidence), Some(freshness)),
+                Some(CriterionStatus::UnregisteredValidator { evidence, .. }) => {
+                    ("unregistered_validator", Some(evidence), None)
+                }
                 Some(CriterionStatus::NoEvidence) | None => ("no_evidence", None, None),
             };
             CriterionBrief {

@@ -9,6 +9,7 @@ use crate::budget::Amounts;
 use crate::evidence::{NewEvidence, Observation};
 use crate::gate::NewGate;
 use crate::goal::{Amendment, GoalSpec};
+use crate::identity::Signature;
 use crate::ids::{AgentId, EffectId, GateId, ObligationId, TodoId, TurnId};
 use crate::obligation::ObligationKind;
 use crate::outbox::{EffectIntent, EffectOutcome};
@@ -368,7 +369,9 @@ pub struct Settlement {
 }
 
 /// A validator's verdict on a turn. The validator must not be the executor: an exit code proves
-/// that a process exited, not that work is done.
+/// that a process exited, not that work is done. On a signed goal the verdict carries the
+/// validator's signature over [`verdict_message`](crate::identity::verdict_message), so an
+/// agent can carry it but not make it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Verdict {
@@ -379,6 +382,10 @@ pub struct Verdict {
     /// A short explanation.
     #[serde(default)]
     pub summary: String,
+    /// The validator's signature over the verdict, the turn and its evidence; required by a
+    /// signed goal, left out on the wire (and ignored) by a declared or unsigned one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<Signature>,
 }
 
 /// A validator's outcome.

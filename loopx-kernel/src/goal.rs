@@ -47,6 +47,15 @@ pub struct GoalSpec {
     /// more registered by the owner's amendments. A signed goal must register the owner's key.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub keys: Vec<RegisteredKey>,
+    /// Who may establish evidence for which check, by check: on a signed goal, evidence of a
+    /// check listed here counts for a criterion only when one of its actors established it, and
+    /// a settlement's verdict carrying evidence of it is accepted only from one of them. A check
+    /// not listed (and so every check of a goal recorded before this registry existed) accepts
+    /// evidence from anyone who may record it, which on a signed goal is only an actor whose key
+    /// the goal registers. Declared and unsigned goals do not apply it. Left out of the JSON
+    /// when empty.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub validators: BTreeMap<CheckId, BTreeSet<Actor>>,
 }
 
 // Serde's `skip_serializing_if` hands the field by reference.
@@ -83,6 +92,7 @@ impl GoalSpec {
                 grants: BTreeMap::new(),
                 identity: Identity::Signed,
                 keys: Vec::new(),
+                validators: BTreeMap::new(),
             })
         });
         GoalSpecBuilder { spec }
@@ -167,6 +177,18 @@ impl GoalSpecBuilder {
     pub fn key(self, actor: Actor, key: PublicKey) -> Self {
         self.with(|spec| {
             spec.keys.push(RegisteredKey { actor, key });
+            Ok(())
+        })
+    }
+
+    /// Registers `validator` as one who may establish evidence of `check` (see
+    /// [`GoalSpec::validators`]).
+    pub fn validator(self, check: impl IntoId<CheckId>, validator: Actor) -> Self {
+        self.with(|spec| {
+            spec.validators
+                .entry(check.into_id()?)
+                .or_default()
+                .insert(validator);
             Ok(())
         })
     }
@@ -367,5 +389,21 @@ pub enum Amendment {
         actor: Actor,
         /// The key.
         key: PublicKey,
+    },
+    /// Register a validator for a check: on a signed goal, evidence of the check counts from the
+    /// check's registered validators only (see [`GoalSpec::validators`]).
+    RegisterValidator {
+        /// The check.
+        check: CheckId,
+        /// Who may establish its evidence.
+        validator: Actor,
+    },
+    /// Withdraw a validator from a check: its evidence of the check stops counting, including
+    /// what it established before; a check left with none accepts anyone again.
+    UnregisterValidator {
+        /// The check.
+        check: CheckId,
+        /// The validator.
+        validator: Actor,
     },
 }

@@ -8,6 +8,15 @@
 //! (a signed spec with no key at all) reads as [`IdentityMode::Unsigned`] and is treated as
 //! declared.
 //!
+//! A settlement's verdict is signed too, by its validator ([`verdict_message`],
+//! [`verify_verdict`]): on a signed goal the kernel accepts a verdict only under a key the goal
+//! registers for that validator, and evidence counts for a criterion only from the validators
+//! the owner registered for its check ([`GoalSpec::validators`], [`may_establish`]). An agent
+//! can carry the verdict its validator produced; it cannot make one. The independence is only
+//! as real as the validator key's home: it must live where the agent cannot read it (CI's
+//! secrets, another OS user, another machine); a host that runs the validator in the agent's
+//! own process holds both keys and proves only that the host signed.
+//!
 //! Verification and signing with a given key are pure computation and live here; generating
 //! keys and keeping them in files do not (the provider crate's `keys` module does both).
 
@@ -18,10 +27,12 @@ use std::sync::Arc;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::actor::Actor;
-use crate::command::Command;
+use crate::command::{Command, Settlement, Verdict, VerdictOutcome};
+use crate::evidence::NewEvidence;
 use crate::goal::GoalSpec;
-use crate::ids::{GoalId, OperationId};
+use crate::ids::{CheckId, GoalId, OperationId, TodoId, TurnId, sha256_hex};
 use crate::refusal::Refusal;
+use crate::write::canonical_json;
 
 /// How a goal knows who issued a command.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -370,6 +381,139 @@ pub fn authenticate(
     } else {
         Err(Refusal::SignatureInvalid {
             actor: actor.clone(),
+        })
+    }
+}
+
+/// The bytes a validator signs to give a verdict: `loopx.verdict.v1`, the goal, the todo, the
+/// turn, the lease epoch, the validator, the outcome, the SHA-256 of the summary and the
+/// SHA-256 of each piece of evidence's canonical JSON, in the settlement's order, each on its
+/// own line. A verdict so signed is bound to one turn under one lease and to exactly the
+/// evidence it vouches for: an agent can carry it into its settlement but cannot change what it
+/// says, move it to another turn, or make one.
+pub fn verdict_message(
+    goal: &GoalId,
+    todo: &TodoId,
+    turn: &TurnId,
+    epoch: u64,
+    verdict: &Verdict,
+    evidence: &[NewEvidence],
+) -> Vec<u8> {
+    let outcome = match verdict.outcome {
+        VerdictOutcome::Passed => "passed",
+        VerdictOutcome::Progress => "progress",
+        VerdictOutcome::Failed => "failed",
+    };
+    let mut text = format!(
+        "loopx.verdict.v1\n{goal}\n{todo}\n{turn}\n{epoch}\n{}\n{outcome}\n{}",
+        verdict.validator,
+        sha256_hex(verdict.summary.as_bytes())
+    );
+    for piece in evidence {
+        text.push('\n');
+        text.push_str(&sha256_hex(canonical_json(piece).as_bytes()));
+    }
+    text.into_bytes()
+}
+
+/// `verdict` with its validator's signature over [`verdict_message`], for the settlement of
+/// `turn` of `todo` under `epoch` carrying `evidence`: what a validator (or the host that runs
+/// it, holding its key) hands the agent.
+pub fn sign_verdict(
+    signer: &dyn Signer,
+    goal: &GoalId,
+    todo: &TodoId,
+    turn: &TurnId,
+    epoch: u64,
+    mut verdict: Verdict,
+    evidence: &[NewEvidence],
+) -> Verdict {
+    verdict.signature = None;
+    let message = verdict_message(goal, todo, turn, epoch, &verdict, evidence);
+    verdict.signature = Some(signer.sign(&message));
+    verdict
+}
+
+/// Whether `actor` may establish evidence of `check` on a goal with `spec`: on a signed goal
+/// whose owner registered validators for the check, only those; on a signed goal that names
+/// none for it, and on every declared or unsigned goal, anyone who may record evidence at all
+/// (on a signed goal that is still only an actor whose key the goal registers, since every
+/// command and every verdict is signed).
+pub fn may_establish(spec: &GoalSpec, check: &CheckId, actor: &Actor) -> bool {
+    spec.identity_mode() != IdentityMode::Signed
+        || spec
+            .validators
+            .get(check)
+            .is_none_or(|registered| registered.contains(actor))
+}
+
+/// Checks a settlement's verdict on a goal with `spec`: on a signed goal it must carry its
+/// validator's signature over [`verdict_message`], by a key the goal registers for that
+/// validator, and the validator must be registered for the check of every piece of evidence
+/// it vouches for. `agents` are the agents that could have made the verdict themselves (the
+/// lease holder, the settling actor). Declared and unsigned goals take the verdict at its
+/// word, as they take every actor.
+///
+/// # Errors
+/// [`Refusal::VerdictUnsigned`], [`Refusal::VerdictSelfSigned`],
+/// [`Refusal::ValidatorUnregistered`], [`Refusal::ValidatorNotRegisteredForCheck`] or
+/// [`Refusal::VerdictSignatureInvalid`], in that order.
+pub fn verify_verdict(
+    spec: &GoalSpec,
+    settlement: &Settlement,
+    agents: &[&Actor],
+) -> Result<(), Refusal> {
+    if spec.identity_mode() != IdentityMode::Signed {
+        return Ok(());
+    }
+    let verdict = &settlement.verdict;
+    let validator = &verdict.validator;
+    let Some(signature) = &verdict.signature else {
+        return Err(Refusal::VerdictUnsigned {
+            validator: validator.clone(),
+        });
+    };
+    let message = verdict_message(
+        &spec.id,
+        &settlement.todo,
+        &settlement.turn,
+        settlement.epoch,
+        verdict,
+        &settlement.evidence,
+    );
+    // An agent's own key over the verdict: it made the verdict it carries.
+    for agent in agents.iter().filter(|a| *a != &validator) {
+        if spec
+            .keys_of(agent)
+            .any(|key| key.verifies(&message, signature))
+        {
+            return Err(Refusal::VerdictSelfSigned {
+                validator: validator.clone(),
+                agent: (*agent).clone(),
+            });
+        }
+    }
+    let mut keys = spec.keys_of(validator).peekable();
+    if keys.peek().is_none() {
+        return Err(Refusal::ValidatorUnregistered {
+            validator: validator.clone(),
+        });
+    }
+    if let Some(evidence) = settlement
+        .evidence
+        .iter()
+        .find(|e| !may_establish(spec, &e.check, validator))
+    {
+        return Err(Refusal::ValidatorNotRegisteredForCheck {
+            validator: validator.clone(),
+            check: evidence.check.clone(),
+        });
+    }
+    if keys.any(|key| key.verifies(&message, signature)) {
+        Ok(())
+    } else {
+        Err(Refusal::VerdictSignatureInvalid {
+            validator: validator.clone(),
         })
     }
 }

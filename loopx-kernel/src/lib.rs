@@ -109,6 +109,7 @@ pub use goal::{
 };
 pub use identity::{
     Identity, IdentityMode, Keyring, PublicKey, RegisteredKey, SecretKey, Signature, Signer,
+    sign_verdict, verdict_message,
 };
 pub use ids::{
     AgentId, CheckId, CriterionId, DecisionScope, EffectId, EvidenceId, Fingerprint, GateId,

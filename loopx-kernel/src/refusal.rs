@@ -6,7 +6,7 @@ use serde::Serialize;
 use crate::actor::Actor;
 use crate::budget::Dimension;
 use crate::gate::GateState;
-use crate::ids::{AgentId, DecisionScope, GateId, GoalId, ObligationId, TodoId, TurnId};
+use crate::ids::{AgentId, CheckId, DecisionScope, GateId, GoalId, ObligationId, TodoId, TurnId};
 use crate::time::{Duration, Timestamp};
 
 /// Why a command was refused.
@@ -386,6 +386,50 @@ pub enum Refusal {
         /// The goal's `clock_skew`.
         skew: Duration,
     },
+    /// The goal is signed and the settlement's verdict carries no signature.
+    #[error(
+        "the goal requires signed verdicts and the verdict of `{validator}` carries none; the validator signs it (`loopx verdict --as {validator}`) and the settlement carries it (`loopx settle --verdict FILE`)"
+    )]
+    VerdictUnsigned {
+        /// The validator the verdict names.
+        validator: Actor,
+    },
+    /// The verdict is signed by an agent's key, not by its validator's.
+    #[error(
+        "the verdict naming `{validator}` is signed by `{agent}` itself; an agent carries the verdict its validator signed, it cannot make one"
+    )]
+    VerdictSelfSigned {
+        /// The validator the verdict names.
+        validator: Actor,
+        /// The agent whose key signed it.
+        agent: Actor,
+    },
+    /// The goal registers no key for the verdict's validator.
+    #[error(
+        "`{validator}` is not a validator of this goal (no key is registered for it); its owner registers one with `loopx goal amend --register-key {validator}=KEY`"
+    )]
+    ValidatorUnregistered {
+        /// The validator the verdict names.
+        validator: Actor,
+    },
+    /// The verdict vouches for evidence of a check its validator is not registered for.
+    #[error(
+        "`{validator}` is not registered to establish evidence of check `{check}`; its owner registers it with `loopx goal amend --register-validator {check}={validator}`, or the evidence comes from a validator that is"
+    )]
+    ValidatorNotRegisteredForCheck {
+        /// The validator the verdict names.
+        validator: Actor,
+        /// The check of the evidence it vouches for.
+        check: CheckId,
+    },
+    /// The verdict's signature verifies under none of its validator's registered keys.
+    #[error(
+        "the verdict's signature is not `{validator}`'s over this goal, todo, turn, epoch, outcome and evidence; carry the verdict exactly as the validator signed it"
+    )]
+    VerdictSignatureInvalid {
+        /// The validator the verdict names.
+        validator: Actor,
+    },
 }
 
 fn gate_state(state: GateState) -> &'static str {
@@ -457,6 +501,11 @@ impl Refusal {
             Refusal::KeyUnregistered { .. } => "key_unregistered",
             Refusal::SignatureInvalid { .. } => "signature_invalid",
             Refusal::ClockAhead { .. } => "clock_ahead",
+            Refusal::VerdictUnsigned { .. } => "verdict_unsigned",
+            Refusal::VerdictSelfSigned { .. } => "verdict_self_signed",
+            Refusal::ValidatorUnregistered { .. } => "validator_unregistered",
+            Refusal::ValidatorNotRegisteredForCheck { .. } => "validator_not_registered_for_check",
+            Refusal::VerdictSignatureInvalid { .. } => "verdict_signature_invalid",
         }
     }
 
@@ -508,5 +557,10 @@ impl Refusal {
         "key_unregistered",
         "signature_invalid",
         "clock_ahead",
+        "verdict_unsigned",
+        "verdict_self_signed",
+        "validator_unregistered",
+        "validator_not_registered_for_check",
+        "verdict_signature_invalid",
     ];
 }

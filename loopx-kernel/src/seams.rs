@@ -856,6 +856,7 @@ impl Validation {
             validator,
             outcome: self.outcome,
             summary: self.summary.clone(),
+            signature: None,
         }
     }
 }

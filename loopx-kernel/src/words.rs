@@ -153,6 +153,12 @@ pub fn criterion_words(id: &CriterionId, status: &CriterionStatus) -> String {
             "criterion {id} has only stale evidence ({evidence}: {})",
             freshness_words(freshness)
         ),
+        CriterionStatus::UnregisteredValidator {
+            evidence,
+            produced_by,
+        } => format!(
+            "criterion {id} has evidence only from {produced_by} ({evidence}), who is not registered for its check"
+        ),
     }
 }
 

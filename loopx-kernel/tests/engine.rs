@@ -62,6 +62,7 @@ async fn goal(store: &MemoryStore, todos: &[NewTodo]) -> GoalId {
         grants: std::collections::BTreeMap::default(),
         identity: loopx_kernel::Identity::Declared,
         keys: Vec::new(),
+        validators: std::collections::BTreeMap::new(),
     };
     let goal = spec.id.clone();
     submit(

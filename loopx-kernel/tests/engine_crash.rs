@@ -144,6 +144,7 @@ async fn create(dir: &Path, idempotent: bool) {
         grants: std::collections::BTreeMap::default(),
         identity: loopx_kernel::Identity::Declared,
         keys: Vec::new(),
+        validators: std::collections::BTreeMap::new(),
     };
     submit(
         &store,

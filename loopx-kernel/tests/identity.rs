@@ -354,3 +354,98 @@ proptest! {
         })?;
     }
 }
+
+/// The engine signs its validator's verdict with the keyring's signer for the validator: with
+/// it the turn settles and its evidence meets the criterion; without it the signed goal refuses
+/// the settlement (`verdict_unsigned`), nothing is charged, and the criterion stays unmet.
+#[tokio::test]
+async fn the_engine_signs_its_validators_verdict_with_the_validators_key() {
+    use loopx_kernel::engine::{Engine, TurnOutcome};
+    use loopx_kernel::seams::Validation;
+    use loopx_kernel::{CriterionStatus, Keyring, ManualClock, NewEvidence, Outcome};
+    use std::sync::Arc;
+
+    const VALIDATOR: u8 = 4;
+    let ci = Actor::Validator("ci".parse().expect("a valid id"));
+    let mut spec = GoalSpec::builder("g", "add --format json to the CLI", "maintainer")
+        .agent("agent-a")
+        .owner_key(key(OWNER).public_key())
+        .key(agent(), key(AGENT).public_key())
+        .key(ci.clone(), key(VALIDATOR).public_key())
+        .validator("tests", ci.clone())
+        .build()
+        .expect("valid ids");
+    spec.criteria.push(
+        loopx_kernel::Criterion::new("tested", "the JSON output has tests", "tests", "repo")
+            .expect("valid ids"),
+    );
+    let run = |with_validator_key: bool| {
+        let spec = spec.clone();
+        async move {
+            let store = Arc::new(MemoryStore::new());
+            let owner_key = key(OWNER);
+            let goal = store.goal(&spec.id).signed_by(&owner_key);
+            goal.create(&spec, start()).await.expect("created");
+            let todo = NewTodo::advance("edit".parse().expect("a valid id"), "write the tests");
+            goal.submit(&owner(), start(), &Command::AddTodo { todo })
+                .await
+                .expect("added");
+            let executor = loopx_kernel::executor_fn(|_| async {
+                Ok(loopx_kernel::seams::TurnReport::complete("tests written"))
+            });
+            let validator = loopx_kernel::validator_fn("ci", |turn, _| async move {
+                let evidence = NewEvidence {
+                    id: format!("{}.tests", turn.turn).parse().expect("a valid id"),
+                    check: "tests".parse().expect("a valid id"),
+                    subject: "repo".parse().expect("a valid id"),
+                    revision: "r1".parse().expect("a valid id"),
+                    outcome: Outcome::Pass,
+                    summary: "tests pass".into(),
+                    observed_at: start(),
+                    ttl: None,
+                    inputs: loopx_kernel::Lineage::default(),
+                };
+                Ok(Validation::passed("tests pass").with_evidence([evidence]))
+            })
+            .expect("a valid id");
+            let mut keyring = Keyring::new().with(agent(), Arc::new(key(AGENT)));
+            if with_validator_key {
+                keyring = keyring.with(
+                    Actor::Validator("ci".parse().expect("a valid id")),
+                    Arc::new(key(VALIDATOR)),
+                );
+            }
+            let engine = Engine::builder(
+                "agent-a".parse().expect("a valid id"),
+                store.clone(),
+                Arc::new(ManualClock::new(start())),
+                executor,
+                validator,
+            )
+            .keyring(keyring)
+            .build();
+            let report = engine.step(&spec.id).await.expect("a step");
+            let state = store.goal(&spec.id).state().await.expect("a goal");
+            (report.turn, state)
+        }
+    };
+    let (turn, state) = run(true).await;
+    assert!(
+        matches!(turn, Some(TurnOutcome::Settled { .. })),
+        "{turn:?}"
+    );
+    let status = state.criterion_status(&"tested".parse().expect("a valid id"), start());
+    assert!(
+        status.as_ref().is_some_and(CriterionStatus::is_met),
+        "{status:?}"
+    );
+
+    let (turn, state) = run(false).await;
+    let Some(TurnOutcome::LeaseLost { refusal, .. }) = turn else {
+        panic!("settled without the validator's signature: {turn:?}");
+    };
+    assert_eq!(refusal.code(), "verdict_unsigned");
+    assert_eq!(state.ledger.spent.turns, 0);
+    let status = state.criterion_status(&"tested".parse().expect("a valid id"), start());
+    assert_eq!(status, Some(CriterionStatus::NoEvidence));
+}

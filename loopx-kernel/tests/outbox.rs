@@ -49,6 +49,7 @@ fn spec() -> GoalSpec {
         grants: BTreeMap::default(),
         identity: loopx_kernel::Identity::Declared,
         keys: Vec::new(),
+        validators: std::collections::BTreeMap::new(),
     }
 }
 

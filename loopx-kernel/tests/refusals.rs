@@ -712,6 +712,47 @@ refusals! {
         authenticate(&add_edit(), Some(&signature))
     }
 
+    // ----- signed verdicts ------------------------------------------------------------------
+    //
+    // On a signed goal (keys for the owner, `validator:ci`, `validator:lint`, agents `a` and
+    // `b`; check `tests.json_schema` registered for `validator:ci` only) a settlement carries
+    // its validator's signature over the verdict, the turn and its evidence.
+
+    unsigned_verdict_on_a_signed_goal => "verdict_unsigned" {
+        let mut w = signed_turn_in_flight();
+        w.refuse(&ag("a"), Command::SettleTurn(schema_settlement()))
+    }
+
+    verdict_signed_by_the_agent_itself => "verdict_self_signed" {
+        let mut w = signed_turn_in_flight();
+        w.refuse(&ag("a"), Command::SettleTurn(world::sign(schema_settlement(), 3)))
+    }
+
+    verdict_of_a_validator_with_no_key => "validator_unregistered" {
+        let mut w = signed_turn_in_flight();
+        let mut s = schema_settlement();
+        s.verdict.validator = provider();
+        w.refuse(&ag("a"), Command::SettleTurn(world::sign(s, 6)))
+    }
+
+    verdict_of_a_validator_not_registered_for_the_check => "validator_not_registered_for_check" {
+        let mut w = signed_turn_in_flight();
+        let mut s = schema_settlement();
+        s.verdict.validator = world::lint();
+        w.refuse(&ag("a"), Command::SettleTurn(world::sign(s, 4)))
+    }
+
+    /// The validator signed a `progress` verdict; the agent turned it into `passed`.
+    verdict_altered_after_signing => "verdict_signature_invalid" {
+        let mut w = signed_turn_in_flight();
+        let mut s = schema_settlement();
+        s.verdict.outcome = VerdictOutcome::Progress;
+        s.transition = Transition::KeepOpen;
+        let mut s = world::sign(s, 2);
+        s.verdict.outcome = VerdictOutcome::Passed;
+        w.refuse(&ag("a"), Command::SettleTurn(s))
+    }
+
     /// The changes are validated one after another; a bad one refuses the whole discharge.
     discharge_with_an_invalid_change => "duplicate_id" {
         let mut w = World::new();
@@ -753,6 +794,24 @@ refusals! {
             other => panic!("a claim far ahead is refused, got {other:?}"),
         }
     }
+}
+
+/// A signed goal ([`world::signed_spec`]) with `edit` leased by agent `a`, turn `t1` in flight.
+fn signed_turn_in_flight() -> World {
+    let mut w = World::with(world::signed_spec);
+    w.add(edit());
+    w.claim("a", "edit");
+    w.begin("a", "edit", "t1");
+    w
+}
+
+/// `edit`'s settlement carrying a passing `tests.json_schema` evidence, its verdict unsigned.
+fn schema_settlement() -> loopx_kernel::Settlement {
+    let mut s = settlement("edit", 1, "t1");
+    let mut evidence = ev("t1.schema", "tests.json_schema", "git:abc123");
+    evidence.observed_at = ts("10:00");
+    s.evidence = vec![evidence];
+    s
 }
 
 fn add_edit() -> Command {

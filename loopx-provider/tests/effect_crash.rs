@@ -274,6 +274,7 @@ async fn create(dir: &Path) {
         grants: std::collections::BTreeMap::default(),
         identity: loopx_kernel::Identity::Declared,
         keys: Vec::new(),
+        validators: std::collections::BTreeMap::new(),
     };
     submit(
         &store,

@@ -67,6 +67,7 @@ fn goal(now: Timestamp) -> (GoalState, AgentId) {
         grants: std::collections::BTreeMap::default(),
         identity: loopx_kernel::Identity::Declared,
         keys: Vec::new(),
+        validators: std::collections::BTreeMap::new(),
     };
     let mut goal = GoalState::create(&Actor::Person(owner), now, &spec).expect("goal");
     let mut watch = NewTodo::advance(TodoId::new("watch-ci").expect("id"), "watch the linter");
@@ -130,6 +131,7 @@ fn poll(
                     validator: Actor::Validator(SourceId::new("ci-reader").expect("id")),
                     outcome: VerdictOutcome::Progress,
                     summary: "polled".into(),
+                    signature: None,
                 },
                 evidence: vec![],
                 observations,

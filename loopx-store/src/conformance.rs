@@ -216,6 +216,7 @@ fn spec(goal: &str, agents: &[&str]) -> GoalSpec {
         grants: BTreeMap::default(),
         identity: loopx_kernel::Identity::Declared,
         keys: Vec::new(),
+        validators: std::collections::BTreeMap::new(),
     }
 }
 
@@ -254,6 +255,7 @@ fn settle(name: &str, epoch: u64, turn: &str, transition: Transition) -> Command
             validator: validator(),
             outcome: VerdictOutcome::Passed,
             summary: "checked".into(),
+            signature: None,
         },
         evidence: vec![],
         observations: vec![],
@@ -881,6 +883,7 @@ fn bad_batches(goal: &GoalId, state: &GoalState, command: &Command) -> [AppendRe
             validator: validator(),
             outcome: VerdictOutcome::Passed,
             summary: String::new(),
+            signature: None,
         },
         evidence: vec![],
         observations: vec![],

@@ -58,6 +58,7 @@ fn spec(goal: &GoalId) -> GoalSpec {
         grants: std::collections::BTreeMap::default(),
         identity: loopx_kernel::Identity::Declared,
         keys: Vec::new(),
+        validators: std::collections::BTreeMap::new(),
     }
 }
 

@@ -3,12 +3,15 @@
 //! is what the store loads back, and the events the store holds are exactly the events the
 //! command returned.
 //!
+//! Every command is signed with its actor's key from the testkit's roster, so generated signed
+//! goals (whose verdicts are signed too) run through the write path's verification as well.
+//!
 //! `PROPTEST_CASES` sets the number of cases for every backend.
 //!
 //! The machine's clock starts on 2026-11-29 and moves by its own steps, past the wall clock
 //! too: every store here is created with a test clock, which follows the times it is given.
 
-use loopx_kernel::{SubmitError, submit};
+use loopx_kernel::{StoreExt as _, SubmitError};
 use std::borrow::Cow;
 
 use loopx_kernel::seams::Store;
@@ -66,9 +69,13 @@ impl<S: Fresh> OverStore<S> {
             .block_on(self.store.load(&self.goal))
             .unwrap()
             .map_or(0, |state| state.revision);
-        let result =
-            self.runtime
-                .block_on(submit(&self.store, &self.goal, actor, now, command, &op));
+        // Every command is signed with its actor's roster key: a signed generated goal
+        // registers them all, and a declared one ignores the signature.
+        let key = loopx_kernel::testkit::roster::key(actor);
+        let handle = self.store.goal(&self.goal).signed_by(&key);
+        let result = self
+            .runtime
+            .block_on(handle.submit_operation(actor, now, command, &op));
         match result {
             Ok(done) => {
                 assert!(!done.replayed);

@@ -222,6 +222,7 @@ fn spec(goal: &GoalId, agents: &[AgentId]) -> GoalSpec {
         grants: BTreeMap::default(),
         identity: loopx_kernel::Identity::Declared,
         keys: Vec::new(),
+        validators: std::collections::BTreeMap::new(),
     }
 }
 
@@ -234,6 +235,7 @@ fn settlement(todo: &TodoId, epoch: u64, turn: &TurnId, transition: Transition) 
             validator: validator(),
             outcome: VerdictOutcome::Passed,
             summary: "checked".into(),
+            signature: None,
         },
         evidence: vec![],
         observations: vec![],

@@ -134,6 +134,7 @@ pub fn complete(agent: &str, todo: &str, turn: &str) -> Vec<Step> {
             validator: Actor::Validator(roster::validator()),
             outcome: VerdictOutcome::Passed,
             summary: "ran".into(),
+            signature: None,
         },
         evidence: vec![],
         observations: vec![],

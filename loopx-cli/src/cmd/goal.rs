@@ -138,6 +138,13 @@ pub struct AmendArgs {
     /// Unregister an agent (repeatable).
     #[arg(long = "unregister-agent")]
     unregister: Vec<AgentId>,
+    /// Register a validator for a check, CHECK=KIND:NAME (repeatable): on a signed goal the
+    /// check's evidence then counts only from its registered validators.
+    #[arg(long = "register-validator", value_name = "CHECK=ACTOR")]
+    register_validators: Vec<String>,
+    /// Withdraw a validator from a check, CHECK=KIND:NAME (repeatable).
+    #[arg(long = "unregister-validator", value_name = "CHECK=ACTOR")]
+    unregister_validators: Vec<String>,
     /// New budget limits (unnamed dimensions keep their current limit).
     #[command(flatten)]
     limits: LimitArgs,
@@ -173,6 +180,21 @@ pub async fn run(ctx: &Ctx, verb: GoalVerb) -> Result<Exit, CliError> {
             write(ctx, &command, "abandonment").await
         }
     }
+}
+
+/// Parses `CHECK=KIND:NAME`.
+fn check_and_validator(text: &str) -> Result<(CheckId, Actor), CliError> {
+    let Some((check, actor)) = text.split_once('=') else {
+        return Err(CliError::usage(
+            "invalid_validator",
+            format!("`{text}` is not a check and its validator: expected CHECK=KIND:NAME"),
+            "e.g. --register-validator tests=validator:ci",
+        ));
+    };
+    Ok((
+        CheckId::new(check.trim())?,
+        crate::context::parse_actor(actor.trim())?,
+    ))
 }
 
 /// Parses `ID,CHECK,SUBJECT,TEXT`.
@@ -246,6 +268,7 @@ async fn create(ctx: &Ctx, args: CreateArgs) -> Result<Exit, CliError> {
             grants: BTreeMap::new(),
             identity: loopx_kernel::Identity::Declared,
             keys: Vec::new(),
+            validators: std::collections::BTreeMap::new(),
         },
     };
     spec.id = id.clone();
@@ -340,6 +363,14 @@ async fn amend(ctx: &Ctx, args: AmendArgs) -> Result<Exit, CliError> {
     }
     for agent in args.unregister {
         amendments.push(Amendment::UnregisterAgent { agent });
+    }
+    for text in &args.register_validators {
+        let (check, validator) = check_and_validator(text)?;
+        amendments.push(Amendment::RegisterValidator { check, validator });
+    }
+    for text in &args.unregister_validators {
+        let (check, validator) = check_and_validator(text)?;
+        amendments.push(Amendment::UnregisterValidator { check, validator });
     }
     let backend = ctx.open().await?;
     let state = ctx.load(&backend, &goal).await?;

@@ -26,6 +26,7 @@ mod settle;
 mod status;
 mod todo;
 mod transfer;
+pub mod verdict;
 mod view;
 
 /// The verbs.
@@ -70,6 +71,9 @@ pub enum Verb {
     /// reading it back.
     #[command(subcommand)]
     Effect(effect::EffectVerb),
+    /// As a validator: sign a verdict on one turn and print it as JSON, for the agent to carry
+    /// into its settlement (`loopx settle --verdict FILE`).
+    Verdict(verdict::VerdictArgs),
     /// Open, list, answer, reject or withdraw gates (questions for a person).
     #[command(subcommand)]
     Gate(gate::GateVerb),
@@ -121,6 +125,7 @@ pub async fn run(ctx: &Ctx, verb: Verb) -> Result<Exit, CliError> {
         Verb::Resolve(args) => lease::resolve(ctx, args).await,
         Verb::Settle(args) => settle::run(ctx, &args).await,
         Verb::Effect(verb) => effect::run(ctx, verb).await,
+        Verb::Verdict(args) => verdict::run(ctx, args),
         Verb::Gate(verb) => gate::run(ctx, verb).await,
         Verb::Obligation(verb) => obligation::run(ctx, verb).await,
         Verb::Evidence(verb) => evidence::run(ctx, verb).await,

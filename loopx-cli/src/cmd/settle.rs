@@ -8,8 +8,9 @@ use clap::Args;
 use loopx_kernel::{Command, Settlement};
 use serde_json::{Value, json};
 
+use crate::cmd::verdict::SignedVerdict;
 use crate::cmd::view;
-use crate::context::{Ctx, observed_now, read_json_with, written, written_line};
+use crate::context::{Ctx, observed_now, read_json, read_json_with, written, written_line};
 use crate::error::{CliError, Exit};
 
 /// The shape of the settlement file, shown by `loopx settle --help`.
@@ -25,7 +26,8 @@ The settlement (the kernel's Settlement, as JSON):
    \"usage\": {\"turns\": 1, \"tokens\": 18000}}
 verdict.outcome: passed | progress | failed. transition.kind: complete (with continuation:
 successors + todos, no_follow_up, goal_still_active), keep_open, defer (until), block (reason).
-An evidence without observed_at is observed now.";
+An evidence without observed_at is observed now. On a signed goal the verdict must carry its
+validator's signature: pass the verdict `loopx verdict` printed with --verdict FILE.";
 
 /// Flags of `loopx settle`.
 #[derive(Debug, Args)]
@@ -33,19 +35,39 @@ pub struct SettleArgs {
     /// The settlement as JSON (the kernel's Settlement shape); `-` or absent: standard input.
     #[arg(long)]
     file: Option<PathBuf>,
+    /// The validator's signed verdict, as `loopx verdict` printed it: it replaces the
+    /// settlement's verdict, and its evidence becomes the settlement's when the settlement
+    /// names none (a signed goal needs exactly the evidence the validator signed).
+    #[arg(long, value_name = "FILE")]
+    verdict: Option<PathBuf>,
 }
 
 pub async fn run(ctx: &Ctx, args: &SettleArgs) -> Result<Exit, CliError> {
     let goal = ctx.goal()?;
     ctx.actor()?;
     let path = args.file.clone().unwrap_or_else(|| PathBuf::from("-"));
-    let settlement: Settlement = read_json_with(&path, "settlement", |value| {
+    let signed: Option<SignedVerdict> = match &args.verdict {
+        Some(path) => Some(read_json(path, "signed verdict")?),
+        None => None,
+    };
+    let mut settlement: Settlement = read_json_with(&path, "settlement", |value| {
+        // The carried verdict stands in for one the settlement file leaves out.
+        if let (Some(signed), Some(map)) = (&signed, value.as_object_mut()) {
+            map.entry("verdict")
+                .or_insert_with(|| json!(signed.verdict));
+        }
         if let Some(items) = value.get_mut("evidence").and_then(Value::as_array_mut) {
             for item in items {
                 observed_now(item, ctx.now);
             }
         }
     })?;
+    if let Some(signed) = signed {
+        settlement.verdict = signed.verdict;
+        if settlement.evidence.is_empty() {
+            settlement.evidence = signed.evidence;
+        }
+    }
     let todo = settlement.todo.clone();
     let backend = ctx.open().await?;
     let done = ctx

@@ -39,7 +39,7 @@ pub fn goal(state: &GoalState, now: Timestamp) -> Value {
             )
         })
         .collect();
-    json!({
+    let mut value = json!({
         "id": state.spec.id,
         "objective": state.spec.objective,
         "owner": state.spec.owner,
@@ -54,7 +54,19 @@ pub fn goal(state: &GoalState, now: Timestamp) -> Value {
         "abandoned": state.abandoned,
         "terminal": terminal(state, now),
         "todos": state.todos.len(),
-    })
+    });
+    // The per-check validator registry, shown only when the owner registered one, with
+    // whether it applies (a declared or unsigned goal takes evidence from anyone).
+    if !state.spec.validators.is_empty()
+        && let Some(map) = value.as_object_mut()
+    {
+        map.insert("validators".into(), json!(state.spec.validators));
+        map.insert(
+            "validators_apply".into(),
+            json!(state.spec.identity_mode() == loopx_kernel::IdentityMode::Signed),
+        );
+    }
+    value
 }
 
 /// A gate with its effective state at `now`.
@@ -186,6 +198,13 @@ pub fn criterion_status(out: &Output, status: &loopx_kernel::CriterionStatus) ->
                 "stale ({evidence}: {})",
                 crate::decision::freshness_words(freshness)
             ),
+        ),
+        S::UnregisteredValidator {
+            evidence,
+            produced_by,
+        } => out.paint(
+            Style::Warn,
+            &format!("ignored ({evidence} by {produced_by}, not registered for the check)"),
         ),
     }
 }

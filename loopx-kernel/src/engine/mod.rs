@@ -210,7 +210,12 @@ impl EngineBuilder {
     /// Signs the engine's commands with `keyring`: each command with the signer of the actor
     /// it is issued as (the agent, a capability, a provider); a command whose actor has no
     /// signer goes unsigned, which only a goal of declared identity accepts. The validator's
-    /// signer, when the keyring has one, also signs its verdicts.
+    /// signer (the keyring's signer for [`Validator::actor`],
+    /// or for the provider whose monitor poll the engine settles), when the keyring has one,
+    /// signs its verdicts ([`verdict_message`](crate::identity::verdict_message)); a signed
+    /// goal refuses a verdict without it. The engine then holds the validator's key in its own
+    /// process, beside the agent's: for independence that an agent cannot undo, run the
+    /// validator where the agent cannot read its key and carry its signed verdict instead.
     #[must_use]
     pub fn keyring(mut self, keyring: Keyring) -> Self {
         self.engine.keyring = keyring;
@@ -840,6 +845,22 @@ impl Engine {
             other => other,
         };
         let outcome = verdict.outcome;
+        // The host hands the validator's key to the validator it runs: the verdict is signed
+        // with the keyring's signer for the validator (a signed goal refuses it unsigned). Held
+        // in this process, the key proves only that this host signed; for independence the
+        // validator runs where the agent cannot read its key.
+        let verdict = match self.keyring.signer(&verdict.validator) {
+            Some(signer) => crate::identity::sign_verdict(
+                signer,
+                &request.goal,
+                &request.todo,
+                &request.turn,
+                request.epoch,
+                verdict,
+                &evidence,
+            ),
+            None => verdict,
+        };
         let settlement = Settlement {
             todo: request.todo.clone(),
             epoch: request.epoch,
@@ -919,6 +940,7 @@ impl Engine {
                 validator: Actor::Provider(provider.source().clone()),
                 outcome: VerdictOutcome::Progress,
                 summary: executed.summary.clone(),
+                signature: None,
             };
             return Ok((verdict, Vec::new()));
         }

@@ -1,11 +1,12 @@
 //! Goal-level commands: amendments and closure.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::actor::Actor;
 use crate::event::Event;
 use crate::goal::Amendment;
 use crate::identity::{Identity, RegisteredKey};
+use crate::ids::CheckId;
 use crate::refusal::Refusal;
 
 use super::{Ctx, positive, text};
@@ -30,6 +31,7 @@ impl Ctx<'_> {
         }
         let mut criteria: BTreeSet<_> = self.state.spec.criteria.iter().map(|c| &c.id).collect();
         let mut keys = self.state.spec.keys.clone();
+        let mut validators = self.state.spec.validators.clone();
         for amendment in amendments {
             match amendment {
                 Amendment::SetObjective { objective } => text("objective", objective)?,
@@ -73,6 +75,9 @@ impl Ctx<'_> {
                         });
                     }
                 }
+                Amendment::RegisterValidator { .. } | Amendment::UnregisterValidator { .. } => {
+                    change_validators(&mut validators, amendment)?;
+                }
                 Amendment::RegisterAgent { .. }
                 | Amendment::UnregisterAgent { .. }
                 | Amendment::SetBudget { .. }
@@ -111,5 +116,37 @@ impl Ctx<'_> {
         Ok(vec![Event::ClosureDeclared {
             reason: reason.to_owned(),
         }])
+    }
+}
+
+/// Applies a validator amendment to `validators`, the registry as amended so far in this
+/// batch: registering one twice or withdrawing one never registered is refused.
+fn change_validators(
+    validators: &mut BTreeMap<CheckId, BTreeSet<Actor>>,
+    amendment: &Amendment,
+) -> Result<(), Refusal> {
+    match amendment {
+        Amendment::RegisterValidator { check, validator }
+            if !validators
+                .entry(check.clone())
+                .or_default()
+                .insert(validator.clone()) =>
+        {
+            Err(Refusal::DuplicateId {
+                kind: "validator",
+                id: format!("{check} {validator}"),
+            })
+        }
+        Amendment::UnregisterValidator { check, validator }
+            if !validators
+                .get_mut(check)
+                .is_some_and(|v| v.remove(validator)) =>
+        {
+            Err(Refusal::UnknownReference {
+                kind: "validator",
+                id: format!("{check} {validator}"),
+            })
+        }
+        _ => Ok(()),
     }
 }

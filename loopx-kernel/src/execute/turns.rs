@@ -144,6 +144,9 @@ impl Ctx<'_> {
                 validator: s.verdict.validator.clone(),
             });
         }
+        // On a signed goal the verdict must be its validator's, not something the agent wrote.
+        let holder = Actor::Agent(lease.holder.clone());
+        crate::identity::verify_verdict(&self.state.spec, s, &[&holder, self.actor])?;
         optional_text("verdict.summary", &s.verdict.summary)?;
         let evidence = self.check_evidence_batch(&s.evidence)?;
         let observations = self.changed_observations(&s.observations)?;

@@ -335,6 +335,14 @@ pub enum CriterionStatus {
         /// Why.
         freshness: Freshness,
     },
+    /// There is evidence for its check and subject, but none from a validator the goal
+    /// registers for the check (on a signed goal, [`GoalSpec::validators`]): it is ignored.
+    UnregisteredValidator {
+        /// The newest evidence ignored.
+        evidence: EvidenceId,
+        /// Who established it.
+        produced_by: Actor,
+    },
 }
 
 impl CriterionStatus {
@@ -825,6 +833,20 @@ impl GoalState {
             }),
             Amendment::RevokeKey { actor, key } => {
                 spec.keys.retain(|k| !(&k.actor == actor && &k.key == key));
+            }
+            Amendment::RegisterValidator { check, validator } => {
+                spec.validators
+                    .entry(check.clone())
+                    .or_default()
+                    .insert(validator.clone());
+            }
+            Amendment::UnregisterValidator { check, validator } => {
+                if let Some(validators) = spec.validators.get_mut(check) {
+                    validators.remove(validator);
+                    if validators.is_empty() {
+                        spec.validators.remove(check);
+                    }
+                }
             }
         }
     }

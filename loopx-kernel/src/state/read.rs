@@ -9,6 +9,7 @@ use super::{CriterionStatus, GoalState};
 use crate::actor::Actor;
 use crate::evidence::{Evidence, Freshness, NewEvidence, Observation, Outcome};
 use crate::gate::Gate;
+use crate::identity::may_establish;
 use crate::ids::{AgentId, CriterionId, EvidenceId, ObservationKey};
 use crate::time::Timestamp;
 use crate::todo::Todo;
@@ -120,17 +121,37 @@ impl GoalState {
     }
 
     /// Where one criterion stands at `now`. The newest evidence for its check and subject at the
-    /// subject's current revision decides; older revisions never count.
+    /// subject's current revision decides; older revisions never count, and neither does
+    /// evidence from anyone the goal does not register for the check
+    /// ([`may_establish`](crate::identity::may_establish)).
     pub fn criterion_status(&self, id: &CriterionId, now: Timestamp) -> Option<CriterionStatus> {
         let criterion = self.spec.criteria.iter().find(|c| &c.id == id)?;
         let key = (criterion.check.clone(), criterion.subject.clone());
         let Some(ids) = self.index.by_check.get(&key) else {
             return Some(CriterionStatus::NoEvidence);
         };
+        let registered =
+            |e: &&Evidence| may_establish(&self.spec, &criterion.check, &e.produced_by);
+        let all = || {
+            ids.iter()
+                .filter_map(|id| self.evidence.get(id))
+                .filter(registered)
+        };
+        if all().next().is_none() {
+            let ignored = ids
+                .iter()
+                .filter_map(|id| self.evidence.get(id))
+                .max_by_key(|e| (e.observed_at, e.seq));
+            return Some(ignored.map_or(CriterionStatus::NoEvidence, |e| {
+                CriterionStatus::UnregisteredValidator {
+                    evidence: e.id.clone(),
+                    produced_by: e.produced_by.clone(),
+                }
+            }));
+        }
         // Evidence at the current revision decides even when evidence about an older revision
         // was observed later; without any, the newest evidence still says why it is not met.
         let current = self.subjects.get(&criterion.subject).map(|h| &h.revision);
-        let all = || ids.iter().filter_map(|id| self.evidence.get(id));
         let newest = all()
             .filter(|e| Some(&e.revision) == current)
             .max_by_key(|e| (e.observed_at, e.seq))

@@ -936,6 +936,7 @@ fn handed_off(
                 validator: Actor::Validator(crate::testkit::roster::validator()),
                 outcome: VerdictOutcome::Passed,
                 summary: String::new(),
+                signature: None,
             },
             evidence: vec![],
             observations: vec![],
@@ -1046,6 +1047,7 @@ fn taken_over(
                 validator: Actor::Validator(crate::testkit::roster::validator()),
                 outcome: VerdictOutcome::Passed,
                 summary: String::new(),
+                signature: None,
             },
             evidence: vec![],
             observations: vec![],
@@ -1243,6 +1245,7 @@ pub fn failing_run(run: &FailingRun) -> Vec<Finding> {
                     VerdictOutcome::Passed
                 },
                 summary: String::new(),
+                signature: None,
             },
             evidence: vec![],
             observations: vec![],

@@ -113,6 +113,48 @@ pub mod roster {
         id("ci-bot")
     }
 
+    /// A second validator: its key is registered on signed goals, but not for check `tests`,
+    /// so a verdict of it vouching for `tests` evidence is refused.
+    pub fn second_validator() -> SourceId {
+        id("lint-bot")
+    }
+
+    /// A validator no goal registers a key for; it only ever appears named in verdicts.
+    pub fn unknown_validator() -> SourceId {
+        id("nobody")
+    }
+
+    /// The fixed secret key of `actor` on generated signed goals (derived from its name, so
+    /// every run and every system under test agrees).
+    pub fn key(actor: &crate::Actor) -> crate::SecretKey {
+        use sha2::Digest as _;
+        let digest = sha2::Sha256::digest(format!("loopx-testkit-key {actor}").as_bytes());
+        crate::SecretKey::from_seed(digest.into())
+    }
+
+    /// Every actor that issues commands in generated runs, each with its [`key`] registered:
+    /// what a signed generated goal registers. [`unknown_validator`] is left out.
+    pub fn registered_keys() -> Vec<crate::RegisteredKey> {
+        use crate::{Actor, Signer as _};
+        let mut actors: Vec<Actor> = all_agents().into_iter().map(Actor::Agent).collect();
+        actors.extend([
+            Actor::Person(owner()),
+            Actor::Person(stranger()),
+            Actor::Validator(validator()),
+            Actor::Validator(second_validator()),
+            Actor::Provider(provider()),
+            Actor::Capability(capability()),
+            Actor::Capability(other_capability()),
+        ]);
+        actors
+            .into_iter()
+            .map(|actor| crate::RegisteredKey {
+                key: key(&actor).public_key(),
+                actor,
+            })
+            .collect()
+    }
+
     /// The provider that records observations.
     pub fn provider() -> SourceId {
         id("git")

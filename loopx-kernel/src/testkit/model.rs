@@ -131,6 +131,8 @@ pub(crate) enum MAnswer {
 
 #[derive(Debug, Clone)]
 pub(crate) struct MEvidence {
+    /// Who established it (the verdict's validator for a settled turn's evidence).
+    pub(crate) producer: Actor,
     pub(crate) check: CheckId,
     pub(crate) subject: Subject,
     pub(crate) revision: Revision,
@@ -184,6 +186,8 @@ pub struct LifecycleModel {
     pub(crate) agents: BTreeSet<AgentId>,
     pub(crate) grants: BTreeMap<AgentId, BTreeSet<GrantedAction>>,
     pub(crate) keys: Vec<RegisteredKey>,
+    /// Who may establish evidence of which check (applied on signed goals only).
+    pub(crate) validators: BTreeMap<CheckId, BTreeSet<Actor>>,
     pub(crate) limits: Limits,
     pub(crate) spent: Amounts,
     pub(crate) reserved: Amounts,
@@ -302,6 +306,7 @@ impl LifecycleModel {
             agents: spec.agents.clone(),
             grants: spec.grants.clone(),
             keys: spec.keys.clone(),
+            validators: spec.validators.clone(),
             limits: spec.budget,
             spent: Amounts::ZERO,
             reserved: Amounts::ZERO,
@@ -698,8 +703,8 @@ impl LifecycleModel {
     }
 
     /// A criterion is met when the newest evidence for its check at its subject's current
-    /// revision (any revision while the subject is unobserved) passes and is fresh. `None` for
-    /// unknown criteria.
+    /// revision (any revision while the subject is unobserved), among the evidence of those who
+    /// may establish it, passes and is fresh. `None` for unknown criteria.
     pub fn criterion_met(&self, id: &CriterionId) -> Option<bool> {
         let (check, subject) = self.criteria.get(id)?;
         let current = self.heads.get(subject).map(|(r, _)| r);
@@ -707,6 +712,7 @@ impl LifecycleModel {
             .evidence
             .iter()
             .filter(|(_, e)| &e.check == check && &e.subject == subject)
+            .filter(|(_, e)| self.may_establish(check, &e.producer))
             .filter(|(_, e)| current.is_none_or(|c| c == &e.revision))
             .max_by_key(|(_, e)| (e.observed_at, e.seq));
         Some(newest.is_some_and(|(id, e)| e.pass && self.is_fresh(id) == Some(true)))
@@ -918,7 +924,7 @@ impl LifecycleModel {
                     return Err("only validators, providers and the owner record evidence");
                 }
                 self.vet_evidence(std::slice::from_ref(evidence))?;
-                self.record_evidence(evidence);
+                self.record_evidence(evidence, actor);
                 Ok(vec!["evidence_recorded"])
             }
             Command::RaiseObligation {
@@ -974,6 +980,30 @@ impl LifecycleModel {
             Some(todo) => todo,
             None => unreachable!("the model checked that todo `{id}` exists"),
         }
+    }
+
+    fn change_validators(&mut self, amendment: &Amendment) -> Result<(), &'static str> {
+        match amendment {
+            Amendment::RegisterValidator { check, validator } => {
+                let registered = self.validators.entry(check.clone()).or_default();
+                if !registered.insert(validator.clone()) {
+                    return Err("validator registered twice");
+                }
+            }
+            Amendment::UnregisterValidator { check, validator } => {
+                let Some(registered) = self.validators.get_mut(check) else {
+                    return Err("unknown validator");
+                };
+                if !registered.remove(validator) {
+                    return Err("unknown validator");
+                }
+                if registered.is_empty() {
+                    self.validators.remove(check);
+                }
+            }
+            _ => {}
+        }
+        Ok(())
     }
 
     fn amend(&mut self, actor: &Actor, expected: u64, amendments: &[Amendment]) -> Verdict {
@@ -1054,6 +1084,9 @@ impl LifecycleModel {
                     if self.keys.len() == before {
                         return Err("unknown key");
                     }
+                }
+                Amendment::RegisterValidator { .. } | Amendment::UnregisterValidator { .. } => {
+                    self.change_validators(amendment)?;
                 }
             }
         }
@@ -1564,6 +1597,66 @@ impl LifecycleModel {
         }
     }
 
+    /// Signed commands and verdicts are required: the goal is signed and registers a key.
+    pub(crate) fn signed(&self) -> bool {
+        self.spec.identity == Identity::Signed && !self.keys.is_empty()
+    }
+
+    /// Whether `actor`'s evidence of `check` counts: on a signed goal only a registered
+    /// validator's, when the check has any registered.
+    fn may_establish(&self, check: &CheckId, actor: &Actor) -> bool {
+        !self.signed() || self.validators.get(check).is_none_or(|v| v.contains(actor))
+    }
+
+    /// On a signed goal, a settlement's verdict must be signed by a key registered for the
+    /// validator it names, over exactly this turn and its evidence, by a validator registered
+    /// for every check it vouches for; a verdict the holder or the settling actor signed is the
+    /// agent's own.
+    fn vet_verdict(
+        &self,
+        actor: &Actor,
+        holder: &AgentId,
+        s: &Settlement,
+    ) -> Result<(), &'static str> {
+        if !self.signed() {
+            return Ok(());
+        }
+        let validator = &s.verdict.validator;
+        let Some(signature) = &s.verdict.signature else {
+            return Err("verdict_unsigned");
+        };
+        let message = crate::identity::verdict_message(
+            &self.spec.id,
+            &s.todo,
+            &s.turn,
+            s.epoch,
+            &s.verdict,
+            &s.evidence,
+        );
+        let signs = |who: &Actor| {
+            self.keys
+                .iter()
+                .any(|k| &k.actor == who && k.key.verifies(&message, signature))
+        };
+        let agents = [Actor::Agent(holder.clone()), actor.clone()];
+        if agents.iter().any(|a| a != validator && signs(a)) {
+            return Err("verdict_self_signed");
+        }
+        if !self.keys.iter().any(|k| &k.actor == validator) {
+            return Err("validator_unregistered");
+        }
+        if s.evidence
+            .iter()
+            .any(|e| !self.may_establish(&e.check, validator))
+        {
+            return Err("validator_not_registered_for_check");
+        }
+        if !signs(validator) {
+            return Err("verdict_signature_invalid");
+        }
+        Ok(())
+    }
+
     fn vet_evidence(&self, batch: &[NewEvidence]) -> Result<(), &'static str> {
         let mut ids = BTreeSet::new();
         for e in batch {
@@ -1582,12 +1675,13 @@ impl LifecycleModel {
         Ok(())
     }
 
-    fn record_evidence(&mut self, e: &NewEvidence) {
+    fn record_evidence(&mut self, e: &NewEvidence, producer: &Actor) {
         let seq = self.seq;
         self.seq += 1;
         self.evidence.insert(
             e.id.clone(),
             MEvidence {
+                producer: producer.clone(),
                 check: e.check.clone(),
                 subject: e.subject.clone(),
                 revision: e.revision.clone(),
@@ -1660,6 +1754,7 @@ impl LifecycleModel {
         if s.verdict.validator == Actor::Agent(holder.clone()) {
             return Err("the executor validated itself");
         }
+        self.vet_verdict(actor, &holder, s)?;
         if !bounded(&s.verdict.summary) {
             return Err("bad verdict summary");
         }
@@ -1748,7 +1843,7 @@ impl LifecycleModel {
             record.2 = MTurn::Settled(charged);
         }
         for e in &s.evidence {
-            self.record_evidence(e);
+            self.record_evidence(e, &s.verdict.validator);
         }
         let mut events = vec!["turn_settled"];
         // At most one streak obligation per settlement, none while one for the todo is open.

@@ -278,12 +278,21 @@ pub fn every_reason() -> Vec<(&'static str, Decision)> {
         },
         Decision::Replan {
             reason: ReplanReason::AcceptanceGap {
-                criteria: vec![(
-                    id::<CriterionId>("tests"),
-                    CriterionStatus::Failing {
-                        evidence: id("t1.tests"),
-                    },
-                )],
+                criteria: vec![
+                    (
+                        id::<CriterionId>("tests"),
+                        CriterionStatus::Failing {
+                            evidence: id("t1.tests"),
+                        },
+                    ),
+                    (
+                        id::<CriterionId>("lint"),
+                        CriterionStatus::UnregisteredValidator {
+                            evidence: id("t2.lint"),
+                            produced_by: Actor::Validator(id("lint-bot")),
+                        },
+                    ),
+                ],
             },
         },
         Decision::Replan {

@@ -542,6 +542,7 @@ pub fn spec(goal: &str) -> Result<GoalSpec, InvalidId> {
         grants: BTreeMap::default(),
         identity: crate::Identity::Declared,
         keys: Vec::new(),
+        validators: BTreeMap::new(),
     })
 }
 

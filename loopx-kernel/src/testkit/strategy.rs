@@ -514,6 +514,7 @@ fn progress(m: &LifecycleModel, p: &mut Picker) -> Step {
                         validator: Actor::Validator(roster::validator()),
                         outcome: VerdictOutcome::Passed,
                         summary: "checks pass".into(),
+                        signature: None,
                     },
                     evidence: if p.chance(40) {
                         let mut e = new_evidence(m, p, fresh(m, "e-done"), &[]);
@@ -554,6 +555,17 @@ fn progress(m: &LifecycleModel, p: &mut Picker) -> Step {
                         });
                     }
                 }
+                // On a signed goal the validator signs; now and then the agent signs the verdict
+                // itself, or carries one of a validator not registered for check `tests`.
+                let signer = match p.below(20) {
+                    0 => holder.clone(),
+                    1 => {
+                        settlement.verdict.validator = Actor::Validator(roster::second_validator());
+                        settlement.verdict.validator.clone()
+                    }
+                    _ => Actor::Validator(roster::validator()),
+                };
+                let settlement = sign_as(m, settlement, &signer);
                 if lease.expires > now {
                     // Now and then a fresh session of the holder resumes the turn: it takes
                     // the turn over first, fencing the session that began it.
@@ -1077,6 +1089,7 @@ fn settlement(m: &LifecycleModel, p: &mut Picker, current: bool) -> (Actor, Sett
             validator,
             outcome,
             summary: String::new(),
+            signature: None,
         },
         evidence,
         observations,
@@ -1088,7 +1101,51 @@ fn settlement(m: &LifecycleModel, p: &mut Picker, current: bool) -> (Actor, Sett
         },
         failure: failure(p),
     };
-    (actor, settlement)
+    (actor, signed(m, p, settlement, holder.as_ref()))
+}
+
+/// On a signed goal, the settlement with its verdict signed: mostly by the validator it names;
+/// now and then not at all, by the executing agent itself, or naming a validator not
+/// registered for check `tests` or with no key at all (each refused with its own code).
+fn signed(
+    m: &LifecycleModel,
+    p: &mut Picker,
+    mut settlement: Settlement,
+    holder: Option<&AgentId>,
+) -> Settlement {
+    if !m.signed() {
+        return settlement;
+    }
+    let signer = match p.below(20) {
+        0 => return settlement,
+        1 => holder.map_or_else(owner, agent),
+        2 => {
+            settlement.verdict.validator = Actor::Validator(roster::second_validator());
+            settlement.verdict.validator.clone()
+        }
+        3 => {
+            settlement.verdict.validator = Actor::Validator(roster::unknown_validator());
+            settlement.verdict.validator.clone()
+        }
+        _ => settlement.verdict.validator.clone(),
+    };
+    sign_as(m, settlement, &signer)
+}
+
+/// On a signed goal, the settlement with its verdict signed by `signer`'s roster key.
+fn sign_as(m: &LifecycleModel, mut settlement: Settlement, signer: &Actor) -> Settlement {
+    if m.signed() {
+        settlement.verdict = crate::identity::sign_verdict(
+            &roster::key(signer),
+            &m.spec.id,
+            &settlement.todo,
+            &settlement.turn,
+            settlement.epoch,
+            settlement.verdict,
+            &settlement.evidence,
+        );
+    }
+    settlement
 }
 
 /// Mostly no executor failure; sometimes one of each class, rarely with a detail no
@@ -1717,7 +1774,7 @@ fn amend(m: &LifecycleModel, p: &mut Picker) -> Step {
 /// Goal specs for generated runs: the roster's agents, zero or one acceptance criterion, a
 /// budget (sometimes tight), a policy and a few grants, owned by [`roster::owner`].
 pub fn spec_strategy() -> BoxedStrategy<GoalSpec> {
-    vec(any::<u32>(), 12)
+    vec(any::<u32>(), 14)
         .prop_map(|draws| {
             let mut p = Picker { draws, next: 0 };
             let mut grants: BTreeMap<AgentId, BTreeSet<GrantedAction>> = BTreeMap::new();
@@ -1733,6 +1790,9 @@ pub fn spec_strategy() -> BoxedStrategy<GoalSpec> {
                     .or_default()
                     .extend([GrantedAction::Supersede, GrantedAction::Reassign]);
             }
+            // Now and then the goal is signed: every roster actor's key registered, check
+            // `tests` registered for the validator only, and every verdict must be signed.
+            let signed = p.chance(35);
             GoalSpec {
                 id: id("json-output"),
                 objective: "add --format json to the CLI".into(),
@@ -1754,8 +1814,21 @@ pub fn spec_strategy() -> BoxedStrategy<GoalSpec> {
                     Policy::default()
                 },
                 grants,
-                identity: crate::Identity::Declared,
-                keys: Vec::new(),
+                identity: if signed {
+                    crate::Identity::Signed
+                } else {
+                    crate::Identity::Declared
+                },
+                keys: if signed {
+                    roster::registered_keys()
+                } else {
+                    Vec::new()
+                },
+                validators: if signed {
+                    [(id("tests"), [Actor::Validator(roster::validator())].into())].into()
+                } else {
+                    BTreeMap::new()
+                },
             }
         })
         .boxed()

@@ -123,6 +123,7 @@ pub fn spec() -> GoalSpec {
         grants: BTreeMap::default(),
         identity: loopx_kernel::Identity::Declared,
         keys: Vec::new(),
+        validators: BTreeMap::new(),
     }
 }
 
@@ -320,6 +321,7 @@ pub fn settlement(todo: &str, epoch: u64, turn_id: &str) -> Settlement {
             validator: validator(),
             outcome: VerdictOutcome::Passed,
             summary: "validated".into(),
+            signature: None,
         },
         evidence: vec![],
         observations: vec![],
@@ -329,6 +331,55 @@ pub fn settlement(todo: &str, epoch: u64, turn_id: &str) -> Settlement {
         usage: Amounts::ONE_TURN,
         failure: None,
     }
+}
+
+/// The fixed key of a scenario actor on a signed goal: the owner 1, validator `ci` 2, agent `a`
+/// 3, validator `lint` 4, agent `b` 5.
+pub fn key_of(seed: u8) -> loopx_kernel::SecretKey {
+    loopx_kernel::SecretKey::from_seed([seed; 32])
+}
+
+/// Validator `lint`, a second validator with a key of its own.
+pub fn lint() -> Actor {
+    Actor::Validator(SourceId::new("lint").unwrap())
+}
+
+/// The default spec made signed: the owner, validator `ci`, validator `lint` and agents `a` and
+/// `b` each with a key ([`key_of`]), and check `tests.json_schema` registered for `ci` only.
+pub fn signed_spec(spec: &mut GoalSpec) {
+    use loopx_kernel::Signer as _;
+    spec.identity = loopx_kernel::Identity::Signed;
+    spec.keys = [
+        (owner(), 1),
+        (validator(), 2),
+        (ag("a"), 3),
+        (lint(), 4),
+        (ag("b"), 5),
+    ]
+    .into_iter()
+    .map(|(actor, seed)| loopx_kernel::RegisteredKey {
+        actor,
+        key: key_of(seed).public_key(),
+    })
+    .collect();
+    spec.validators.insert(
+        CheckId::new("tests.json_schema").unwrap(),
+        [validator()].into(),
+    );
+}
+
+/// `settlement`'s verdict signed with key `seed` for the goal of [`spec`].
+pub fn sign(mut settlement: Settlement, seed: u8) -> Settlement {
+    settlement.verdict = loopx_kernel::sign_verdict(
+        &key_of(seed),
+        &spec().id,
+        &settlement.todo,
+        &settlement.turn,
+        settlement.epoch,
+        settlement.verdict,
+        &settlement.evidence,
+    );
+    settlement
 }
 
 /// A goal, the clock, and everything recorded so far.
