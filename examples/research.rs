@@ -105,6 +105,7 @@ impl Executor for Lab {
                 ..Amounts::ONE_TURN
             },
             summary,
+            usage_problem: None,
         })
     }
 }

@@ -116,6 +116,9 @@ pub fn question_line(question: &Question) -> String {
         Question::Budget {
             dimension, scope, ..
         } => format!("the {dimension} budget ({scope}) is spent; may it be raised?"),
+        Question::Overrun { todo, turn, by, .. } => format!(
+            "turn {turn} on `{todo}` used more than it reserved (beyond it: {by:?}) and was charged all of it; raise the budget or the reservation before the next turn?"
+        ),
     }
 }
 
@@ -124,6 +127,7 @@ fn question_fix(question: &Question) -> String {
     let action = match question {
         Question::Gate { .. } => "answer",
         Question::Budget { .. } => "raise it",
+        Question::Overrun { .. } => "answer it",
     };
     format!("{action}: {} (by {})", fix.command_line(), who(&fix.by))
 }

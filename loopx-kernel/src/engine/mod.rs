@@ -9,12 +9,21 @@
 //!    command;
 //! 3. **decide** — the kernel's [`decide`] for the engine's agent;
 //! 4. on `continue`, **one turn** — claim the todo, record a *prepared turn* (the `turn_begun`
-//!    event: the journal entry with the turn id and the budget reservation) **before** the
-//!    executor runs, run the executor while renewing the lease, have the independent validator
-//!    judge the result, and settle everything in one atomic commit (an executor's error is
-//!    settled as a failed turn of its class, never dropped or re-run at once: the goal's retry
-//!    policy makes the next decision wait, then replan);
+//!    event: the journal entry with the turn id and the budget reservation of the todo's
+//!    expected usage, in every dimension; a turn whose reservation does not fit is not begun)
+//!    **before** the executor runs, run the executor while renewing the lease, have the
+//!    independent validator judge the result, and settle everything in one atomic commit (an
+//!    executor's error is settled as a failed turn of its class, never dropped or re-run at
+//!    once: the goal's retry policy makes the next decision wait, then replan);
 //! 5. **decide again** and report.
+//!
+//! A turn is charged once, in full: one turn, the tokens and cost the executor reports, and the
+//! wall-clock time the engine's own [`Clock`] measured around the executor's run (what the
+//! executor says of wall time is not taken). A failed turn reports no usage, so it is charged
+//! its reservation of tokens and cost; a turn recovered from the journal after a crash was not
+//! timed by this engine, so it is charged its reservation of wall-clock time. Usage beyond the
+//! reservation is an overrun: charged all the same, recorded on the settlement, and the next
+//! decision asks the owner.
 //!
 //! Crash recovery needs no local state: the journal is the store. A turn found prepared and
 //! still in flight under this agent's lease (the decision's [`LeaseStep::Resume`]) is settled
@@ -137,9 +146,9 @@ pub enum EngineError {
 enum Ran {
     /// The executor's report, to validate and settle.
     Reported(TurnReport),
-    /// The executor failed: the turn is settled as failed, with the validator's verdict on
-    /// what it left.
-    Failed(TurnFailure),
+    /// The executor failed: the turn is settled as failed, charged this usage, with the
+    /// validator's verdict on what it left.
+    Failed(TurnFailure, Amounts),
     /// The lease was lost while the turn ran; nothing is settled.
     LeaseLost(TurnOutcome),
     /// A prepared turn whose effects may have happened and cannot be read back.
@@ -429,7 +438,8 @@ impl Engine {
         let (epoch, turn, resumed) = match &assignment.lease {
             LeaseStep::Resume { epoch, turn, .. } => (*epoch, turn.clone(), true),
             LeaseStep::Held { epoch, .. } => {
-                let Some(turn) = self.begin(state, &todo, *epoch, report).await? else {
+                let begun = self.begin(state, &todo, *epoch, assignment.reserve, report);
+                let Some(turn) = begun.await? else {
                     return Ok(None);
                 };
                 (*epoch, turn, false)
@@ -438,7 +448,8 @@ impl Engine {
                 let Some(epoch) = self.claim(state, &todo, report).await? else {
                     return Ok(None);
                 };
-                let Some(turn) = self.begin(state, &todo, epoch, report).await? else {
+                let begun = self.begin(state, &todo, epoch, assignment.reserve, report);
+                let Some(turn) = begun.await? else {
                     return Ok(None);
                 };
                 (epoch, turn, false)
@@ -454,15 +465,16 @@ impl Engine {
         };
         let (executed, failure) = match ran {
             Ran::Reported(executed) => (executed, None),
-            Ran::Failed(failure) => {
+            Ran::Failed(failure, usage) => {
                 let report = TurnReport {
                     transition: Transition::KeepOpen,
                     observations: Vec::new(),
-                    usage: Amounts::ZERO,
+                    usage,
                     summary: format!(
                         "the executor failed ({}): {}",
                         failure.class, failure.detail
                     ),
+                    usage_problem: None,
                 };
                 (report, Some(failure))
             }
@@ -523,11 +535,14 @@ impl Engine {
         Ok(lease.filter(|l| l.holder == self.agent).map(|l| l.epoch))
     }
 
+    /// Records the prepared turn, reserving `reserve` (the decision's: the todo's expected
+    /// usage, or the policy's default); the kernel refuses it when it does not fit the budget.
     async fn begin(
         &self,
         state: &mut GoalState,
         todo: &TodoId,
         epoch: u64,
+        reserve: Amounts,
         report: &mut StepReport,
     ) -> Result<Option<TurnId>, EngineError> {
         let turn = turn_id(todo, state.revision);
@@ -535,7 +550,7 @@ impl Engine {
             todo: todo.clone(),
             epoch,
             turn: turn.clone(),
-            reserve: None,
+            reserve: Some(reserve),
         };
         let op = operation(&["begin", state.spec.id.as_str(), turn.as_str()]);
         match self.write(state, &self.as_agent(), &command, &op).await? {
@@ -578,8 +593,12 @@ impl Engine {
     async fn recover(&self, state: &mut GoalState, request: &TurnRequest) -> Ran {
         let idempotent = state.todos.get(&request.todo).is_some_and(|t| t.idempotent);
         match self.executor.recover(request).await {
-            Recovery::Finished(report) => Ran::Reported(report),
-            Recovery::Failed(failure) => Ran::Failed(failure),
+            // This engine did not time a turn run before it started: its reservation stands in.
+            Recovery::Finished(mut report) => {
+                report.usage.wall_ms = request.reserved.wall_ms;
+                Ran::Reported(report)
+            }
+            Recovery::Failed(failure) => Ran::Failed(failure, request.reserved),
             Recovery::NotStarted => self.execute(state, request).await,
             Recovery::Unknown if idempotent => self.execute(state, request).await,
             Recovery::Unknown => Ran::Unknown,
@@ -593,17 +612,25 @@ impl Engine {
         let work = self.work(state, request);
         let renewals = self.keep_alive(&state.spec.id, request);
         pin_mut!(work, renewals);
-        match select(work, renewals).await {
-            // The turn's wall-clock time is what the engine's clock saw, unless the executor
-            // reports more.
+        let outcome = select(work, renewals).await;
+        // The turn's wall-clock time is what the engine's own clock saw around the run, whatever
+        // the executor says of it.
+        let wall_ms = u64::try_from(self.clock.now().since(started).as_millis()).unwrap_or(0);
+        match outcome {
             Either::Left((Ok(mut report), _)) => {
-                let spent = u64::try_from(self.clock.now().since(started).as_millis()).unwrap_or(0);
-                report.usage.wall_ms = report.usage.wall_ms.max(spent);
+                report.usage.wall_ms = wall_ms;
                 Ran::Reported(report)
             }
             // A failed executor still settles, as a failed turn: the turn was spent, the
-            // validator judges what state it left, and the retry policy paces the next one.
-            Either::Left((Err(error), _)) => Ran::Failed(error.failure()),
+            // validator judges what state it left, and the retry policy paces the next one. It
+            // reports no usage, so its reservation of tokens and cost is charged.
+            Either::Left((Err(error), _)) => Ran::Failed(
+                error.failure(),
+                Amounts {
+                    wall_ms,
+                    ..request.reserved
+                },
+            ),
             Either::Right((refusal, _)) => Ran::LeaseLost(TurnOutcome::LeaseLost {
                 todo: request.todo.clone(),
                 turn: request.turn.clone(),
@@ -647,6 +674,7 @@ impl Engine {
             ),
             observations,
             usage: Amounts::ZERO,
+            usage_problem: None,
         })
     }
 
@@ -696,6 +724,7 @@ impl Engine {
             other => other,
         };
         let outcome = verdict.outcome;
+        let usage_problem = executed.usage_problem;
         let settlement = Settlement {
             todo: request.todo.clone(),
             epoch: request.epoch,
@@ -711,14 +740,20 @@ impl Engine {
         let command = Command::SettleTurn(settlement);
         Ok(
             match self.write(state, &self.as_agent(), &command, &op).await? {
-                Written::Committed(events) => TurnOutcome::Settled {
-                    todo: request.todo.clone(),
-                    turn: request.turn.clone(),
-                    resumed,
-                    verdict: outcome,
-                    result: settled_result(&events),
-                    summary: executed.summary,
-                },
+                Written::Committed(events) => {
+                    let (charged, overrun) = settled_charge(&events);
+                    TurnOutcome::Settled {
+                        todo: request.todo.clone(),
+                        turn: request.turn.clone(),
+                        resumed,
+                        verdict: outcome,
+                        result: settled_result(&events),
+                        summary: executed.summary,
+                        charged,
+                        overrun,
+                        usage_problem,
+                    }
+                }
                 Written::Refused(refusal) => TurnOutcome::LeaseLost {
                     todo: request.todo.clone(),
                     turn: request.turn.clone(),
@@ -838,6 +873,20 @@ fn settled_result(events: &[RecordedEvent]) -> Option<TurnResult> {
         Event::TurnSettled { result, .. } => result.clone(),
         _ => None,
     })
+}
+
+/// What a settlement's events charged and what of it was an overrun; `None` and zero for a
+/// replayed commit, which hands back no events.
+fn settled_charge(events: &[RecordedEvent]) -> (Option<Amounts>, Amounts) {
+    events
+        .iter()
+        .find_map(|e| match &e.event {
+            Event::TurnSettled {
+                charged, overrun, ..
+            } => Some((Some(*charged), *overrun)),
+            _ => None,
+        })
+        .unwrap_or((None, Amounts::ZERO))
 }
 
 /// A turn id unique within the goal: the todo and the revision the turn was prepared at (each

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use super::{CriterionStatus, GoalState};
 use crate::actor::Actor;
+use crate::budget::{Amounts, Overrun};
 use crate::evidence::{Evidence, Freshness, NewEvidence, Observation, Outcome};
 use crate::gate::Gate;
 use crate::ids::{AgentId, CriterionId, EvidenceId, ObservationKey};
@@ -35,6 +36,34 @@ impl GoalState {
     /// The owner as an actor.
     pub fn owner(&self) -> Actor {
         Actor::Person(self.spec.owner.clone())
+    }
+
+    /// What a turn of `todo` reserves when it begins: the todo's expected usage, or the goal
+    /// policy's default reservation, as exactly one turn.
+    pub fn expected_usage(&self, todo: &Todo) -> Amounts {
+        Amounts {
+            turns: 1,
+            ..todo
+                .expected_usage
+                .as_deref()
+                .copied()
+                .unwrap_or(self.spec.policy.default_reservation)
+        }
+    }
+
+    /// The unanswered overrun the owner must be asked about: one that went beyond a dimension
+    /// the goal's budget, or its todo's, still bounds. An overrun only on unlimited dimensions
+    /// is recorded but asks nobody.
+    pub fn overrun_to_ask(&self) -> Option<&Overrun> {
+        let overrun = self.overrun.as_deref()?;
+        let todo_limits = self
+            .todos
+            .get(&overrun.todo)
+            .and_then(|t| t.budget.as_deref())
+            .map(|l| l.limits);
+        let bounded = self.ledger.limits.bounds_any(overrun.by).is_some()
+            || todo_limits.is_some_and(|l| l.bounds_any(overrun.by).is_some());
+        bounded.then_some(overrun)
     }
 
     /// Whether a piece of evidence may still be relied on at `now`: bound to the subject's
