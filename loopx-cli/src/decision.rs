@@ -4,8 +4,9 @@
 use std::fmt::Write as _;
 
 use loopx_kernel::{
-    CriterionId, CriterionStatus, Decision, Fix, Freshness, LeaseStep, ObligationCause, Question,
-    RepairIssue, ReplanReason, ResumeCondition, Stuck, TerminalOutcome, WaitReason, Who,
+    Amounts, CriterionId, CriterionStatus, Decision, Dimension, Fix, Freshness, LeaseStep,
+    ObligationCause, Question, RepairIssue, ReplanReason, ResumeCondition, Stuck, TerminalOutcome,
+    WaitReason, Who,
 };
 
 use crate::output::{Output, Style};
@@ -117,8 +118,31 @@ pub fn question_line(question: &Question) -> String {
             dimension, scope, ..
         } => format!("the {dimension} budget ({scope}) is spent; may it be raised?"),
         Question::Overrun { todo, turn, by, .. } => format!(
-            "turn {turn} on `{todo}` used more than it reserved (beyond it: {by:?}) and was charged all of it; raise the budget or the reservation before the next turn?"
+            "turn {turn} on `{todo}` used {} more than it reserved and was charged all of it; raise the budget or the reservation before the next turn?",
+            amounts_words(*by)
         ),
+    }
+}
+
+/// The non-zero dimensions of `amounts` in words: `2500 tokens, 300000 ms of wall-clock time`.
+fn amounts_words(amounts: Amounts) -> String {
+    let words: Vec<String> = Dimension::ALL
+        .into_iter()
+        .filter(|&d| amounts.get(d) > 0)
+        .map(|d| {
+            let n = amounts.get(d);
+            match d {
+                Dimension::Turns => format!("{n} turns"),
+                Dimension::Tokens => format!("{n} tokens"),
+                Dimension::Cost => format!("{n} micro-units of cost"),
+                Dimension::WallClock => format!("{n} ms of wall-clock time"),
+            }
+        })
+        .collect();
+    if words.is_empty() {
+        "nothing".to_owned()
+    } else {
+        words.join(", ")
     }
 }
 
