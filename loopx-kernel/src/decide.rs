@@ -556,8 +556,9 @@ fn guard_standing(
 ///
 /// Precedence: terminal; an unregistered agent is told to register; the agent's own live lease
 /// (resume or begin its turn); outcome-unknown repairs; open repair, then replan obligations;
-/// the first legal todo (or the workspace-guard repair it would need, or the budget's ask or
-/// wait); questions that block the agent's work; waits; stuck todos; other pending questions;
+/// the first legal todo (or the workspace-guard repair it would need, the budget's ask or wait
+/// when its reservation does not fit, or the owner's question about an unanswered overrun);
+/// questions that block the agent's work; waits; stuck todos; other pending questions;
 /// the acceptance gap; the missing closure intent; terminal.
 pub fn decide(state: &GoalState, agent: &AgentId, now: Timestamp) -> Decision {
     if let Some(outcome) = terminal(state, now) {

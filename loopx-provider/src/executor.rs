@@ -29,7 +29,7 @@
 //! the engine measures it around the run. When the file is missing, unreadable or not of this
 //! shape, the turn still settles, charged its *reservation* of tokens and cost (so leaving the
 //! file out never makes a turn cheaper), and the report carries the typed
-//! [`UsageProblem`](loopx_kernel::seams::UsageProblem), which never quotes the file.
+//! [`UsageProblem`], which never quotes the file.
 //!
 //! The command reports its turn either by printing a JSON [`TurnReport`] as the last line of
 //! its standard output, or by its exit code alone: zero proposes completing the todo (the
