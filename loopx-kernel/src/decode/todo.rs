@@ -453,7 +453,10 @@ mod tests {
             writes: None,
             idempotent: true,
             budget: None,
-            expected_usage: None,
+            expected_usage: Some(Box::new(Amounts {
+                tokens: 4_000,
+                ..Amounts::ONE_TURN
+            })),
             created_by: Actor::Person(id("owner")),
             created_at: at("2026-11-29T10:00:00Z"),
             seq: 3,
