@@ -117,8 +117,14 @@ pub fn question_line(question: &Question) -> String {
         Question::Budget {
             dimension, scope, ..
         } => format!("the {dimension} budget ({scope}) is spent; may it be raised?"),
-        Question::Overrun { todo, turn, by, .. } => format!(
-            "turn {turn} on `{todo}` used {} more than it reserved and was charged all of it; raise the budget or the reservation before the next turn?",
+        Question::Overrun {
+            todo,
+            turn,
+            dimension,
+            by,
+            ..
+        } => format!(
+            "turn {turn} on `{todo}` used {} more than it reserved (over the {dimension} budget) and was charged all of it; raise the budget or the reservation before the next turn?",
             amounts_words(*by)
         ),
     }

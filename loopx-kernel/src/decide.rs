@@ -232,7 +232,9 @@ pub enum Question {
         todo: TodoId,
         /// The turn that overran.
         turn: TurnId,
-        /// What it used beyond its reservation.
+        /// The first bounded dimension it went beyond its reservation on.
+        dimension: Dimension,
+        /// What it used beyond its reservation, in every dimension.
         by: Amounts,
         /// What remains per dimension.
         remaining: Limits,
@@ -853,11 +855,12 @@ fn reservation(state: &GoalState, todo: &Todo) -> Amounts {
 
 /// The owner's question about an unanswered overrun, asked before any new turn begins.
 fn overrun_asked(state: &GoalState) -> Option<Decision> {
-    let overrun = state.overrun_to_ask()?;
+    let (overrun, dimension) = state.overrun_to_ask()?;
     Some(Decision::Ask {
         questions: vec![Question::Overrun {
             todo: overrun.todo.clone(),
             turn: overrun.turn.clone(),
+            dimension,
             by: overrun.by,
             remaining: state.ledger.remaining(),
         }],

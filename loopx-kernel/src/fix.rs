@@ -250,15 +250,11 @@ impl Question {
             )
             .arg("gate", gate)
             .choose("answer"),
-            Question::Budget { dimension, .. } => budget(*dimension),
-            // Raising the limit the turn ran over (or, through the same verb, the policy's
-            // reservation) answers it.
-            Question::Overrun { by, .. } => budget(
-                Dimension::ALL
-                    .into_iter()
-                    .find(|&d| by.get(d) > 0)
-                    .unwrap_or(Dimension::WallClock),
-            ),
+            // An overrun is answered like a spent budget: by raising the limit it ran over (or,
+            // through the same verb, the policy's reservation).
+            Question::Budget { dimension, .. } | Question::Overrun { dimension, .. } => {
+                budget(*dimension)
+            }
         }
     }
 }

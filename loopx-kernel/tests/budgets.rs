@@ -66,11 +66,20 @@ fn an_overrun_is_charged_in_full_recorded_and_asks_the_owner() {
     let Decision::Ask { questions, .. } = w.decide("a") else {
         panic!("expected an ask, got {:?}", w.decide("a"));
     };
-    let [Question::Overrun { todo, by, .. }] = questions.as_slice() else {
+    let [
+        Question::Overrun {
+            todo,
+            by,
+            dimension,
+            ..
+        },
+    ] = questions.as_slice()
+    else {
         panic!("expected the overrun question, got {questions:?}");
     };
     assert_eq!(todo, &tid("edit"));
     assert_eq!(by.tokens, 2_000);
+    assert_eq!(*dimension, Dimension::Tokens);
     let fix = questions[0].fix();
     assert_eq!(fix.verb, "goal amend");
     assert_eq!(fix.call.as_deref(), Some("amend_goal"));
@@ -128,9 +137,11 @@ fn an_overrun_of_wall_clock_time_asks_under_the_default_budget() {
     let mut w = World::with(|s| s.budget = Limits::GOAL_DEFAULT);
     w.add(todo("edit", "change the output layer"));
     w.add(todo("docs", "document --format json"));
-    // The default reservation holds 15 minutes; the turn took 40.
+    // The default reservation holds 15 minutes and no tokens; the turn took 40 minutes and
+    // used tokens, which the default goal does not bound: the question is about wall time.
     w.turn("a", "edit", |s| {
         s.usage = Amounts {
+            tokens: 500,
             wall_ms: 40 * 60 * 1000,
             ..Amounts::ONE_TURN
         };
@@ -139,7 +150,8 @@ fn an_overrun_of_wall_clock_time_asks_under_the_default_budget() {
         panic!("expected an ask, got {:?}", w.decide("a"));
     };
     assert!(
-        matches!(&questions[0], Question::Overrun { by, .. } if by.wall_ms == 25 * 60 * 1000),
+        matches!(&questions[0], Question::Overrun { by, dimension: Dimension::WallClock, .. }
+            if by.wall_ms == 25 * 60 * 1000 && by.tokens == 500),
         "{questions:?}"
     );
     assert_eq!(questions[0].fix().args[0].flag, "wall-ms");

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use super::{CriterionStatus, GoalState};
 use crate::actor::Actor;
-use crate::budget::{Amounts, Overrun};
+use crate::budget::{Amounts, Dimension, Overrun};
 use crate::evidence::{Evidence, Freshness, NewEvidence, Observation, Outcome};
 use crate::gate::Gate;
 use crate::ids::{AgentId, CriterionId, EvidenceId, ObservationKey};
@@ -51,19 +51,22 @@ impl GoalState {
         }
     }
 
-    /// The unanswered overrun the owner must be asked about: one that went beyond a dimension
-    /// the goal's budget, or its todo's, still bounds. An overrun only on unlimited dimensions
-    /// is recorded but asks nobody.
-    pub fn overrun_to_ask(&self) -> Option<&Overrun> {
+    /// The unanswered overrun the owner must be asked about, with the first dimension it went
+    /// beyond that the goal's budget, or its todo's, still bounds. An overrun only on unlimited
+    /// dimensions is recorded but asks nobody.
+    pub fn overrun_to_ask(&self) -> Option<(&Overrun, Dimension)> {
         let overrun = self.overrun.as_deref()?;
         let todo_limits = self
             .todos
             .get(&overrun.todo)
             .and_then(|t| t.budget.as_deref())
             .map(|l| l.limits);
-        let bounded = self.ledger.limits.bounds_any(overrun.by).is_some()
-            || todo_limits.is_some_and(|l| l.bounds_any(overrun.by).is_some());
-        bounded.then_some(overrun)
+        let dimension = self
+            .ledger
+            .limits
+            .bounds_any(overrun.by)
+            .or_else(|| todo_limits.and_then(|l| l.bounds_any(overrun.by)))?;
+        Some((overrun, dimension))
     }
 
     /// Whether a piece of evidence may still be relied on at `now`: bound to the subject's

@@ -198,6 +198,7 @@ pub fn every_reason() -> Vec<(&'static str, Decision)> {
             questions: vec![Question::Overrun {
                 todo: id("edit"),
                 turn: id("edit@r7"),
+                dimension: Dimension::Tokens,
                 by: Amounts {
                     tokens: 2_500,
                     ..Amounts::ZERO
