@@ -258,6 +258,7 @@ impl Executor for Cluster {
             observations,
             usage: Amounts::ONE_TURN,
             summary: ran.join("; "),
+            usage_problem: None,
         })
     }
 }

@@ -154,6 +154,7 @@ impl Executor for Agent {
                 "{}; the linter is clean locally, the runner flaked: re-requested the check",
                 check.summary
             ),
+            usage_problem: None,
         })
     }
 }
@@ -333,7 +334,7 @@ fn main() -> Result<()> {
     let gate = match &asked {
         Decision::Ask { questions, .. } => questions.first().and_then(|q| match q {
             loopx_kernel::Question::Gate { gate, .. } => Some(gate.clone()),
-            loopx_kernel::Question::Budget { .. } => None,
+            loopx_kernel::Question::Budget { .. } | loopx_kernel::Question::Overrun { .. } => None,
         }),
         _ => None,
     };

@@ -106,6 +106,7 @@ impl Executor for Lab {
                 ..Amounts::ONE_TURN
             },
             summary,
+            usage_problem: None,
         })
     }
 }

@@ -424,6 +424,9 @@ fn question(question: &Question) -> String {
             question, owner, ..
         } => format!("{owner}: \"{question}\""),
         Question::Budget { dimension, .. } => format!("the owner for more {dimension}"),
+        Question::Overrun { todo, .. } => {
+            format!("the owner about a turn on `{todo}` that used more than it reserved")
+        }
     }
 }
 

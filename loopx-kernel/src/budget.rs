@@ -1,12 +1,17 @@
 //! Multi-dimensional budgets with reserve-then-charge-once accounting.
 //!
-//! A turn *reserves* its estimate before it runs and is *charged* its actual usage exactly once,
-//! at settlement, bound to its turn id. Admission guarantees `spent + reserved ≤ limit` on every
-//! limited dimension, so no admitted turn can be started into an overspend.
+//! A turn *reserves* its expected usage before it runs and is *charged* its actual usage exactly
+//! once, at settlement, bound to its turn id. Admission guarantees `spent + reserved ≤ limit` on
+//! every limited dimension, so no admitted turn can be started into an overspend. A turn that
+//! used more than it reserved is still charged all of it (the truth); the excess is recorded as
+//! an *overrun*, so `spent + reserved ≤ limit + overrun` holds on every dimension at all times,
+//! and the goal's owner is asked before the next turn begins.
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
+
+use crate::ids::{TodoId, TurnId};
 
 /// A quantity of each budget dimension.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
@@ -61,6 +66,24 @@ impl Amounts {
         }
     }
 
+    /// The dimension-wise maximum.
+    #[must_use]
+    pub fn max(self, other: Amounts) -> Amounts {
+        Amounts {
+            turns: self.turns.max(other.turns),
+            tokens: self.tokens.max(other.tokens),
+            cost_micros: self.cost_micros.max(other.cost_micros),
+            wall_ms: self.wall_ms.max(other.wall_ms),
+        }
+    }
+
+    /// What `self` (a usage) exceeds `reservation` by, dimension-wise: zero where it stayed
+    /// within it.
+    #[must_use]
+    pub fn beyond(self, reservation: Amounts) -> Amounts {
+        self.minus(reservation)
+    }
+
     /// True when every dimension is zero.
     pub fn is_zero(self) -> bool {
         self == Amounts::ZERO
@@ -75,6 +98,12 @@ impl Amounts {
             Dimension::WallClock => self.wall_ms,
         }
     }
+}
+
+/// For serde's `skip_serializing_if`, which passes a reference.
+#[allow(clippy::trivially_copy_pass_by_ref)]
+pub(crate) fn is_zero(amounts: &Amounts) -> bool {
+    amounts.is_zero()
 }
 
 impl fmt::Debug for Amounts {
@@ -177,6 +206,28 @@ impl Limits {
             Dimension::WallClock => self.wall_ms,
         }
     }
+
+    /// The first dimension these limits bound on which `amounts` is not zero: where an
+    /// overrun of `amounts` matters to the budget.
+    pub fn bounds_any(self, amounts: Amounts) -> Option<Dimension> {
+        Dimension::ALL
+            .into_iter()
+            .find(|&d| self.get(d).is_some() && amounts.get(d) > 0)
+    }
+
+    /// The first dimension on which `new` lowers these limits below `committed` (spent plus
+    /// reserved). Raising a limit, or keeping it, is never a lowering, even when what is
+    /// committed already exceeds it after an overrun.
+    pub fn lowered_below(self, new: Limits, committed: Amounts) -> Option<Dimension> {
+        Dimension::ALL.into_iter().find(|&d| {
+            let lowered = match (self.get(d), new.get(d)) {
+                (_, None) => false,
+                (None, Some(_)) => true,
+                (Some(old), Some(new)) => new < old,
+            };
+            lowered && new.get(d).is_some_and(|n| n < committed.get(d))
+        })
+    }
 }
 
 impl fmt::Debug for Limits {
@@ -228,6 +279,10 @@ pub struct Ledger {
     pub spent: Amounts,
     /// Held by turns that have begun and not yet settled.
     pub reserved: Amounts,
+    /// Of `spent`, what settled turns used beyond their reservations (charged all the same):
+    /// the only way `spent + reserved` exceeds a limit. Left out of the JSON when zero.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub overrun: Amounts,
 }
 
 impl Ledger {
@@ -283,10 +338,30 @@ impl Ledger {
         self.reserved = self.reserved.minus(reservation);
     }
 
+    /// Charges `usage` in full against `reservation`, and records what it used beyond it.
     pub(crate) fn charge(&mut self, reservation: Amounts, usage: Amounts) {
         self.reserved = self.reserved.minus(reservation);
         self.spent = self.spent.plus(usage);
+        self.overrun = self.overrun.plus(usage.beyond(reservation));
     }
+
+    /// Spent plus reserved: what the limits are measured against.
+    pub fn committed(&self) -> Amounts {
+        self.spent.plus(self.reserved)
+    }
+}
+
+/// A settled turn that used more than it reserved, recorded until the goal's owner answers it
+/// (by amending the budget or the policy).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Overrun {
+    /// The todo the turn ran on.
+    pub todo: TodoId,
+    /// The turn.
+    pub turn: TurnId,
+    /// What it used beyond its reservation, per dimension (charged in full).
+    pub by: Amounts,
 }
 
 #[cfg(test)]
@@ -308,5 +383,70 @@ mod tests {
         ledger.cancel(Amounts::ONE_TURN);
         assert_eq!(ledger.exhausted(), None);
         assert_eq!(ledger.remaining().turns, Some(1));
+    }
+
+    #[test]
+    fn an_overrun_is_charged_in_full_and_recorded() {
+        let mut ledger = Ledger::new(Limits {
+            tokens: Some(1_000),
+            ..Limits::UNLIMITED
+        });
+        let reserved = Amounts {
+            tokens: 400,
+            ..Amounts::ONE_TURN
+        };
+        ledger.reserve(reserved);
+        ledger.charge(
+            reserved,
+            Amounts {
+                tokens: 1_500,
+                ..Amounts::ONE_TURN
+            },
+        );
+        assert_eq!(ledger.spent.tokens, 1_500);
+        assert_eq!(ledger.overrun.tokens, 1_100);
+        assert_eq!(ledger.overrun.turns, 0);
+        // Spent beyond the limit admits nothing, not even a reservation of no tokens.
+        assert_eq!(ledger.shortfall(Amounts::ONE_TURN), Some(Dimension::Tokens));
+        assert!(ledger.committed().tokens <= 1_000 + ledger.overrun.tokens);
+    }
+
+    #[test]
+    fn only_a_lowering_below_what_is_committed_counts() {
+        let old = Limits {
+            tokens: Some(1_000),
+            turns: None,
+            ..Limits::UNLIMITED
+        };
+        let committed = Amounts {
+            tokens: 1_500,
+            turns: 3,
+            ..Amounts::ZERO
+        };
+        // Raised, still below what an overrun committed: not a lowering.
+        let raised = Limits {
+            tokens: Some(1_200),
+            ..old
+        };
+        assert_eq!(old.lowered_below(raised, committed), None);
+        assert_eq!(old.lowered_below(old, committed), None);
+        let lowered = Limits {
+            tokens: Some(900),
+            ..old
+        };
+        assert_eq!(
+            old.lowered_below(lowered, committed),
+            Some(Dimension::Tokens)
+        );
+        // Bounding an unlimited dimension is a lowering; at what is committed it is allowed.
+        let bounded = |turns| Limits {
+            turns: Some(turns),
+            ..old
+        };
+        assert_eq!(
+            old.lowered_below(bounded(2), committed),
+            Some(Dimension::Turns)
+        );
+        assert_eq!(old.lowered_below(bounded(3), committed), None);
     }
 }

@@ -237,6 +237,20 @@ pub enum Question {
         /// What remains per dimension.
         remaining: Limits,
     },
+    /// A turn used more than it reserved on a bounded dimension (it was charged all of it);
+    /// no new turn begins until the owner answers by amending the budget or the policy.
+    Overrun {
+        /// The todo the turn ran on.
+        todo: TodoId,
+        /// The turn that overran.
+        turn: TurnId,
+        /// The first bounded dimension it went beyond its reservation on.
+        dimension: Dimension,
+        /// What it used beyond its reservation, in every dimension.
+        by: Amounts,
+        /// What remains per dimension.
+        remaining: Limits,
+    },
 }
 
 /// Why the plan must change.
@@ -509,7 +523,7 @@ fn standing(
     if let Some(dimension) = todo
         .budget
         .as_ref()
-        .and_then(|l| l.shortfall(reservation(state)))
+        .and_then(|l| l.shortfall(reservation(state, todo)))
     {
         return Standing::Wait(WaitReason::Budget {
             dimension,
@@ -569,9 +583,11 @@ fn guard_standing(
 ///
 /// Precedence: terminal; an unregistered agent is told to register; the agent's own live lease
 /// (resume or begin its turn); intended effects whose lease is gone (read back and recorded by
-/// their holder, or an agent that may take over); outcome-unknown repairs; open repair, then replan obligations;
-/// the first legal todo (or the workspace-guard repair it would need, or the budget's ask or
-/// wait); questions that block the agent's work; waits; stuck todos; other pending questions;
+/// their holder, or an agent that may take over); outcome-unknown repairs; open repair, then
+/// replan obligations; the first legal todo (or the workspace-guard repair it would need, the
+/// budget's ask or wait when its reservation does not fit, or the owner's question about an
+/// unanswered overrun); questions that block the agent's work; waits; stuck todos; other
+/// pending questions;
 /// the acceptance gap; the missing closure intent; terminal.
 pub fn decide(state: &GoalState, agent: &AgentId, now: Timestamp) -> Decision {
     if let Some(outcome) = terminal(state, now) {
@@ -752,8 +768,11 @@ fn own_lease(state: &GoalState, agent: &AgentId, now: Timestamp) -> Option<Decis
         }
     } else {
         // A new turn needs the goal's budget too; without it, ask or wait as for new work.
-        if let Some(dimension) = state.ledger.shortfall(reservation(state)) {
+        if let Some(dimension) = state.ledger.shortfall(reservation(state, todo)) {
             return Some(budget_exhausted(state, dimension, &state.ledger));
+        }
+        if let Some(ask) = overrun_asked(state) {
+            return Some(ask);
         }
         LeaseStep::Held {
             epoch: lease.epoch,
@@ -764,7 +783,7 @@ fn own_lease(state: &GoalState, agent: &AgentId, now: Timestamp) -> Option<Decis
         todo: todo.id.clone(),
         title: todo.title.clone(),
         lease: step,
-        reserve: reservation(state),
+        reserve: reservation(state, todo),
         handoff: todo.handoff.as_deref().cloned(),
         pending_gates: pending_gates(state, now),
     }))
@@ -777,7 +796,7 @@ fn turn_admissible(state: &GoalState, todo: &Todo, now: Timestamp) -> bool {
         && todo
             .budget
             .as_ref()
-            .is_none_or(|l| l.shortfall(reservation(state)).is_none())
+            .is_none_or(|l| l.shortfall(reservation(state, todo)).is_none())
 }
 
 fn unknown_outcomes(
@@ -899,11 +918,24 @@ fn obligations(state: &GoalState, agent: &AgentId) -> Option<Decision> {
     })
 }
 
-fn reservation(state: &GoalState) -> Amounts {
-    Amounts {
-        turns: 1,
-        ..state.spec.policy.default_reservation
-    }
+/// What a turn of `todo` reserves: its expected usage, or the policy's default.
+fn reservation(state: &GoalState, todo: &Todo) -> Amounts {
+    state.expected_usage(todo)
+}
+
+/// The owner's question about an unanswered overrun, asked before any new turn begins.
+fn overrun_asked(state: &GoalState) -> Option<Decision> {
+    let (overrun, dimension) = state.overrun_to_ask()?;
+    Some(Decision::Ask {
+        questions: vec![Question::Overrun {
+            todo: overrun.todo.clone(),
+            turn: overrun.turn.clone(),
+            dimension,
+            by: overrun.by,
+            remaining: state.ledger.remaining(),
+        }],
+        until: None,
+    })
 }
 
 fn pending_gates(state: &GoalState, now: Timestamp) -> Vec<GateId> {
@@ -916,9 +948,12 @@ fn pending_gates(state: &GoalState, now: Timestamp) -> Vec<GateId> {
 }
 
 fn offer(state: &GoalState, todo: &Todo, now: Timestamp) -> Decision {
-    let reserve = reservation(state);
+    let reserve = reservation(state, todo);
     if let Some(dimension) = state.ledger.shortfall(reserve) {
         return budget_exhausted(state, dimension, &state.ledger);
+    }
+    if let Some(ask) = overrun_asked(state) {
+        return ask;
     }
     Decision::Continue(Assignment {
         todo: todo.id.clone(),

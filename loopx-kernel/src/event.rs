@@ -205,8 +205,13 @@ pub enum Event {
         observations: Vec<Observation>,
         /// The todo's transition.
         transition: SettledTransition,
-        /// What was charged (zero for an unchanged monitor poll).
+        /// What was charged (zero for an unchanged monitor poll): all the turn used, even
+        /// beyond its reservation.
         charged: Amounts,
+        /// What it used beyond its reservation, per dimension (`charged` minus the reservation,
+        /// at zero where it stayed within); left out of the JSON when zero.
+        #[serde(default, skip_serializing_if = "crate::budget::is_zero")]
+        overrun: Amounts,
         /// What the turn came to, as the kernel classified it; absent on events written before
         /// turns were classified, which count towards no streak.
         #[serde(default, skip_serializing_if = "Option::is_none")]

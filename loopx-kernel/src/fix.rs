@@ -266,7 +266,11 @@ impl Question {
             )
             .arg("gate", gate)
             .choose("answer"),
-            Question::Budget { dimension, .. } => budget(*dimension),
+            // An overrun is answered like a spent budget: by raising the limit it ran over (or,
+            // through the same verb, the policy's reservation).
+            Question::Budget { dimension, .. } | Question::Overrun { dimension, .. } => {
+                budget(*dimension)
+            }
         }
     }
 }

@@ -251,7 +251,9 @@ pub struct Criterion {
 pub struct Policy {
     /// Lease time-to-live when a claim does not say (default 15 minutes).
     pub lease_ttl: Duration,
-    /// What a turn reserves when its request does not say (default: one turn).
+    /// What a turn of a todo that states no expected usage reserves, in every dimension
+    /// (default: one turn and 15 minutes of wall-clock time, [`Policy::DEFAULT_RESERVATION`]).
+    /// A turn that uses more is charged all of it, and the owner is asked before the next one.
     pub default_reservation: Amounts,
     /// Whether exhausted budget asks the owner for more or just waits (default: ask).
     pub on_budget_exhausted: BudgetExhaustion,
@@ -284,11 +286,20 @@ fn is_default_skew(skew: &Duration) -> bool {
     *skew == DEFAULT_CLOCK_SKEW
 }
 
+impl Policy {
+    /// The default [`Policy::default_reservation`]: one turn and 15 minutes of wall-clock
+    /// time (a default lease's length), no tokens and no cost.
+    pub const DEFAULT_RESERVATION: Amounts = Amounts {
+        wall_ms: 15 * 60 * 1000,
+        ..Amounts::ONE_TURN
+    };
+}
+
 impl Default for Policy {
     fn default() -> Self {
         Policy {
             lease_ttl: Duration::minutes(15),
-            default_reservation: Amounts::ONE_TURN,
+            default_reservation: Policy::DEFAULT_RESERVATION,
             on_budget_exhausted: BudgetExhaustion::Ask,
             monitor_no_change_limit: 3,
             retry: RetryPolicy::default(),

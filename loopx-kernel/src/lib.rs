@@ -85,7 +85,7 @@ pub mod prelude {
 }
 
 pub use actor::Actor;
-pub use budget::{Amounts, Dimension, Ledger, Limits};
+pub use budget::{Amounts, Dimension, Ledger, Limits, Overrun};
 pub use clock::ManualClock;
 pub use command::{
     Command, Continuation, GateAnswer, OutcomeResolution, PlanChange, Settlement, Transition,

@@ -7,6 +7,7 @@
 //! the facts call for on every judgement. It decides nothing about lifecycle: every proposal
 //! still goes through the kernel's validation as any other command.
 
+use crate::budget::Amounts;
 use crate::command::Command;
 use crate::evidence::Observation;
 use crate::gate::{GateStatus, NewGate};
@@ -46,6 +47,14 @@ impl NewTodo {
     #[must_use]
     pub fn for_agent(mut self, agent: AgentId) -> Self {
         self.assignee = Some(agent);
+        self
+    }
+
+    /// The same todo, expecting each of its turns to use `usage` (reserved when a turn begins,
+    /// in place of the goal policy's default reservation).
+    #[must_use]
+    pub fn expecting(mut self, usage: Amounts) -> Self {
+        self.expected_usage = Some(Box::new(usage));
         self
     }
 

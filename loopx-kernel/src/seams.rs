@@ -624,7 +624,8 @@ pub struct TurnReport {
     /// Observations it made.
     #[serde(default)]
     pub observations: Vec<Observation>,
-    /// What it used.
+    /// What it used: the engine charges its tokens and cost as reported, sets the turn count
+    /// to one and the wall-clock time to what its own clock measured around the run.
     #[serde(default)]
     pub usage: Amounts,
     /// A short account, for people.
@@ -634,6 +635,33 @@ pub struct TurnReport {
     /// it settles; an engine without an effector fails a turn that asks for any.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub effects: Vec<EffectRequest>,
+    /// Why the executor could not take the turn's tokens and cost from the turn itself, if it
+    /// could not (then `usage` says what it charged instead); left out of the JSON when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage_problem: Option<UsageProblem>,
+}
+
+/// Why an executor could not read what a turn used. Never a failure of the turn: the turn
+/// settles, charged what the executor could establish, and the problem is reported with it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[serde(tag = "problem", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum UsageProblem {
+    /// The turn wrote no usage report.
+    #[error("the turn wrote no usage report")]
+    Missing,
+    /// The usage report exists but could not be read.
+    #[error("the turn's usage report could not be read: {detail}")]
+    Unreadable {
+        /// What failed, without the report's contents.
+        detail: String,
+    },
+    /// The usage report is not of the documented shape.
+    #[error("the turn's usage report is malformed: {detail}")]
+    Malformed {
+        /// Where and how it departs from the shape, never quoting its contents.
+        detail: String,
+    },
 }
 
 impl TurnReport {
@@ -645,6 +673,7 @@ impl TurnReport {
             usage: Amounts::ZERO,
             summary: summary.into(),
             effects: Vec::new(),
+            usage_problem: None,
         }
     }
 

@@ -299,6 +299,10 @@ pub struct NewTodo {
     /// An optional per-todo budget, on top of the goal's.
     #[serde(default)]
     pub budget: Option<Limits>,
+    /// What one turn of it is expected to use, reserved when each turn begins in place of the
+    /// goal policy's `default_reservation` (always as exactly one turn).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_usage: Option<Box<Amounts>>,
 }
 
 impl NewTodo {
@@ -316,6 +320,7 @@ impl NewTodo {
             writes: None,
             idempotent: false,
             budget: None,
+            expected_usage: None,
         }
     }
 }
@@ -358,6 +363,9 @@ pub struct Todo {
     /// Its own budget, if it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<Box<Ledger>>,
+    /// What one turn of it is expected to use, if it says; each turn reserves it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_usage: Option<Box<Amounts>>,
     /// Who created it.
     pub created_by: Actor,
     /// When.

@@ -8,6 +8,7 @@ use std::fmt::Write as _;
 use crate::decide::{
     Decision, LeaseStep, Question, RepairIssue, ReplanReason, Stuck, TerminalOutcome, WaitReason,
 };
+use crate::budget::{Amounts, Dimension};
 use crate::evidence::Freshness;
 use crate::fix::{Fix, Who};
 use crate::ids::CriterionId;
@@ -126,6 +127,38 @@ pub fn question_line(question: &Question) -> String {
         Question::Budget {
             dimension, scope, ..
         } => format!("the {dimension} budget ({scope}) is spent; may it be raised?"),
+        Question::Overrun {
+            todo,
+            turn,
+            dimension,
+            by,
+            ..
+        } => format!(
+            "turn {turn} on `{todo}` used {} more than it reserved (over the {dimension} budget) and was charged all of it; raise the budget or the reservation before the next turn?",
+            amounts_words(*by)
+        ),
+    }
+}
+
+/// The non-zero dimensions of `amounts` in words: `2500 tokens, 300000 ms of wall-clock time`.
+fn amounts_words(amounts: Amounts) -> String {
+    let words: Vec<String> = Dimension::ALL
+        .into_iter()
+        .filter(|&d| amounts.get(d) > 0)
+        .map(|d| {
+            let n = amounts.get(d);
+            match d {
+                Dimension::Turns => format!("{n} turns"),
+                Dimension::Tokens => format!("{n} tokens"),
+                Dimension::Cost => format!("{n} micro-units of cost"),
+                Dimension::WallClock => format!("{n} ms of wall-clock time"),
+            }
+        })
+        .collect();
+    if words.is_empty() {
+        "nothing".to_owned()
+    } else {
+        words.join(", ")
     }
 }
 
@@ -134,6 +167,7 @@ fn question_fix(question: &Question) -> String {
     let action = match question {
         Question::Gate { .. } => "answer",
         Question::Budget { .. } => "raise it",
+        Question::Overrun { .. } => "answer it",
     };
     format!("{action}: {} (by {})", fix.command_line(), who(&fix.by))
 }

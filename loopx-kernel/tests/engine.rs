@@ -134,6 +134,7 @@ impl Executor for Scripted {
                 ..Amounts::ZERO
             },
             summary: format!("did {}", turn.todo),
+            usage_problem: None,
         })
     }
 
@@ -513,6 +514,7 @@ fn after_a_crash_a_finished_turn_is_validated_and_settled_without_running_again(
             observations: vec![],
             usage: Amounts::ZERO,
             summary: "finished before the crash".into(),
+            usage_problem: None,
         };
         let executor = Arc::new(Scripted {
             recovery: Recovery::Finished(kept),

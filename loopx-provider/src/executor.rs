@@ -12,6 +12,24 @@
 //! | `LOOPX_EPOCH` | the lease epoch (present it to systems that check fencing) |
 //! | `LOOPX_AGENT` | the agent |
 //! | `LOOPX_DEADLINE` | the lease expiry, RFC 3339 (the engine renews it while the turn runs) |
+//! | `LOOPX_USAGE_FILE` | where the turn writes what it used (see below) |
+//!
+//! **Usage.** The turn reports the tokens and the cost it used by writing one JSON object to
+//! the file `LOOPX_USAGE_FILE` names (inside the journal, owner-only; any earlier file of the
+//! same turn is removed before the command starts):
+//!
+//! ```json
+//! {"tokens": 1234, "cost_micros": 5600}
+//! ```
+//!
+//! `tokens` (model tokens, input plus output) and `cost_micros` (millionths of the goal's
+//! currency unit) are non-negative integers; either may be left out (zero); no other key is
+//! allowed, and the file is read only up to 64 KiB. These are the only source of tokens and
+//! cost: a printed report's `usage` is not read. Wall-clock time is not the turn's to report:
+//! the engine measures it around the run. When the file is missing, unreadable or not of this
+//! shape, the turn still settles, charged its *reservation* of tokens and cost (so leaving the
+//! file out never makes a turn cheaper), and the report carries the typed
+//! [`UsageProblem`], which never quotes the file.
 //!
 //! The command reports its turn either by printing a JSON [`TurnReport`] as the last line of
 //! its standard output, or by its exit code alone: zero proposes completing the todo (the
@@ -60,7 +78,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
-use loopx_kernel::seams::{Executor, Recovery, TurnError, TurnReport, TurnRequest};
+use loopx_kernel::seams::{Executor, Recovery, TurnError, TurnReport, TurnRequest, UsageProblem};
 use loopx_kernel::{Amounts, Continuation, Duration, Transition};
 
 use crate::fact::sha256_hex;
@@ -132,7 +150,77 @@ impl CommandExecutor {
             .env("LOOPX_EPOCH", turn.epoch.to_string())
             .env("LOOPX_AGENT", turn.agent.as_str())
             .env("LOOPX_DEADLINE", turn.deadline.to_string())
+            .env(
+                "LOOPX_USAGE_FILE",
+                self.record(turn, "usage").to_string_lossy().into_owned(),
+            )
     }
+}
+
+/// The shape of the usage file (see the module docs).
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UsageFile {
+    #[serde(default)]
+    tokens: u64,
+    #[serde(default)]
+    cost_micros: u64,
+}
+
+/// The most of a usage file that is read.
+const MAX_USAGE_FILE: u64 = 64 * 1024;
+
+/// The tokens and cost a turn wrote to its usage file at `path` (the shape the module docs
+/// give), as amounts with no turns and no wall-clock time.
+///
+/// # Errors
+/// [`UsageProblem::Missing`] when there is no file, [`UsageProblem::Unreadable`] when it cannot
+/// be read, [`UsageProblem::Malformed`] when it is over 64 KiB or not of the shape; none quotes
+/// the file.
+pub fn read_usage(path: &Path) -> Result<Amounts, UsageProblem> {
+    use std::io::Read as _;
+    let file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            return Err(UsageProblem::Missing);
+        }
+        Err(error) => {
+            return Err(UsageProblem::Unreadable {
+                detail: error.kind().to_string(),
+            });
+        }
+    };
+    let mut bytes = Vec::new();
+    file.take(MAX_USAGE_FILE + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|error| UsageProblem::Unreadable {
+            detail: error.kind().to_string(),
+        })?;
+    if u64::try_from(bytes.len()).unwrap_or(u64::MAX) > MAX_USAGE_FILE {
+        return Err(UsageProblem::Malformed {
+            detail: format!("larger than {MAX_USAGE_FILE} bytes"),
+        });
+    }
+    // serde's message may quote what it found: describe the place and the kind only.
+    let usage: UsageFile =
+        serde_json::from_slice(&bytes).map_err(|error| UsageProblem::Malformed {
+            detail: format!(
+                "not a JSON object of `tokens` and `cost_micros` as non-negative integers ({} error at line {}, column {})",
+                match error.classify() {
+                    serde_json::error::Category::Io => "read",
+                    serde_json::error::Category::Syntax => "syntax",
+                    serde_json::error::Category::Data => "data",
+                    serde_json::error::Category::Eof => "truncation",
+                },
+                error.line(),
+                error.column()
+            ),
+        })?;
+    Ok(Amounts {
+        tokens: usage.tokens,
+        cost_micros: usage.cost_micros,
+        ..Amounts::ZERO
+    })
 }
 
 #[async_trait]
@@ -151,6 +239,14 @@ impl Executor for CommandExecutor {
         if let Some(epoch) = owner {
             return Err(TurnError::Fenced { epoch });
         }
+        // A usage file left by an earlier run of the same turn is not this run's.
+        let usage_file = self.record(turn, "usage");
+        match std::fs::remove_file(&usage_file) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(failed("clear the turn's usage file", &e));
+            }
+            _ => {}
+        }
         let output = self
             .command_for(turn)
             .run()
@@ -163,7 +259,7 @@ impl Executor for CommandExecutor {
                 .map_err(|e| failed("journal the turn failure", &e))?;
             return Err(error);
         }
-        let report = reported(&output.stdout.text()).unwrap_or_else(|| TurnReport {
+        let mut report = reported(&output.stdout.text()).unwrap_or_else(|| TurnReport {
             effects: Vec::new(),
             transition: Transition::Complete {
                 continuation: Continuation::GoalStillActive,
@@ -171,7 +267,22 @@ impl Executor for CommandExecutor {
             observations: Vec::new(),
             usage: Amounts::ZERO,
             summary: format!("`{}` {}", self.command.display(), output.exit),
+            usage_problem: None,
         });
+        // Tokens and cost come from the usage file only; without it, the reservation stands.
+        let (usage, problem) = match read_usage(&usage_file) {
+            Ok(usage) => (usage, None),
+            Err(problem) => (
+                Amounts {
+                    tokens: turn.reserved.tokens,
+                    cost_micros: turn.reserved.cost_micros,
+                    ..Amounts::ZERO
+                },
+                Some(problem),
+            ),
+        };
+        report.usage = usage;
+        report.usage_problem = problem;
         let encoded = serde_json::to_vec(&report).map_err(|e| failed("encode the report", &e))?;
         write_synced(&self.journal, &self.record(turn, "report"), &encoded)
             .map_err(|e| failed("journal the turn report", &e))?;

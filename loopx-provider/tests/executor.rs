@@ -1,7 +1,7 @@
 //! The command executor with real processes: the turn's identity reaches the command, its
 //! report is read back, and the journal tells a restarted engine what happened to a turn.
 
-use loopx_kernel::seams::{Executor, Recovery, TurnRequest};
+use loopx_kernel::seams::{Executor, Recovery, TurnRequest, UsageProblem};
 use loopx_kernel::{Amounts, Continuation, Duration, FailureClass, Timestamp, Transition};
 use loopx_provider::executor::CommandExecutor;
 use loopx_provider::process::CommandSpec;
@@ -35,7 +35,7 @@ fn runtime() -> tokio::runtime::Runtime {
 #[test]
 fn the_command_sees_the_turn_and_its_json_report_is_taken() {
     let journal = tempfile::tempdir().expect("a temporary directory");
-    let script = r#"echo "working on $LOOPX_TODO"; printf '{"transition":{"kind":"keep_open"},"observations":[],"usage":{"tokens":7},"summary":"%s %s %s"}\n' "$LOOPX_TURN" "$LOOPX_EPOCH" "$LOOPX_GOAL""#;
+    let script = r#"echo "working on $LOOPX_TODO"; echo '{"tokens":7,"cost_micros":30}' > "$LOOPX_USAGE_FILE"; printf '{"transition":{"kind":"keep_open"},"observations":[],"summary":"%s %s %s"}\n' "$LOOPX_TURN" "$LOOPX_EPOCH" "$LOOPX_GOAL""#;
     let executor = CommandExecutor::new(shell(script), journal.path());
 
     let report = runtime()
@@ -45,6 +45,94 @@ fn the_command_sees_the_turn_and_its_json_report_is_taken() {
     assert_eq!(report.transition, Transition::KeepOpen);
     assert_eq!(report.summary, "t1 3 g");
     assert_eq!(report.usage.tokens, 7);
+    assert_eq!(report.usage.cost_micros, 30);
+    assert_eq!(report.usage_problem, None);
+}
+
+/// A turn that writes no usage file, or a broken one, still reports: charged its reservation
+/// of tokens and cost, with the typed problem, which never quotes the file.
+#[test]
+fn a_missing_or_malformed_usage_file_is_reported_and_the_reservation_stands() {
+    let journal = tempfile::tempdir().expect("a temporary directory");
+    let rt = runtime();
+    let reserved = TurnRequest {
+        reserved: Amounts {
+            turns: 1,
+            tokens: 500,
+            cost_micros: 2_000,
+            wall_ms: 60_000,
+        },
+        ..turn("t0")
+    };
+    // Each script, and whether it writes no file at all (else a malformed one).
+    let cases = [
+        ("true", true),
+        (
+            r#"echo '{"tokens":"sk-secret"}' > "$LOOPX_USAGE_FILE""#,
+            false,
+        ),
+        (r#"echo '{"tokens":-3}' > "$LOOPX_USAGE_FILE""#, false),
+        (
+            r#"echo '{"tokens":1,"wall_ms":5}' > "$LOOPX_USAGE_FILE""#,
+            false,
+        ),
+        (
+            r#"head -c 70000 /dev/zero | tr '\0' ' ' > "$LOOPX_USAGE_FILE""#,
+            false,
+        ),
+    ];
+    for (n, (script, missing)) in cases.into_iter().enumerate() {
+        let executor = CommandExecutor::new(shell(script), journal.path());
+        let request = TurnRequest {
+            turn: format!("u{n}").as_str().try_into().expect("id"),
+            ..reserved.clone()
+        };
+
+        let report = rt.block_on(executor.run(&request)).expect("the turn runs");
+
+        let problem = report.usage_problem.as_ref().expect("a usage problem");
+        if missing {
+            assert_eq!(*problem, UsageProblem::Missing, "{script}");
+        } else {
+            assert!(
+                matches!(problem, UsageProblem::Malformed { .. }),
+                "{script}: {problem:?}"
+            );
+        }
+        assert!(
+            !format!("{problem} {problem:?}").contains("sk-"),
+            "{problem}"
+        );
+        assert_eq!(report.usage.tokens, 500, "{script}");
+        assert_eq!(report.usage.cost_micros, 2_000, "{script}");
+        // Wall-clock time is the engine's to measure, never the executor's.
+        assert_eq!(report.usage.wall_ms, 0, "{script}");
+        // The journalled report is the one a restarted engine settles.
+        assert_eq!(
+            rt.block_on(executor.recover(&request)),
+            Recovery::Finished(report),
+            "{script}"
+        );
+    }
+}
+
+/// A usage file an earlier run of the same turn left is not this run's.
+#[test]
+fn a_usage_file_from_an_earlier_run_of_the_turn_is_not_taken() {
+    let journal = tempfile::tempdir().expect("a temporary directory");
+    let rt = runtime();
+    let writing = CommandExecutor::new(
+        shell(r#"echo '{"tokens":40}' > "$LOOPX_USAGE_FILE""#),
+        journal.path(),
+    );
+    let first = rt.block_on(writing.run(&turn("t1"))).expect("runs");
+    assert_eq!(first.usage.tokens, 40);
+
+    let silent = CommandExecutor::new(shell("true"), journal.path());
+    let again = rt.block_on(silent.run(&turn("t1"))).expect("runs");
+
+    assert_eq!(again.usage_problem, Some(UsageProblem::Missing));
+    assert_eq!(again.usage.tokens, 0);
 }
 
 #[test]

@@ -36,6 +36,7 @@ fn turn() -> (TurnRequest, TurnReport) {
             observations: vec![],
             usage: Amounts::ZERO,
             summary: "the executor says it is done".into(),
+            usage_problem: None,
         },
     )
 }

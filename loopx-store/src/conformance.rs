@@ -889,6 +889,7 @@ fn bad_batches(goal: &GoalId, state: &GoalState, command: &Command) -> [AppendRe
         observations: vec![],
         transition: SettledTransition::KeepOpen,
         charged: Amounts::ONE_TURN,
+        overrun: Amounts::ZERO,
         result: None,
     };
     let contradicts = request(

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use clap::Args;
 use loopx_kernel::engine::{Engine, EngineError, EngineOptions, StepReport, TurnOutcome, Until};
 use loopx_kernel::ids::path_component;
-use loopx_kernel::seams::{Clock, Store};
+use loopx_kernel::seams::{Clock, Store, UsageProblem};
 use loopx_kernel::{
     AgentId, CheckId, Decision, Duration, ObservationKey, SourceId, Subject, TurnResult,
 };
@@ -304,6 +304,9 @@ fn progress(out: &Output, n: usize, report: &StepReport) -> String {
             verdict,
             resumed,
             result,
+            overrun,
+            usage_problem,
+            charged,
             ..
         }) => {
             let again = if *resumed { " (resumed)" } else { "" };
@@ -332,6 +335,21 @@ fn progress(out: &Output, n: usize, report: &StepReport) -> String {
                 Some(TurnResult::Progress) | None => {
                     let _ = write!(line, "turn on `{todo}` settled: {verdict:?}{again}");
                 }
+            }
+            if !overrun.is_zero() {
+                let _ = write!(
+                    line,
+                    " · {} its reservation",
+                    out.paint(Style::Warn, "overran")
+                );
+            }
+            // A turn that writes no usage file and reserved no tokens or cost was charged
+            // nothing in their stead: only say so when something was.
+            let stood_in = charged.is_some_and(|c| c.tokens > 0 || c.cost_micros > 0);
+            if let Some(problem) = usage_problem
+                && (stood_in || !matches!(problem, UsageProblem::Missing))
+            {
+                let _ = write!(line, " · {}: {problem}", out.paint(Style::Warn, "usage"));
             }
             line.push_str(" · ");
         }

@@ -9,7 +9,7 @@ use serde::de::{self, DeserializeOwned, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
 use super::{Buffered, Key, RestOf};
-use crate::budget::Ledger;
+use crate::budget::{Amounts, Ledger};
 use crate::ids::{AgentId, Fingerprint, TodoId, TurnId};
 use crate::time::Timestamp;
 use crate::todo::{
@@ -256,6 +256,7 @@ impl<'de> Deserialize<'de> for Todo {
                 let mut writes: Option<Option<Box<WriteSet>>> = None;
                 let mut idempotent = None;
                 let mut budget: Option<Option<Box<Ledger>>> = None;
+                let mut expected_usage: Option<Option<Box<Amounts>>> = None;
                 let mut created_by = None;
                 let mut created_at = None;
                 let mut seq = None;
@@ -281,6 +282,7 @@ impl<'de> Deserialize<'de> for Todo {
                         "writes" => put(&mut writes, "writes", input)?,
                         "idempotent" => put(&mut idempotent, "idempotent", input)?,
                         "budget" => put(&mut budget, "budget", input)?,
+                        "expected_usage" => put(&mut expected_usage, "expected_usage", input)?,
                         "created_by" => put(&mut created_by, "created_by", input)?,
                         "created_at" => put(&mut created_at, "created_at", input)?,
                         "seq" => put(&mut seq, "seq", input)?,
@@ -312,6 +314,7 @@ impl<'de> Deserialize<'de> for Todo {
                     writes: writes.flatten(),
                     idempotent: idempotent.unwrap_or_default(),
                     budget: budget.flatten(),
+                    expected_usage: expected_usage.flatten(),
                     created_by: required(created_by, "created_by")?,
                     created_at: required(created_at, "created_at")?,
                     seq: required(seq, "seq")?,
@@ -365,6 +368,8 @@ mod tests {
         idempotent: bool,
         #[serde(default)]
         budget: Option<Box<Ledger>>,
+        #[serde(default)]
+        expected_usage: Option<Box<Amounts>>,
         created_by: Actor,
         created_at: Timestamp,
         seq: u64,
@@ -405,6 +410,7 @@ mod tests {
             "writes",
             "idempotent",
             "budget",
+            "expected_usage",
             "created_by",
             "created_at",
             "seq",
@@ -447,6 +453,10 @@ mod tests {
             writes: None,
             idempotent: true,
             budget: None,
+            expected_usage: Some(Box::new(Amounts {
+                tokens: 4_000,
+                ..Amounts::ONE_TURN
+            })),
             created_by: Actor::Person(id("owner")),
             created_at: at("2026-11-29T10:00:00Z"),
             seq: 3,

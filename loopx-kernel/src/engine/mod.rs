@@ -9,14 +9,23 @@
 //!    command;
 //! 3. **decide** — the kernel's [`decide`] for the engine's agent;
 //! 4. on `continue`, **one turn** — claim the todo, record a *prepared turn* (the `turn_begun`
-//!    event: the journal entry with the turn id and the budget reservation) **before** the
-//!    executor runs, run the executor while renewing the lease, perform the effects its report
-//!    asks for through the outbox (each intent committed under the lease epoch first, then
-//!    performed, then recorded; see [`crate::outbox`]), have the independent validator
-//!    judge the result, and settle everything in one atomic commit (an executor's error is
-//!    settled as a failed turn of its class, never dropped or re-run at once: the goal's retry
-//!    policy makes the next decision wait, then replan);
+//!    event: the journal entry with the turn id and the budget reservation of the todo's
+//!    expected usage, in every dimension; a turn whose reservation does not fit is not begun)
+//!    **before** the executor runs, run the executor while renewing the lease, perform the
+//!    effects its report asks for through the outbox (each intent committed under the lease
+//!    epoch first, then performed, then recorded; see [`crate::outbox`]), have the independent
+//!    validator judge the result, and settle everything in one atomic commit (an executor's
+//!    error is settled as a failed turn of its class, never dropped or re-run at once: the
+//!    goal's retry policy makes the next decision wait, then replan);
 //! 5. **decide again** and report.
+//!
+//! A turn is charged once, in full: one turn, the tokens and cost the executor reports, and the
+//! wall-clock time the engine's own [`Clock`] measured around the executor's run (what the
+//! executor says of wall time is not taken). A failed turn reports no usage, so it is charged
+//! its reservation of tokens and cost; a turn recovered from the journal after a crash was not
+//! timed by this engine, so it is charged its reservation of wall-clock time. Usage beyond the
+//! reservation is an overrun: charged all the same, recorded on the settlement, and the next
+//! decision asks the owner.
 //!
 //! Crash recovery needs no local state: the journal is the store. A turn found prepared and
 //! still in flight under this agent's lease (the decision's [`LeaseStep::Resume`]) is first
@@ -154,9 +163,9 @@ pub enum EngineError {
 enum Ran {
     /// The executor's report, to validate and settle.
     Reported(TurnReport),
-    /// The executor failed: the turn is settled as failed, with the validator's verdict on
-    /// what it left.
-    Failed(TurnFailure),
+    /// The executor failed: the turn is settled as failed, charged this usage, with the
+    /// validator's verdict on what it left.
+    Failed(TurnFailure, Amounts),
     /// The lease was lost while the turn ran; nothing is settled.
     LeaseLost(TurnOutcome),
     /// A prepared turn whose effects may have happened and cannot be read back.
@@ -484,7 +493,8 @@ impl Engine {
                 (epoch, turn.clone(), true)
             }
             LeaseStep::Held { epoch, .. } => {
-                let Some(turn) = self.begin(state, &todo, *epoch, report).await? else {
+                let begun = self.begin(state, &todo, *epoch, assignment.reserve, report);
+                let Some(turn) = begun.await? else {
                     return Ok(None);
                 };
                 (*epoch, turn, false)
@@ -493,7 +503,8 @@ impl Engine {
                 let Some(epoch) = self.claim(state, &todo, report).await? else {
                     return Ok(None);
                 };
-                let Some(turn) = self.begin(state, &todo, epoch, report).await? else {
+                let begun = self.begin(state, &todo, epoch, assignment.reserve, report);
+                let Some(turn) = begun.await? else {
                     return Ok(None);
                 };
                 (epoch, turn, false)
@@ -539,16 +550,17 @@ impl Engine {
                     }
                 }
             }
-            Ran::Failed(failure) => {
+            Ran::Failed(failure, usage) => {
                 let report = TurnReport {
                     effects: Vec::new(),
                     transition: Transition::KeepOpen,
                     observations: Vec::new(),
-                    usage: Amounts::ZERO,
+                    usage,
                     summary: format!(
                         "the executor failed ({}): {}",
                         failure.class, failure.detail
                     ),
+                    usage_problem: None,
                 };
                 (report, Some(failure))
             }
@@ -609,11 +621,14 @@ impl Engine {
         Ok(lease.filter(|l| l.holder == self.agent).map(|l| l.epoch))
     }
 
+    /// Records the prepared turn, reserving `reserve` (the decision's: the todo's expected
+    /// usage, or the policy's default); the kernel refuses it when it does not fit the budget.
     async fn begin(
         &self,
         state: &mut GoalState,
         todo: &TodoId,
         epoch: u64,
+        reserve: Amounts,
         report: &mut StepReport,
     ) -> Result<Option<TurnId>, EngineError> {
         let turn = turn_id(todo, state.revision);
@@ -621,7 +636,7 @@ impl Engine {
             todo: todo.clone(),
             epoch,
             turn: turn.clone(),
-            reserve: None,
+            reserve: Some(reserve),
         };
         let op = operation(&["begin", state.spec.id.as_str(), turn.as_str()]);
         // Another session of this agent that prepared this very turn first runs it, not this one.
@@ -711,8 +726,12 @@ impl Engine {
     async fn recover(&self, state: &mut GoalState, request: &TurnRequest) -> Ran {
         let idempotent = state.todos.get(&request.todo).is_some_and(|t| t.idempotent);
         match self.executor.recover(request).await {
-            Recovery::Finished(report) => Ran::Reported(report),
-            Recovery::Failed(failure) => Ran::Failed(failure),
+            // This engine did not time a turn run before it started: its reservation stands in.
+            Recovery::Finished(mut report) => {
+                report.usage.wall_ms = request.reserved.wall_ms;
+                Ran::Reported(report)
+            }
+            Recovery::Failed(failure) => Ran::Failed(failure, request.reserved),
             Recovery::NotStarted => self.execute(state, request).await,
             Recovery::Unknown if idempotent => self.execute(state, request).await,
             Recovery::Unknown => Ran::Unknown,
@@ -726,12 +745,13 @@ impl Engine {
         let work = self.work(state, request);
         let renewals = self.keep_alive(&state.spec.id, request);
         pin_mut!(work, renewals);
-        match select(work, renewals).await {
-            // The turn's wall-clock time is what the engine's clock saw, unless the executor
-            // reports more.
+        let outcome = select(work, renewals).await;
+        // The turn's wall-clock time is what the engine's own clock saw around the run, whatever
+        // the executor says of it.
+        let wall_ms = u64::try_from(self.clock.now().since(started).as_millis()).unwrap_or(0);
+        match outcome {
             Either::Left((Ok(mut report), _)) => {
-                let spent = u64::try_from(self.clock.now().since(started).as_millis()).unwrap_or(0);
-                report.usage.wall_ms = report.usage.wall_ms.max(spent);
+                report.usage.wall_ms = wall_ms;
                 Ran::Reported(report)
             }
             // The executor's journal says another session owns the turn: it did not start
@@ -748,8 +768,15 @@ impl Engine {
                 })
             }
             // A failed executor still settles, as a failed turn: the turn was spent, the
-            // validator judges what state it left, and the retry policy paces the next one.
-            Either::Left((Err(error), _)) => Ran::Failed(error.failure()),
+            // validator judges what state it left, and the retry policy paces the next one. It
+            // reports no usage, so its reservation of tokens and cost is charged.
+            Either::Left((Err(error), _)) => Ran::Failed(
+                error.failure(),
+                Amounts {
+                    wall_ms,
+                    ..request.reserved
+                },
+            ),
             Either::Right((refusal, _)) => Ran::LeaseLost(TurnOutcome::LeaseLost {
                 todo: request.todo.clone(),
                 turn: request.turn.clone(),
@@ -794,6 +821,7 @@ impl Engine {
             ),
             observations,
             usage: Amounts::ZERO,
+            usage_problem: None,
         })
     }
 
@@ -845,6 +873,7 @@ impl Engine {
             other => other,
         };
         let outcome = verdict.outcome;
+        let usage_problem = executed.usage_problem;
         // The host hands the validator's key to the validator it runs: the verdict is signed
         // with the keyring's signer for the validator (a signed goal refuses it unsigned). Held
         // in this process, the key proves only that this host signed; for independence the
@@ -879,13 +908,19 @@ impl Engine {
             .resolve_expired(state, request, command, written)
             .await?;
         Ok(match written {
-            Written::Committed(events) => TurnOutcome::Settled {
-                todo: request.todo.clone(),
-                turn: request.turn.clone(),
-                resumed,
-                verdict: outcome,
-                result: settled_result(&events),
-                summary: executed.summary,
+            Written::Committed(events) => {
+                let (charged, overrun) = settled_charge(&events);
+                TurnOutcome::Settled {
+                    todo: request.todo.clone(),
+                    turn: request.turn.clone(),
+                    resumed,
+                    verdict: outcome,
+                    result: settled_result(&events),
+                    summary: executed.summary,
+                    charged,
+                    overrun,
+                    usage_problem,
+                }
             },
             Written::Refused(refusal) => TurnOutcome::LeaseLost {
                 todo: request.todo.clone(),
@@ -1076,6 +1111,20 @@ fn settled_result(events: &[RecordedEvent]) -> Option<TurnResult> {
         Event::TurnSettled { result, .. } => result.clone(),
         _ => None,
     })
+}
+
+/// What a settlement's events charged and what of it was an overrun; `None` and zero for a
+/// replayed commit, which hands back no events.
+fn settled_charge(events: &[RecordedEvent]) -> (Option<Amounts>, Amounts) {
+    events
+        .iter()
+        .find_map(|e| match &e.event {
+            Event::TurnSettled {
+                charged, overrun, ..
+            } => Some((Some(*charged), *overrun)),
+            _ => None,
+        })
+        .unwrap_or((None, Amounts::ZERO))
 }
 
 /// A turn id unique within the goal: the todo and the revision the turn was prepared at (each

@@ -2,8 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::budget::Amounts;
 use crate::refusal::Refusal;
-use crate::seams::ProviderError;
+use crate::seams::{ProviderError, UsageProblem};
 
 use crate::command::VerdictOutcome;
 use crate::decide::Decision;
@@ -114,6 +115,17 @@ pub enum TurnOutcome {
         result: Option<TurnResult>,
         /// The executor's account.
         summary: String,
+        /// What the settlement charged: one turn, the executor's tokens and cost, the wall
+        /// time the engine measured; `None` when it was a replay of an earlier commit.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        charged: Option<Amounts>,
+        /// What of it went beyond the turn's reservation (an overrun: the next decision asks
+        /// the owner); zero, and left out of the JSON, when none.
+        #[serde(default, skip_serializing_if = "crate::budget::is_zero")]
+        overrun: Amounts,
+        /// Why the executor could not read the turn's own usage report, when it could not.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage_problem: Option<UsageProblem>,
     },
     /// No turn began: the claim or the prepared-turn record was refused (another agent was
     /// faster, or the budget ran out in between). Nothing was charged.

@@ -3,13 +3,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::actor::Actor;
+use crate::budget::Limits;
 use crate::event::Event;
 use crate::goal::Amendment;
 use crate::identity::{Identity, RegisteredKey};
 use crate::ids::CheckId;
 use crate::refusal::Refusal;
 
-use super::{Ctx, positive, text};
+use super::{Ctx, invalid, positive, text};
 
 impl Ctx<'_> {
     pub(super) fn amend(
@@ -78,9 +79,9 @@ impl Ctx<'_> {
                 Amendment::RegisterValidator { .. } | Amendment::UnregisterValidator { .. } => {
                     change_validators(&mut validators, amendment)?;
                 }
+                Amendment::SetBudget { limits } => self.check_limits(*limits)?,
                 Amendment::RegisterAgent { .. }
                 | Amendment::UnregisterAgent { .. }
-                | Amendment::SetBudget { .. }
                 | Amendment::Grant { .. }
                 | Amendment::Revoke { .. } => {}
             }
@@ -104,6 +105,24 @@ impl Ctx<'_> {
             goal_revision: self.state.goal_revision + 1,
             amendments: amendments.to_vec(),
         }])
+    }
+
+    /// New limits may not lower a limit below what is already spent and reserved: the
+    /// budget's guarantee (`spent + reserved ≤ limit`, beyond it only by recorded overruns)
+    /// holds across amendments. A limit at exactly what is committed stops new turns.
+    fn check_limits(&self, limits: Limits) -> Result<(), Refusal> {
+        let ledger = &self.state.ledger;
+        let committed = ledger.committed();
+        match ledger.limits.lowered_below(limits, committed) {
+            None => Ok(()),
+            Some(dimension) => Err(invalid(
+                "budget",
+                format!(
+                    "the {dimension} limit may not be lowered below the {} already spent and reserved; set it to that to stop new turns",
+                    committed.get(dimension)
+                ),
+            )),
+        }
     }
 
     pub(super) fn declare_closure(&self, reason: &str) -> Result<Vec<Event>, Refusal> {

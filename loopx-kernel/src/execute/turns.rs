@@ -37,8 +37,14 @@ impl Ctx<'_> {
         }
         let todo = self.todo(id)?;
         self.gate_clear(todo)?;
-        let mut reserved = reserve.unwrap_or(self.state.spec.policy.default_reservation);
-        reserved.turns = 1;
+        // A turn reserves what its todo expects (or the policy's default) in every dimension; a
+        // request may reserve more, never less, and always exactly one turn.
+        let reserved = Amounts {
+            turns: 1,
+            ..reserve.map_or(self.state.expected_usage(todo), |r| {
+                r.max(self.state.expected_usage(todo))
+            })
+        };
         if let Some(dimension) = self.state.ledger.shortfall(reserved) {
             return Err(Refusal::BudgetExhausted {
                 dimension,
@@ -175,6 +181,8 @@ impl Ctx<'_> {
             .after(&result, &s.turn, self.now);
         let raised =
             self.streak_obligation(todo, &result, &streak, monitor_quiet, &lease.holder)?;
+        // Usage beyond the reservation is charged all the same (the truth) and recorded.
+        let reserved = lease.turn.as_ref().map_or(Amounts::ZERO, |t| t.reserved);
         let mut events = vec![Event::TurnSettled {
             todo: s.todo.clone(),
             epoch: s.epoch,
@@ -184,6 +192,7 @@ impl Ctx<'_> {
             observations,
             transition,
             charged,
+            overrun: charged.beyond(reserved),
             result: Some(result),
         }];
         events.extend(raised);

@@ -10,7 +10,7 @@ use imbl::Vector;
 use serde::{Deserialize, Serialize};
 
 use crate::actor::Actor;
-use crate::budget::{Amounts, Ledger};
+use crate::budget::{Amounts, Ledger, Overrun};
 use crate::event::{Event, RecordedEvent, SCHEMA_VERSION, SettledTransition};
 use crate::evidence::{Evidence, Freshness, NewEvidence, Observation, SubjectHead};
 use crate::gate::{Gate, GateStatus, NewGate};
@@ -93,6 +93,10 @@ pub struct GoalState {
     /// JSON when empty.
     #[serde(default, skip_serializing_if = "Set::is_empty")]
     pub used_effects: Set<EffectId>,
+    /// The last turn that used more than it reserved, until the owner answers it by amending
+    /// the budget or the policy; left out of the JSON when there is none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overrun: Option<Box<Overrun>>,
     #[serde(skip)]
     index: Index,
 }
@@ -159,6 +163,7 @@ struct Unindexed {
     pending_effects: Map<EffectId, PendingEffect>,
     #[serde(default)]
     used_effects: Set<EffectId>,
+    overrun: Option<Box<Overrun>>,
 }
 
 impl Unindexed {
@@ -260,6 +265,7 @@ impl TryFrom<Unindexed> for GoalState {
             last_commit_at: raw.last_commit_at,
             pending_effects: raw.pending_effects,
             used_effects: raw.used_effects,
+            overrun: raw.overrun,
             index: Index::default(),
         };
         state.rebuild_index();
@@ -417,6 +423,7 @@ impl GoalState {
             last_commit_at: Some(event.at),
             pending_effects: Map::new(),
             used_effects: Set::new(),
+            overrun: None,
             index: Index::default(),
         })
     }
@@ -635,10 +642,11 @@ impl GoalState {
                 observations,
                 transition,
                 charged,
+                overrun,
                 result,
                 ..
             } => {
-                let agent = self.settle(todo, turn, *charged, recorded)?;
+                let agent = self.settle(todo, turn, *charged, *overrun, recorded)?;
                 if let Some(result) = result {
                     self.count_streak(todo, turn, result, at);
                     let monitor = self.todos.get(todo).is_some_and(|t| t.monitor.is_some());
@@ -808,11 +816,16 @@ impl GoalState {
             Amendment::UnregisterAgent { agent } => {
                 spec.agents.remove(agent);
             }
+            // The owner's answer to an overrun is a new budget or a new policy (its reservation).
             Amendment::SetBudget { limits } => {
                 spec.budget = *limits;
                 self.ledger.limits = *limits;
+                self.overrun = None;
             }
-            Amendment::SetPolicy { policy } => spec.policy = policy.clone(),
+            Amendment::SetPolicy { policy } => {
+                spec.policy = policy.clone();
+                self.overrun = None;
+            }
             Amendment::Grant { agent, action } => {
                 spec.grants
                     .entry(agent.clone())
@@ -894,6 +907,7 @@ impl GoalState {
             writes: new.writes.clone().map(Box::new),
             idempotent: new.idempotent,
             budget: new.budget.map(|limits| Box::new(Ledger::new(limits))),
+            expected_usage: new.expected_usage.clone(),
             created_by: actor.clone(),
             created_at: at,
             seq,
@@ -976,12 +990,15 @@ impl GoalState {
         Ok(())
     }
 
-    /// Charges a settled turn once and drops its lease; returns the agent that ran it.
+    /// Charges a settled turn once, in full, and drops its lease; records what it was charged
+    /// beyond its reservation as the goal's overrun (a recorded overrun must agree); returns
+    /// the agent that ran it.
     fn settle(
         &mut self,
         id: &TodoId,
         turn: &TurnId,
         charged: Amounts,
+        overrun: Amounts,
         recorded: &RecordedEvent,
     ) -> Result<AgentId, ReplayError> {
         let todo = self.todo_mut(id, recorded)?;
@@ -991,11 +1008,28 @@ impl GoalState {
             .filter(|l| l.turn.as_ref().is_some_and(|t| &t.id == turn))
             .ok_or_else(|| inconsistent(recorded, format!("turn `{turn}` is not in flight")))?;
         let reserved = lease.turn.map_or(Amounts::ZERO, |t| t.reserved);
+        // Events written before overruns were recorded carry none: the truth is derived.
+        let derived = charged.beyond(reserved);
+        if !overrun.is_zero() && overrun != derived {
+            return Err(inconsistent(
+                recorded,
+                format!(
+                    "turn `{turn}` records an overrun of {overrun:?}, but it was charged {charged:?} against {reserved:?}"
+                ),
+            ));
+        }
         todo.handoff = None;
         if let Some(ledger) = todo.budget.as_mut() {
             ledger.charge(reserved, charged);
         }
         self.ledger.charge(reserved, charged);
+        if !derived.is_zero() {
+            self.overrun = Some(Box::new(Overrun {
+                todo: id.clone(),
+                turn: turn.clone(),
+                by: derived,
+            }));
+        }
         self.index_lease(id, false);
         Ok(lease.holder)
     }

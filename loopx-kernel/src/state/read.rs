@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use super::{CriterionStatus, GoalState};
 use crate::actor::Actor;
+use crate::budget::{Amounts, Dimension, Overrun};
 use crate::evidence::{Evidence, Freshness, NewEvidence, Observation, Outcome};
 use crate::gate::Gate;
 use crate::identity::may_establish;
@@ -36,6 +37,37 @@ impl GoalState {
     /// The owner as an actor.
     pub fn owner(&self) -> Actor {
         Actor::Person(self.spec.owner.clone())
+    }
+
+    /// What a turn of `todo` reserves when it begins: the todo's expected usage, or the goal
+    /// policy's default reservation, as exactly one turn.
+    pub fn expected_usage(&self, todo: &Todo) -> Amounts {
+        Amounts {
+            turns: 1,
+            ..todo
+                .expected_usage
+                .as_deref()
+                .copied()
+                .unwrap_or(self.spec.policy.default_reservation)
+        }
+    }
+
+    /// The unanswered overrun the owner must be asked about, with the first dimension it went
+    /// beyond that the goal's budget, or its todo's, still bounds. An overrun only on unlimited
+    /// dimensions is recorded but asks nobody.
+    pub fn overrun_to_ask(&self) -> Option<(&Overrun, Dimension)> {
+        let overrun = self.overrun.as_deref()?;
+        let todo_limits = self
+            .todos
+            .get(&overrun.todo)
+            .and_then(|t| t.budget.as_deref())
+            .map(|l| l.limits);
+        let dimension = self
+            .ledger
+            .limits
+            .bounds_any(overrun.by)
+            .or_else(|| todo_limits.and_then(|l| l.bounds_any(overrun.by)))?;
+        Some((overrun, dimension))
     }
 
     /// Whether a piece of evidence may still be relied on at `now`: bound to the subject's

@@ -91,8 +91,22 @@ fn within(limits: &Limits, committed: Amounts) -> bool {
     .all(|(limit, used)| limit.is_none_or(|l| *used <= l))
 }
 
+/// Spent plus reserved within the limits: what admitting a turn must leave.
 fn ledger_within(ledger: &Ledger) -> bool {
     within(&ledger.limits, ledger.spent.plus(ledger.reserved))
+}
+
+/// Spent plus reserved within the limits but for what overruns charged beyond reservations
+/// (`spent + reserved ≤ limit + overrun`): what holds between any two steps.
+fn ledger_within_overruns(ledger: &Ledger) -> bool {
+    ledger.overrun.turns <= ledger.spent.turns
+        && ledger.overrun.tokens <= ledger.spent.tokens
+        && ledger.overrun.cost_micros <= ledger.spent.cost_micros
+        && ledger.overrun.wall_ms <= ledger.spent.wall_ms
+        && within(
+            &ledger.limits,
+            ledger.spent.plus(ledger.reserved).minus(ledger.overrun),
+        )
 }
 
 /// A workspace of the agent's own that no other lease uses, for probing claims of writing
@@ -583,19 +597,34 @@ fn terminal_and_evidence(state: &GoalState, now: Timestamp, agents: &[AgentId], 
     }
 }
 
-/// With no overrun and no lowered limit, `spent + reserved` stays within every limit of the
-/// goal and of each todo (invariant 6).
+/// Invariant 6, on every state: `spent + reserved` stays within every limit of the goal and of
+/// each todo, beyond it only by what recorded overruns charged beyond their reservations (an
+/// admitted turn never exceeds a limit: [`check_step`] checks each admission strictly); and an
+/// unanswered overrun names a turn that was charged.
 pub fn check_budget(state: &GoalState) -> Vec<Finding> {
     let mut out = Out(Vec::new());
-    out.check(ledger_within(&state.ledger), "6 budget", || {
-        format!("goal ledger {:?} exceeds its limits", state.ledger)
+    out.check(ledger_within_overruns(&state.ledger), "6 budget", || {
+        format!(
+            "goal ledger {:?} exceeds its limits beyond its overruns",
+            state.ledger
+        )
     });
     for todo in state.todos.values() {
         if let Some(ledger) = &todo.budget {
-            out.check(ledger_within(ledger), "6 budget", || {
-                format!("todo {} ledger {ledger:?} exceeds its limits", todo.id)
+            out.check(ledger_within_overruns(ledger), "6 budget", || {
+                format!(
+                    "todo {} ledger {ledger:?} exceeds its limits beyond its overruns",
+                    todo.id
+                )
             });
         }
+    }
+    if let Some(overrun) = state.overrun.as_deref() {
+        out.check(
+            state.used_turns.contains(&overrun.turn) && !overrun.by.is_zero(),
+            "6 budget",
+            || format!("the unanswered overrun {overrun:?} names no charged turn"),
+        );
     }
     out.0
 }
@@ -789,9 +818,22 @@ fn step_event(
             });
         }
         Event::TurnSettled {
-            todo, epoch, turn, ..
+            todo,
+            epoch,
+            turn,
+            charged,
+            overrun,
+            ..
         } => {
             let lease = before.todos.get(todo).and_then(|t| t.lease.as_ref());
+            let reserved = lease
+                .and_then(|l| l.turn.as_ref())
+                .map_or(Amounts::ZERO, |t| t.reserved);
+            out.check(*overrun == charged.minus(reserved), "6 budget", || {
+                format!(
+                    "turn {turn} charged {charged:?} against {reserved:?} records an overrun of {overrun:?}"
+                )
+            });
             let ok = lease.is_some_and(|l| {
                 l.epoch == *epoch && l.turn.as_ref().is_some_and(|t| &t.id == turn)
             });

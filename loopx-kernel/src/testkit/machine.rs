@@ -230,9 +230,7 @@ impl<S: LifecycleSut> StateMachineTest for LifecycleTest<S> {
             model.now(),
             &roster::all_agents(),
         ));
-        if model.budget_guaranteed() {
-            findings.extend(checks::check_budget(&state));
-        }
+        findings.extend(checks::check_budget(&state));
         if !findings.is_empty() {
             fail(
                 &format!("after step {} at {}", harness.steps, model.now()),

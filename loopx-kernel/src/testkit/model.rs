@@ -62,6 +62,10 @@ pub(crate) struct MTodo {
     pub(crate) idempotent: bool,
     /// Per-todo limits with what was spent and is reserved against them.
     pub(crate) budget: Option<(Limits, Amounts, Amounts)>,
+    /// What was charged beyond reservations against the todo's own budget.
+    pub(crate) budget_overrun: Amounts,
+    /// What one turn of it is expected to use, when it says.
+    pub(crate) expected: Option<Amounts>,
     pub(crate) monitor: Option<MMonitor>,
     /// The todo whose result this one reviews.
     pub(crate) reviews: Option<TodoId>,
@@ -210,9 +214,11 @@ pub struct LifecycleModel {
     /// Settled turns in a row on the goal (monitors' polls excepted) that neither failed nor
     /// made progress.
     pub(crate) goal_idle: u32,
-    /// Set once a settlement overran its reservation or the limits were lowered below what was
-    /// already committed: only then may `spent + reserved` exceed a limit.
-    pub(crate) budget_relaxed: bool,
+    /// What settled turns were charged beyond their reservations (charged all the same): the
+    /// only way `spent + reserved` may exceed a limit.
+    pub(crate) overrun: Amounts,
+    /// The last overrun (todo, turn, by how much) until the owner amends the budget or policy.
+    pub(crate) unanswered_overrun: Option<(TodoId, TurnId, Amounts)>,
     /// Steps applied so far; generators derive fresh ids from it.
     pub(crate) steps: u64,
     /// How strongly generators push this run towards progress (claim, turn, settle, accept)
@@ -255,6 +261,23 @@ fn writes_collide(a: &WriteSet, b: &WriteSet) -> bool {
 
 fn add(a: Amounts, b: Amounts) -> Amounts {
     a.plus(b)
+}
+
+/// True when `new` lowers a limit of `old` below `committed`: an unlimited dimension bounded,
+/// or a bound made smaller, to less than is spent and reserved.
+fn lowered_below(old: &Limits, new: &Limits, committed: Amounts) -> bool {
+    [
+        (old.turns, new.turns, committed.turns),
+        (old.tokens, new.tokens, committed.tokens),
+        (old.cost_micros, new.cost_micros, committed.cost_micros),
+        (old.wall_ms, new.wall_ms, committed.wall_ms),
+    ]
+    .iter()
+    .any(|&(old, new, used)| match (old, new) {
+        (_, None) => false,
+        (None, Some(n)) => n < used,
+        (Some(o), Some(n)) => n < o && n < used,
+    })
 }
 
 /// The first limited dimension on which `spent + reserved + request` exceeds `limits`.
@@ -330,7 +353,8 @@ impl LifecycleModel {
             closure: false,
             abandoned: false,
             goal_idle: 0,
-            budget_relaxed: false,
+            overrun: Amounts::ZERO,
+            unanswered_overrun: None,
             steps: 0,
             drive: 20,
             expect: Expect::Nothing,
@@ -357,12 +381,6 @@ impl LifecycleModel {
     /// The prediction for the last step applied.
     pub fn expect(&self) -> &Expect {
         &self.expect
-    }
-
-    /// True while no settlement overran its reservation and no limit was lowered below what was
-    /// committed: then `spent + reserved` never exceeds a limit (invariant 6).
-    pub fn budget_guaranteed(&self) -> bool {
-        !self.budget_relaxed
     }
 
     /// Applies one step and records its prediction in [`LifecycleModel::expect`].
@@ -677,7 +695,7 @@ impl LifecycleModel {
             })
             .filter(|(_, t)| {
                 t.budget.as_ref().is_none_or(|(limits, spent, reserved)| {
-                    !over(limits, *spent, *reserved, self.policy.default_reservation)
+                    !over(limits, *spent, *reserved, self.expected(t))
                 })
             })
             .map(|(id, t)| (t.priority, t.seq, id.clone()))
@@ -975,6 +993,15 @@ impl LifecycleModel {
         }
     }
 
+    /// What a turn of `todo` reserves at least: its expected usage or the policy's default, as
+    /// exactly one turn.
+    fn expected(&self, todo: &MTodo) -> Amounts {
+        Amounts {
+            turns: 1,
+            ..todo.expected.unwrap_or(self.policy.default_reservation)
+        }
+    }
+
     fn todo_mut(&mut self, id: &TodoId) -> &mut MTodo {
         match self.todos.get_mut(id) {
             Some(todo) => todo,
@@ -1017,6 +1044,8 @@ impl LifecycleModel {
             return Err("empty amendment");
         }
         let had_keys = !self.keys.is_empty();
+        // Limits are judged against those in force before the amendment, whatever it sets first.
+        let before = self.limits;
         for amendment in amendments {
             match amendment {
                 Amendment::SetObjective { objective } if !text_ok(objective) => {
@@ -1044,16 +1073,18 @@ impl LifecycleModel {
                     self.agents.remove(agent);
                 }
                 Amendment::SetBudget { limits } => {
-                    if over(limits, self.spent, self.reserved, Amounts::ZERO) {
-                        self.budget_relaxed = true;
+                    if lowered_below(&before, limits, self.spent.plus(self.reserved)) {
+                        return Err("a limit lowered below what is spent and reserved");
                     }
                     self.limits = *limits;
+                    self.unanswered_overrun = None;
                 }
                 Amendment::SetPolicy { policy } => {
                     if policy.lease_ttl <= Duration::ZERO {
                         return Err("lease ttl must be positive");
                     }
                     self.policy = policy.clone();
+                    self.unanswered_overrun = None;
                 }
                 Amendment::Grant { agent, action } => {
                     self.grants
@@ -1180,6 +1211,8 @@ impl LifecycleModel {
                 writes: new.writes.clone(),
                 idempotent: new.idempotent,
                 budget: new.budget.map(|l| (l, Amounts::ZERO, Amounts::ZERO)),
+                budget_overrun: Amounts::ZERO,
+                expected: new.expected_usage.as_deref().copied(),
                 monitor,
                 reviews: match &new.class {
                     TodoClass::Review { of } => Some(of.clone()),
@@ -1490,9 +1523,11 @@ impl LifecycleModel {
         if !self.gates_allow(id, todo) {
             return Err("a gate holds the todo");
         }
+        // The todo's expected usage (or the policy's default), or more if the request says.
+        let expected = self.expected(todo);
         let reserved = Amounts {
             turns: 1,
-            ..reserve.unwrap_or(self.policy.default_reservation)
+            ..reserve.map_or(expected, |r| r.max(expected))
         };
         if over(&self.limits, self.spent, self.reserved, reserved) {
             return Err("goal budget exhausted");
@@ -1794,16 +1829,13 @@ impl LifecycleModel {
                 ..s.usage
             }
         };
-        if [
-            (charged.tokens, reserved.tokens),
-            (charged.cost_micros, reserved.cost_micros),
-            (charged.wall_ms, reserved.wall_ms),
-        ]
-        .iter()
-        .any(|(used, held)| used > held)
-        {
-            self.budget_relaxed = true;
+        // An overrun is a modelled event: charged in full, recorded, and unanswered until the
+        // owner amends the budget or the policy.
+        let beyond = charged.minus(reserved);
+        if !beyond.is_zero() {
+            self.unanswered_overrun = Some((s.todo.clone(), turn.clone(), beyond));
         }
+        self.overrun = add(self.overrun, beyond);
         self.reserved = self.reserved.minus(reserved);
         self.spent = add(self.spent, charged);
         let now = self.now;
@@ -1812,6 +1844,7 @@ impl LifecycleModel {
         if let Some((_, spent, held)) = entry.budget.as_mut() {
             *held = held.minus(reserved);
             *spent = add(*spent, charged);
+            entry.budget_overrun = add(entry.budget_overrun, beyond);
         }
         let mut streak = 0;
         if let Some(m) = entry.monitor.as_mut() {
@@ -2277,11 +2310,24 @@ impl LifecycleModel {
         check(
             state.ledger.limits == self.limits
                 && state.ledger.spent == self.spent
-                && state.ledger.reserved == self.reserved,
+                && state.ledger.reserved == self.reserved
+                && state.ledger.overrun == self.overrun,
             "4 charged once",
             format!(
-                "ledger {:?} but model limits {:?} spent {:?} reserved {:?}",
-                state.ledger, self.limits, self.spent, self.reserved
+                "ledger {:?} but model limits {:?} spent {:?} reserved {:?} overrun {:?}",
+                state.ledger, self.limits, self.spent, self.reserved, self.overrun
+            ),
+        );
+        let unanswered = state
+            .overrun
+            .as_deref()
+            .map(|o| (o.todo.clone(), o.turn.clone(), o.by));
+        check(
+            unanswered == self.unanswered_overrun,
+            "6 overrun",
+            format!(
+                "unanswered overrun {unanswered:?} but model {:?}",
+                self.unanswered_overrun
             ),
         );
         let criteria: BTreeSet<&CriterionId> = state.spec.criteria.iter().map(|c| &c.id).collect();
@@ -2401,7 +2447,8 @@ impl LifecycleModel {
                 ));
             }
             let ledger = t.budget.as_ref().map(|l| (l.limits, l.spent, l.reserved));
-            if ledger != m.budget {
+            let overrun = t.budget.as_ref().map_or(Amounts::ZERO, |l| l.overrun);
+            if ledger != m.budget || overrun != m.budget_overrun {
                 out.push(Finding::new(
                     "4 charged once",
                     format!("todo {id} ledger {ledger:?} but model {:?}", m.budget),

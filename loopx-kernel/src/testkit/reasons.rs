@@ -6,7 +6,7 @@
 //! here, and [`every_reason`] must then hold a sample of it (its tests count the names).
 
 use crate::actor::Actor;
-use crate::budget::{Dimension, Limits};
+use crate::budget::{Amounts, Dimension, Limits};
 use crate::decide::{Decision, Question, RepairIssue, ReplanReason, Stuck, WaitReason};
 use crate::ids::CriterionId;
 use crate::obligation::ObligationCause;
@@ -18,7 +18,7 @@ use crate::todo::ResumeCondition;
 use super::id;
 
 /// How many distinct names [`name`] gives: the number of samples [`every_reason`] holds.
-pub const REASONS: usize = 32;
+pub const REASONS: usize = 33;
 
 /// The stable name of the reason a decision gives (`wait.lease_held`, `replan.stuck.blocked`,
 /// …); `None` for `continue` and `terminal`, which give none.
@@ -46,6 +46,7 @@ pub fn name(decision: &Decision) -> Option<&'static str> {
         Decision::Ask { questions, .. } => match questions.first()? {
             Question::Gate { .. } => "ask.gate",
             Question::Budget { .. } => "ask.budget",
+            Question::Overrun { .. } => "ask.overrun",
         },
         Decision::Replan { reason } => match reason {
             ReplanReason::Obligation { cause, .. } => match cause {
@@ -195,6 +196,22 @@ pub fn every_reason() -> Vec<(&'static str, Decision)> {
             questions: vec![Question::Budget {
                 dimension: Dimension::Tokens,
                 scope: "goal".into(),
+                remaining: Limits {
+                    tokens: Some(0),
+                    ..Limits::UNLIMITED
+                },
+            }],
+            until: None,
+        },
+        Decision::Ask {
+            questions: vec![Question::Overrun {
+                todo: id("edit"),
+                turn: id("edit@r7"),
+                dimension: Dimension::Tokens,
+                by: Amounts {
+                    tokens: 2_500,
+                    ..Amounts::ZERO
+                },
                 remaining: Limits {
                     tokens: Some(0),
                     ..Limits::UNLIMITED

@@ -220,8 +220,18 @@ fn new_todo(m: &LifecycleModel, p: &mut Picker, id: TodoId) -> NewTodo {
     if p.chance(12) {
         todo.budget = Some(Limits {
             turns: Some(1),
+            tokens: [None, Some(400)][p.below(2)],
             ..Limits::UNLIMITED
         });
+    }
+    // Some todos expect more than the policy's default reservation (or say one explicitly).
+    if p.chance(20) {
+        todo.expected_usage = Some(Box::new(Amounts {
+            turns: [0, 1, 3][p.below(3)],
+            tokens: [0, 200, 800][p.below(3)],
+            wall_ms: [0, 60_000][p.below(2)],
+            ..Amounts::ZERO
+        }));
     }
     todo
 }
@@ -1076,10 +1086,16 @@ fn settlement(m: &LifecycleModel, p: &mut Picker, current: bool) -> (Actor, Sett
             reason: text(p, "waiting on an upstream fix"),
         },
     };
-    let tokens = if p.chance(8) {
-        reserved.tokens + 50
+    // Now and then a turn uses more than it reserved: an overrun, charged in full.
+    let tokens = if p.chance(10) {
+        reserved.tokens + [50, 700][p.below(2)]
     } else {
         reserved.tokens / 2
+    };
+    let wall_ms = if p.chance(8) {
+        reserved.wall_ms + [30_000, 700_000][p.below(2)]
+    } else {
+        reserved.wall_ms / 2
     };
     let settlement = Settlement {
         todo,
@@ -1097,6 +1113,7 @@ fn settlement(m: &LifecycleModel, p: &mut Picker, current: bool) -> (Actor, Sett
         usage: Amounts {
             turns: 1,
             tokens,
+            wall_ms,
             ..Amounts::ZERO
         },
         failure: failure(p),
@@ -1647,6 +1664,7 @@ fn limits(p: &mut Picker) -> Limits {
     Limits {
         turns: [None, Some(2), Some(5), Some(20)][p.below(4)],
         tokens: [None, Some(500), Some(3000)][p.below(3)],
+        wall_ms: [None, None, Some(600_000)][p.below(3)],
         ..Limits::UNLIMITED
     }
 }
@@ -1658,7 +1676,14 @@ fn policy(p: &mut Picker) -> Policy {
             Duration::minutes(5),
             Duration::hours(1),
         ][p.below(3)],
-        default_reservation: Amounts::ONE_TURN,
+        default_reservation: [
+            Amounts::ONE_TURN,
+            Policy::DEFAULT_RESERVATION,
+            Amounts {
+                tokens: 100,
+                ..Amounts::ONE_TURN
+            },
+        ][p.below(3)],
         on_budget_exhausted: if p.chance(50) {
             BudgetExhaustion::Wait
         } else {
