@@ -1,8 +1,10 @@
-//! What every verb shares: the global flags resolved (store, actor, goal, operation id, time),
-//! the output mode, and the one write path (`submit`).
+//! What every verb shares: the global flags resolved (store, actor, goal, operation id, time,
+//! key directory), the output mode, and the one write path (`submit`, signed with the acting
+//! actor's key when there is one).
 
 use loopx_kernel::{Refusal, StoreExt, SubmitError, Submitted};
 use loopx_provider::clock::SystemClock;
+use loopx_provider::keys::{self, KeyDir, KeyFile};
 use std::path::Path;
 
 use clap::Args;
@@ -57,6 +59,17 @@ pub struct Global {
     /// Print exactly one JSON document (errors as {"error": {...}}).
     #[arg(long, global = true, help_heading = GLOBAL)]
     pub json: bool,
+    /// The key directory: one private key file per actor, which every write signs with (the
+    /// key of `--as`). Default: beside the store (`<store>.keys/` for a SQLite file,
+    /// `.loopx/keys/` for PostgreSQL). `LOOPX_KEY`, a path to one key file, takes precedence.
+    #[arg(
+        long,
+        global = true,
+        help_heading = GLOBAL,
+        env = "LOOPX_KEYS",
+        value_name = "DIR"
+    )]
+    pub keys: Option<std::path::PathBuf>,
     /// Open a SQLite store whose write-ahead log is damaged before committed transactions,
     /// dropping them (a copy of the log is kept as `<store>-wal.damaged`). Without it such a
     /// store is refused with `wal_damaged` and left as it is.
@@ -73,6 +86,7 @@ pub struct Ctx {
     actor: Option<String>,
     goal: Option<String>,
     op: Option<String>,
+    keys: KeyDir,
     /// `--accept-wal-loss`.
     pub accept_wal_loss: bool,
 }
@@ -228,10 +242,16 @@ impl Ctx {
             })?,
             None => system_now(),
         };
+        let location = Location::parse(global.store.as_deref());
+        let keys = KeyDir::new(match &global.keys {
+            Some(dir) => dir.clone(),
+            None => store::default_keys(&location),
+        });
         Ok(Ctx {
             out,
             now,
-            location: Location::parse(global.store.as_deref()),
+            location,
+            keys,
             actor: global.actor.clone(),
             goal: global.goal.clone(),
             op: global.op.clone(),
@@ -241,6 +261,18 @@ impl Ctx {
 
     pub fn location(&self) -> &Location {
         &self.location
+    }
+
+    /// The key directory (`--keys`, or beside the store).
+    pub fn keys(&self) -> &KeyDir {
+        &self.keys
+    }
+
+    /// `actor`'s signing key: the file `LOOPX_KEY` names, else its file in the key directory;
+    /// `None` when there is none (the command then goes unsigned, which only a goal of declared
+    /// identity accepts).
+    pub fn key_of(&self, actor: &Actor) -> Result<Option<KeyFile>, CliError> {
+        keys::find(&self.keys, actor).map_err(CliError::from)
     }
 
     /// Opens the store; it must exist.
@@ -332,7 +364,11 @@ impl Ctx {
         let operation = self.operation()?;
         // Paced on the wall clock, so several agents' CLIs writing one goal spread out.
         let clock = SystemClock;
-        let handle = backend.store().goal(goal).paced(&clock);
+        let key = self.key_of(&actor)?;
+        let mut handle = backend.store().goal(goal).paced(&clock);
+        if let Some(key) = &key {
+            handle = handle.signed_by(&key.secret);
+        }
         match handle
             .submit_operation(&actor, self.now, command, &operation)
             .await

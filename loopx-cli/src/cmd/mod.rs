@@ -12,6 +12,7 @@ mod evidence;
 mod gate;
 mod goal;
 mod init;
+mod key;
 mod lease;
 mod log;
 pub mod next;
@@ -27,8 +28,12 @@ mod view;
 /// The verbs.
 #[derive(Debug, Subcommand)]
 pub enum Verb {
-    /// Create the store (the SQLite file and its directory) or check that it can be opened.
+    /// Create the store (the SQLite file and its directory) or check that it can be opened,
+    /// and make the local operator's key (of --as, or person:$USER) in the key directory.
     Init,
+    /// Make or show an actor's signing key in the key directory.
+    #[command(subcommand)]
+    Key(key::KeyVerb),
     /// Create, show, list, amend, close or abandon goals.
     #[command(subcommand)]
     Goal(goal::GoalVerb),
@@ -86,6 +91,7 @@ pub enum Verb {
 pub async fn run(ctx: &Ctx, verb: Verb) -> Result<Exit, CliError> {
     match verb {
         Verb::Init => init::run(ctx).await,
+        Verb::Key(verb) => key::run(ctx, &verb),
         Verb::Goal(verb) => goal::run(ctx, verb).await,
         Verb::Todo(verb) => todo::run(ctx, verb).await,
         Verb::Next(args) => next::run(ctx, &args).await,

@@ -15,7 +15,8 @@ use loopx_kernel::engine::{Engine, EngineError, EngineOptions, StepReport, TurnO
 use loopx_kernel::ids::path_component;
 use loopx_kernel::seams::{Clock, Store};
 use loopx_kernel::{
-    AgentId, CheckId, Decision, Duration, ObservationKey, SourceId, Subject, TurnResult,
+    Actor, AgentId, CheckId, Decision, Duration, Keyring, ObservationKey, SourceId, Subject,
+    TurnResult,
 };
 use loopx_provider::clock::SystemClock;
 use loopx_provider::executor::CommandExecutor;
@@ -232,6 +233,11 @@ async fn build(
         ..EngineOptions::default()
     };
     let key = ObservationKey::new(format!("head:{}", args.subject))?;
+    let keyring = keyring(
+        ctx,
+        agent,
+        &[loopx_kernel::seams::Provider::source(&head).clone()],
+    )?;
     Ok(Engine::builder(
         agent.clone(),
         store,
@@ -241,7 +247,28 @@ async fn build(
     )
     .watch(Arc::new(head), key, Duration::ZERO)
     .options(options)
+    .keyring(keyring)
     .build())
+}
+
+/// The signers of the engine's commands: the agent's key (from `LOOPX_KEY` or the key
+/// directory) and each provider's that the key directory holds. An actor without a key goes
+/// unsigned, which a signed goal refuses (`signature_missing`): its commands do not count.
+/// The validator's key is not handed over here.
+fn keyring(ctx: &Ctx, agent: &AgentId, providers: &[SourceId]) -> Result<Keyring, CliError> {
+    let mut keyring = Keyring::new();
+    let agent = Actor::Agent(agent.clone());
+    if let Some(key) = ctx.key_of(&agent)? {
+        keyring = keyring.with(agent, Arc::new(key.secret));
+    }
+    for provider in providers {
+        let actor = Actor::Provider(provider.clone());
+        // `LOOPX_KEY` is the agent's: a provider's key comes from the directory only.
+        if let Some(key) = ctx.keys().get(&actor)? {
+            keyring = keyring.with(actor, Arc::new(key.secret));
+        }
+    }
+    Ok(keyring)
 }
 
 fn command(
