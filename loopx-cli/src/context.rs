@@ -352,6 +352,26 @@ impl Ctx {
         }
     }
 
+    /// Submits `command` as `actor` under `operation`, signed with `actor`'s key when there is
+    /// one, without the acting actor's conveniences (`submit`'s near-match hints).
+    pub async fn submit_as(
+        &self,
+        backend: &Backend,
+        goal: &GoalId,
+        actor: &Actor,
+        command: &Command,
+        operation: &OperationId,
+    ) -> Result<Submitted, CliError> {
+        let key = self.key_of(actor)?;
+        let mut handle = backend.store().goal(goal);
+        if let Some(key) = &key {
+            handle = handle.signed_by(&key.secret);
+        }
+        Ok(handle
+            .submit_operation(actor, self.now, command, operation)
+            .await?)
+    }
+
     /// Submits one command as the acting actor at `now` under the operation id: one atomic
     /// commit, or nothing.
     pub async fn submit(
@@ -374,15 +394,40 @@ impl Ctx {
             .await
         {
             Ok(done) => Ok(done),
-            Err(SubmitError::Refused(Refusal::UnregisteredAgent { agent })) => {
+            // A mistyped agent is unregistered, or on a signed goal has no key: name the
+            // registered agent it is nearest to.
+            Err(SubmitError::Refused(
+                refusal @ (Refusal::UnregisteredAgent { .. }
+                | Refusal::SignatureMissing {
+                    actor: Actor::Agent(_),
+                }
+                | Refusal::KeyUnregistered {
+                    actor: Actor::Agent(_),
+                }),
+            )) => {
+                let agent = match &refusal {
+                    Refusal::UnregisteredAgent { agent }
+                    | Refusal::SignatureMissing {
+                        actor: Actor::Agent(agent),
+                    }
+                    | Refusal::KeyUnregistered {
+                        actor: Actor::Agent(agent),
+                    } => agent.clone(),
+                    _ => return Err(refusal.into()),
+                };
                 let near = match backend.store().load(goal).await {
                     Ok(Some(state)) => crate::suggest::near(
                         agent.as_str(),
-                        state.spec.agents.iter().map(AgentId::as_str),
+                        state
+                            .spec
+                            .agents
+                            .iter()
+                            .map(AgentId::as_str)
+                            .filter(|a| *a != agent.as_str()),
                     ),
                     _ => None,
                 };
-                let mut error = CliError::from(Refusal::UnregisteredAgent { agent });
+                let mut error = CliError::from(refusal);
                 if let Some(near) = near {
                     error.hint = format!("did you mean agent:{near}? Otherwise {}", error.hint);
                 }

@@ -131,6 +131,14 @@ fn local_key(ctx: &Ctx, actor: &Actor) -> Result<(PublicKey, bool), CliError> {
     }
 }
 
+/// The provider `loopx run` observes the workspace with, whose observations a signed goal
+/// must be able to verify.
+fn git_provider() -> Result<Actor, CliError> {
+    Ok(Actor::Provider(loopx_kernel::SourceId::new(
+        crate::cmd::run::GIT_PROVIDER,
+    )?))
+}
+
 /// The keys made in the key directory, as `goal create` and `goal amend` report them.
 fn made_view(made: &[RegisteredKey]) -> Value {
     json!(
@@ -184,8 +192,9 @@ pub struct CreateArgs {
     #[arg(long, value_enum)]
     on_budget_exhausted: Option<Exhaustion>,
     /// `signed` (the default): every command must carry its actor's signature by a registered
-    /// key; the owner's key and each `--agent`'s come from the key directory (made there when
-    /// missing). `declared`: actors are taken at their word, for local experiments only.
+    /// key; the owner's key, each `--agent`'s and that of `provider:git` (which `loopx run`
+    /// observes the workspace with) come from the key directory, made there when missing.
+    /// `declared`: actors are taken at their word, for local experiments only.
     #[arg(long, value_enum)]
     identity: Option<IdentityWord>,
     /// Register an actor's public key: ACTOR=KEY, e.g. validator:ci=ed25519:… (repeatable).
@@ -211,7 +220,8 @@ pub struct AmendArgs {
     /// Remove a criterion (repeatable).
     #[arg(long = "remove-criterion")]
     remove_criteria: Vec<CriterionId>,
-    /// Register an agent (repeatable).
+    /// Register an agent (repeatable); on a signed goal its key (and `provider:git`'s) comes
+    /// from the key directory, made there when missing, unless one is registered already.
     #[arg(long = "register-agent")]
     register: Vec<AgentId>,
     /// Unregister an agent (repeatable).
@@ -369,6 +379,7 @@ async fn create(ctx: &Ctx, args: CreateArgs) -> Result<Exit, CliError> {
         let owner = spec.owner_actor();
         let locals = std::iter::once(owner)
             .chain(spec.agents.iter().cloned().map(Actor::Agent))
+            .chain(std::iter::once(git_provider()?))
             .collect::<Vec<_>>();
         for actor in locals {
             if spec.keys_of(&actor).next().is_some() {
@@ -463,14 +474,21 @@ async fn amend(ctx: &Ctx, args: AmendArgs) -> Result<Exit, CliError> {
     // An agent registered on a signed goal gets its key as at creation: the key directory's,
     // made there when missing, unless a key for it is registered already or in these flags.
     let mut made = Vec::new();
+    let signed = state.spec.identity_mode() == loopx_kernel::IdentityMode::Signed;
+    let mut locals: Vec<Actor> = Vec::new();
     for agent in args.register {
-        let actor = Actor::Agent(agent.clone());
+        locals.push(Actor::Agent(agent.clone()));
+        amendments.push(Amendment::RegisterAgent { agent });
+    }
+    if signed && !locals.is_empty() {
+        locals.push(git_provider()?);
+    }
+    for actor in locals {
         let keyed = state.spec.keys_of(&actor).next().is_some()
             || amendments.iter().any(
                 |a| matches!(a, Amendment::RegisterKey { actor: registered, .. } if registered == &actor),
             );
-        amendments.push(Amendment::RegisterAgent { agent });
-        if state.spec.identity_mode() == loopx_kernel::IdentityMode::Signed && !keyed {
+        if signed && !keyed {
             let (key, new) = local_key(ctx, &actor)?;
             if new {
                 made.push(RegisteredKey {

@@ -30,6 +30,11 @@ use crate::error::{CliError, Exit};
 use crate::output::{Output, Style};
 use crate::store::Location;
 
+/// The source id of the git provider `run` observes the workspace's head with: its
+/// observations are signed with the key `provider:git` has in the key directory, which
+/// `goal create` registers on a signed goal.
+pub const GIT_PROVIDER: &str = "git";
+
 /// Flags of `loopx run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -221,7 +226,7 @@ async fn build(
         clock.clone(),
     );
     let head = GitProvider::new(
-        SourceId::new("git")?,
+        SourceId::new(GIT_PROVIDER)?,
         git,
         &workspace,
         args.subject.as_str(),
