@@ -15,8 +15,8 @@ use loopx_kernel::engine::{Engine, EngineError, EngineOptions, StepReport, TurnO
 use loopx_kernel::ids::path_component;
 use loopx_kernel::seams::{Clock, Store};
 use loopx_kernel::{
-    Actor, AgentId, CheckId, Decision, Duration, Keyring, ObservationKey, SourceId, Subject,
-    TurnResult,
+    Actor, AgentId, CheckId, Decision, Duration, Keyring, ObservationKey, Refusal, SourceId,
+    Subject, TurnResult,
 };
 use loopx_provider::clock::SystemClock;
 use loopx_provider::executor::CommandExecutor;
@@ -103,6 +103,18 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> Result<Exit, CliError> {
         let report = engine.step(&goal).await.map_err(engine_error)?;
         if !ctx.out.json {
             println!("{}", progress(&ctx.out, reports.len() + 1, &report));
+        }
+        // A command the goal cannot verify is refused the same way every time: the next step
+        // would decide `continue` again and never end. It is the caller's to fix (exit 3).
+        if let Some(TurnOutcome::NotStarted { refusal, .. }) = &report.turn
+            && matches!(
+                refusal,
+                Refusal::SignatureMissing { .. }
+                    | Refusal::KeyUnregistered { .. }
+                    | Refusal::SignatureInvalid { .. }
+            )
+        {
+            return Err(refusal.clone().into());
         }
         let stop = until.stops_at(&report.decision)
             || args.max_steps.is_some_and(|max| reports.len() + 1 >= max);
