@@ -85,6 +85,7 @@ mod index;
 mod memory;
 mod retention;
 mod rows;
+pub mod verify;
 mod watch;
 
 #[cfg(feature = "sqlite")]
@@ -110,3 +111,4 @@ pub use rows::RowDamage;
 pub use sqlite::{
     Durability, SCHEMA_VERSION as SQLITE_SCHEMA_VERSION, SqliteOptions, SqliteStore, WalDamage,
 };
+pub use verify::{Finding, Verification, verify_history};

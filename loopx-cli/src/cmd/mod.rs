@@ -79,8 +79,9 @@ pub enum Verb {
     Log(log::LogArgs),
     /// The board: todos by column, open gates, budget left, criteria and evidence freshness.
     Status,
-    /// Check the store: integrity, replay equals stored state, kernel invariants.
-    Doctor,
+    /// Check the store: integrity, replay equals stored state, kernel invariants; with
+    /// --verify, every commit against its recorded command and signature.
+    Doctor(doctor::DoctorArgs),
     /// Write a goal's recorded events as JSON lines.
     Export(transfer::ExportArgs),
     /// Create a goal from exported JSON lines (validated by replay before anything is written).
@@ -109,7 +110,7 @@ pub async fn run(ctx: &Ctx, verb: Verb) -> Result<Exit, CliError> {
         Verb::Run(args) => run::run(ctx, *args).await,
         Verb::Log(args) => log::run(ctx, &args).await,
         Verb::Status => status::run(ctx).await,
-        Verb::Doctor => doctor::run(ctx).await,
+        Verb::Doctor(args) => doctor::run(ctx, &args).await,
         Verb::Export(args) => transfer::export(ctx, &args).await,
         Verb::Import(args) => transfer::import(ctx, &args).await,
     }

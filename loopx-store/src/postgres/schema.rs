@@ -7,7 +7,7 @@ use tokio_postgres::error::SqlState;
 use crate::dialect::TABLES;
 
 /// The newest database schema this build reads and writes.
-pub const SCHEMA_VERSION: u32 = 5;
+pub const SCHEMA_VERSION: u32 = 6;
 
 /// The migrations, in order: migration `n` takes the schema from `n - 1` to `n`.
 const MIGRATIONS: &[(u32, &str)] = &[
@@ -30,6 +30,10 @@ const MIGRATIONS: &[(u32, &str)] = &[
     (
         5,
         include_str!("../../migrations/postgres/0005_history_integrity.sql"),
+    ),
+    (
+        6,
+        include_str!("../../migrations/postgres/0006_authorship.sql"),
     ),
 ];
 

@@ -13,7 +13,7 @@ use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionB
 use super::{Durability, SqliteOptions, wal};
 
 /// The newest database schema this build reads and writes.
-pub const SCHEMA_VERSION: u32 = 5;
+pub const SCHEMA_VERSION: u32 = 6;
 
 /// The migrations, in order: migration `n` takes the schema from `n - 1` to `n`.
 const MIGRATIONS: &[(u32, &str)] = &[
@@ -33,6 +33,10 @@ const MIGRATIONS: &[(u32, &str)] = &[
     (
         5,
         include_str!("../../migrations/sqlite/0005_history_integrity.sql"),
+    ),
+    (
+        6,
+        include_str!("../../migrations/sqlite/0006_authorship.sql"),
     ),
 ];
 
