@@ -61,10 +61,12 @@
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let store = MemoryStore::new();
 //! let now = Timestamp::parse("2026-11-29T10:00:00Z")?;
+//! // The owner's key (from a key file in a real host: `loopx_provider::keys`).
+//! let owner = loopx_kernel::SecretKey::from_seed([7; 32]);
 //! let spec = GoalSpec::builder("json-output", "add --format json to the CLI", "maintainer")
 //!     .agent("agent-a")
 //!     .build()?;
-//! let created = store.goal(&spec.id).create(&spec, now).await?;
+//! let created = store.goal(&spec.id).signed_by(&owner).create(&spec, now).await?;
 //! assert_eq!(created.receipt.revision, 1);
 //! assert_eq!(store.load(&spec.id).await?, Some(created.state));
 //! # Ok(())

@@ -674,15 +674,16 @@ impl Dialect for Pg<'_> {
                 at,
             } => {
                 self.execute(
-                    "INSERT INTO receipts (goal, operation, digest, revision, events, committed_at, actor, kinds)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                    "INSERT INTO receipts (goal, operation, digest, revision, events, committed_at, actor, kinds, authorship)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
+                             (SELECT authorship FROM events WHERE goal = $1 AND revision = $4))",
                     &[&g, operation, digest, &int(*revision), &int(*events), at, &actor, &kinds],
                 )
                 .await?;
                 // An event row that compaction keeps holds the receipt no more (the others go).
                 if *revision > target {
                     self.execute(
-                        "UPDATE events SET operation = NULL, digest = NULL, commit_events = NULL
+                        "UPDATE events SET operation = NULL, digest = NULL, commit_events = NULL, authorship = NULL
                          WHERE goal = $1 AND revision = $2",
                         &[&g, &int(*revision)],
                     )

@@ -579,15 +579,16 @@ impl Dialect for Sqlite<'_> {
             } => {
                 run(
                     self.conn,
-                    "INSERT INTO receipts (goal, operation, digest, revision, events, committed_at, actor, kinds)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                    "INSERT INTO receipts (goal, operation, digest, revision, events, committed_at, actor, kinds, authorship)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,
+                             (SELECT authorship FROM events WHERE goal = ?1 AND revision = ?4))",
                     params![g, operation, digest, int(*revision), int(*events), at, actor, kinds],
                 )?;
                 // An event row that compaction keeps holds the receipt no more (the others go).
                 if *revision > target {
                     run(
                         self.conn,
-                        "UPDATE events SET operation = NULL, digest = NULL, commit_events = NULL
+                        "UPDATE events SET operation = NULL, digest = NULL, commit_events = NULL, authorship = NULL
                          WHERE goal = ?1 AND revision = ?2",
                         params![g, int(*revision)],
                     )?;
