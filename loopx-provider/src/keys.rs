@@ -428,8 +428,8 @@ mod tests {
             path.file_name().and_then(|n| n.to_str()),
             Some("agent=3Aagent-a.key")
         );
-        let mode = std::fs::metadata(&path).expect("stat").permissions().mode() & 0o777;
-        assert_eq!(mode, 0o600);
+        let file_mode = std::fs::metadata(&path).expect("stat").permissions().mode() & 0o777;
+        assert_eq!(file_mode, 0o600);
         let dir_mode = std::fs::metadata(keys.path())
             .expect("stat")
             .permissions()

@@ -149,16 +149,43 @@ fn made_view(made: &[RegisteredKey]) -> Value {
 }
 
 fn made_text(ctx: &Ctx, made: &[RegisteredKey]) -> String {
-    made.iter()
-        .map(|k| {
-            format!(
-                "made the key of {} ({}) in {}\n",
-                k.actor,
-                k.key,
-                ctx.keys().file_of(&k.actor).display()
-            )
-        })
-        .collect()
+    use std::fmt::Write as _;
+    made.iter().fold(String::new(), |mut text, k| {
+        let _ = writeln!(
+            text,
+            "made the key of {} ({}) in {}",
+            k.actor,
+            k.key,
+            ctx.keys().file_of(&k.actor).display()
+        );
+        text
+    })
+}
+
+/// On a signed spec, registers the key this machine holds for the owner, each agent and
+/// `provider:git` when the spec registers none for them (made in the key directory when
+/// missing); the keys made.
+fn register_local_keys(ctx: &Ctx, spec: &mut GoalSpec) -> Result<Vec<RegisteredKey>, CliError> {
+    let mut made = Vec::new();
+    if spec.identity != Identity::Signed {
+        return Ok(made);
+    }
+    let locals = std::iter::once(spec.owner_actor())
+        .chain(spec.agents.iter().cloned().map(Actor::Agent))
+        .chain(std::iter::once(git_provider()?))
+        .collect::<Vec<_>>();
+    for actor in locals {
+        if spec.keys_of(&actor).next().is_some() {
+            continue;
+        }
+        let (key, new) = local_key(ctx, &actor)?;
+        let registered = RegisteredKey { actor, key };
+        if new {
+            made.push(registered.clone());
+        }
+        spec.keys.push(registered);
+    }
+    Ok(made)
 }
 
 /// Flags of `loopx goal create`.
@@ -374,25 +401,7 @@ async fn create(ctx: &Ctx, args: CreateArgs) -> Result<Exit, CliError> {
     }
     let backend = ctx.open().await?;
     // The store must open before a key is made for it.
-    let mut made = Vec::new();
-    if spec.identity == Identity::Signed {
-        let owner = spec.owner_actor();
-        let locals = std::iter::once(owner)
-            .chain(spec.agents.iter().cloned().map(Actor::Agent))
-            .chain(std::iter::once(git_provider()?))
-            .collect::<Vec<_>>();
-        for actor in locals {
-            if spec.keys_of(&actor).next().is_some() {
-                continue;
-            }
-            let (key, new) = local_key(ctx, &actor)?;
-            let registered = RegisteredKey { actor, key };
-            if new {
-                made.push(registered.clone());
-            }
-            spec.keys.push(registered);
-        }
-    }
+    let made = register_local_keys(ctx, &mut spec)?;
     let done = ctx
         .submit(&backend, &id, &Command::CreateGoal { spec })
         .await?;

@@ -13,7 +13,7 @@ pub enum KeyVerb {
     /// Make a new key for an actor: its private key file (mode 0600) in the key directory; the
     /// public key is printed, for the goal's owner to register (`goal amend --register-key`).
     New(KeyArgs),
-    /// Print the public key of an actor's key (from LOOPX_KEY or the key directory).
+    /// Print the public key of an actor's key (from `LOOPX_KEY` or the key directory).
     Show(KeyArgs),
 }
 
@@ -33,7 +33,7 @@ pub fn run(ctx: &Ctx, verb: &KeyVerb) -> Result<Exit, CliError> {
             emit(
                 ctx,
                 &key,
-                ctx.keys().file_of(&actor).display().to_string(),
+                &ctx.keys().file_of(&actor).display().to_string(),
                 true,
             );
             Ok(Exit::Ok)
@@ -49,7 +49,7 @@ pub fn run(ctx: &Ctx, verb: &KeyVerb) -> Result<Exit, CliError> {
             emit(
                 ctx,
                 &key,
-                ctx.keys().file_of(&actor).display().to_string(),
+                &ctx.keys().file_of(&actor).display().to_string(),
                 false,
             );
             Ok(Exit::Ok)
@@ -67,8 +67,8 @@ pub fn view(key: &KeyFile, file: &str, created: bool) -> Value {
     })
 }
 
-fn emit(ctx: &Ctx, key: &KeyFile, file: String, created: bool) {
-    let value = json!({ "key": view(key, &file, created) });
+fn emit(ctx: &Ctx, key: &KeyFile, file: &str, created: bool) {
+    let value = json!({ "key": view(key, file, created) });
     ctx.out.emit(&value, |_| {
         let public = key.public_key();
         if created {
