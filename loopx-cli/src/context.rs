@@ -1,8 +1,10 @@
-//! What every verb shares: the global flags resolved (store, actor, goal, operation id, time),
-//! the output mode, and the one write path (`submit`).
+//! What every verb shares: the global flags resolved (store, actor, goal, operation id, time,
+//! key directory), the output mode, and the one write path (`submit`, signed with the acting
+//! actor's key when there is one).
 
 use loopx_kernel::{Refusal, StoreExt, SubmitError, Submitted};
 use loopx_provider::clock::SystemClock;
+use loopx_provider::keys::{self, KeyDir, KeyFile};
 use std::path::Path;
 
 use clap::Args;
@@ -44,18 +46,6 @@ pub struct Global {
         value_name = "KIND:NAME"
     )]
     pub actor: Option<String>,
-    /// The acting actor's secret key file (an ed25519 seed as 64 hex digits): every write is
-    /// signed with it, and `loopx verdict` signs its verdict. A signed goal refuses writes
-    /// without it.
-    #[arg(
-        long,
-        global = true,
-        help_heading = GLOBAL,
-        env = "LOOPX_KEY",
-        hide_env_values = true,
-        value_name = "FILE"
-    )]
-    pub key_file: Option<std::path::PathBuf>,
     /// The goal the verb works on.
     #[arg(long, global = true, help_heading = GLOBAL, env = "LOOPX_GOAL", value_name = "GOAL")]
     pub goal: Option<String>,
@@ -69,6 +59,17 @@ pub struct Global {
     /// Print exactly one JSON document (errors as {"error": {...}}).
     #[arg(long, global = true, help_heading = GLOBAL)]
     pub json: bool,
+    /// The key directory: one private key file per actor, which every write signs with (the
+    /// key of `--as`). Default: beside the store (`<store>.keys/` for a SQLite file,
+    /// `.loopx/keys/` for PostgreSQL). `LOOPX_KEY`, a path to one key file, takes precedence.
+    #[arg(
+        long,
+        global = true,
+        help_heading = GLOBAL,
+        env = "LOOPX_KEYS",
+        value_name = "DIR"
+    )]
+    pub keys: Option<std::path::PathBuf>,
     /// Open a SQLite store whose write-ahead log is damaged before committed transactions,
     /// dropping them (a copy of the log is kept as `<store>-wal.damaged`). Without it such a
     /// store is refused with `wal_damaged` and left as it is.
@@ -83,9 +84,9 @@ pub struct Ctx {
     pub now: Timestamp,
     location: Location,
     actor: Option<String>,
-    key: Option<std::path::PathBuf>,
     goal: Option<String>,
     op: Option<String>,
+    keys: KeyDir,
     /// `--accept-wal-loss`.
     pub accept_wal_loss: bool,
 }
@@ -241,12 +242,17 @@ impl Ctx {
             })?,
             None => system_now(),
         };
+        let location = Location::parse(global.store.as_deref());
+        let keys = KeyDir::new(match &global.keys {
+            Some(dir) => dir.clone(),
+            None => store::default_keys(&location),
+        });
         Ok(Ctx {
             out,
             now,
-            location: Location::parse(global.store.as_deref()),
+            location,
+            keys,
             actor: global.actor.clone(),
-            key: global.key_file.clone(),
             goal: global.goal.clone(),
             op: global.op.clone(),
             accept_wal_loss: global.accept_wal_loss,
@@ -255,6 +261,18 @@ impl Ctx {
 
     pub fn location(&self) -> &Location {
         &self.location
+    }
+
+    /// The key directory (`--keys`, or beside the store).
+    pub fn keys(&self) -> &KeyDir {
+        &self.keys
+    }
+
+    /// `actor`'s signing key: the file `LOOPX_KEY` names, else its file in the key directory;
+    /// `None` when there is none (the command then goes unsigned, which only a goal of declared
+    /// identity accepts).
+    pub fn key_of(&self, actor: &Actor) -> Result<Option<KeyFile>, CliError> {
+        keys::find(&self.keys, actor).map_err(CliError::from)
     }
 
     /// Opens the store; it must exist.
@@ -293,11 +311,6 @@ impl Ctx {
                 "pass --as agent:NAME, person:NAME or validator:NAME (or set LOOPX_ACTOR)",
             )),
         }
-    }
-
-    /// The acting actor's key from `--key-file` (or `LOOPX_KEY`), when given.
-    pub fn key(&self) -> Result<Option<loopx_kernel::SecretKey>, CliError> {
-        self.key.as_deref().map(crate::key::read_key).transpose()
     }
 
     /// The goal from `--goal` (or `LOOPX_GOAL`), when given.
@@ -357,6 +370,26 @@ impl Ctx {
         Ok(states)
     }
 
+    /// Submits `command` as `actor` under `operation`, signed with `actor`'s key when there is
+    /// one, without the acting actor's conveniences (`submit`'s near-match hints).
+    pub async fn submit_as(
+        &self,
+        backend: &Backend,
+        goal: &GoalId,
+        actor: &Actor,
+        command: &Command,
+        operation: &OperationId,
+    ) -> Result<Submitted, CliError> {
+        let key = self.key_of(actor)?;
+        let mut handle = backend.store().goal(goal);
+        if let Some(key) = &key {
+            handle = handle.signed_by(&key.secret);
+        }
+        Ok(handle
+            .submit_operation(actor, self.now, command, operation)
+            .await?)
+    }
+
     /// Submits one command as the acting actor at `now` under the operation id: one atomic
     /// commit, or nothing.
     pub async fn submit(
@@ -369,25 +402,50 @@ impl Ctx {
         let operation = self.operation()?;
         // Paced on the wall clock, so several agents' CLIs writing one goal spread out.
         let clock = SystemClock;
-        let key = self.key()?;
+        let key = self.key_of(&actor)?;
         let mut handle = backend.store().goal(goal).paced(&clock);
         if let Some(key) = &key {
-            handle = handle.signed_by(key);
+            handle = handle.signed_by(&key.secret);
         }
         match handle
             .submit_operation(&actor, self.now, command, &operation)
             .await
         {
             Ok(done) => Ok(done),
-            Err(SubmitError::Refused(Refusal::UnregisteredAgent { agent })) => {
+            // A mistyped agent is unregistered, or on a signed goal has no key: name the
+            // registered agent it is nearest to.
+            Err(SubmitError::Refused(
+                refusal @ (Refusal::UnregisteredAgent { .. }
+                | Refusal::SignatureMissing {
+                    actor: Actor::Agent(_),
+                }
+                | Refusal::KeyUnregistered {
+                    actor: Actor::Agent(_),
+                }),
+            )) => {
+                let agent = match &refusal {
+                    Refusal::UnregisteredAgent { agent }
+                    | Refusal::SignatureMissing {
+                        actor: Actor::Agent(agent),
+                    }
+                    | Refusal::KeyUnregistered {
+                        actor: Actor::Agent(agent),
+                    } => agent.clone(),
+                    _ => return Err(refusal.into()),
+                };
                 let near = match backend.store().load(goal).await {
                     Ok(Some(state)) => crate::suggest::near(
                         agent.as_str(),
-                        state.spec.agents.iter().map(AgentId::as_str),
+                        state
+                            .spec
+                            .agents
+                            .iter()
+                            .map(AgentId::as_str)
+                            .filter(|a| *a != agent.as_str()),
                     ),
                     _ => None,
                 };
-                let mut error = CliError::from(Refusal::UnregisteredAgent { agent });
+                let mut error = CliError::from(refusal);
                 if let Some(near) = near {
                     error.hint = format!("did you mean agent:{near}? Otherwise {}", error.hint);
                 }

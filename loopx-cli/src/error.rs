@@ -6,6 +6,7 @@ use std::fmt;
 
 use loopx_kernel::seams::StoreError;
 use loopx_kernel::{InvalidId, Refusal};
+use loopx_provider::keys::KeyError;
 use serde_json::{Value, json};
 
 /// The exit codes, one per class of error. Documented in the README and in `loopx --help`.
@@ -61,7 +62,8 @@ Exit codes:
  14  continue  stopped by --max-steps with work left
 
 Environment: LOOPX_STORE (store path or postgres:// URL), LOOPX_ACTOR (kind:name),
-LOOPX_GOAL (goal id), NO_COLOR (no colour in human output).";
+LOOPX_GOAL (goal id), LOOPX_KEYS (key directory), LOOPX_KEY (one key file to sign with),
+NO_COLOR (no colour in human output).";
 
 /// The exit codes of `loopx run`, shown by `loopx run --help`.
 pub const RUN_EXIT_CODES: &str = "\
@@ -307,6 +309,18 @@ pub fn refusal_words(refusal: &Refusal) -> (String, String) {
                 "run it without --now (the store's clock reads {store_time}), and check this host's clock; only a store created with `loopx init --test-clock` lets --now move time"
             ),
         ),
+        Refusal::SignatureMissing { actor } | Refusal::KeyUnregistered { actor } => (
+            kernel.clone(),
+            format!(
+                "make the key with `loopx key new {actor}` (or point LOOPX_KEY at its file); the goal's owner registers its public key with `loopx goal amend --register-key {actor}=KEY`"
+            ),
+        ),
+        Refusal::SignatureInvalid { actor } => (
+            kernel.clone(),
+            format!(
+                "sign with the key registered for `{actor}` (`loopx key show {actor}` prints the one in the key directory; the owner registers it with `loopx goal amend --register-key {actor}=KEY`)"
+            ),
+        ),
         _ => same("nothing changed; ask for the next legal step with `loopx next`"),
     }
 }
@@ -418,6 +432,51 @@ impl From<SubmitError> for CliError {
                 "the goal id in the file and on the command line must agree",
             ),
             other => CliError::new(Exit::Other, "submit_failed", other.to_string(), ""),
+        }
+    }
+}
+
+impl From<KeyError> for CliError {
+    fn from(error: KeyError) -> Self {
+        // The error names the file and the problem, never a key's content.
+        let message = error.to_string();
+        match &error {
+            KeyError::TooOpen { path, .. } => CliError::input(
+                "key_unprotected",
+                message,
+                format!(
+                    "make it readable by its owner only (`chmod 600 {}`), or make a new key: a key others could read signs for anyone",
+                    path.display()
+                ),
+            ),
+            KeyError::Malformed { .. } => CliError::input(
+                "key_invalid",
+                message,
+                "make a new key with `loopx key new KIND:NAME`",
+            ),
+            KeyError::OtherActor { wanted, .. } => CliError::usage(
+                "key_other_actor",
+                message,
+                format!("point LOOPX_KEY at `{wanted}`'s key file, or act as the key's actor"),
+            ),
+            KeyError::Exists { .. } => CliError::new(
+                Exit::Other,
+                "key_exists",
+                message,
+                "keep using it (`loopx key show KIND:NAME` prints its public key), or remove the file first",
+            ),
+            KeyError::NotFound { actor, .. } => CliError::new(
+                Exit::Other,
+                "key_missing",
+                message,
+                format!("make it with `loopx key new {actor}`"),
+            ),
+            _ => CliError::new(
+                Exit::Other,
+                "key_unreadable",
+                message,
+                "check --keys (or LOOPX_KEY), the path and its permissions",
+            ),
         }
     }
 }

@@ -9,7 +9,6 @@ mod cmd;
 mod context;
 mod decision;
 mod error;
-mod key;
 mod output;
 mod store;
 mod suggest;

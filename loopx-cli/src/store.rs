@@ -13,6 +13,20 @@ use crate::error::{CliError, Exit};
 /// The store used when neither `--store` nor `LOOPX_STORE` names one.
 pub const DEFAULT_STORE: &str = ".loopx/loopx.db";
 
+/// The key directory used when `--keys` names none: beside the store, `<store>.keys/` for a
+/// SQLite file (so `.loopx/loopx.db.keys/` by default), `.loopx/keys/` for PostgreSQL (the keys
+/// of the actors on this machine, never in the database).
+pub fn default_keys(location: &Location) -> PathBuf {
+    match location {
+        Location::Sqlite(path) => {
+            let mut name = path.as_os_str().to_owned();
+            name.push(".keys");
+            PathBuf::from(name)
+        }
+        Location::Postgres(_) => PathBuf::from(".loopx/keys"),
+    }
+}
+
 /// Where the store is.
 #[derive(Clone)]
 pub enum Location {

@@ -126,13 +126,18 @@ fn export_and_import_round_trip_and_import_never_overwrites() {
         Some(lines)
     );
     doc["export"]["events"] = json!(format!("[{lines} events]"));
+    // The chain covers the goal's public keys, new in every run.
+    redact(&mut doc, "/export/trailer/chain", "[chain]");
     insta::assert_json_snapshot!("export_json", doc);
     let file = lx.file("export.jsonl", &exported.stdout);
 
     // Into another store: the same state, decided the same way.
     let other = Loopx::sqlite();
     other.ok(&["init"]);
-    let imported = other.ok(&["--now", &now, "import", "--file", &file]);
+    let mut imported = other.ok(&["--now", &now, "import", "--file", &file]);
+    // The digest covers the goal's public keys, new in every run.
+    redact(&mut imported, "/import/receipt/digest", "[digest]");
+    redact(&mut imported, "/import/receipt/operation", "[operation]");
     insta::assert_json_snapshot!("import", imported);
     let show = |l: &Loopx| l.ok(&["--goal", GOAL, "--now", &now, "goal", "show"]);
     assert_eq!(show(&lx), show(&other));
@@ -180,7 +185,13 @@ fn small_store() -> Loopx {
     let t0 = at(29, "10:00");
     lx.ok(&["init"]);
     let owner = ["--goal", "g", "--as", "person:owner", "--now", &t0];
-    let create = [
+    // The providers the tests observe as, and a person who is not the owner, each with a key
+    // the owner registers at creation.
+    let keys: Vec<String> = ["provider:observer", "provider:build", "person:stranger"]
+        .into_iter()
+        .map(|actor| lx.register_key(actor))
+        .collect();
+    let mut create = vec![
         "--op",
         "create",
         "goal",
@@ -190,6 +201,9 @@ fn small_store() -> Loopx {
         "--agent",
         "agent-a",
     ];
+    for key in &keys {
+        create.extend(["--register-key", key.as_str()]);
+    }
     lx.ok(&[&owner[..], &create[..]].concat());
     let agent = ["--goal", "g", "--as", "agent:agent-a", "--now", &t0];
     for id in ["a", "b"] {
@@ -757,12 +771,19 @@ fn the_other_verbs_json_shapes() {
     let out = lx.path("g.jsonl").display().to_string();
     let mut export = lx.ok(&["--goal", "g", "--now", &t0, "export", "--out", &out]);
     redact(&mut export, "/export/file", "[file]");
+    // The chain covers the goal's public keys, new in every run.
+    redact(&mut export, "/export/chain", "[chain]");
     shapes.push(("export_file", export));
     shapes.push((
         "goal_abandon",
         owner("ab", &["goal", "abandon", "--reason", "dropped"]),
     ));
-    for (name, value) in shapes {
+    for (name, mut value) in shapes {
+        support::redact_keys(&mut value);
+        if name == "goal_amend" {
+            // The amendment registers agent-b's new key: its digest is new in every run.
+            redact(&mut value, "/receipt/digest", "[digest]");
+        }
         insta::assert_json_snapshot!(format!("verb_{name}"), value);
     }
     assert_eq!(

@@ -15,6 +15,7 @@ const GOAL: &str = "cli-json";
 fn goal() -> Loopx {
     let lx = Loopx::sqlite();
     lx.ok(&["init"]);
+    let validator = lx.register_key("validator:ci");
     lx.ok(&[
         "--goal",
         GOAL,
@@ -24,6 +25,8 @@ fn goal() -> Loopx {
         &at(29, "10:00"),
         "goal",
         "create",
+        "--register-key",
+        &validator,
         "--objective",
         "add --format json",
         "--criterion",
@@ -107,9 +110,11 @@ fn a_mistyped_agent_or_goal_gets_the_near_match() {
         next.stdout
     );
 
+    // On a signed goal a mistyped agent has no key: the signature is checked first, and the
+    // refusal still names the agent meant.
     let (code, error) = lx.json(&refs(&as_("agent:agent-bb", &["claim", "--todo", "edit"])));
     assert_eq!(code, 3);
-    assert_eq!(error["error"]["code"], "unregistered_agent");
+    assert_eq!(error["error"]["code"], "signature_missing");
     assert!(
         error["error"]["hint"]
             .as_str()

@@ -136,6 +136,7 @@ fn github(check_run: &str) -> impl Fn(&str) -> Reply + Send + 'static {
 fn store() -> Loopx {
     let lx = Loopx::sqlite();
     lx.ok(&["init"]);
+    let github = lx.register_key("provider:github");
     lx.ok(&[
         "--goal",
         "g",
@@ -149,6 +150,8 @@ fn store() -> Loopx {
         "o",
         "--agent",
         "agent-a",
+        "--register-key",
+        &github,
     ]);
     lx
 }
@@ -184,14 +187,15 @@ fn poll_with(lx: &Loopx, server: &Server, now: &str, extra: &[&str]) -> support:
     lx.run_env(&args, &[(TOKEN_VAR, TOKEN)])
 }
 
-/// Every byte of the store's files (the database and any journal beside it).
+/// Every byte of the store's files (the database and any journal beside it; not the key
+/// directory beside it).
 fn store_bytes(lx: &Loopx) -> Vec<u8> {
     let mut bytes = Vec::new();
     for entry in std::fs::read_dir(lx.dir.path())
         .expect("store dir")
         .flatten()
     {
-        if entry.file_name().to_string_lossy().starts_with("loopx.db") {
+        if entry.file_name().to_string_lossy().starts_with("loopx.db") && entry.path().is_file() {
             bytes.extend(std::fs::read(entry.path()).expect("store file"));
         }
     }

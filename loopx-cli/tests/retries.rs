@@ -13,6 +13,8 @@ use support::{Loopx, at, finish, settlement};
 fn store() -> Loopx {
     let lx = Loopx::sqlite();
     lx.ok(&["init"]);
+    let validator = lx.register_key("validator:ci");
+    let provider = lx.register_key("provider:observer");
     lx.ok(&[
         "--goal",
         "g",
@@ -28,6 +30,10 @@ fn store() -> Loopx {
         "o",
         "--agent",
         "agent-a",
+        "--register-key",
+        &validator,
+        "--register-key",
+        &provider,
     ]);
     lx
 }

@@ -10,23 +10,38 @@ use support::{Loopx, at};
 
 const GOAL: &str = "cli-json";
 
-/// The key of seed `n`: its key file (64 hex digits) and its public key.
-fn key(lx: &Loopx, name: &str, n: u8) -> (String, String) {
+/// A key file (the provider's format, mode 0600) holding seed `n` for `actor`, as `loopx key
+/// new` writes one; and the public key. A file may name any actor: what signs is the seed.
+fn key(lx: &Loopx, actor: &str, n: u8) -> (String, String) {
+    use std::os::unix::fs::PermissionsExt as _;
     let seed = [n; 32];
-    let hex = loopx_kernel::ids::hex(&seed);
-    let file = lx.file(&format!("{name}.key"), &format!("{hex}\n"));
     let public = SecretKey::from_seed(seed).public_key().to_string();
+    let text = format!(
+        "loopx-key v1\nactor: {actor}\npublic: {public}\nsecret: {}\n",
+        loopx_kernel::ids::hex(&seed)
+    );
+    let file = lx.file(&format!("{}-{n}.key", actor.replace(':', "-")), &text);
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).expect("0600");
     (file, public)
 }
 
-fn args(who: &str, key: &str, now: &str, rest: &[&str]) -> Vec<String> {
-    let mut all = vec!["--goal", GOAL, "--as", who, "--key-file", key, "--now", now];
-    all.extend_from_slice(rest);
-    all.into_iter().map(str::to_owned).collect()
+/// A run as `who`, signing with the key file `key` (through `LOOPX_KEY`), with `--json`.
+struct As<'a> {
+    lx: &'a Loopx,
 }
 
-fn refs(args: &[String]) -> Vec<&str> {
-    args.iter().map(String::as_str).collect()
+impl As<'_> {
+    fn run(&self, who: &str, key: &str, now: &str, rest: &[&str]) -> support::Run {
+        let mut all = vec!["--json", "--goal", GOAL, "--as", who, "--now", now];
+        all.extend_from_slice(rest);
+        self.lx.run_env(&all, &[("LOOPX_KEY", key)])
+    }
+
+    fn ok(&self, who: &str, key: &str, now: &str, rest: &[&str]) -> Value {
+        let run = self.run(who, key, now, rest);
+        assert_eq!(run.code, 0, "{rest:?}: {}\n{}", run.stdout, run.stderr);
+        run.json()
+    }
 }
 
 #[test]
@@ -34,9 +49,12 @@ fn refs(args: &[String]) -> Vec<&str> {
 fn an_agent_carries_the_verdict_its_validator_signed_but_cannot_make_one() {
     let lx = Loopx::sqlite();
     lx.ok(&["init"]);
-    let (owner_key, owner_public) = key(&lx, "owner", 1);
-    let (agent_key, agent_public) = key(&lx, "agent", 2);
-    let (ci_key, ci_public) = key(&lx, "ci", 3);
+    let by = As { lx: &lx };
+    let (owner_key, owner_public) = key(&lx, "person:maintainer", 1);
+    let (agent_key, agent_public) = key(&lx, "agent:agent-a", 2);
+    let (ci_key, ci_public) = key(&lx, "validator:ci", 3);
+    // What an agent can make: its own seed in a file that names the validator.
+    let (forged_key, _) = key(&lx, "validator:ci", 2);
     let ci = json!({ "kind": "validator", "id": "ci" });
     let spec = lx.json_file(
         "spec.json",
@@ -59,7 +77,7 @@ fn an_agent_carries_the_verdict_its_validator_signed_but_cannot_make_one() {
         }),
     );
     let t0 = at(29, "10:00");
-    let owner = |rest: &[&str]| lx.ok(&refs(&args("person:maintainer", &owner_key, &t0, rest)));
+    let owner = |rest: &[&str]| by.ok("person:maintainer", &owner_key, &t0, rest);
     owner(&["goal", "create", "--file", &spec]);
     owner(&[
         "todo",
@@ -69,11 +87,14 @@ fn an_agent_carries_the_verdict_its_validator_signed_but_cannot_make_one() {
         "--title",
         "change the output layer",
     ]);
-    let agent = |rest: &[&str]| args("agent:agent-a", &agent_key, &t0, rest);
-    lx.ok(&refs(&agent(&["claim", "--todo", "edit", "--ttl", "30m"])));
-    lx.ok(&refs(&agent(&[
-        "begin", "--todo", "edit", "--epoch", "1", "--turn", "t1",
-    ])));
+    let agent = |rest: &[&str]| by.run("agent:agent-a", &agent_key, &t0, rest);
+    by.ok("agent:agent-a", &agent_key, &t0, &["claim", "--todo", "edit", "--ttl", "30m"]);
+    by.ok(
+        "agent:agent-a",
+        &agent_key,
+        &t0,
+        &["begin", "--todo", "edit", "--epoch", "1", "--turn", "t1"],
+    );
     let evidence = lx.json_file(
         "evidence.json",
         &json!({
@@ -94,7 +115,8 @@ fn an_agent_carries_the_verdict_its_validator_signed_but_cannot_make_one() {
 
     // The agent names `validator:ci` without its signature: refused, nothing written.
     let before = lx.revision(GOAL);
-    let (code, refused) = lx.json(&refs(&agent(&["settle", "--file", &settlement])));
+    let run = agent(&["settle", "--file", &settlement]);
+    let (code, refused) = (run.code, run.json());
     assert_eq!(code, 3, "{refused:#}");
     assert_eq!(refused["error"]["code"], "verdict_unsigned", "{refused:#}");
 
@@ -114,16 +136,11 @@ fn an_agent_carries_the_verdict_its_validator_signed_but_cannot_make_one() {
         "--evidence",
         &evidence,
     ];
-    let forged = lx.run(&refs(&args("validator:ci", &agent_key, &t0, &verdict_args)));
+    let forged = by.run("validator:ci", &forged_key, &t0, &verdict_args);
     assert_eq!(forged.code, 0, "{}", forged.stderr);
     let forged = lx.file("forged.json", &forged.stdout);
-    let (code, refused) = lx.json(&refs(&agent(&[
-        "settle",
-        "--file",
-        &settlement,
-        "--verdict",
-        &forged,
-    ])));
+    let run = agent(&["settle", "--file", &settlement, "--verdict", &forged]);
+    let (code, refused) = (run.code, run.json());
     assert_eq!(code, 3, "{refused:#}");
     assert_eq!(
         refused["error"]["code"], "verdict_self_signed",
@@ -147,23 +164,22 @@ fn an_agent_carries_the_verdict_its_validator_signed_but_cannot_make_one() {
     assert_eq!(missing["error"]["code"], "key_missing");
 
     // The validator, holding its key, prints the verdict; the agent carries it through.
-    let signed = lx.run(&refs(&args("validator:ci", &ci_key, &t0, &verdict_args)));
+    let signed = by.run("validator:ci", &ci_key, &t0, &verdict_args);
     assert_eq!(signed.code, 0, "{}", signed.stderr);
     let document = signed.json();
     assert_eq!(document["verdict"]["validator"], ci);
     assert!(document["verdict"]["signature"].is_string(), "{document:#}");
     assert!(
-        !signed.stdout.contains(&"03".repeat(32)),
+        !signed.stdout.contains(&"03".repeat(32)) && !signed.stdout.contains(&ci_key),
         "the key is never printed"
     );
     let carried = lx.file("verdict.json", &signed.stdout);
-    let done = lx.ok(&refs(&agent(&[
-        "settle",
-        "--file",
-        &settlement,
-        "--verdict",
-        &carried,
-    ])));
+    let done = by.ok(
+        "agent:agent-a",
+        &agent_key,
+        &t0,
+        &["settle", "--file", &settlement, "--verdict", &carried],
+    );
     assert_eq!(done["todo"]["status"], "done", "{done:#}");
     let shown = lx.ok(&["--goal", GOAL, "--now", &t0, "goal", "show"]);
     assert_eq!(shown["goal"]["criteria"][0]["status"], "met", "{shown:#}");
@@ -188,17 +204,13 @@ fn an_agent_carries_the_verdict_its_validator_signed_but_cannot_make_one() {
         "--unregister-validator",
         "tests=validator:lint",
     ]);
-    let (code, refused) = lx.json(&refs(&args(
+    let run = by.run(
         "person:maintainer",
         &owner_key,
         &t0,
-        &[
-            "goal",
-            "amend",
-            "--unregister-validator",
-            "tests=validator:lint",
-        ],
-    )));
+        &["goal", "amend", "--unregister-validator", "tests=validator:lint"],
+    );
+    let (code, refused) = (run.code, run.json());
     assert_eq!(code, 5, "{refused:#}");
     assert_eq!(refused["error"]["code"], "unknown_reference");
 }

@@ -35,6 +35,8 @@ pub(crate) struct Prepared {
     pub last_snapshot: u64,
     /// The chain head after the commit, once the writer computed it from the goal row's.
     pub chain: Option<[u8; 32]>,
+    /// The commit's authorship as stored JSON (schema 7), kept with its receipt.
+    pub authorship: Option<String>,
 }
 
 /// Indexes and encodes `commit`, before the writer knows whether a snapshot is due: see
@@ -48,7 +50,16 @@ pub(crate) fn prepare(commit: Commit, cache: &StateCache) -> Result<Prepared, St
         .iter()
         .map(encode_event)
         .collect::<Result<_, _>>()?;
+    let authorship = request
+        .authorship
+        .as_ref()
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(|error| StoreError::InvalidBatch {
+            detail: format!("the commit's authorship does not encode: {error}"),
+        })?;
     Ok(Prepared {
+        authorship,
         receipt: receipt(&request, &state),
         attempt: new_attempt(),
         request,

@@ -146,6 +146,7 @@ macro_rules! conformance_suite {
             derived_rows_match_the_history,
             time_is_bounded_by_the_store_clock,
             a_test_clock_follows_the_given_times,
+            commits_keep_their_authorship,
         );
     };
     (@cases $backend:expr; $($case:ident),* $(,)?) => {
@@ -499,6 +500,57 @@ fn json<T: serde::Serialize>(value: &T) -> String {
 }
 
 // ----- the cases ----------------------------------------------------------------------------
+
+/// Each commit of a signed goal keeps the command it was made from and its signature with its
+/// receipt (schema 7), through a reopen, and the history verifies.
+pub async fn commits_keep_their_authorship<B: Backend>(backend: &B) {
+    use loopx_kernel::{SecretKey, Signer as _, StoreExt as _};
+    let store = backend.fresh().await;
+    let key = SecretKey::from_seed([3; 32]);
+    let mut spec = spec("signed", &["a"]);
+    spec.identity = loopx_kernel::Identity::Signed;
+    spec.keys = vec![loopx_kernel::RegisteredKey {
+        actor: owner(),
+        key: key.public_key(),
+    }];
+    let handle = store.goal(&spec.id).signed_by(&key);
+    let created = match handle.create(&spec, at(0)).await {
+        Ok(done) => done,
+        Err(error) => panic!("creating a signed goal failed: {error}"),
+    };
+    let add = Command::AddTodo {
+        todo: loopx_kernel::NewTodo::advance(id("t"), "a todo"),
+    };
+    if let Err(error) = handle.submit(&owner(), at(1), &add).await {
+        panic!("a signed command was refused: {error}");
+    }
+    let store = backend.reopen(store).await;
+    let operations = ok(
+        store.operations(&spec.id, 0, usize::MAX).await,
+        "operations",
+    );
+    assert_eq!(operations.len(), 2);
+    let first = operations[0].authorship.as_ref().map(|a| &a.command);
+    assert_eq!(
+        first,
+        Some(&Command::CreateGoal {
+            spec: created.state.spec.clone()
+        })
+    );
+    assert_eq!(
+        operations[1].authorship.as_ref().map(|a| &a.command),
+        Some(&add)
+    );
+    assert!(
+        operations
+            .iter()
+            .all(|o| o.authorship.as_ref().is_some_and(|a| a.signature.is_some())),
+        "every commit keeps its signature: {operations:?}"
+    );
+    let verified = ok(crate::verify_history(&store, &spec.id).await, "verify");
+    assert_eq!(verified.verified, 2, "{verified:?}");
+    assert!(verified.findings.is_empty(), "{verified:?}");
+}
 
 /// A created goal loads back equal to the kernel's state; its receipt and events read back; an
 /// unknown goal loads as `None` with no events and no receipts.

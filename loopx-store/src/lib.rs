@@ -64,11 +64,13 @@
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let store = MemoryStore::new();
 //! let now = Timestamp::parse("2026-11-29T10:00:00Z")?;
+//! // The owner's key (from a key file in a real host: `loopx_provider::keys`).
+//! let owner = loopx_kernel::SecretKey::from_seed([7; 32]);
 //! let spec = GoalSpec::builder("json-output", "add --format json to the CLI", "maintainer")
 //!     .agent("agent-a")
 //!     .declared_identity() // an experiment: actors are taken at their word
 //!     .build()?;
-//! let created = store.goal(&spec.id).create(&spec, now).await?;
+//! let created = store.goal(&spec.id).signed_by(&owner).create(&spec, now).await?;
 //! assert_eq!(created.receipt.revision, 1);
 //! assert_eq!(store.load(&spec.id).await?, Some(created.state));
 //! # Ok(())
@@ -90,6 +92,7 @@ mod index;
 mod memory;
 mod retention;
 mod rows;
+pub mod verify;
 mod watch;
 
 #[cfg(feature = "sqlite")]
@@ -116,3 +119,4 @@ pub use rows::RowDamage;
 pub use sqlite::{
     Durability, SCHEMA_VERSION as SQLITE_SCHEMA_VERSION, SqliteOptions, SqliteStore, WalDamage,
 };
+pub use verify::{Finding, Verification, verify_history};

@@ -180,6 +180,7 @@ impl Store for MemoryStore {
             receipt: receipt.clone(),
             actor: request.events.first().map(|e| e.actor.clone()),
             events: kinds(&request.events),
+            authorship: request.authorship.clone(),
         };
         let id = request.goal.clone();
         let updated_at = receipt.committed_at;

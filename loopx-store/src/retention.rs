@@ -2,7 +2,7 @@
 //! keeping what recovery and audit need.
 
 use async_trait::async_trait;
-use loopx_kernel::seams::{Receipt, Store, StoreError};
+use loopx_kernel::seams::{Authorship, Receipt, Store, StoreError};
 use std::collections::BTreeMap;
 
 use loopx_kernel::{Actor, Event, GoalId, GoalState, RecordedEvent, Snapshot, Timestamp};
@@ -32,6 +32,12 @@ pub struct OperationRecord {
     pub actor: Option<Actor>,
     /// The names of its events, in order (e.g. `lease_acquired`, `turn_settled`).
     pub events: Vec<String>,
+    /// The command it was validated from and its actor's signature, as the write path
+    /// submitted them (store schema 7): what `doctor --verify` re-checks the commit against.
+    /// `None` for a commit written before schema 7, by an import, or whose receipt compaction
+    /// moved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authorship: Option<Authorship>,
 }
 
 /// Bounded history for a [`Store`].
@@ -116,6 +122,7 @@ pub(crate) fn decode_operation(
     receipt: Receipt,
     actor: Option<String>,
     kinds: &str,
+    authorship: Option<&str>,
 ) -> Result<OperationRecord, StoreError> {
     let damaged = |what: &str, error: serde_json::Error| StoreError::Corrupt {
         detail: format!(
@@ -128,11 +135,29 @@ pub(crate) fn decode_operation(
         .transpose()
         .map_err(|e| damaged("actor", e))?;
     let events: Vec<String> = serde_json::from_str(kinds).map_err(|e| damaged("event list", e))?;
+    let authorship = decode_authorship(&receipt, authorship)?;
     Ok(OperationRecord {
         receipt,
         actor,
         events,
+        authorship,
     })
+}
+
+/// A receipt's stored authorship (JSON), decoded.
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+pub(crate) fn decode_authorship(
+    receipt: &Receipt,
+    json: Option<&str>,
+) -> Result<Option<Authorship>, StoreError> {
+    json.map(serde_json::from_str)
+        .transpose()
+        .map_err(|error| StoreError::Corrupt {
+            detail: format!(
+                "the authorship of operation `{}` on goal `{}` cannot be read ({error}); restore the store from a backup",
+                receipt.operation, receipt.goal
+            ),
+        })
 }
 
 /// The actor and event names of the receipt of the `count` events up to `revision`, read from

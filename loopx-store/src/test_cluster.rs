@@ -289,7 +289,16 @@ impl Cluster {
     /// # Errors
     /// When the server cannot be reached or the statement fails.
     pub fn admin(&self, sql: &str) -> Result<(), ClusterError> {
-        let url = self.url("postgres");
+        Cluster::execute(&self.url("postgres"), sql)
+    }
+
+    /// Runs `sql` (one or more statements) on the database at `url`, on a thread of its own:
+    /// for tests that change rows behind the store's back.
+    ///
+    /// # Errors
+    /// When the server cannot be reached or the statements fail.
+    pub fn execute(url: &str, sql: &str) -> Result<(), ClusterError> {
+        let url = url.to_owned();
         let statement = sql.to_owned();
         std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_current_thread()

@@ -446,8 +446,8 @@ async fn rewrite_as_schema_2(client: &tokio_postgres::Client) {
 
 /// Turns the database behind `client` back into what schema 4 wrote: no damage marks, no
 /// damage triggers, no stored chains, receipts without the attempt id of the append that
-/// wrote them, schema 4's commit function and none behind the clock, no store settings
-/// (schema 6); version 4. Running it again changes nothing.
+/// wrote them nor authorship, schema 4's commit function and none behind the clock, no store
+/// settings (schema 6) and no authorship (schema 7); version 4. Running it again changes nothing.
 async fn rewrite_as_schema_4(client: &tokio_postgres::Client) {
     let schema_4 = include_str!("../migrations/postgres/0004_receipts_on_events.sql");
     let function = &schema_4[schema_4.find("CREATE FUNCTION").unwrap()..];
@@ -455,6 +455,17 @@ async fn rewrite_as_schema_4(client: &tokio_postgres::Client) {
         .batch_execute(&format!(
             "DROP FUNCTION IF EXISTS loopx_append_clocked;
              DROP TABLE IF EXISTS store_settings;
+             DROP VIEW IF EXISTS commits;
+             ALTER TABLE events DROP COLUMN IF EXISTS authorship;
+             ALTER TABLE receipts DROP COLUMN IF EXISTS authorship;
+             CREATE VIEW commits AS
+                 SELECT goal, operation, digest, revision, commit_events AS events,
+                        at AS committed_at, NULL::TEXT AS actor, NULL::TEXT AS kinds,
+                        NULL::BIGINT AS seq
+                     FROM events WHERE operation IS NOT NULL
+                 UNION ALL
+                 SELECT goal, operation, digest, revision, events, committed_at, actor, kinds, seq
+                     FROM receipts;
              DROP TRIGGER IF EXISTS events_deleted_outside_loopx ON events;
              DROP TRIGGER IF EXISTS events_changed_outside_loopx ON events;
              DROP TRIGGER IF EXISTS events_truncated_outside_loopx ON events;
@@ -570,6 +581,14 @@ fn a_database_written_by_schema_2_migrates_and_reads_as_before() {
         }
         let events = store.events(&goal_id(), 0, usize::MAX).await.unwrap();
         let operations = store.operations(&goal_id(), 0, usize::MAX).await.unwrap();
+        // The old schema kept no command with its receipts: they read back without one.
+        let operations: Vec<_> = operations
+            .into_iter()
+            .map(|mut o| {
+                o.authorship = None;
+                o
+            })
+            .collect();
         drop(store);
 
         let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
@@ -683,6 +702,14 @@ fn a_database_written_by_schema_1_migrates_and_reads_as_before() {
         let state = store.load(&goal_id()).await.unwrap();
         let events = store.events(&goal_id(), 0, usize::MAX).await.unwrap();
         let operations = store.operations(&goal_id(), 0, usize::MAX).await.unwrap();
+        // The old schema kept no command with its receipts: they read back without one.
+        let operations: Vec<_> = operations
+            .into_iter()
+            .map(|mut o| {
+                o.authorship = None;
+                o
+            })
+            .collect();
         drop(store);
 
         let client = rewrite_as_schema_1(&url, &events).await;

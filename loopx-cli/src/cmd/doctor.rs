@@ -1,7 +1,10 @@
 //! `loopx doctor`: checks the store without changing it: SQLite's integrity check, no rows
 //! without their goal row, every goal's history replays to exactly the state the store loads,
 //! its index rows (goal row, registered agents, frontier rows, snapshot bookkeeping) match what
-//! the replayed history gives, and the kernel's invariants hold on that state.
+//! the replayed history gives, and the kernel's invariants hold on that state. With
+//! `--verify`, also every commit against what it was made from (store schema 7): its command
+//! against the receipt's digest, its signature against the keys registered at that revision,
+//! and its events against the kernel's re-execution of the command.
 
 use std::fmt::Write as _;
 
@@ -67,7 +70,18 @@ impl Check {
     }
 }
 
-pub async fn run(ctx: &Ctx) -> Result<Exit, CliError> {
+/// Flags of `loopx doctor`.
+#[derive(Debug, clap::Args)]
+pub struct DoctorArgs {
+    /// Also re-check every commit against its recorded command and signature: a row edited in
+    /// the database (an event's payload with its chain recomputed, or a stored command) is
+    /// named by goal and revision. Commits from before store schema 7 keep no command and are
+    /// reported as unverifiable, not as damage.
+    #[arg(long)]
+    verify: bool,
+}
+
+pub async fn run(ctx: &Ctx, args: &DoctorArgs) -> Result<Exit, CliError> {
     // Opening refuses a damaged or newer file before anything is written to it.
     let backend = store::open(ctx.location(), false).await?;
     let mut checks = Vec::new();
@@ -93,6 +107,9 @@ pub async fn run(ctx: &Ctx) -> Result<Exit, CliError> {
     let mut goal_checks = Vec::new();
     for goal in &stored {
         check_goal(ctx, &backend, goal, &mut goal_checks).await;
+        if args.verify {
+            verify_goal(&backend, goal, &mut goal_checks).await;
+        }
     }
     checks.push(match backend.store().goals(ctx.now).await {
         Ok(goals) => Check::ok("goals", None, format!("{} goal(s) listed", goals.len())),
@@ -138,6 +155,35 @@ pub async fn run(ctx: &Ctx) -> Result<Exit, CliError> {
         text
     });
     Ok(if ok { Exit::Ok } else { Exit::Store })
+}
+
+/// `--verify`: one `verify` check per goal, failed once per commit that does not agree with
+/// what it was made from.
+async fn verify_goal(backend: &Backend, goal: &GoalId, checks: &mut Vec<Check>) {
+    match loopx_store::verify_history(backend.retention(), goal).await {
+        Ok(found) if found.findings.is_empty() => {
+            let mut detail = format!(
+                "{} commit(s) re-checked against their commands and signatures",
+                found.verified
+            );
+            if found.unverifiable > 0 {
+                let _ = write!(
+                    detail,
+                    "; {} unverifiable (recorded before store schema 7 or imported: no command kept)",
+                    found.unverifiable
+                );
+            }
+            checks.push(Check::ok("verify", Some(goal), detail));
+        }
+        Ok(found) => checks.extend(found.findings.iter().map(|finding| Check {
+            name: "verify",
+            goal: Some(goal.clone()),
+            ok: false,
+            detail: format!("revision {}: {}", finding.revision, finding.problem),
+            kind: Some("commit_altered"),
+        })),
+        Err(error) => checks.push(Check::failed("verify", Some(goal), error.to_string())),
+    }
 }
 
 async fn all_events(backend: &Backend, goal: &GoalId) -> Result<Vec<RecordedEvent>, CliError> {

@@ -6,12 +6,13 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand, ValueEnum};
 use loopx_kernel::{
     Actor, AgentId, Amendment, BudgetExhaustion, CheckId, Command, Criterion, CriterionId,
-    Duration, GoalId, GoalSpec, Limits, PersonId, Policy, Subject,
+    Duration, GoalId, GoalSpec, Identity, Limits, PersonId, Policy, PublicKey, RegisteredKey,
+    Subject,
 };
 use serde_json::{Value, json};
 
 use crate::cmd::view;
-use crate::context::{Ctx, parse_duration, read_json, written, written_line};
+use crate::context::{Ctx, parse_actor, parse_duration, read_json, written, written_line};
 use crate::error::{CliError, Exit};
 use crate::output::{Table, or_dash};
 
@@ -82,6 +83,111 @@ enum Exhaustion {
     Wait,
 }
 
+/// How the goal knows who issued a command.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum IdentityWord {
+    /// Every command is signed by a key registered with the goal (the default).
+    Signed,
+    /// Every actor is taken at its word: for local experiments only.
+    Declared,
+}
+
+/// Parses `ACTOR=KEY` (`agent:agent-a=ed25519:…`).
+fn actor_key(text: &str) -> Result<RegisteredKey, CliError> {
+    let bad = |problem: String| {
+        CliError::usage(
+            "invalid_key",
+            problem,
+            "pass ACTOR=KEY, e.g. agent:agent-a=ed25519:… (`loopx key new agent:agent-a` prints the key)",
+        )
+    };
+    let (actor, key) = text
+        .split_once('=')
+        .ok_or_else(|| bad(format!("`{text}` is not ACTOR=KEY")))?;
+    let actor = parse_actor(actor.trim())?;
+    let key = PublicKey::parse(key.trim()).map_err(|e| bad(format!("`{text}`: {e}")))?;
+    Ok(RegisteredKey { actor, key })
+}
+
+/// The key of `actor` this machine signs with, made in the key directory when it has none (an
+/// owner's own key, or the key of an agent the owner registers and runs here); whether it was
+/// made.
+fn local_key(ctx: &Ctx, actor: &Actor) -> Result<(PublicKey, bool), CliError> {
+    if let Some(key) = ctx.key_of(actor)? {
+        return Ok((key.public_key(), false));
+    }
+    match ctx.keys().create(actor) {
+        Ok(key) => Ok((key.public_key(), true)),
+        // Made by a concurrent invocation: read it.
+        Err(loopx_provider::keys::KeyError::Exists { .. }) => match ctx.key_of(actor)? {
+            Some(key) => Ok((key.public_key(), false)),
+            None => Err(loopx_provider::keys::KeyError::NotFound {
+                actor: actor.clone(),
+                dir: ctx.keys().path().to_owned(),
+            }
+            .into()),
+        },
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// The provider `loopx run` observes the workspace with, whose observations a signed goal
+/// must be able to verify.
+fn git_provider() -> Result<Actor, CliError> {
+    Ok(Actor::Provider(loopx_kernel::SourceId::new(
+        crate::cmd::run::GIT_PROVIDER,
+    )?))
+}
+
+/// The keys made in the key directory, as `goal create` and `goal amend` report them.
+fn made_view(made: &[RegisteredKey]) -> Value {
+    json!(
+        made.iter()
+            .map(|k| json!({ "actor": k.actor.to_string(), "key": k.key }))
+            .collect::<Vec<_>>()
+    )
+}
+
+fn made_text(ctx: &Ctx, made: &[RegisteredKey]) -> String {
+    use std::fmt::Write as _;
+    made.iter().fold(String::new(), |mut text, k| {
+        let _ = writeln!(
+            text,
+            "made the key of {} ({}) in {}",
+            k.actor,
+            k.key,
+            ctx.keys().file_of(&k.actor).display()
+        );
+        text
+    })
+}
+
+/// On a signed spec, registers the key this machine holds for the owner, each agent and
+/// `provider:git` when the spec registers none for them (made in the key directory when
+/// missing); the keys made.
+fn register_local_keys(ctx: &Ctx, spec: &mut GoalSpec) -> Result<Vec<RegisteredKey>, CliError> {
+    let mut made = Vec::new();
+    if spec.identity != Identity::Signed {
+        return Ok(made);
+    }
+    let locals = std::iter::once(spec.owner_actor())
+        .chain(spec.agents.iter().cloned().map(Actor::Agent))
+        .chain(std::iter::once(git_provider()?))
+        .collect::<Vec<_>>();
+    for actor in locals {
+        if spec.keys_of(&actor).next().is_some() {
+            continue;
+        }
+        let (key, new) = local_key(ctx, &actor)?;
+        let registered = RegisteredKey { actor, key };
+        if new {
+            made.push(registered.clone());
+        }
+        spec.keys.push(registered);
+    }
+    Ok(made)
+}
+
 /// Flags of `loopx goal create`.
 #[derive(Debug, Args)]
 pub struct CreateArgs {
@@ -112,6 +218,15 @@ pub struct CreateArgs {
     /// What exhausted budget does.
     #[arg(long, value_enum)]
     on_budget_exhausted: Option<Exhaustion>,
+    /// `signed` (the default): every command must carry its actor's signature by a registered
+    /// key; the owner's key, each `--agent`'s and that of `provider:git` (which `loopx run`
+    /// observes the workspace with) come from the key directory, made there when missing.
+    /// `declared`: actors are taken at their word, for local experiments only.
+    #[arg(long, value_enum)]
+    identity: Option<IdentityWord>,
+    /// Register an actor's public key: ACTOR=KEY, e.g. validator:ci=ed25519:… (repeatable).
+    #[arg(long = "register-key", value_name = "ACTOR=KEY")]
+    register_keys: Vec<String>,
     /// A `GoalSpec` as JSON (`-` for standard input); flags override or add to it.
     #[arg(long)]
     file: Option<PathBuf>,
@@ -132,7 +247,8 @@ pub struct AmendArgs {
     /// Remove a criterion (repeatable).
     #[arg(long = "remove-criterion")]
     remove_criteria: Vec<CriterionId>,
-    /// Register an agent (repeatable).
+    /// Register an agent (repeatable); on a signed goal its key (and `provider:git`'s) comes
+    /// from the key directory, made there when missing, unless one is registered already.
     #[arg(long = "register-agent")]
     register: Vec<AgentId>,
     /// Unregister an agent (repeatable).
@@ -145,6 +261,13 @@ pub struct AmendArgs {
     /// Withdraw a validator from a check, CHECK=KIND:NAME (repeatable).
     #[arg(long = "unregister-validator", value_name = "CHECK=ACTOR")]
     unregister_validators: Vec<String>,
+    /// Register an actor's public key: ACTOR=KEY, e.g. agent:agent-b=ed25519:… (repeatable);
+    /// its commands signed with that key are accepted from then on.
+    #[arg(long = "register-key", value_name = "ACTOR=KEY")]
+    register_keys: Vec<String>,
+    /// Withdraw an actor's key: ACTOR=KEY (repeatable); the owner keeps at least one.
+    #[arg(long = "revoke-key", value_name = "ACTOR=KEY")]
+    revoke_keys: Vec<String>,
     /// New budget limits (unnamed dimensions keep their current limit).
     #[command(flatten)]
     limits: LimitArgs,
@@ -266,7 +389,7 @@ async fn create(ctx: &Ctx, args: CreateArgs) -> Result<Exit, CliError> {
             budget: Limits::GOAL_DEFAULT,
             policy: Policy::default(),
             grants: BTreeMap::new(),
-            identity: loopx_kernel::Identity::Declared,
+            identity: Identity::Signed,
             keys: Vec::new(),
             validators: std::collections::BTreeMap::new(),
         },
@@ -291,14 +414,26 @@ async fn create(ctx: &Ctx, args: CreateArgs) -> Result<Exit, CliError> {
             Exhaustion::Wait => BudgetExhaustion::Wait,
         };
     }
+    match args.identity {
+        Some(IdentityWord::Signed) => spec.identity = Identity::Signed,
+        Some(IdentityWord::Declared) => spec.identity = Identity::Declared,
+        None => {}
+    }
+    for text in &args.register_keys {
+        spec.keys.push(actor_key(text)?);
+    }
     let backend = ctx.open().await?;
+    // The store must open before a key is made for it.
+    let made = register_local_keys(ctx, &mut spec)?;
     let done = ctx
         .submit(&backend, &id, &Command::CreateGoal { spec })
         .await?;
     let mut value = written(&done);
     value.insert("goal".into(), view::goal(&done.state, ctx.now));
+    value.insert("keys_made".into(), made_view(&made));
     ctx.out.emit(&Value::Object(value), |out| {
-        let mut text = written_line(out, &done, &format!("goal `{id}`"));
+        let mut text = made_text(ctx, &made);
+        text.push_str(&written_line(out, &done, &format!("goal `{id}`")));
         text.push_str(&view::goal_text(out, &done.state, ctx.now));
         text
     });
@@ -358,8 +493,43 @@ async fn amend(ctx: &Ctx, args: AmendArgs) -> Result<Exit, CliError> {
     for id in args.remove_criteria {
         amendments.push(Amendment::RemoveCriterion { id });
     }
+    for text in &args.register_keys {
+        let RegisteredKey { actor, key } = actor_key(text)?;
+        amendments.push(Amendment::RegisterKey { actor, key });
+    }
+    for text in &args.revoke_keys {
+        let RegisteredKey { actor, key } = actor_key(text)?;
+        amendments.push(Amendment::RevokeKey { actor, key });
+    }
+    let backend = ctx.open().await?;
+    let state = ctx.load(&backend, &goal).await?;
+    // An agent registered on a signed goal gets its key as at creation: the key directory's,
+    // made there when missing, unless a key for it is registered already or in these flags.
+    let mut made = Vec::new();
+    let signed = state.spec.identity_mode() == loopx_kernel::IdentityMode::Signed;
+    let mut locals: Vec<Actor> = Vec::new();
     for agent in args.register {
+        locals.push(Actor::Agent(agent.clone()));
         amendments.push(Amendment::RegisterAgent { agent });
+    }
+    if signed && !locals.is_empty() {
+        locals.push(git_provider()?);
+    }
+    for actor in locals {
+        let keyed = state.spec.keys_of(&actor).next().is_some()
+            || amendments.iter().any(
+                |a| matches!(a, Amendment::RegisterKey { actor: registered, .. } if registered == &actor),
+            );
+        if signed && !keyed {
+            let (key, new) = local_key(ctx, &actor)?;
+            if new {
+                made.push(RegisteredKey {
+                    actor: actor.clone(),
+                    key,
+                });
+            }
+            amendments.push(Amendment::RegisterKey { actor, key });
+        }
     }
     for agent in args.unregister {
         amendments.push(Amendment::UnregisterAgent { agent });
@@ -386,8 +556,17 @@ async fn amend(ctx: &Ctx, args: AmendArgs) -> Result<Exit, CliError> {
     let done = ctx.submit(&backend, &goal, &command).await?;
     let mut value = written(&done);
     value.insert("goal".into(), view::goal(&done.state, ctx.now));
+    if !made.is_empty() {
+        value.insert("keys_made".into(), made_view(&made));
+    }
     ctx.out.emit(&Value::Object(value), |out| {
-        written_line(out, &done, &format!("amendment of goal `{goal}`"))
+        let mut text = made_text(ctx, &made);
+        text.push_str(&written_line(
+            out,
+            &done,
+            &format!("amendment of goal `{goal}`"),
+        ));
+        text
     });
     Ok(Exit::Ok)
 }

@@ -16,6 +16,7 @@ mod gate;
 mod goal;
 mod hooks;
 mod init;
+mod key;
 mod lease;
 mod log;
 pub mod next;
@@ -32,8 +33,12 @@ mod view;
 /// The verbs.
 #[derive(Debug, Subcommand)]
 pub enum Verb {
-    /// Create the store (the SQLite file and its directory) or check that it can be opened.
+    /// Create the store (the SQLite file and its directory) or check that it can be opened,
+    /// and make the local operator's key (of --as, or person:$USER) in the key directory.
     Init(init::InitArgs),
+    /// Make or show an actor's signing key in the key directory.
+    #[command(subcommand)]
+    Key(key::KeyVerb),
     /// Create, show, list, amend, close or abandon goals.
     #[command(subcommand)]
     Goal(goal::GoalVerb),
@@ -95,8 +100,9 @@ pub enum Verb {
     Log(log::LogArgs),
     /// The board: todos by column, open gates, budget left, criteria and evidence freshness.
     Status,
-    /// Check the store: integrity, replay equals stored state, kernel invariants.
-    Doctor,
+    /// Check the store: integrity, replay equals stored state, kernel invariants; with
+    /// --verify, every commit against its recorded command and signature.
+    Doctor(doctor::DoctorArgs),
     /// Print a shell's completion script for loopx (bash, zsh, fish, elvish, powershell).
     Completions(describe::CompletionsArgs),
     /// Print loopx's man page (roff), generated from the command line itself.
@@ -111,6 +117,7 @@ pub enum Verb {
 pub async fn run(ctx: &Ctx, verb: Verb) -> Result<Exit, CliError> {
     match verb {
         Verb::Init(args) => init::run(ctx, &args).await,
+        Verb::Key(verb) => key::run(ctx, &verb),
         Verb::Goal(verb) => goal::run(ctx, verb).await,
         Verb::Todo(verb) => todo::run(ctx, verb).await,
         Verb::Next(args) => next::run(ctx, &args).await,
@@ -133,7 +140,7 @@ pub async fn run(ctx: &Ctx, verb: Verb) -> Result<Exit, CliError> {
         Verb::Run(args) => run::run(ctx, *args).await,
         Verb::Log(args) => log::run(ctx, &args).await,
         Verb::Status => status::run(ctx).await,
-        Verb::Doctor => doctor::run(ctx).await,
+        Verb::Doctor(args) => doctor::run(ctx, &args).await,
         Verb::Completions(args) => Ok(describe::completions(&args)),
         Verb::Man => describe::man(),
         Verb::Export(args) => transfer::export(ctx, &args).await,

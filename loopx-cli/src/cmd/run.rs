@@ -15,7 +15,8 @@ use loopx_kernel::engine::{Engine, EngineError, EngineOptions, StepReport, TurnO
 use loopx_kernel::ids::path_component;
 use loopx_kernel::seams::{Clock, Store, UsageProblem};
 use loopx_kernel::{
-    AgentId, CheckId, Decision, Duration, ObservationKey, SourceId, Subject, TurnResult,
+    Actor, AgentId, CheckId, Decision, Duration, Keyring, ObservationKey, Refusal, SourceId,
+    Subject, TurnResult,
 };
 use loopx_provider::clock::SystemClock;
 use loopx_provider::executor::CommandExecutor;
@@ -28,6 +29,11 @@ use crate::context::{Ctx, parse_duration};
 use crate::error::{CliError, Exit};
 use crate::output::{Output, Style};
 use crate::store::Location;
+
+/// The source id of the git provider `run` observes the workspace's head with: its
+/// observations are signed with the key `provider:git` has in the key directory, which
+/// `goal create` registers on a signed goal.
+pub const GIT_PROVIDER: &str = "git";
 
 /// Flags of `loopx run`.
 #[derive(Debug, Args)]
@@ -97,6 +103,18 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> Result<Exit, CliError> {
         let report = engine.step(&goal).await.map_err(engine_error)?;
         if !ctx.out.json {
             println!("{}", progress(&ctx.out, reports.len() + 1, &report));
+        }
+        // A command the goal cannot verify is refused the same way every time: the next step
+        // would decide `continue` again and never end. It is the caller's to fix (exit 3).
+        if let Some(TurnOutcome::NotStarted { refusal, .. }) = &report.turn
+            && matches!(
+                refusal,
+                Refusal::SignatureMissing { .. }
+                    | Refusal::KeyUnregistered { .. }
+                    | Refusal::SignatureInvalid { .. }
+            )
+        {
+            return Err(refusal.clone().into());
         }
         let stop = until.stops_at(&report.decision)
             || args.max_steps.is_some_and(|max| reports.len() + 1 >= max);
@@ -220,7 +238,7 @@ async fn build(
         clock.clone(),
     );
     let head = GitProvider::new(
-        SourceId::new("git")?,
+        SourceId::new(GIT_PROVIDER)?,
         git,
         &workspace,
         args.subject.as_str(),
@@ -232,6 +250,11 @@ async fn build(
         ..EngineOptions::default()
     };
     let key = ObservationKey::new(format!("head:{}", args.subject))?;
+    let keyring = keyring(
+        ctx,
+        agent,
+        &[loopx_kernel::seams::Provider::source(&head).clone()],
+    )?;
     Ok(Engine::builder(
         agent.clone(),
         store,
@@ -241,7 +264,28 @@ async fn build(
     )
     .watch(Arc::new(head), key, Duration::ZERO)
     .options(options)
+    .keyring(keyring)
     .build())
+}
+
+/// The signers of the engine's commands: the agent's key (from `LOOPX_KEY` or the key
+/// directory) and each provider's that the key directory holds. An actor without a key goes
+/// unsigned, which a signed goal refuses (`signature_missing`): its commands do not count.
+/// The validator's key is not handed over here.
+fn keyring(ctx: &Ctx, agent: &AgentId, providers: &[SourceId]) -> Result<Keyring, CliError> {
+    let mut keyring = Keyring::new();
+    let agent = Actor::Agent(agent.clone());
+    if let Some(key) = ctx.key_of(&agent)? {
+        keyring = keyring.with(agent, Arc::new(key.secret));
+    }
+    for provider in providers {
+        let actor = Actor::Provider(provider.clone());
+        // `LOOPX_KEY` is the agent's: a provider's key comes from the directory only.
+        if let Some(key) = ctx.keys().get(&actor)? {
+            keyring = keyring.with(actor, Arc::new(key.secret));
+        }
+    }
+    Ok(keyring)
 }
 
 fn command(

@@ -71,6 +71,7 @@ pub async fn run(ctx: &Ctx) -> Result<Exit, CliError> {
             "goal": state.spec.id,
             "objective": state.spec.objective,
             "revision": state.revision,
+            "identity": state.spec.identity_mode(),
             "at": now,
             "terminal": terminal(&state, now),
             "board": board(&state),

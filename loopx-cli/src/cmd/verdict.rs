@@ -1,7 +1,7 @@
 //! `loopx verdict`: a validator's signed verdict on one turn, printed as JSON for the agent to
 //! carry into its settlement (`loopx settle --verdict FILE`).
 //!
-//! Run as the validator (`--as validator:NAME`) with its key (`--key-file FILE` or `LOOPX_KEY`):
+//! Run as the validator (`--as validator:NAME`) with its key (its key directory, `--keys DIR`, or its key file, `LOOPX_KEY`):
 //! the verdict is signed over the goal, the todo, the turn, the lease epoch, the outcome, the
 //! summary and the evidence (`loopx_kernel::verdict_message`). Nothing is read from or written
 //! to the store, so the validator can run where the store is not (CI), and where the agent
@@ -68,11 +68,11 @@ pub struct VerdictArgs {
 pub fn run(ctx: &Ctx, args: VerdictArgs) -> Result<Exit, CliError> {
     let goal = ctx.goal()?;
     let validator = ctx.actor()?;
-    let key = ctx.key()?.ok_or_else(|| {
+    let key = ctx.key_of(&validator)?.ok_or_else(|| {
         CliError::usage(
             "key_missing",
-            "a verdict is signed with the validator's key and none was given",
-            "pass the validator's key file with --key-file FILE (or set LOOPX_KEY)",
+            format!("a verdict is signed with the key of `{validator}` and it has none here"),
+            "run it where the validator's key is: its key directory (--keys DIR) or its key file (LOOPX_KEY)",
         )
     })?;
     let evidence = args
@@ -95,7 +95,7 @@ pub fn run(ctx: &Ctx, args: VerdictArgs) -> Result<Exit, CliError> {
         signature: None,
     };
     let verdict = sign_verdict(
-        &key, &goal, &args.todo, &args.turn, args.epoch, verdict, &evidence,
+        &key.secret, &goal, &args.todo, &args.turn, args.epoch, verdict, &evidence,
     );
     let signed = SignedVerdict { verdict, evidence };
     // The document is the output in both modes: it is meant to be saved and carried.

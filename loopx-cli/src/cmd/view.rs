@@ -47,6 +47,13 @@ pub fn goal(state: &GoalState, now: Timestamp) -> Value {
         "goal_revision": state.goal_revision,
         "created_at": state.created_at,
         "agents": state.spec.agents,
+        "identity": state.spec.identity_mode(),
+        "keys": state
+            .spec
+            .keys
+            .iter()
+            .map(|k| json!({ "actor": k.actor.to_string(), "key": k.key }))
+            .collect::<Vec<_>>(),
         "criteria": criteria,
         "budget": budget(&state.ledger),
         "policy": state.spec.policy,
@@ -67,6 +74,21 @@ pub fn goal(state: &GoalState, now: Timestamp) -> Value {
         );
     }
     value
+}
+
+/// The goal's identity mode in words, as `status` and `goal show` state it.
+pub fn identity_words(state: &GoalState) -> String {
+    match state.spec.identity_mode() {
+        loopx_kernel::IdentityMode::Signed => {
+            format!("signed ({} registered keys)", state.spec.keys.len())
+        }
+        loopx_kernel::IdentityMode::Declared => {
+            "declared (actors are taken at their word: for experiments only)".to_owned()
+        }
+        loopx_kernel::IdentityMode::Unsigned => {
+            "unsigned (recorded before signing: actors are taken at their word)".to_owned()
+        }
+    }
 }
 
 /// A gate with its effective state at `now`.
@@ -153,6 +175,7 @@ pub fn goal_text(out: &Output, state: &GoalState, now: Timestamp) -> String {
     );
     let agents: Vec<String> = state.spec.agents.iter().map(ToString::to_string).collect();
     let _ = writeln!(text, "  agents: {}", agents.join(", "));
+    let _ = writeln!(text, "  identity: {}", identity_words(state));
     if let Some(outcome) = terminal(state, now) {
         let _ = writeln!(
             text,

@@ -79,6 +79,8 @@ impl Loopx {
             .env_remove("LOOPX_STORE")
             .env_remove("LOOPX_ACTOR")
             .env_remove("LOOPX_GOAL")
+            .env_remove("LOOPX_KEY")
+            .env_remove("LOOPX_KEYS")
             .env("NO_COLOR", "1");
         for (name, value) in env {
             command.env(name, value);
@@ -147,11 +149,28 @@ impl Loopx {
             .env_remove("LOOPX_STORE")
             .env_remove("LOOPX_ACTOR")
             .env_remove("LOOPX_GOAL")
+            .env_remove("LOOPX_KEY")
+            .env_remove("LOOPX_KEYS")
             .env("NO_COLOR", "1")
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()
             .expect("start loopx")
+    }
+
+    /// Makes `actor`'s key in the store's key directory (`loopx key new`); its public key, for
+    /// `--register-key ACTOR=KEY`.
+    pub fn key(&self, actor: &str) -> String {
+        let made = self.ok(&["key", "new", actor]);
+        made["key"]["public"]
+            .as_str()
+            .expect("a public key")
+            .to_owned()
+    }
+
+    /// `--register-key ACTOR=KEY` for `actor`'s new key.
+    pub fn register_key(&self, actor: &str) -> String {
+        format!("{actor}={}", self.key(actor))
     }
 
     /// The goal's current revision.
@@ -169,6 +188,16 @@ pub fn finish(child: std::process::Child) -> Run {
         code: output.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+/// Replaces every public key (`ed25519:…`, new in every run) with a placeholder, for snapshots.
+pub fn redact_keys(value: &mut Value) {
+    match value {
+        Value::String(text) if text.starts_with("ed25519:") => "[key]".clone_into(text),
+        Value::Array(items) => items.iter_mut().for_each(redact_keys),
+        Value::Object(map) => map.values_mut().for_each(redact_keys),
+        _ => {}
     }
 }
 
@@ -289,7 +318,10 @@ pub fn brief(lx: &Loopx, now: &str) -> Value {
 #[allow(clippy::too_many_lines, reason = "one story, told in order")]
 pub fn seed_story(lx: &Loopx) -> Vec<(String, Value)> {
     let mut steps: Vec<(String, Value)> = Vec::new();
-    let mut record = |name: &str, value: Value| steps.push((name.to_owned(), value));
+    let mut record = |name: &str, mut value: Value| {
+        redact_keys(&mut value);
+        steps.push((name.to_owned(), value));
+    };
     // A command by `actor` at `now`.
     let by = |actor: &str, now: &str, args: &[&str]| {
         lx.ok(&[&["--goal", GOAL, "--as", actor, "--now", now][..], args].concat())
@@ -300,37 +332,43 @@ pub fn seed_story(lx: &Loopx) -> Vec<(String, Value)> {
 
     let mut init = lx.ok(&["init"]);
     redact(&mut init, "/init/store", "[store]");
+    redact(&mut init, "/init/key/actor", "[operator]");
+    redact(&mut init, "/init/key/file", "[key file]");
     record("init", init);
 
     let t0 = at(29, "10:02");
     let maintainer = ["--goal", GOAL, "--as", "person:maintainer"];
-    record(
-        "goal_create",
-        lx.ok(&[
-            &maintainer[..],
-            &[
-                "--now",
-                &t0,
-                "--op",
-                "create",
-                "goal",
-                "create",
-                "--objective",
-                "add --format json to the CLI",
-                "--criterion",
-                "text-unchanged,tests.text_output,repo:acme/cli,default text output unchanged",
-                "--criterion",
-                "json-schema-tested,tests.json_schema,repo:acme/cli,the JSON schema has tests",
-                "--agent",
-                "agent-a",
-                "--turns",
-                "20",
-                "--tokens",
-                "500000",
-            ],
-        ]
-        .concat()),
-    );
+    // The validator's key is made where it runs and registered by the owner at creation.
+    let validator = lx.register_key("validator:cargo-test");
+    let mut created = lx.ok(&[
+        &maintainer[..],
+        &[
+            "--now",
+            &t0,
+            "--op",
+            "create",
+            "goal",
+            "create",
+            "--objective",
+            "add --format json to the CLI",
+            "--criterion",
+            "text-unchanged,tests.text_output,repo:acme/cli,default text output unchanged",
+            "--criterion",
+            "json-schema-tested,tests.json_schema,repo:acme/cli,the JSON schema has tests",
+            "--agent",
+            "agent-a",
+            "--turns",
+            "20",
+            "--tokens",
+            "500000",
+            "--register-key",
+            &validator,
+        ],
+    ]
+    .concat());
+    // The digest covers the spec, and so its public keys, new in every run.
+    redact(&mut created, "/receipt/digest", "[digest]");
+    record("goal_create", created);
 
     let agent = ["--goal", GOAL, "--as", "agent:agent-a", "--now", &t0];
     record(

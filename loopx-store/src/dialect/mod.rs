@@ -116,6 +116,8 @@ pub(crate) struct OperationRow {
     pub actor: Option<String>,
     /// The event names' JSON array, when stored with the receipt.
     pub kinds: Option<String>,
+    /// The commit's authorship (JSON), when stored with the receipt (schema 7).
+    pub authorship: Option<String>,
 }
 
 /// A receipt whose actor and event names compaction must keep before it deletes its events.
@@ -545,6 +547,7 @@ pub(crate) fn operation_row(r: &impl Columns, goal: &GoalId) -> Result<Operation
         receipt: receipt(r, 1, goal, &operation)?,
         actor: r.opt_text(5)?,
         kinds: r.opt_text(6)?,
+        authorship: r.opt_text(7)?,
     })
 }
 

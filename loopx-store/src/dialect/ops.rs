@@ -16,7 +16,8 @@ use crate::fold::{
 };
 use crate::index::{Projection, merge_frontiers, parse_status};
 use crate::retention::{
-    Compaction, OperationRecord, audit, covering, decode_operation, fill_from_events, pending_spans,
+    Compaction, OperationRecord, audit, covering, decode_authorship, decode_operation,
+    fill_from_events, pending_spans,
 };
 use crate::rows::{RowDamage, compare, missing_row, orphaned};
 
@@ -659,16 +660,23 @@ pub(crate) async fn operations<D: Dialect>(
     let mut from_events = Vec::new();
     for row in rows {
         if let Some(kinds) = row.kinds {
-            records.push(decode_operation(row.receipt, row.actor, &kinds)?);
+            records.push(decode_operation(
+                row.receipt,
+                row.actor,
+                &kinds,
+                row.authorship.as_deref(),
+            )?);
             continue;
         }
         if row.receipt.events > 0 {
             from_events.push(records.len());
         }
+        let authorship = decode_authorship(&row.receipt, row.authorship.as_deref())?;
         records.push(OperationRecord {
             receipt: row.receipt,
             actor: None,
             events: Vec::new(),
+            authorship,
         });
     }
     let events = spans_events(d, goal, &pending_spans(&records, &from_events)).await?;

@@ -63,7 +63,7 @@ const RECEIPTS_TO_KEEP: &str = "SELECT revision, commit_events, operation, diges
 /// A goal's snapshot at a revision.
 const SNAPSHOT_AT: &str = "SELECT json, chain FROM snapshots WHERE goal = $1 AND revision = $2";
 /// A page of a goal's receipts after a revision, in commit order.
-const OPERATIONS_AFTER: &str = "SELECT operation, digest, revision, events, committed_at, actor, kinds FROM commits WHERE goal = $1 AND revision > $2 ORDER BY revision, events = 0, seq LIMIT $3";
+const OPERATIONS_AFTER: &str = "SELECT operation, digest, revision, events, committed_at, actor, kinds, authorship FROM commits WHERE goal = $1 AND revision > $2 ORDER BY revision, events = 0, seq LIMIT $3";
 /// A goal row's columns as stored, for the check of derived rows.
 const STORED_GOAL_ROW: &str = "SELECT revision, objective, status, valid_from, valid_until, base_revision, snapshot_revision FROM goals WHERE goal = $1";
 /// The agents registered with a goal.
@@ -84,10 +84,10 @@ const LISTING: &str =
     "SELECT goal, objective, status, revision, valid_from, valid_until FROM goals";
 
 /// The statement that commits through the `loopx_append` function behind the server's clock
-/// (`loopx_append_clocked`, schema 6).
+/// (`loopx_append_clocked`, schema 6, keeping the commit's authorship from schema 7).
 const APPEND: &str = "SELECT r_outcome, r_digest, r_revision, r_events, r_committed_at, r_chain FROM loopx_append_clocked(
     $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
-    $21, $22)";
+    $21, $22, $23)";
 /// A receipt by operation with the attempt id of the append that wrote it.
 const RECEIPT_ATTEMPT: &str = "SELECT digest, revision, commit_events, at, attempt FROM events WHERE hashtextextended(operation, 0) = hashtextextended($2, 0) AND operation IS NOT NULL AND goal = $1 AND operation = $2
      UNION ALL SELECT digest, revision, events, committed_at, attempt FROM receipts WHERE hashtextextended(operation, 0) = hashtextextended($2, 0) AND goal = $1 AND operation = $2";
@@ -219,6 +219,7 @@ impl<'a> Pg<'a> {
             &note,
             &prepared.attempt,
             &request.clock_skew.as_millis(),
+            &prepared.authorship,
         ];
         let client = self.client()?;
         let statement = client.prepare_cached(APPEND).await.map_err(self.err())?;
@@ -680,15 +681,16 @@ impl Dialect for Pg<'_> {
                 at,
             } => {
                 self.execute(
-                    "INSERT INTO receipts (goal, operation, digest, revision, events, committed_at, actor, kinds)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                    "INSERT INTO receipts (goal, operation, digest, revision, events, committed_at, actor, kinds, authorship)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
+                             (SELECT authorship FROM events WHERE goal = $1 AND revision = $4))",
                     &[&g, operation, digest, &int(*revision), &int(*events), at, &actor, &kinds],
                 )
                 .await?;
                 // An event row that compaction keeps holds the receipt no more (the others go).
                 if *revision > target {
                     self.execute(
-                        "UPDATE events SET operation = NULL, digest = NULL, commit_events = NULL
+                        "UPDATE events SET operation = NULL, digest = NULL, commit_events = NULL, authorship = NULL
                          WHERE goal = $1 AND revision = $2",
                         &[&g, &int(*revision)],
                     )

@@ -58,7 +58,7 @@ const ATTEMPT_ROW: &str = "SELECT digest, revision, events, committed_at, attemp
 const EVENTS_AFTER: &str = "SELECT revision, at, json, chain FROM events WHERE goal = ?1 AND revision >= ?2 ORDER BY revision LIMIT ?3";
 /// A page of a goal's receipts after a revision, in commit order.
 const OPERATIONS_AFTER: &str =
-    "SELECT operation, digest, revision, events, committed_at, actor, kinds FROM commits
+    "SELECT operation, digest, revision, events, committed_at, actor, kinds, authorship FROM commits
      WHERE goal = ?1 AND revision > ?2 ORDER BY revision, events = 0, seq LIMIT ?3";
 /// The receipts on event rows that compaction up to a revision deletes or keeps.
 const RECEIPTS_TO_KEEP: &str = "SELECT revision, commit_events, operation, digest, at FROM events
@@ -581,15 +581,16 @@ impl Dialect for Sqlite<'_> {
             } => {
                 run(
                     self.conn,
-                    "INSERT INTO receipts (goal, operation, digest, revision, events, committed_at, actor, kinds)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                    "INSERT INTO receipts (goal, operation, digest, revision, events, committed_at, actor, kinds, authorship)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,
+                             (SELECT authorship FROM events WHERE goal = ?1 AND revision = ?4))",
                     params![g, operation, digest, int(*revision), int(*events), at, actor, kinds],
                 )?;
                 // An event row that compaction keeps holds the receipt no more (the others go).
                 if *revision > target {
                     run(
                         self.conn,
-                        "UPDATE events SET operation = NULL, digest = NULL, commit_events = NULL
+                        "UPDATE events SET operation = NULL, digest = NULL, commit_events = NULL, authorship = NULL
                          WHERE goal = ?1 AND revision = ?2",
                         params![g, int(*revision)],
                     )?;
@@ -700,8 +701,8 @@ fn write_commit(
         // The receipt rides on the commit's last event row.
         let mut insert = tx
             .prepare_cached(
-                "INSERT INTO events (goal, revision, at, json, operation, digest, commit_events, attempt, chain)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                "INSERT INTO events (goal, revision, at, json, operation, digest, commit_events, attempt, chain, authorship)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             )
             .map_err(sql)?;
         for ((event, json), chain) in prepared
@@ -723,6 +724,7 @@ fn write_commit(
                     last.then_some(int(receipt.events)),
                     last.then_some(prepared.attempt.as_str()),
                     chain,
+                    prepared.authorship.as_deref().filter(|_| last),
                 ])
                 .map_err(sql)?;
         }
@@ -731,8 +733,8 @@ fn write_commit(
         // A recorded no-op changes nothing but its receipt.
         return run(
             tx,
-            "INSERT INTO receipts (goal, operation, digest, revision, events, committed_at, actor, kinds, attempt)
-             VALUES (?1, ?2, ?3, ?4, 0, ?5, NULL, '[]', ?6)",
+            "INSERT INTO receipts (goal, operation, digest, revision, events, committed_at, actor, kinds, attempt, authorship)
+             VALUES (?1, ?2, ?3, ?4, 0, ?5, NULL, '[]', ?6, ?7)",
             params![
                 goal,
                 receipt.operation.as_str(),
@@ -740,6 +742,7 @@ fn write_commit(
                 int(receipt.revision),
                 receipt.committed_at.as_millis(),
                 prepared.attempt,
+                prepared.authorship,
             ],
         )
         .map(drop);

@@ -14,7 +14,7 @@ use super::{Durability, SqliteOptions, wal};
 use crate::clock::StoreClock;
 
 /// The newest database schema this build reads and writes.
-pub const SCHEMA_VERSION: u32 = 6;
+pub const SCHEMA_VERSION: u32 = 7;
 
 /// The migrations, in order: migration `n` takes the schema from `n - 1` to `n`.
 const MIGRATIONS: &[(u32, &str)] = &[
@@ -38,6 +38,10 @@ const MIGRATIONS: &[(u32, &str)] = &[
     (
         6,
         include_str!("../../migrations/sqlite/0006_store_settings.sql"),
+    ),
+    (
+        7,
+        include_str!("../../migrations/sqlite/0007_authorship.sql"),
     ),
 ];
 

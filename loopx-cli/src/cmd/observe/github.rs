@@ -7,7 +7,6 @@
 //! refused token, unknown pull request, malformed body) writes nothing. The token is read from
 //! the environment variable named by `--token-env` only, and never printed.
 
-use loopx_kernel::submit;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
@@ -73,15 +72,9 @@ pub async fn run(ctx: &Ctx, args: &GitHubArgs) -> Result<Exit, CliError> {
         let command = Command::RecordObservation {
             observation: observation.clone(),
         };
-        let done = submit(
-            backend.store(),
-            &goal,
-            &actor,
-            ctx.now,
-            &command,
-            &operation,
-        )
-        .await?;
+        let done = ctx
+            .submit_as(&backend, &goal, &actor, &command, &operation)
+            .await?;
         let changed = !done.events.is_empty();
         let key = observation.key.to_string();
         let what = if done.replayed {

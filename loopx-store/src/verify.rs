@@ -1,0 +1,231 @@
+//! Re-checking a goal's recorded commits against what they were made from (store schema 7).
+//!
+//! Each commit keeps its [`Authorship`](loopx_kernel::seams::Authorship) with its receipt: the
+//! command as submitted and its actor's signature. [`verify_history`] walks the goal's kept
+//! history commit by commit, on the state before each, and checks that
+//!
+//! - the receipt's digest is the command's ([`loopx_kernel::write::digest`] of the actor and
+//!   the command), so the command was not changed;
+//! - on a signed goal, the signature verifies under the keys registered at that revision
+//!   ([`loopx_kernel::identity::authenticate`]);
+//! - the kernel, re-executing the command at the commit's time on the state before it, records
+//!   exactly the events the store holds.
+//!
+//! A row edited directly in the database — an event's payload changed and the chain recomputed
+//! by the editor, or a stored command changed — fails one of these and is named by goal and
+//! revision. Commits written before schema 7 (or by an import) carry no authorship: they are
+//! counted as unverifiable history, not reported as damage. The chain check, the replay check
+//! and the row checks (`loopx doctor`) find damage of other kinds; this finds a history that is
+//! self-consistent but not what its commands make.
+
+use loopx_kernel::seams::{Store, StoreError};
+use loopx_kernel::write::stamp;
+use loopx_kernel::{GoalId, GoalState, RecordedEvent, execute};
+
+use crate::retention::Retention;
+
+/// How many rows are read per page.
+const PAGE: usize = 1000;
+
+/// What re-checking one goal's history found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Verification {
+    /// Commits whose command, signature and events were re-checked and agree.
+    pub verified: u64,
+    /// Commits that keep no authorship (written before store schema 7, by an import, or
+    /// compacted): they cannot be re-checked, which is not damage.
+    pub unverifiable: u64,
+    /// The commits that do not agree with what they were made from, in revision order.
+    pub findings: Vec<Finding>,
+}
+
+/// One commit that does not agree with what it was made from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// The goal.
+    pub goal: GoalId,
+    /// The revision the commit produced (its last event's).
+    pub revision: u64,
+    /// What disagrees, in words.
+    pub problem: String,
+}
+
+impl std::fmt::Display for Finding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "goal `{}` at revision {}: {}",
+            self.goal, self.revision, self.problem
+        )
+    }
+}
+
+/// Re-checks every kept commit of `goal` (see the module's documentation). Reads only.
+///
+/// # Errors
+/// The store's errors (a history that does not fold is [`StoreError::Corrupt`]).
+pub async fn verify_history<S: Retention + ?Sized>(
+    store: &S,
+    goal: &GoalId,
+) -> Result<Verification, StoreError> {
+    let base = match store.base(goal).await? {
+        Some(snapshot) => Some(
+            snapshot
+                .into_state()
+                .map_err(|error| corrupt(goal, &error))?,
+        ),
+        None => None,
+    };
+    let after = base.as_ref().map_or(0, |s| s.revision);
+    let events = all_events(store, goal, after).await?;
+    let mut operations = Vec::new();
+    let mut from = after;
+    loop {
+        let page = store.operations(goal, from, PAGE).await?;
+        let Some(last) = page.last() else { break };
+        from = last.receipt.revision;
+        let full = page.len() == PAGE;
+        operations.extend(page);
+        if !full {
+            break;
+        }
+    }
+    let mut outcome = Verification::default();
+    let mut state = base;
+    let mut next = 0usize;
+    for operation in operations.iter().filter(|o| o.receipt.events > 0) {
+        let receipt = &operation.receipt;
+        let count = usize::try_from(receipt.events).unwrap_or(usize::MAX);
+        let Some(recorded) = events.get(next..next.saturating_add(count)) else {
+            return Err(StoreError::Corrupt {
+                detail: format!(
+                    "goal `{goal}`: the receipt at revision {} names {} events the history does not hold; restore the store from a backup",
+                    receipt.revision, receipt.events
+                ),
+            });
+        };
+        next += count;
+        if let Some(authorship) = &operation.authorship {
+            if let Some(problem) =
+                check_commit(state.as_ref(), goal, operation, authorship, recorded)
+            {
+                outcome.findings.push(Finding {
+                    goal: goal.clone(),
+                    revision: receipt.revision,
+                    problem,
+                });
+            } else {
+                outcome.verified += 1;
+            }
+        } else {
+            outcome.unverifiable += 1;
+        }
+        // On from the events as recorded, so one finding does not hide the next.
+        state = Some(fold(state, recorded, goal)?);
+    }
+    Ok(outcome)
+}
+
+/// What is wrong with one commit, if anything.
+fn check_commit(
+    before: Option<&GoalState>,
+    goal: &GoalId,
+    operation: &crate::retention::OperationRecord,
+    authorship: &loopx_kernel::seams::Authorship,
+    recorded: &[RecordedEvent],
+) -> Option<String> {
+    let first = recorded.first()?;
+    let (actor, at) = (&first.actor, first.at);
+    let receipt = &operation.receipt;
+    let command = &authorship.command;
+    let digest = loopx_kernel::write::digest(actor, command);
+    if digest != receipt.digest {
+        return Some(format!(
+            "the stored command is not the one the receipt's digest covers (it was changed after the commit by `{actor}`)"
+        ));
+    }
+    if let Err(refusal) = loopx_kernel::identity::authenticate(
+        before.map(|s| &s.spec),
+        goal,
+        actor,
+        command,
+        &receipt.operation,
+        &digest,
+        authorship.signature.as_ref(),
+    ) {
+        return Some(format!(
+            "the commit's signature does not verify against the keys registered at revision {} ({}: {refusal})",
+            before.map_or(0, |s| s.revision),
+            refusal.code()
+        ));
+    }
+    let after = before.map_or(0, |s| s.revision);
+    let expected = match execute(before, actor, at, command) {
+        Ok(events) => stamp(after, actor, at, events),
+        Err(refusal) => {
+            return Some(format!(
+                "the kernel refuses the stored command on the state before it ({}): the history before it or the command was changed",
+                refusal.code()
+            ));
+        }
+    };
+    let same = expected.len() == recorded.len()
+        && expected.iter().zip(recorded).all(|(a, b)| {
+            serde_json::to_value(a).ok() == serde_json::to_value(b).ok() && a.at == b.at
+        });
+    if same {
+        None
+    } else {
+        let at_revision = expected
+            .iter()
+            .zip(recorded)
+            .find(|(a, b)| serde_json::to_value(a).ok() != serde_json::to_value(b).ok())
+            .map_or(receipt.revision, |(_, b)| b.revision);
+        Some(format!(
+            "the recorded events are not what the command makes (first difference at revision {at_revision}): an event was changed after the commit"
+        ))
+    }
+}
+
+async fn all_events<S: Store + ?Sized>(
+    store: &S,
+    goal: &GoalId,
+    after: u64,
+) -> Result<Vec<RecordedEvent>, StoreError> {
+    let mut events = Vec::new();
+    let mut from = after;
+    loop {
+        let page = store.events(goal, from, PAGE).await?;
+        let Some(last) = page.last() else { break };
+        from = last.revision;
+        let full = page.len() == PAGE;
+        events.extend(page);
+        if !full {
+            break;
+        }
+    }
+    Ok(events)
+}
+
+fn fold(
+    state: Option<GoalState>,
+    events: &[RecordedEvent],
+    goal: &GoalId,
+) -> Result<GoalState, StoreError> {
+    let folded = match state {
+        Some(mut state) => events
+            .iter()
+            .try_for_each(|e| state.apply(e))
+            .map(|()| state),
+        None => GoalState::replay(events),
+    };
+    folded.map_err(|error| corrupt(goal, &error))
+}
+
+fn corrupt(goal: &GoalId, error: &impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt {
+        detail: format!(
+            "goal `{goal}`: its history does not fold ({error}); restore the store from a backup"
+        ),
+    }
+}
