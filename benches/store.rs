@@ -11,7 +11,11 @@
 //! - turn cycles per second with several agents committing at once;
 //! - cold load of a goal with 100k events (target ≤ 100 ms);
 //! - stored bytes per settled turn (target ≤ 2 KiB): file growth on SQLite, growth of
-//!   `pg_total_relation_size` over the store's tables on PostgreSQL.
+//!   `pg_total_relation_size` over the store's tables on PostgreSQL;
+//! - what signing costs a settle commit on SQLite at `FULL`: settle commits on a signed goal
+//!   (every command signed by its actor, the verdict by its validator, both verified) against
+//!   the same on a declared goal, alternating in blocks (target ≥ 0.9×), beside the time the
+//!   two verifications of one settle take.
 //!
 //! Run with `cargo bench -p loopx-benches --bench store`; `-- cold` runs only the cold loads
 //! (with the time decoding the snapshot alone takes), `-- sqlite` only the other SQLite figures,
@@ -22,7 +26,9 @@
 //! them the benchmark says so and exits with a failure.
 
 use loopx_kernel::write::stamp;
-use loopx_kernel::{StoreExt, SubmitError, Submitted};
+use loopx_kernel::{
+    Identity, RegisteredKey, SecretKey, Signer, StoreExt, SubmitError, Submitted, identity,
+};
 use loopx_provider::clock::SystemClock;
 use std::path::Path;
 use std::thread;
@@ -173,6 +179,7 @@ fn sqlite_figures(dir: &Path) -> Result<(), Failure> {
         floor.0 / floor.1,
         settle_medians / floor.2.max(1e-9),
     );
+    signature_cost(dir)?;
     let runtime = Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -467,6 +474,174 @@ fn owner() -> Actor {
     Actor::Person(id("owner"))
 }
 
+/// The keys of a signed goal's actors: the owner, each agent, the validator.
+struct Keys {
+    owner: SecretKey,
+    agents: Vec<SecretKey>,
+    validator: SecretKey,
+}
+
+impl Keys {
+    fn new() -> Keys {
+        let key = |n: usize| SecretKey::from_seed([u8::try_from(n % 250).unwrap_or(0) + 1; 32]);
+        Keys {
+            owner: key(200),
+            agents: (0..AGENTS).map(key).collect(),
+            validator: key(201),
+        }
+    }
+
+    /// The signer of `actor`, if it is one of these.
+    fn of(&self, actor: &Actor) -> Option<&dyn Signer> {
+        match actor {
+            Actor::Person(_) => Some(&self.owner),
+            Actor::Validator(_) => Some(&self.validator),
+            Actor::Agent(agent) => (0..AGENTS)
+                .find(|n| self::agent(*n) == *agent)
+                .map(|n| &self.agents[n] as &dyn Signer),
+            _ => None,
+        }
+    }
+
+    /// `spec` made signed, with every key registered.
+    fn sign(&self, mut spec: GoalSpec) -> GoalSpec {
+        spec.identity = Identity::Signed;
+        let validator = Actor::Validator(id("tests"));
+        spec.keys = [(owner(), &self.owner), (validator, &self.validator)]
+            .into_iter()
+            .chain((0..AGENTS).map(|n| (Actor::Agent(agent(n)), &self.agents[n])))
+            .map(|(actor, key)| RegisteredKey {
+                actor,
+                key: key.public_key(),
+            })
+            .collect();
+        spec
+    }
+}
+
+/// Settle commits on a signed goal against the same on a declared one, on SQLite at `FULL`, in
+/// alternating blocks; and the time the two verifications of one settle take alone.
+fn signature_cost(dir: &Path) -> Result<(), Failure> {
+    let runtime = Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let now = Timestamp::parse("2026-11-29T10:00:00Z")?;
+    let keys = Keys::new();
+    let open = |name: &str| {
+        let options = SqliteOptions::default().durability(Durability::Full);
+        SqliteStore::create_with(dir.join(format!("{name}.db")), options)
+    };
+    let (declared, signed) = (open("declared")?, open("signed")?);
+    let declared_goal = runtime.block_on(seeded_goal(&declared, "declared", TODOS, now))?;
+    let signed_goal: GoalId = id("signed");
+    runtime.block_on(async {
+        let spec = keys.sign(spec("signed", &id("owner")));
+        let create = Command::CreateGoal { spec };
+        paced_submit(
+            Some(&keys),
+            &signed,
+            &signed_goal,
+            &owner(),
+            now,
+            &create,
+            &id("create"),
+        )
+        .await?;
+        for t in 0..TODOS {
+            let mut todo = NewTodo::advance(id(format!("t{t}")), "measured work");
+            todo.idempotent = true;
+            let add = Command::AddTodo { todo };
+            let op: OperationId = id(format!("signed-add-{t}"));
+            paced_submit(Some(&keys), &signed, &signed_goal, &owner(), now, &add, &op).await?;
+        }
+        Ok::<_, Failure>(())
+    })?;
+    let (mut plain, mut with_keys) = (Vec::new(), Vec::new());
+    for round in 0..ROUNDS {
+        for n in (round * TURNS / ROUNDS)..((round + 1) * TURNS / ROUNDS) {
+            let todo: TodoId = id(format!("t{}", n % TODOS));
+            let who = agent(n % AGENTS);
+            let turn = format!("turn-{n}");
+            let cycle = |keys, store, goal| {
+                runtime.block_on(turn_cycle(
+                    keys, store, goal, &who, &todo, &turn, now, &no_frames,
+                ))
+            };
+            plain.push(cycle(None, &declared, &declared_goal)?.0);
+            with_keys.push(cycle(Some(&keys), &signed, &signed_goal)?.0);
+        }
+    }
+    let (plain_rate, signed_rate) = (
+        per_second(plain.len(), plain.iter().sum()),
+        per_second(with_keys.len(), with_keys.iter().sum()),
+    );
+    let verify = verification_time(&runtime, &signed, &signed_goal, &keys)?;
+    println!(
+        "signed settle commits @full: {signed_rate:.0}/s vs declared {plain_rate:.0}/s = {:.2}x (target ≥ 0.9x: {}); verifying one settle (the command's signature and the verdict's) takes {:.0} µs, {:.1} % of a signed settle commit's median latency",
+        signed_rate / plain_rate,
+        against(signed_rate / plain_rate, 0.9, Goal::AtLeast),
+        verify.as_secs_f64() * 1e6,
+        100.0 * verify.as_secs_f64() / median(&mut with_keys).as_secs_f64().max(1e-9),
+    );
+    Ok(())
+}
+
+/// Verifications timed for the mean.
+const VERIFY_RUNS: u32 = 2_000;
+
+/// The mean time of the two verifications a signed settle takes (the command's signature, the
+/// verdict's), on a settlement of the signed goal's shape.
+fn verification_time(
+    runtime: &Runtime,
+    store: &SqliteStore,
+    goal: &GoalId,
+    keys: &Keys,
+) -> Result<StdDuration, Failure> {
+    let state = runtime
+        .block_on(store.load(goal))?
+        .ok_or("the signed goal is gone")?;
+    let (todo, turn): (TodoId, TurnId) = (id("t0"), id("turn-verify"));
+    let validator = Actor::Validator(id("tests"));
+    let verdict = Verdict {
+        validator,
+        outcome: VerdictOutcome::Progress,
+        summary: "a bounded step proven".into(),
+        signature: None,
+    };
+    let verdict = identity::sign_verdict(&keys.validator, goal, &todo, &turn, 1, verdict, &[]);
+    let settlement = Settlement {
+        todo,
+        epoch: 1,
+        turn,
+        verdict,
+        evidence: vec![],
+        observations: vec![],
+        transition: Transition::KeepOpen,
+        usage: Amounts::ONE_TURN,
+        failure: None,
+    };
+    let me = Actor::Agent(agent(0));
+    let command = Command::SettleTurn(settlement.clone());
+    let op: OperationId = id("op-verify");
+    let digest = loopx_kernel::write::digest(&me, &command);
+    let signature = keys.agents[0].sign(&identity::command_message(goal, &op, &digest));
+    let start = Instant::now();
+    for _ in 0..VERIFY_RUNS {
+        identity::authenticate(
+            Some(&state.spec),
+            goal,
+            &me,
+            &command,
+            &op,
+            &digest,
+            Some(&signature),
+        )?;
+        identity::verify_verdict(&state.spec, &settlement, &[&me])?;
+    }
+    Ok(start.elapsed() / VERIFY_RUNS)
+}
+
 fn agent(n: usize) -> AgentId {
     id(format!("agent-{n}"))
 }
@@ -502,6 +677,7 @@ async fn seeded_goal<S: Store>(
         spec: spec(goal, &id("owner")),
     };
     paced_submit(
+        None,
         store,
         &goal_id,
         &owner(),
@@ -515,6 +691,7 @@ async fn seeded_goal<S: Store>(
         todo.idempotent = true;
         let op: OperationId = id(format!("{goal}-add-{t}"));
         paced_submit(
+            None,
             store,
             &goal_id,
             &owner(),
@@ -530,6 +707,7 @@ async fn seeded_goal<S: Store>(
 /// The write path as hosts and the engine take it: through the goal handle, pausing on a real
 /// clock between attempts when other writers move the goal.
 async fn paced_submit<S: Store>(
+    keys: Option<&Keys>,
     store: &S,
     goal: &GoalId,
     actor: &Actor,
@@ -537,9 +715,11 @@ async fn paced_submit<S: Store>(
     command: &Command,
     operation: &OperationId,
 ) -> Result<Submitted, SubmitError> {
-    store
-        .goal(goal)
-        .paced(&SystemClock)
+    let mut handle = store.goal(goal).paced(&SystemClock);
+    if let Some(signer) = keys.and_then(|k| k.of(actor)) {
+        handle = handle.signed_by(signer);
+    }
+    handle
         .submit_operation(actor, now, command, operation)
         .await
 }
@@ -547,7 +727,12 @@ async fn paced_submit<S: Store>(
 /// Claim, begin and settle one turn on `todo` (kept open, so it can cycle again). Returns the
 /// time the settle commit took and, when `frames` tells and no checkpoint restarted the log
 /// meanwhile, how many log frames it wrote.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the cycle's whole setting, named"
+)]
 async fn turn_cycle<S: Store>(
+    keys: Option<&Keys>,
     store: &S,
     goal: &GoalId,
     who: &AgentId,
@@ -563,7 +748,16 @@ async fn turn_cycle<S: Store>(
         workspace: None,
         grant_reason: None,
     };
-    let claimed = paced_submit(store, goal, &me, now, &claim, &id(format!("{turn}-claim"))).await?;
+    let claimed = paced_submit(
+        keys,
+        store,
+        goal,
+        &me,
+        now,
+        &claim,
+        &id(format!("{turn}-claim")),
+    )
+    .await?;
     let epoch = claimed.state.todos.get(todo).map_or(0, |t| t.last_epoch);
     let turn_id: TurnId = id(turn);
     let begin = Command::BeginTurn {
@@ -572,17 +766,31 @@ async fn turn_cycle<S: Store>(
         turn: turn_id.clone(),
         reserve: None,
     };
-    paced_submit(store, goal, &me, now, &begin, &id(format!("{turn}-begin"))).await?;
+    paced_submit(
+        keys,
+        store,
+        goal,
+        &me,
+        now,
+        &begin,
+        &id(format!("{turn}-begin")),
+    )
+    .await?;
+    let mut verdict = Verdict {
+        validator: Actor::Validator(id::<SourceId>("tests")),
+        outcome: VerdictOutcome::Progress,
+        summary: "a bounded step proven".into(),
+        signature: None,
+    };
+    if let Some(keys) = keys {
+        verdict =
+            identity::sign_verdict(&keys.validator, goal, todo, &turn_id, epoch, verdict, &[]);
+    }
     let settle = Command::SettleTurn(Settlement {
         todo: todo.clone(),
         epoch,
         turn: turn_id,
-        verdict: Verdict {
-            validator: Actor::Validator(id::<SourceId>("tests")),
-            outcome: VerdictOutcome::Progress,
-            summary: "a bounded step proven".into(),
-            signature: None,
-        },
+        verdict,
         evidence: vec![],
         observations: vec![],
         transition: Transition::KeepOpen,
@@ -596,6 +804,7 @@ async fn turn_cycle<S: Store>(
     let before = frames();
     let start = Instant::now();
     paced_submit(
+        keys,
         store,
         goal,
         &me,
@@ -652,6 +861,7 @@ fn settle_commits<S: Store>(
     for n in 0..WARM_TURNS {
         let todo: TodoId = id(format!("t{}", n % todos));
         runtime.block_on(turn_cycle(
+            None,
             store,
             &goal,
             &agent(n % AGENTS),
@@ -671,6 +881,7 @@ fn settle_commits<S: Store>(
             settling.push(
                 runtime
                     .block_on(turn_cycle(
+                        None,
                         store,
                         &goal,
                         &who,
@@ -748,6 +959,7 @@ where
                         // operation ids, as its error asks; the give-ups are counted.
                         loop {
                             match runtime.block_on(turn_cycle(
+                                None,
                                 &store,
                                 &goal,
                                 &agent(n),
@@ -834,8 +1046,9 @@ fn many_goals<S: Store>(
                 let todo: TodoId = id(format!("t{}", k % TODOS));
                 let who = agent(k % AGENTS);
                 let turn = format!("turn-{g}-{k}");
-                let (time, written) =
-                    runtime.block_on(turn_cycle(&store, goal, &who, &todo, &turn, now, &frames))?;
+                let (time, written) = runtime.block_on(turn_cycle(
+                    None, &store, goal, &who, &todo, &turn, now, &frames,
+                ))?;
                 settling.push(time);
                 pages.extend(written);
             }
@@ -1029,11 +1242,20 @@ fn settle_latency<S: Store>(
             todo: NewTodo::advance(todo.clone(), "work on an old goal"),
         };
         let operation = id(format!("{label}-add-{n}"));
-        runtime.block_on(paced_submit(store, goal, &owner(), now, &add, &operation))?;
+        runtime.block_on(paced_submit(
+            None,
+            store,
+            goal,
+            &owner(),
+            now,
+            &add,
+            &operation,
+        ))?;
         let turn = format!("{label}-turn-{n}");
         times.push(
             runtime
                 .block_on(turn_cycle(
+                    None,
                     store,
                     goal,
                     &agent(n % AGENTS),

@@ -7,7 +7,7 @@ mod support;
 
 use std::collections::BTreeMap;
 
-use loopx_kernel::{Actor, Command, EffectIntent, GoalId, Timestamp, submit};
+use loopx_kernel::{Actor, Command, EffectIntent, GoalId, StoreExt as _, Timestamp};
 use loopx_store::SqliteStore;
 use support::{Loopx, at};
 
@@ -77,12 +77,15 @@ fn pending() -> Loopx {
     let goal: GoalId = GOAL.parse().expect("id");
     let actor = Actor::Agent("agent-a".parse().expect("id"));
     let now = Timestamp::parse(&ten).expect("time");
+    // Signed with the agent's key from the store's key directory, as its engine would.
+    let key = loopx_provider::keys::KeyDir::new(format!("{}.keys", lx.store))
+        .get(&actor)
+        .expect("the key directory reads")
+        .expect("the agent's key");
     tokio::runtime::Builder::new_current_thread()
         .build()
         .expect("a runtime")
-        .block_on(submit(
-            &store,
-            &goal,
+        .block_on(store.goal(&goal).signed_by(&key.secret).submit_operation(
             &actor,
             now,
             &command,

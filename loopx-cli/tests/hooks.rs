@@ -7,7 +7,7 @@
 mod support;
 
 use serde_json::{Value, json};
-use support::{GOAL, Loopx, at, head, passing, turn};
+use support::{GOAL, Loopx, at, head, passing, turn, validator_key};
 
 fn fixture(name: &str) -> String {
     let path = format!(
@@ -68,6 +68,8 @@ fn goal(lx: &Loopx, id: &str, now: &str) {
         "agent-a",
         "--agent",
         "agent-b",
+        "--register-key",
+        &validator_key(lx),
     ]);
 }
 

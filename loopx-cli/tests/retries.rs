@@ -15,6 +15,7 @@ fn store() -> Loopx {
     lx.ok(&["init"]);
     let validator = lx.register_key("validator:ci");
     let provider = lx.register_key("provider:observer");
+    let turns = support::validator_key(&lx);
     lx.ok(&[
         "--goal",
         "g",
@@ -34,6 +35,8 @@ fn store() -> Loopx {
         &validator,
         "--register-key",
         &provider,
+        "--register-key",
+        &turns,
     ]);
     lx
 }
@@ -206,7 +209,18 @@ fn every_verb_retried_on_the_wall_clock_replays() {
         "settle.json",
         &settlement("a", epoch.parse().expect("epoch"), "turn-1", &[], &[]),
     );
-    twice(&lx, agent, "settle", &["settle", "--file", &file]);
+    let verdict = support::signed_verdict(
+        &lx,
+        "g",
+        None,
+        &settlement("a", epoch.parse().expect("epoch"), "turn-1", &[], &[]),
+    );
+    twice(
+        &lx,
+        agent,
+        "settle",
+        &["settle", "--file", &file, "--verdict", &verdict],
+    );
     twice(
         &lx,
         "person:owner",
@@ -319,9 +333,23 @@ fn of_eight_concurrent_duplicate_settles_exactly_one_committed() {
         ],
     ]
     .concat());
-    let file = lx.json_file("settle.json", &settlement("a", epoch, "turn-1", &[], &[]));
+    let turn = settlement("a", epoch, "turn-1", &[], &[]);
+    let file = lx.json_file("settle.json", &turn);
+    let verdict = support::signed_verdict(&lx, "g", Some(&now), &turn);
     let revision = lx.revision("g");
-    let settle = [&me[..], &["--op", "settle-1", "settle", "--file", &file]].concat();
+    let settle = [
+        &me[..],
+        &[
+            "--op",
+            "settle-1",
+            "settle",
+            "--file",
+            &file,
+            "--verdict",
+            &verdict,
+        ],
+    ]
+    .concat();
     let children: Vec<_> = (0..PROCESSES).map(|_| lx.spawn(&settle)).collect();
     let runs: Vec<_> = children.into_iter().map(finish).collect();
     for run in &runs {

@@ -88,7 +88,12 @@ fn an_agent_carries_the_verdict_its_validator_signed_but_cannot_make_one() {
         "change the output layer",
     ]);
     let agent = |rest: &[&str]| by.run("agent:agent-a", &agent_key, &t0, rest);
-    by.ok("agent:agent-a", &agent_key, &t0, &["claim", "--todo", "edit", "--ttl", "30m"]);
+    by.ok(
+        "agent:agent-a",
+        &agent_key,
+        &t0,
+        &["claim", "--todo", "edit", "--ttl", "30m"],
+    );
     by.ok(
         "agent:agent-a",
         &agent_key,
@@ -208,7 +213,12 @@ fn an_agent_carries_the_verdict_its_validator_signed_but_cannot_make_one() {
         "person:maintainer",
         &owner_key,
         &t0,
-        &["goal", "amend", "--unregister-validator", "tests=validator:lint"],
+        &[
+            "goal",
+            "amend",
+            "--unregister-validator",
+            "tests=validator:lint",
+        ],
     );
     let (code, refused) = (run.code, run.json());
     assert_eq!(code, 5, "{refused:#}");

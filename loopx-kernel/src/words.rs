@@ -5,10 +5,10 @@
 
 use std::fmt::Write as _;
 
+use crate::budget::{Amounts, Dimension};
 use crate::decide::{
     Decision, LeaseStep, Question, RepairIssue, ReplanReason, Stuck, TerminalOutcome, WaitReason,
 };
-use crate::budget::{Amounts, Dimension};
 use crate::evidence::Freshness;
 use crate::fix::{Fix, Who};
 use crate::ids::CriterionId;

@@ -565,7 +565,7 @@ impl<'a> Call<'a> {
             Err(_) if start == Start::AtHand => return Ok(None),
             Err(refusal) => return Err(SubmitError::Refused(refusal)),
         }
-                // A goal's time never runs backwards: a caller whose clock is behind the last commit is
+        // A goal's time never runs backwards: a caller whose clock is behind the last commit is
         // brought up to it, and validated and stamped there. How far ahead it may run is the
         // store's to bound, by its own clock and the goal's skew.
         let now = current

@@ -113,13 +113,20 @@ fn actor_key(text: &str) -> Result<RegisteredKey, CliError> {
 /// owner's own key, or the key of an agent the owner registers and runs here); whether it was
 /// made.
 fn local_key(ctx: &Ctx, actor: &Actor) -> Result<(PublicKey, bool), CliError> {
-    if let Some(key) = ctx.key_of(actor)? {
+    // `LOOPX_KEY` is the acting actor's: the others' keys come from the key directory only.
+    let acting = ctx.actor_opt()?.as_ref() == Some(actor);
+    let held = if acting {
+        ctx.key_of(actor)?
+    } else {
+        ctx.keys().get(actor)?
+    };
+    if let Some(key) = held {
         return Ok((key.public_key(), false));
     }
     match ctx.keys().create(actor) {
         Ok(key) => Ok((key.public_key(), true)),
         // Made by a concurrent invocation: read it.
-        Err(loopx_provider::keys::KeyError::Exists { .. }) => match ctx.key_of(actor)? {
+        Err(loopx_provider::keys::KeyError::Exists { .. }) => match ctx.keys().get(actor)? {
             Some(key) => Ok((key.public_key(), false)),
             None => Err(loopx_provider::keys::KeyError::NotFound {
                 actor: actor.clone(),
@@ -137,6 +144,13 @@ fn git_provider() -> Result<Actor, CliError> {
     Ok(Actor::Provider(loopx_kernel::SourceId::new(
         crate::cmd::run::GIT_PROVIDER,
     )?))
+}
+
+/// The validator `loopx run` checks `agent`'s turns with (`validator:validate.AGENT`): on one
+/// machine its key sits beside the agent's, which suits a local goal; for independence, register
+/// a validator whose key lives where the agent cannot read it, and carry its `loopx verdict`.
+fn run_validator(agent: &loopx_kernel::AgentId) -> Result<Actor, CliError> {
+    Ok(Actor::Validator(crate::cmd::run::validator_source(agent)?))
 }
 
 /// The keys made in the key directory, as `goal create` and `goal amend` report them.
@@ -162,17 +176,23 @@ fn made_text(ctx: &Ctx, made: &[RegisteredKey]) -> String {
     })
 }
 
-/// On a signed spec, registers the key this machine holds for the owner, each agent and
-/// `provider:git` when the spec registers none for them (made in the key directory when
-/// missing); the keys made.
+/// On a signed spec, registers the key this machine holds for the owner, each agent,
+/// `provider:git` and the validator `loopx run` uses for each agent, when the spec registers
+/// none for them (made in the key directory when missing); the keys made.
 fn register_local_keys(ctx: &Ctx, spec: &mut GoalSpec) -> Result<Vec<RegisteredKey>, CliError> {
     let mut made = Vec::new();
     if spec.identity != Identity::Signed {
         return Ok(made);
     }
+    let validators = spec
+        .agents
+        .iter()
+        .map(run_validator)
+        .collect::<Result<Vec<_>, _>>()?;
     let locals = std::iter::once(spec.owner_actor())
         .chain(spec.agents.iter().cloned().map(Actor::Agent))
         .chain(std::iter::once(git_provider()?))
+        .chain(validators)
         .collect::<Vec<_>>();
     for actor in locals {
         if spec.keys_of(&actor).next().is_some() {
@@ -510,6 +530,7 @@ async fn amend(ctx: &Ctx, args: AmendArgs) -> Result<Exit, CliError> {
     let mut locals: Vec<Actor> = Vec::new();
     for agent in args.register {
         locals.push(Actor::Agent(agent.clone()));
+        locals.push(run_validator(&agent)?);
         amendments.push(Amendment::RegisterAgent { agent });
     }
     if signed && !locals.is_empty() {
@@ -542,8 +563,6 @@ async fn amend(ctx: &Ctx, args: AmendArgs) -> Result<Exit, CliError> {
         let (check, validator) = check_and_validator(text)?;
         amendments.push(Amendment::UnregisterValidator { check, validator });
     }
-    let backend = ctx.open().await?;
-    let state = ctx.load(&backend, &goal).await?;
     if args.limits.any() {
         amendments.push(Amendment::SetBudget {
             limits: args.limits.over(state.spec.budget),

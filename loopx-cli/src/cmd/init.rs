@@ -2,8 +2,8 @@
 //! operator's signing key, so that the goals this operator creates are signed from the start.
 
 use clap::Args;
-use loopx_store::StoreClock;
 use loopx_kernel::{Actor, PersonId};
+use loopx_store::StoreClock;
 use serde_json::json;
 
 use crate::cmd::key;

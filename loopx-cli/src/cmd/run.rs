@@ -35,6 +35,11 @@ use crate::store::Location;
 /// `goal create` registers on a signed goal.
 pub const GIT_PROVIDER: &str = "git";
 
+/// The validator `run` checks `agent`'s turns with: `validate.AGENT`.
+pub fn validator_source(agent: &AgentId) -> Result<SourceId, loopx_kernel::InvalidId> {
+    SourceId::new(format!("validate.{agent}"))
+}
+
 /// Flags of `loopx run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -106,13 +111,10 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> Result<Exit, CliError> {
         }
         // A command the goal cannot verify is refused the same way every time: the next step
         // would decide `continue` again and never end. It is the caller's to fix (exit 3).
-        if let Some(TurnOutcome::NotStarted { refusal, .. }) = &report.turn
-            && matches!(
-                refusal,
-                Refusal::SignatureMissing { .. }
-                    | Refusal::KeyUnregistered { .. }
-                    | Refusal::SignatureInvalid { .. }
-            )
+        if let Some(
+            TurnOutcome::NotStarted { refusal, .. } | TurnOutcome::LeaseLost { refusal, .. },
+        ) = &report.turn
+            && unverifiable(refusal)
         {
             return Err(refusal.clone().into());
         }
@@ -230,7 +232,7 @@ async fn build(
         });
     let executor = CommandExecutor::new(command(args, "--exec", &args.exec, &workspace)?, journal);
     let validator = CommandValidator::new(
-        SourceId::new(format!("validate.{agent}"))?,
+        validator_source(agent)?,
         args.check.clone(),
         args.subject.clone(),
         &workspace,
@@ -250,11 +252,11 @@ async fn build(
         ..EngineOptions::default()
     };
     let key = ObservationKey::new(format!("head:{}", args.subject))?;
-    let keyring = keyring(
-        ctx,
-        agent,
-        &[loopx_kernel::seams::Provider::source(&head).clone()],
-    )?;
+    let others = [
+        Actor::Provider(loopx_kernel::seams::Provider::source(&head).clone()),
+        Actor::Validator(validator_source(agent)?),
+    ];
+    let keyring = keyring(ctx, agent, &others)?;
     Ok(Engine::builder(
         agent.clone(),
         store,
@@ -268,21 +270,37 @@ async fn build(
     .build())
 }
 
+/// Whether `refusal` says the goal cannot verify who issued a command or a verdict: the same
+/// again on every step, until someone registers or hands over a key.
+fn unverifiable(refusal: &Refusal) -> bool {
+    matches!(
+        refusal,
+        Refusal::SignatureMissing { .. }
+            | Refusal::KeyUnregistered { .. }
+            | Refusal::SignatureInvalid { .. }
+            | Refusal::VerdictUnsigned { .. }
+            | Refusal::VerdictSelfSigned { .. }
+            | Refusal::ValidatorUnregistered { .. }
+            | Refusal::ValidatorNotRegisteredForCheck { .. }
+            | Refusal::VerdictSignatureInvalid { .. }
+    )
+}
+
 /// The signers of the engine's commands: the agent's key (from `LOOPX_KEY` or the key
-/// directory) and each provider's that the key directory holds. An actor without a key goes
-/// unsigned, which a signed goal refuses (`signature_missing`): its commands do not count.
-/// The validator's key is not handed over here.
-fn keyring(ctx: &Ctx, agent: &AgentId, providers: &[SourceId]) -> Result<Keyring, CliError> {
+/// directory), and the key of each of `others` (its providers, its validator) that the key
+/// directory holds. An actor without a key goes unsigned, which a signed goal refuses
+/// (`signature_missing`, a verdict `verdict_unsigned`): its commands do not count. A validator
+/// whose key sits in the agent's key directory proves only that this host checked the turn.
+fn keyring(ctx: &Ctx, agent: &AgentId, others: &[Actor]) -> Result<Keyring, CliError> {
     let mut keyring = Keyring::new();
     let agent = Actor::Agent(agent.clone());
     if let Some(key) = ctx.key_of(&agent)? {
         keyring = keyring.with(agent, Arc::new(key.secret));
     }
-    for provider in providers {
-        let actor = Actor::Provider(provider.clone());
-        // `LOOPX_KEY` is the agent's: a provider's key comes from the directory only.
-        if let Some(key) = ctx.keys().get(&actor)? {
-            keyring = keyring.with(actor, Arc::new(key.secret));
+    for actor in others {
+        // `LOOPX_KEY` is the agent's: the others' keys come from the directory only.
+        if let Some(key) = ctx.keys().get(actor)? {
+            keyring = keyring.with(actor.clone(), Arc::new(key.secret));
         }
     }
     Ok(keyring)

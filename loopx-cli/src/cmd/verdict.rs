@@ -95,7 +95,13 @@ pub fn run(ctx: &Ctx, args: VerdictArgs) -> Result<Exit, CliError> {
         signature: None,
     };
     let verdict = sign_verdict(
-        &key.secret, &goal, &args.todo, &args.turn, args.epoch, verdict, &evidence,
+        &key.secret,
+        &goal,
+        &args.todo,
+        &args.turn,
+        args.epoch,
+        verdict,
+        &evidence,
     );
     let signed = SignedVerdict { verdict, evidence };
     // The document is the output in both modes: it is meant to be saved and carried.

@@ -209,6 +209,83 @@ pub fn redact(value: &mut Value, pointer: &str, with: &str) {
 }
 
 pub const GOAL: &str = "cli-json-output";
+
+/// The validator the story's turns are checked by.
+pub const VALIDATOR: &str = "validator:cargo-test";
+
+/// `VALIDATOR=<its public key>`, for a goal's `--register-key`: its key, made in the store's
+/// key directory the first time (the validator runs on this machine in these tests).
+pub fn validator_key(lx: &Loopx) -> String {
+    let made = lx.run(&["--json", "key", "new", VALIDATOR]);
+    let key = if made.code == 0 {
+        made.json()
+    } else {
+        lx.ok(&["key", "show", VALIDATOR])
+    };
+    let public = key["key"]["public"].as_str().expect("a public key");
+    format!("{VALIDATOR}={public}")
+}
+
+/// The verdict the validator signs for `settlement` on `goal` with `loopx verdict` (at `now`
+/// when given), in a file: what an agent carries into its settlement (`settle --verdict`).
+pub fn signed_verdict(lx: &Loopx, goal: &str, now: Option<&str>, settlement: &Value) -> String {
+    let name = |what: &str| format!("{}-{what}", settlement["turn"].as_str().unwrap_or("turn"));
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+    let (todo, turn) = (text(&settlement["todo"]), text(&settlement["turn"]));
+    let (epoch, summary) = (
+        settlement["epoch"].to_string(),
+        text(&settlement["verdict"]["summary"]),
+    );
+    let outcome = settlement["verdict"]["outcome"]
+        .as_str()
+        .unwrap_or("passed")
+        .to_owned();
+    let mut args = vec!["--goal", goal, "--as", VALIDATOR];
+    if let Some(now) = now {
+        args.extend(["--now", now]);
+    }
+    args.extend([
+        "verdict",
+        "--todo",
+        &todo,
+        "--turn",
+        &turn,
+        "--epoch",
+        &epoch,
+        "--outcome",
+        &outcome,
+        "--summary",
+        &summary,
+    ]);
+    let files: Vec<String> = settlement["evidence"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, e)| lx.json_file(&name(&format!("evidence-{i}.json")), e))
+        .collect();
+    for file in &files {
+        args.extend(["--evidence", file.as_str()]);
+    }
+    let signed = lx.run(&args);
+    assert_eq!(signed.code, 0, "the validator signs: {}", signed.stderr);
+    lx.file(&name("verdict.json"), &signed.stdout)
+}
+
+/// Settles `settlement` on `goal` as `me` (global flags: who and when), carrying the verdict
+/// the validator signs for it, as an agent carries its validator's verdict. The settle's JSON
+/// document.
+pub fn settle_signed(lx: &Loopx, goal: &str, me: &[&str], settlement: &Value) -> Value {
+    let now = me
+        .iter()
+        .position(|a| *a == "--now")
+        .and_then(|i| me.get(i + 1))
+        .copied();
+    let verdict = signed_verdict(lx, goal, now, settlement);
+    let turn = settlement["turn"].as_str().unwrap_or("turn");
+    let file = lx.json_file(&format!("{turn}-settlement.json"), settlement);
+    lx.ok(&[me, &["settle", "--file", &file, "--verdict", &verdict]].concat())
+}
 pub const REPO: &str = "repo:acme/cli";
 
 pub fn passing(check: &str, revision: &str, now: &str) -> Value {
@@ -294,12 +371,13 @@ pub fn turn(
         ],
     ]
     .concat());
-    let file = lx.json_file(
-        &format!("{turn}.json"),
+    let op = format!("settle-{turn}");
+    settle_signed(
+        lx,
+        GOAL,
+        &[&me[..], &["--op", &op]].concat(),
         &settlement(todo, epoch, turn, evidence, obs),
     );
-    let op = format!("settle-{turn}");
-    lx.ok(&[&me[..], &["--op", &op, "settle", "--file", &file]].concat());
     epoch
 }
 
@@ -599,6 +677,8 @@ pub fn budget_goal(lx: &Loopx, goal: &str, on_exhausted: &str) -> Value {
         "1",
         "--on-budget-exhausted",
         on_exhausted,
+        "--register-key",
+        &validator_key(lx),
     ]);
     let agent = ["--goal", goal, "--as", "agent:agent-a", "--now", &t0];
     lx.ok(&[
@@ -616,8 +696,7 @@ pub fn budget_goal(lx: &Loopx, goal: &str, on_exhausted: &str) -> Value {
     let mut keep_open = settlement("work", 1, "t1", &[], &[]);
     keep_open["verdict"]["outcome"] = json!("progress");
     keep_open["transition"] = json!({ "kind": "keep_open" });
-    let file = lx.json_file("keep-open.json", &keep_open);
-    let settled = lx.ok(&[&agent[..], &["settle", "--file", &file]].concat());
+    let settled = settle_signed(lx, goal, &agent, &keep_open);
     assert_eq!(settled["budget"]["remaining"]["turns"], 0);
     lx.ok(&[
         "--goal",

@@ -519,35 +519,10 @@ impl Engine {
             self.execute(state, &request).await
         };
         let (executed, failure) = match ran {
-            Ran::Reported(mut executed) => {
-                let effects = std::mem::take(&mut executed.effects);
-                match self.run_effects(state, &request, &effects, report).await? {
-                    effects::Effects::Done => (executed, None),
-                    effects::Effects::Failed(failure) => {
-                        executed.transition = Transition::KeepOpen;
-                        (executed, Some(failure))
-                    }
-                    effects::Effects::LeaseLost(refusal) => {
-                        report.turn = Some(TurnOutcome::LeaseLost {
-                            todo: todo.clone(),
-                            turn: turn.clone(),
-                            refusal,
-                        });
-                        return Ok(None);
-                    }
-                    effects::Effects::Unknown(effect) => {
-                        report.turn = Some(TurnOutcome::Unknown {
-                            todo: todo.clone(),
-                            turn: turn.clone(),
-                        });
-                        return Ok(Some(Decision::Repair {
-                            issue: RepairIssue::EffectUnresolved {
-                                effect,
-                                todo,
-                                holder: self.agent.clone(),
-                            },
-                        }));
-                    }
+            Ran::Reported(executed) => {
+                match self.with_effects(state, &request, executed, report).await? {
+                    Ok(done) => done,
+                    Err(stop) => return Ok(stop),
                 }
             }
             Ran::Failed(failure, usage) => {
@@ -587,6 +562,50 @@ impl Engine {
                 .await?,
         );
         Ok(None)
+    }
+
+    /// Performs the effects a reported turn asks for through the outbox: the report to settle
+    /// with (its transition kept open when an effect failed, with that failure), or, when the
+    /// turn must not settle, the decision to stop at (`None`: the lease was lost).
+    async fn with_effects(
+        &self,
+        state: &mut GoalState,
+        request: &TurnRequest,
+        mut executed: TurnReport,
+        report: &mut StepReport,
+    ) -> Result<Result<(TurnReport, Option<TurnFailure>), Option<Decision>>, EngineError> {
+        let (todo, turn) = (request.todo.clone(), request.turn.clone());
+        let effects = std::mem::take(&mut executed.effects);
+        Ok(
+            match self.run_effects(state, request, &effects, report).await? {
+                effects::Effects::Done => Ok((executed, None)),
+                effects::Effects::Failed(failure) => {
+                    executed.transition = Transition::KeepOpen;
+                    Ok((executed, Some(failure)))
+                }
+                effects::Effects::LeaseLost(refusal) => {
+                    report.turn = Some(TurnOutcome::LeaseLost {
+                        todo,
+                        turn,
+                        refusal,
+                    });
+                    Err(None)
+                }
+                effects::Effects::Unknown(effect) => {
+                    report.turn = Some(TurnOutcome::Unknown {
+                        todo: todo.clone(),
+                        turn,
+                    });
+                    Err(Some(Decision::Repair {
+                        issue: RepairIssue::EffectUnresolved {
+                            effect,
+                            todo,
+                            holder: self.agent.clone(),
+                        },
+                    }))
+                }
+            },
+        )
     }
 
     async fn claim(
@@ -921,7 +940,7 @@ impl Engine {
                     overrun,
                     usage_problem,
                 }
-            },
+            }
             Written::Refused(refusal) => TurnOutcome::LeaseLost {
                 todo: request.todo.clone(),
                 turn: request.turn.clone(),

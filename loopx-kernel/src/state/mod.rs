@@ -160,9 +160,11 @@ struct Unindexed {
     idle_turns: u32,
     #[serde(default)]
     last_commit_at: Option<Timestamp>,
+    #[serde(default)]
     pending_effects: Map<EffectId, PendingEffect>,
     #[serde(default)]
     used_effects: Set<EffectId>,
+    #[serde(default)]
     overrun: Option<Box<Overrun>>,
 }
 

@@ -194,7 +194,7 @@ impl<S: LifecycleSut> StateMachineTest for LifecycleTest<S> {
             (Expect::Refused(rule), Err(refusal)) => match pinned_code(rule) {
                 Some(code) => code == refusal.code(),
                 None => !Refusal::CODES.contains(rule) || refusal.code() == *rule,
-            }
+            },
             _ => false,
         };
         assert!(
