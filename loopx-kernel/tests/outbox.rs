@@ -490,8 +490,9 @@ fn an_effect_nobody_can_read_back_goes_to_repair_and_is_never_performed_twice() 
             "{:?}",
             report.decision
         );
-        // The world recovers; the engine's next step reads the pending intent back (absent,
-        // its lease still live) and performs it once, then settles.
+        // The world recovers. The engine's next step takes the turn over (a new epoch), which
+        // fences the pending intent: read back absent, it is recorded absent and the effect is
+        // intended again under the new epoch and performed once; then the turn settles.
         *world.failing.lock().expect("lock") = false;
         *world.blind.lock().expect("lock") = false;
         let report = engine(&store, &clock, &world)
@@ -507,8 +508,8 @@ fn an_effect_nobody_can_read_back_goes_to_repair_and_is_never_performed_twice() 
         assert!(state.pending_effects.is_empty());
         assert_eq!(
             state.used_effects.len(),
-            1,
-            "one intent, resolved, not a second"
+            2,
+            "the fenced intent, recorded absent, and the one performed"
         );
     });
 }

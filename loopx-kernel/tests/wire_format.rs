@@ -354,17 +354,17 @@ fn abandoned_history() -> World {
     let mut w = history();
     w.at("10:28");
     w.claim("a", "split");
-    w.begin("a", "split", "split-1");
+    w.begin("a", "split", "split-2");
     w.run(
         &ag("a"),
         Command::TakeOverTurn {
             todo: tid("split"),
-            epoch: 1,
-            turn: turn("split-1"),
+            epoch: 2,
+            turn: turn("split-2"),
             ttl: None,
         },
     );
-    w.settle("a", "split", "split-1", |_| {});
+    w.settle("a", "split", "split-2", |_| {});
     w.at("10:30");
     w.run(
         &owner(),

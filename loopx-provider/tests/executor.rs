@@ -128,8 +128,12 @@ fn a_usage_file_from_an_earlier_run_of_the_turn_is_not_taken() {
     let first = rt.block_on(writing.run(&turn("t1"))).expect("runs");
     assert_eq!(first.usage.tokens, 40);
 
+    // Run again by a session that took the turn over (a newer epoch: the journal refuses the
+    // same one twice).
     let silent = CommandExecutor::new(shell("true"), journal.path());
-    let again = rt.block_on(silent.run(&turn("t1"))).expect("runs");
+    let mut taken_over = turn("t1");
+    taken_over.epoch += 1;
+    let again = rt.block_on(silent.run(&taken_over)).expect("runs");
 
     assert_eq!(again.usage_problem, Some(UsageProblem::Missing));
     assert_eq!(again.usage.tokens, 0);

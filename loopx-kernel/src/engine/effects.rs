@@ -81,6 +81,23 @@ impl Engine {
                 ),
             }));
         }
+        // Intents this turn left under an earlier epoch (a session that took the turn over
+        // fenced them) are read back first: each is recorded performed or absent, or the turn
+        // goes to repair; an effect found done is not performed again (the effector finds it by
+        // its idempotency key, the same under every epoch).
+        let fenced: Vec<PendingEffect> = state
+            .pending_effects
+            .values()
+            .filter(|p| p.turn == request.turn && p.epoch < request.epoch)
+            .cloned()
+            .collect();
+        for pending in fenced {
+            if let Some(EffectStep::Unresolved) | None =
+                self.resolve_pending(state, &pending, report).await?
+            {
+                return Ok(Effects::Unknown(pending.effect.id.clone()));
+            }
+        }
         for (n, asked) in effects.iter().enumerate() {
             let id = outbox::effect_id(&request.turn, request.epoch, n);
             if let Some(pending) = state.pending_effects.get(&id).cloned() {
