@@ -14,6 +14,9 @@
 //! #         budget: loopx_kernel::Limits::UNLIMITED,
 //! #         policy: loopx_kernel::Policy::default(),
 //! #         grants: std::collections::BTreeMap::default(),
+//! #         identity: loopx_kernel::Identity::Declared,
+//! #         keys: vec![],
+//! #         validators: std::collections::BTreeMap::default(),
 //! #     })
 //! # }
 //! # fn main() -> Result<()> {
