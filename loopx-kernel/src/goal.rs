@@ -61,7 +61,7 @@ pub struct GoalSpec {
 // Serde's `skip_serializing_if` hands the field by reference.
 #[allow(clippy::trivially_copy_pass_by_ref)]
 fn is_signed(identity: &Identity) -> bool {
-    *identity == Identity::Signed
+    identity.is_signed()
 }
 
 impl GoalSpec {

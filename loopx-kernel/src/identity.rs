@@ -47,7 +47,7 @@ pub enum Identity {
 }
 
 impl Identity {
-    fn is_signed(self) -> bool {
+    pub(crate) fn is_signed(self) -> bool {
         matches!(self, Identity::Signed)
     }
 }
