@@ -1,0 +1,7 @@
+//! loopx as a service: the parts of the control plane that face the outside world over a
+//! transport — agent runtimes' MCP tools, GitHub's deliveries, the schedules that poll watches
+//! when they fall due, and the board — written over the kernel's seams so that an embedding host
+//! mounts them in its own server and `loopx serve` runs them as one process.
+//!
+//! Nothing here decides: every change still goes through the kernel's one write path
+//! (`GoalHandle::submit`), signed by the actor it is made for.
