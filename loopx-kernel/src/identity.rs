@@ -481,6 +481,22 @@ pub fn verify_verdict(
         verdict,
         &settlement.evidence,
     );
+    // The common case first, with one verification: a signature by a key of the validator's
+    // that no agent holds cannot be an agent's own (a strict ed25519 signature verifies under
+    // one key), so only the registration per check remains to be checked.
+    let agent_keys = || {
+        agents
+            .iter()
+            .filter(|a| *a != &validator)
+            .flat_map(|agent| spec.keys_of(agent))
+    };
+    if spec
+        .keys_of(validator)
+        .filter(|key| agent_keys().all(|agent_key| agent_key != *key))
+        .any(|key| key.verifies(&message, signature))
+    {
+        return registered_for_checks(spec, settlement, validator);
+    }
     // An agent's own key over the verdict: it made the verdict it carries.
     for agent in agents.iter().filter(|a| *a != &validator) {
         if spec
@@ -499,22 +515,32 @@ pub fn verify_verdict(
             validator: validator.clone(),
         });
     }
-    if let Some(evidence) = settlement
-        .evidence
-        .iter()
-        .find(|e| !may_establish(spec, &e.check, validator))
-    {
-        return Err(Refusal::ValidatorNotRegisteredForCheck {
-            validator: validator.clone(),
-            check: evidence.check.clone(),
-        });
-    }
+    registered_for_checks(spec, settlement, validator)?;
     if keys.any(|key| key.verifies(&message, signature)) {
         Ok(())
     } else {
         Err(Refusal::VerdictSignatureInvalid {
             validator: validator.clone(),
         })
+    }
+}
+
+/// Whether `validator` may establish every piece of evidence `settlement` carries.
+fn registered_for_checks(
+    spec: &GoalSpec,
+    settlement: &Settlement,
+    validator: &Actor,
+) -> Result<(), Refusal> {
+    match settlement
+        .evidence
+        .iter()
+        .find(|e| !may_establish(spec, &e.check, validator))
+    {
+        Some(evidence) => Err(Refusal::ValidatorNotRegisteredForCheck {
+            validator: validator.clone(),
+            check: evidence.check.clone(),
+        }),
+        None => Ok(()),
     }
 }
 

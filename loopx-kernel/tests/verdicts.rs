@@ -67,6 +67,30 @@ fn a_verdict_its_validator_signed_settles_and_its_evidence_meets_the_criterion()
     assert!(verdict.signature.is_some());
 }
 
+/// A validator key that the lease holder holds too is the holder's own: the verdict it signs
+/// is the agent's, however the owner registered the key.
+#[test]
+fn a_verdict_signed_by_a_key_the_holder_shares_with_its_validator_is_self_signed() {
+    use loopx_kernel::Signer as _;
+    let mut w = World::with(|spec| {
+        signed_spec(spec);
+        spec.criteria.push(criterion(
+            "schema",
+            "the JSON schema holds",
+            "tests.json_schema",
+        ));
+        spec.keys.push(loopx_kernel::RegisteredKey {
+            actor: validator(),
+            key: world::key_of(3).public_key(),
+        });
+    });
+    w.add(todo("edit", "change the output layer"));
+    w.claim("a", "edit");
+    w.begin("a", "edit", "t1");
+    let refusal = w.refuse(&ag("a"), Command::SettleTurn(sign(schema_settlement(), 3)));
+    assert_eq!(refusal.code(), "verdict_self_signed");
+}
+
 #[test]
 fn evidence_from_a_validator_not_registered_for_the_check_is_ignored_with_its_reason() {
     let mut w = in_flight();
