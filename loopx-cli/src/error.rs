@@ -167,11 +167,15 @@ pub fn verb_of(command: &str) -> &'static str {
         "handoff" => "handoff",
         "begin_turn" => "begin",
         "settle_turn" => "settle",
-        "resolve_outcome" => "resolve",
+        // The engine intends a turn's effects in the outbox: `loopx run` is the verb that does.
+        "intend_effect" => "run",
+        "record_effect" => "effect resolve",
+        "resolve_outcome" => "resolve-outcome",
         "open_gate" => "gate open",
         "answer_gate" => "gate answer",
         "withdraw_gate" => "gate withdraw",
-        "record_observation" => "observe",
+        // Every `observe` verb records one: the group, with `…` for whichever.
+        "record_observation" => "observe …",
         "record_evidence" => "evidence add",
         "raise_obligation" => "obligation raise",
         "discharge" => "obligation discharge",
@@ -256,7 +260,7 @@ pub fn refusal_words(refusal: &Refusal) -> (String, String) {
         Refusal::TurnInFlight { todo, .. } => (
             kernel.clone(),
             format!(
-                "settle it (`loopx settle`), release it (`loopx release --todo {todo} --epoch N`), or resolve it once its lease has expired (`loopx resolve`)"
+                "settle it (`loopx settle`), release it (`loopx release --todo {todo} --epoch N`), or resolve it once its lease has expired (`loopx resolve-outcome`)"
             ),
         ),
         Refusal::TurnNotBegun { todo, .. } => (
@@ -293,7 +297,7 @@ pub fn refusal_words(refusal: &Refusal) -> (String, String) {
         Refusal::OutcomeUnknown { todo, turn } => (
             kernel.clone(),
             format!(
-                "read back what the turn did, then `loopx resolve --todo {todo} --turn {turn} --resolution absent|committed --note TEXT`"
+                "read back what the turn did, then `loopx resolve-outcome --todo {todo} --turn {turn} --resolution absent|committed --note TEXT`"
             ),
         ),
         Refusal::WorkspaceShared { .. } => same(

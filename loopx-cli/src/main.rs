@@ -9,6 +9,8 @@ mod cmd;
 mod context;
 mod decision;
 mod error;
+#[cfg(test)]
+mod named_verbs;
 mod output;
 mod store;
 mod suggest;

@@ -72,7 +72,8 @@ pub enum Verb {
     Handoff(lease::HandoffArgs),
     /// Resolve a turn whose lease expired with its outcome unknown, after reading back what
     /// happened: absent (the todo reopens) or committed (settled as it happened).
-    Resolve(lease::ResolveArgs),
+    #[command(name = "resolve-outcome", visible_alias = "resolve")]
+    ResolveOutcome(lease::ResolveArgs),
     /// Settle a turn: verdict, evidence, transition, charge and lease release in one commit.
     #[command(after_help = settle::SHAPE)]
     Settle(settle::SettleArgs),
@@ -135,7 +136,7 @@ pub async fn run(ctx: &Ctx, verb: Verb) -> Result<Exit, CliError> {
         Verb::TakeOver(args) => lease::take_over(ctx, &args).await,
         Verb::Release(args) => lease::release(ctx, &args).await,
         Verb::Handoff(args) => lease::handoff(ctx, args).await,
-        Verb::Resolve(args) => lease::resolve(ctx, args).await,
+        Verb::ResolveOutcome(args) => lease::resolve(ctx, args).await,
         Verb::Settle(args) => settle::run(ctx, &args).await,
         Verb::Effect(verb) => effect::run(ctx, verb).await,
         Verb::Verdict(args) => verdict::run(ctx, args),
