@@ -86,9 +86,9 @@ Exit codes: the decision `run` stopped at, or an error's class (see `loopx --hel
 
 Interrupted (SIGINT, SIGTERM, SIGHUP): `run` kills the executor's (or validator's) whole
 process group, children and grandchildren included (SIGKILL), starts nothing more, and
-exits with 128 + the signal's number (error code `interrupted`). A turn in flight stays begun, its
-reservation held, under the agent's lease, which is no longer renewed and expires at its
-time-to-live (--lease-ttl). The next `loopx run` of the same agent takes that turn over and
+exits with 128 + the signal's number (error code `interrupted`). A turn in flight stays
+begun, its reservation held, under the agent's lease, which is no longer renewed and
+expires at its time-to-live (--lease-ttl). The next `loopx run` of the same agent takes that turn over and
 settles it from the journal if the executor had finished, runs it again under the same turn
 id if it never started or its todo is idempotent, and otherwise stops at `repair
 (outcome_unknown)`: read back what the turn did and, once the lease has expired, resolve it
