@@ -39,6 +39,12 @@ pub enum Exit {
     Repair = 13,
     /// `run` stopped at `continue`, after `--max-steps`.
     Continue = 14,
+    /// `run` was interrupted by SIGHUP (128 + 1).
+    HungUp = 129,
+    /// `run` was interrupted by SIGINT, e.g. Ctrl-C (128 + 2).
+    Interrupted = 130,
+    /// `run` was interrupted by SIGTERM (128 + 15).
+    Terminated = 143,
 }
 
 /// The exit-code table shown by `loopx --help`.
@@ -60,6 +66,7 @@ Exit codes:
  12  replan    the plan must change (`loopx next` says how)
  13  repair    the state must be repaired first (`loopx next` says how)
  14  continue  stopped by --max-steps with work left
+130  interrupted by SIGINT (Ctrl-C); 143 by SIGTERM, 129 by SIGHUP (see `loopx run --help`)
 
 Environment: LOOPX_STORE (store path or postgres:// URL), LOOPX_ACTOR (kind:name),
 LOOPX_GOAL (goal id), LOOPX_KEYS (key directory), LOOPX_KEY (one key file to sign with),
@@ -74,7 +81,19 @@ Exit codes: the decision `run` stopped at, or an error's class (see `loopx --hel
  12  replan     the plan must change (`loopx next` says how)
  13  repair     the state must be repaired first (`loopx next` says how)
  14  continue   stopped by --max-steps with work left
- 1-7           an error, as for every verb";
+130  SIGINT     interrupted (Ctrl-C); 143 for SIGTERM, 129 for SIGHUP
+ 1-7           an error, as for every verb
+
+Interrupted (SIGINT, SIGTERM, SIGHUP): `run` kills the executor's (or validator's) whole
+process group, children and grandchildren included (SIGKILL), starts nothing more, and
+exits with 128 + the signal's number (error code `interrupted`). A turn in flight stays
+begun, its reservation held, under the agent's lease, which is no longer renewed and
+expires at its time-to-live (--lease-ttl). The next `loopx run` of the same agent takes that turn over and
+settles it from the journal if the executor had finished, runs it again under the same turn
+id if it never started or its todo is idempotent, and otherwise stops at `repair
+(outcome_unknown)`: read back what the turn did and, once the lease has expired, resolve it
+with `loopx resolve-outcome`. Interrupted between turns, nothing is left in flight.
+A SIGKILL cannot be caught: the executor's group then runs on until it ends by itself.";
 
 /// A failure of one invocation.
 #[derive(Debug, Clone)]
@@ -167,11 +186,15 @@ pub fn verb_of(command: &str) -> &'static str {
         "handoff" => "handoff",
         "begin_turn" => "begin",
         "settle_turn" => "settle",
-        "resolve_outcome" => "resolve",
+        // The engine intends a turn's effects in the outbox: `loopx run` is the verb that does.
+        "intend_effect" => "run",
+        "record_effect" => "effect resolve",
+        "resolve_outcome" => "resolve-outcome",
         "open_gate" => "gate open",
         "answer_gate" => "gate answer",
         "withdraw_gate" => "gate withdraw",
-        "record_observation" => "observe",
+        // Every `observe` verb records one: the group, with `…` for whichever.
+        "record_observation" => "observe …",
         "record_evidence" => "evidence add",
         "raise_obligation" => "obligation raise",
         "discharge" => "obligation discharge",
@@ -256,7 +279,7 @@ pub fn refusal_words(refusal: &Refusal) -> (String, String) {
         Refusal::TurnInFlight { todo, .. } => (
             kernel.clone(),
             format!(
-                "settle it (`loopx settle`), release it (`loopx release --todo {todo} --epoch N`), or resolve it once its lease has expired (`loopx resolve`)"
+                "settle it (`loopx settle`), release it (`loopx release --todo {todo} --epoch N`), or resolve it once its lease has expired (`loopx resolve-outcome`)"
             ),
         ),
         Refusal::TurnNotBegun { todo, .. } => (
@@ -293,7 +316,7 @@ pub fn refusal_words(refusal: &Refusal) -> (String, String) {
         Refusal::OutcomeUnknown { todo, turn } => (
             kernel.clone(),
             format!(
-                "read back what the turn did, then `loopx resolve --todo {todo} --turn {turn} --resolution absent|committed --note TEXT`"
+                "read back what the turn did, then `loopx resolve-outcome --todo {todo} --turn {turn} --resolution absent|committed --note TEXT`"
             ),
         ),
         Refusal::WorkspaceShared { .. } => same(

@@ -9,6 +9,8 @@ mod cmd;
 mod context;
 mod decision;
 mod error;
+#[cfg(test)]
+mod named_verbs;
 mod output;
 mod store;
 mod suggest;
@@ -60,9 +62,20 @@ fn main() -> ExitCode {
                     code(Exit::Ok)
                 }
                 _ if json => {
+                    // The first paragraph, joined: clap lists what is missing on the lines
+                    // after its first (`the following required arguments were not provided:`).
                     let message = error.render().to_string();
-                    let first = message.lines().next().unwrap_or("invalid command line");
-                    let first = first.strip_prefix("error: ").unwrap_or(first).to_owned();
+                    let first = message
+                        .lines()
+                        .take_while(|line| !line.trim().is_empty())
+                        .map(str::trim)
+                        .collect::<Vec<_>>()
+                        .join(" ");
+                    let first = if first.is_empty() {
+                        "invalid command line".to_owned()
+                    } else {
+                        first.strip_prefix("error: ").unwrap_or(&first).to_owned()
+                    };
                     Output::new(true).error(&CliError::usage(
                         "usage",
                         first,

@@ -820,7 +820,7 @@ fn completions_and_the_man_page_name_every_verb() {
     for shell in ["bash", "zsh", "fish"] {
         let run = lx.run(&["completions", shell]);
         assert_eq!(run.code, 0, "{shell}: {}", run.stderr);
-        for verb in ["brief", "hooks", "settle", "resolve"] {
+        for verb in ["brief", "hooks", "settle", "resolve-outcome", "ready"] {
             assert!(run.stdout.contains(verb), "{shell} completes `{verb}`");
         }
     }

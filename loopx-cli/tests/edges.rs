@@ -409,7 +409,7 @@ fn resolve_an_unknown_outcome_as_absent() {
         next["decision"]["issue"]["issue"], "outcome_unknown",
         "{next:#}"
     );
-    assert_eq!(next["decision"]["issue"]["fix"]["verb"], "resolve");
+    assert_eq!(next["decision"]["issue"]["fix"]["verb"], "resolve-outcome");
 
     let resolved = lx.ok(&[
         "--goal",

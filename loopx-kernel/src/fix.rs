@@ -159,7 +159,7 @@ fn discharge(obligation: &crate::ids::ObligationId) -> Fix {
 
 fn resolve(todo: &TodoId, turn: Option<&crate::ids::TurnId>, holder: &AgentId) -> Fix {
     let fix = Fix::new(
-        "resolve",
+        "resolve-outcome",
         Some("resolve_outcome"),
         Who::AgentOrOwner {
             agent: holder.clone(),

@@ -10,7 +10,9 @@
 //!   after its leader exited is killed too, so a bounded call leaves nothing behind;
 //! - stdout and stderr are each captured up to a byte bound: the **tail** is kept, the bytes
 //!   dropped from the front are counted, and a SHA-256 is taken over every byte produced;
-//! - output that is not UTF-8 is kept as bytes; [`Captured::text`] decodes it lossily for display.
+//! - output that is not UTF-8 is kept as bytes; [`Captured::text`] decodes it lossily for display;
+//! - with [`Tee`] set, each stream is also copied to this process's standard output or error as
+//!   it arrives (for a person watching); what is captured stays bounded the same way.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -21,7 +23,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use sha2::{Digest as _, Sha256};
-use tokio::io::{AsyncRead, AsyncReadExt as _};
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use tokio::task::JoinHandle;
 
 use crate::fact::hex;
@@ -45,6 +47,21 @@ pub struct CommandSpec {
     set_env: BTreeMap<OsString, OsString>,
     timeout: Duration,
     output_limit: usize,
+    tee: Tee,
+}
+
+/// Where a run copies its output as it arrives, besides capturing it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Tee {
+    /// Captured only (the default).
+    #[default]
+    Off,
+    /// The child's standard output to this process's standard output, its standard error to
+    /// this process's standard error.
+    Streams,
+    /// Both of the child's streams to this process's standard error (for a caller whose
+    /// standard output is reserved, e.g. for one JSON document).
+    Stderr,
 }
 
 impl CommandSpec {
@@ -60,6 +77,7 @@ impl CommandSpec {
             set_env: BTreeMap::new(),
             timeout: DEFAULT_TIMEOUT.to_std(),
             output_limit: DEFAULT_OUTPUT_LIMIT,
+            tee: Tee::Off,
         }
     }
 
@@ -129,6 +147,14 @@ impl CommandSpec {
     #[must_use]
     pub fn output_limit(mut self, bytes: usize) -> Self {
         self.output_limit = bytes;
+        self
+    }
+
+    /// Also copies the child's output to this process's streams as it arrives (see [`Tee`]).
+    /// A copy that fails (a closed terminal) stops copying; the capture goes on.
+    #[must_use]
+    pub fn tee(mut self, tee: Tee) -> Self {
+        self.tee = tee;
         self
     }
 
@@ -347,16 +373,53 @@ fn lock(tail: &Mutex<Tail>) -> std::sync::MutexGuard<'_, Tail> {
     tail.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// One of this process's own output streams, which a [`Tee`] copies a child's stream to.
+#[derive(Debug, Clone, Copy)]
+enum Own {
+    Stdout,
+    Stderr,
+}
+
+impl Own {
+    fn writer(self) -> Box<dyn AsyncWrite + Unpin + Send> {
+        match self {
+            Own::Stdout => Box::new(tokio::io::stdout()),
+            Own::Stderr => Box::new(tokio::io::stderr()),
+        }
+    }
+}
+
+/// Where each of the child's streams (stdout, stderr) is copied to.
+fn copies(tee: Tee) -> (Option<Own>, Option<Own>) {
+    match tee {
+        Tee::Off => (None, None),
+        Tee::Streams => (Some(Own::Stdout), Some(Own::Stderr)),
+        Tee::Stderr => (Some(Own::Stderr), Some(Own::Stderr)),
+    }
+}
+
 fn drain<R: AsyncRead + Unpin + Send + 'static>(
     mut reader: R,
     tail: Arc<Mutex<Tail>>,
+    copy: Option<Own>,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
+        let mut copy = copy.map(Own::writer);
         let mut chunk = vec![0u8; 8192];
         loop {
             match reader.read(&mut chunk).await {
                 Ok(0) | Err(_) => break,
-                Ok(n) => lock(&tail).push(&chunk[..n]),
+                Ok(n) => {
+                    // Captured first: what is kept never depends on the copy.
+                    lock(&tail).push(&chunk[..n]);
+                    if let Some(writer) = &mut copy {
+                        let copied = writer.write_all(&chunk[..n]).await.is_ok()
+                            && writer.flush().await.is_ok();
+                        if !copied {
+                            copy = None;
+                        }
+                    }
+                }
             }
         }
         lock(&tail).complete = true;
@@ -422,11 +485,12 @@ async fn run(spec: &CommandSpec) -> Result<ProcessOutput, ProcessError> {
     let out = Arc::new(Mutex::new(Tail::new(spec.output_limit)));
     let err = Arc::new(Mutex::new(Tail::new(spec.output_limit)));
     let mut readers = Vec::new();
+    let (copy_out, copy_err) = copies(spec.tee);
     if let Some(stdout) = child.stdout.take() {
-        readers.push(drain(stdout, Arc::clone(&out)));
+        readers.push(drain(stdout, Arc::clone(&out), copy_out));
     }
     if let Some(stderr) = child.stderr.take() {
-        readers.push(drain(stderr, Arc::clone(&err)));
+        readers.push(drain(stderr, Arc::clone(&err), copy_err));
     }
     let exit = match tokio::time::timeout(spec.timeout, child.wait()).await {
         Ok(Ok(status)) => {

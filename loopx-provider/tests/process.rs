@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use loopx_provider::process::{CommandSpec, Exit, ProcessError};
+use loopx_provider::process::{CommandSpec, Exit, ProcessError, Tee};
 use sha2::{Digest as _, Sha256};
 
 fn sha(bytes: &[u8]) -> String {
@@ -79,6 +79,29 @@ async fn output_over_the_bound_keeps_the_tail_and_counts_the_rest() {
         "the digest covers every byte, not the tail"
     );
     assert!(!output.stderr.truncated());
+}
+
+/// A teed run copies its output to this process's stream (the `loopx run --tee` tests watch
+/// it arrive); what it captures is what an untee'd run captures, bounded the same way.
+#[tokio::test]
+async fn a_teed_run_captures_the_same_bounded_tail() {
+    let script = "i=0; while [ $i -lt 30 ]; do printf 0123456789; i=$((i+1)); done; printf END";
+    let run = |tee| async move {
+        CommandSpec::from_argv(["sh", "-c", script])
+            .expect("argv")
+            .allow_env("PATH")
+            .output_limit(100)
+            .tee(tee)
+            .run()
+            .await
+            .expect("runs")
+    };
+    let plain = run(Tee::Off).await;
+    let teed = run(Tee::Stderr).await;
+    assert_eq!(teed.stdout, plain.stdout);
+    assert_eq!(teed.stdout.tail.len(), 100);
+    assert_eq!(teed.stdout.total_bytes, 303);
+    assert!(teed.stdout.text().ends_with("789END"));
 }
 
 #[tokio::test]

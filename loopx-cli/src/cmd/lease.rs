@@ -1,4 +1,5 @@
-//! `loopx claim|begin|renew|release|handoff|resolve`: the lease on a todo and the turn under it.
+//! `loopx claim|begin|renew|release|handoff|resolve-outcome`: the lease on a todo and the turn
+//! under it.
 
 use loopx_kernel::Submitted;
 use std::fmt::Write as _;
@@ -141,7 +142,7 @@ enum Resolution {
     Committed,
 }
 
-/// Flags of `loopx resolve`.
+/// Flags of `loopx resolve-outcome` (also `loopx resolve`).
 #[derive(Debug, Args)]
 pub struct ResolveArgs {
     /// The todo whose expired lease left a turn's outcome unknown.

@@ -22,6 +22,8 @@ mod log;
 pub mod next;
 mod obligation;
 mod observe;
+mod ready;
+mod revision;
 mod run;
 mod settle;
 mod status;
@@ -47,6 +49,8 @@ pub enum Verb {
     Todo(todo::TodoVerb),
     /// The next legal step for an agent: continue, wait, ask, replan, repair or terminal.
     Next(next::NextArgs),
+    /// The work legal for an agent now across every goal of the store, most urgent first.
+    Ready(ready::ReadyArgs),
     /// What a fresh session must know to take up an agent's work, as Markdown (`--json`: the
     /// same data): on the goal given, or across every goal the agent works on.
     Brief(brief::BriefArgs),
@@ -68,7 +72,8 @@ pub enum Verb {
     Handoff(lease::HandoffArgs),
     /// Resolve a turn whose lease expired with its outcome unknown, after reading back what
     /// happened: absent (the todo reopens) or committed (settled as it happened).
-    Resolve(lease::ResolveArgs),
+    #[command(name = "resolve-outcome", visible_alias = "resolve")]
+    ResolveOutcome(lease::ResolveArgs),
     /// Settle a turn: verdict, evidence, transition, charge and lease release in one commit.
     #[command(after_help = settle::SHAPE)]
     Settle(settle::SettleArgs),
@@ -96,10 +101,11 @@ pub enum Verb {
     /// --validate, settle; until the decision is not `continue` (or, with --wait, needs a host).
     #[command(after_help = crate::error::RUN_EXIT_CODES)]
     Run(Box<run::RunArgs>),
-    /// The goal's event history, with revisions.
+    /// The goal's event history, with revisions (all of it, or a range).
     Log(log::LogArgs),
-    /// The board: todos by column, open gates, budget left, criteria and evidence freshness.
-    Status,
+    /// The board: todos by column, open gates, budget left, criteria and evidence freshness;
+    /// now, or as it stood at a past revision.
+    Status(status::StatusArgs),
     /// Check the store: integrity, replay equals stored state, kernel invariants; with
     /// --verify, every commit against its recorded command and signature.
     Doctor(doctor::DoctorArgs),
@@ -121,6 +127,7 @@ pub async fn run(ctx: &Ctx, verb: Verb) -> Result<Exit, CliError> {
         Verb::Goal(verb) => goal::run(ctx, verb).await,
         Verb::Todo(verb) => todo::run(ctx, verb).await,
         Verb::Next(args) => next::run(ctx, &args).await,
+        Verb::Ready(args) => ready::run(ctx, &args).await,
         Verb::Brief(args) => brief::run(ctx, &args).await,
         Verb::Hooks(verb) => hooks::run(ctx, verb).await,
         Verb::Claim(args) => lease::claim(ctx, args).await,
@@ -129,7 +136,7 @@ pub async fn run(ctx: &Ctx, verb: Verb) -> Result<Exit, CliError> {
         Verb::TakeOver(args) => lease::take_over(ctx, &args).await,
         Verb::Release(args) => lease::release(ctx, &args).await,
         Verb::Handoff(args) => lease::handoff(ctx, args).await,
-        Verb::Resolve(args) => lease::resolve(ctx, args).await,
+        Verb::ResolveOutcome(args) => lease::resolve(ctx, args).await,
         Verb::Settle(args) => settle::run(ctx, &args).await,
         Verb::Effect(verb) => effect::run(ctx, verb).await,
         Verb::Verdict(args) => verdict::run(ctx, args),
@@ -139,7 +146,7 @@ pub async fn run(ctx: &Ctx, verb: Verb) -> Result<Exit, CliError> {
         Verb::Observe(verb) => observe::run(ctx, verb).await,
         Verb::Run(args) => run::run(ctx, *args).await,
         Verb::Log(args) => log::run(ctx, &args).await,
-        Verb::Status => status::run(ctx).await,
+        Verb::Status(args) => status::run(ctx, &args).await,
         Verb::Doctor(args) => doctor::run(ctx, &args).await,
         Verb::Completions(args) => Ok(describe::completions(&args)),
         Verb::Man => describe::man(),

@@ -4,8 +4,13 @@
 //! claims the todo, journals the prepared turn, runs `--exec` in the workspace (renewing the
 //! lease), runs `--validate` as the independent validator whose verdict becomes evidence at the
 //! commit it ran on, and settles everything in one commit. A `run` killed at any point is
-//! resumed by the next `run`: the store and the turn journal say what happened.
+//! resumed by the next `run`: the store and the turn journal say what happened. A `run`
+//! interrupted by a signal (SIGINT, SIGTERM, SIGHUP) first stops the executor's or validator's
+//! whole process group, then exits with the signal's code (see [`RUN_EXIT_CODES`]).
+//!
+//! [`RUN_EXIT_CODES`]: crate::error::RUN_EXIT_CODES
 
+use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -15,15 +20,16 @@ use loopx_kernel::engine::{Engine, EngineError, EngineOptions, StepReport, TurnO
 use loopx_kernel::ids::path_component;
 use loopx_kernel::seams::{Clock, Store, UsageProblem};
 use loopx_kernel::{
-    Actor, AgentId, CheckId, Decision, Duration, Keyring, ObservationKey, Refusal, SourceId,
-    Subject, TurnResult,
+    Actor, AgentId, CheckId, Decision, Duration, GoalId, Keyring, ObservationKey, Refusal,
+    SourceId, Subject, TurnResult,
 };
 use loopx_provider::clock::SystemClock;
 use loopx_provider::executor::CommandExecutor;
 use loopx_provider::git::{Git, GitProvider};
-use loopx_provider::process::CommandSpec;
+use loopx_provider::process::{CommandSpec, Tee};
 use loopx_provider::validator::CommandValidator;
 use serde_json::json;
+use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use crate::context::{Ctx, parse_duration};
 use crate::error::{CliError, Exit};
@@ -48,9 +54,24 @@ pub struct RunArgs {
     agent: Option<AgentId>,
     /// The executor: run once per turn in the workspace, with the turn in `LOOPX_*` variables.
     /// Split into words like a shell would (quotes, backslashes) but never run by a shell: no
-    /// pipes, globs or variables; use `sh -c '…'` explicitly for those.
-    #[arg(long, value_name = "COMMAND")]
-    exec: String,
+    /// pipes, globs or variables; use `sh -c '…'` explicitly for those. Or give it as an
+    /// argument vector after `--` instead.
+    #[arg(
+        long,
+        value_name = "COMMAND",
+        required_unless_present = "argv",
+        conflicts_with = "argv"
+    )]
+    exec: Option<String>,
+    /// The executor as an argument vector, instead of --exec: every word after `--` reaches
+    /// it as it is, spaces and quotes included (`loopx run … -- claude -p "fix the test"`).
+    #[arg(last = true, value_name = "EXEC")]
+    argv: Vec<OsString>,
+    /// Stream the executor's output to this terminal while the turn runs (its standard output
+    /// to standard output, its standard error to standard error; both to standard error with
+    /// --json). What is kept for the turn's report stays bounded as without it.
+    #[arg(long)]
+    tee: bool,
     /// The independent validator: exit code zero passes the turn; its result becomes evidence
     /// of --check about --subject at the workspace's git head. Split like --exec.
     #[arg(long, value_name = "COMMAND")]
@@ -91,13 +112,15 @@ pub struct RunArgs {
 }
 
 pub async fn run(ctx: &Ctx, args: RunArgs) -> Result<Exit, CliError> {
+    // Listening before anything starts: from here on a signal stops what runs, never only us.
+    let mut signals = Signals::listen()?;
     let goal = ctx.goal()?;
     let backend = ctx.open().await?;
     // An unknown goal is reported before anything runs, with the nearest known goal id.
     ctx.load(&backend, &goal).await?;
     let store: Arc<dyn Store> = backend.into_store();
     let agent = crate::cmd::next::asking_agent(ctx, args.agent.as_ref())?;
-    let engine = build(ctx, &args, &agent, store).await?;
+    let engine = build(ctx, &args, &agent, Arc::clone(&store)).await?;
     let until = if args.wait {
         Until::NeedsHost
     } else {
@@ -105,7 +128,17 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> Result<Exit, CliError> {
     };
     let mut reports = Vec::new();
     loop {
-        let report = engine.step(&goal).await.map_err(engine_error)?;
+        // On a signal the step is dropped mid-way, and with it the process it runs: the
+        // runner kills that process's whole group when its run is dropped. The select ends
+        // (dropping the step) before anything else is done.
+        let stepped = tokio::select! {
+            report = engine.step(&goal) => Ok(report),
+            signal = signals.next() => Err(signal),
+        };
+        let report = match stepped {
+            Ok(report) => report.map_err(engine_error)?,
+            Err(signal) => return Err(interrupted(store.as_ref(), &goal, &agent, signal).await),
+        };
         if !ctx.out.json {
             println!("{}", progress(&ctx.out, reports.len() + 1, &report));
         }
@@ -125,7 +158,16 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> Result<Exit, CliError> {
             break;
         }
         if let Some(last) = reports.last() {
-            engine.wait(last).await.map_err(engine_error)?;
+            let waited = tokio::select! {
+                waited = engine.wait(last) => Ok(waited),
+                signal = signals.next() => Err(signal),
+            };
+            match waited {
+                Ok(waited) => waited.map_err(engine_error)?,
+                Err(signal) => {
+                    return Err(interrupted(store.as_ref(), &goal, &agent, signal).await);
+                }
+            }
         }
     }
     let decision = reports.last().map(|r| r.decision.clone());
@@ -230,7 +272,7 @@ async fn build(
                 .join("loopx/journal")
                 .join(path_component(agent.as_str())),
         });
-    let executor = CommandExecutor::new(command(args, "--exec", &args.exec, &workspace)?, journal);
+    let executor = CommandExecutor::new(executor_command(ctx, args, &workspace)?, journal);
     let validator = CommandValidator::new(
         validator_source(agent)?,
         args.check.clone(),
@@ -306,6 +348,26 @@ fn keyring(ctx: &Ctx, agent: &AgentId, others: &[Actor]) -> Result<Keyring, CliE
     Ok(keyring)
 }
 
+/// The executor's command: --exec split into words, or the argument vector after `--` as it
+/// is; its output streamed with --tee.
+fn executor_command(
+    ctx: &Ctx,
+    args: &RunArgs,
+    workspace: &PathBuf,
+) -> Result<CommandSpec, CliError> {
+    let spec = match &args.exec {
+        Some(text) => command(args, "--exec", text, workspace)?,
+        None => spec_of(args, "--", &args.argv, workspace)?,
+    };
+    // With --json, standard output holds the one document: the copy goes to standard error.
+    let tee = match (args.tee, ctx.out.json) {
+        (false, _) => Tee::Off,
+        (true, false) => Tee::Streams,
+        (true, true) => Tee::Stderr,
+    };
+    Ok(spec.tee(tee))
+}
+
 fn command(
     args: &RunArgs,
     flag: &str,
@@ -319,7 +381,18 @@ fn command(
             "quote arguments with ' or \"",
         )
     })?;
-    let mut spec = CommandSpec::from_argv(&words).map_err(|error| {
+    spec_of(args, flag, &words, workspace)
+}
+
+/// The command of an argument vector, run in the workspace with the run's bounds and
+/// environment.
+fn spec_of<S: AsRef<std::ffi::OsStr>>(
+    args: &RunArgs,
+    flag: &str,
+    words: &[S],
+    workspace: &PathBuf,
+) -> Result<CommandSpec, CliError> {
+    let mut spec = CommandSpec::from_argv(words).map_err(|error| {
         CliError::usage(
             "command_invalid",
             format!("{flag}: {error}"),
@@ -447,6 +520,132 @@ fn progress(out: &Output, n: usize, report: &StepReport) -> String {
         crate::decision::headline(out, &report.decision)
     );
     line
+}
+
+/// A signal that interrupts `run`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Interruption {
+    /// SIGINT (Ctrl-C).
+    Interrupt,
+    /// SIGTERM.
+    Terminate,
+    /// SIGHUP (the terminal went away).
+    HangUp,
+}
+
+impl Interruption {
+    fn name(self) -> &'static str {
+        match self {
+            Interruption::Interrupt => "SIGINT",
+            Interruption::Terminate => "SIGTERM",
+            Interruption::HangUp => "SIGHUP",
+        }
+    }
+
+    /// The shell's convention: 128 plus the signal's number.
+    fn exit(self) -> Exit {
+        match self {
+            Interruption::Interrupt => Exit::Interrupted,
+            Interruption::Terminate => Exit::Terminated,
+            Interruption::HangUp => Exit::HungUp,
+        }
+    }
+}
+
+/// The signals that interrupt `run`, listened to from its start: their default (ending this
+/// process at once) would leave the executor's process group running, since it is not ours.
+struct Signals {
+    interrupt: Signal,
+    terminate: Signal,
+    hang_up: Signal,
+}
+
+impl Signals {
+    fn listen() -> Result<Signals, CliError> {
+        let listen = |kind: SignalKind| {
+            signal(kind).map_err(|error| {
+                CliError::new(
+                    Exit::Other,
+                    "signals_unavailable",
+                    format!("cannot listen for signals, so an interrupted run could not stop its executor: {error}"),
+                    "",
+                )
+            })
+        };
+        Ok(Signals {
+            interrupt: listen(SignalKind::interrupt())?,
+            terminate: listen(SignalKind::terminate())?,
+            hang_up: listen(SignalKind::hangup())?,
+        })
+    }
+
+    /// The next signal that arrives.
+    async fn next(&mut self) -> Interruption {
+        tokio::select! {
+            Some(()) = self.interrupt.recv() => Interruption::Interrupt,
+            Some(()) = self.terminate.recv() => Interruption::Terminate,
+            Some(()) = self.hang_up.recv() => Interruption::HangUp,
+            else => std::future::pending().await,
+        }
+    }
+}
+
+/// How long an interrupted run may spend reading what it leaves in flight.
+const INTERRUPTED_READ: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The error an interrupted run ends with, once what it ran is stopped: what it leaves in
+/// flight (read from the store), and what resumes it.
+async fn interrupted(
+    store: &dyn Store,
+    goal: &GoalId,
+    agent: &AgentId,
+    signal: Interruption,
+) -> CliError {
+    let name = signal.name();
+    let state = tokio::time::timeout(INTERRUPTED_READ, store.load(goal))
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .flatten();
+    let in_flight = state.as_ref().and_then(|state| {
+        state.todos.values().find_map(|todo| {
+            let lease = todo.lease.as_deref()?;
+            let turn = lease.turn.as_ref()?;
+            (&lease.holder == agent).then(|| (todo.id.clone(), turn.id.clone(), lease))
+        })
+    });
+    let (message, hint, details) = match (&state, in_flight) {
+        (_, Some((todo, turn, lease))) => (
+            format!(
+                "interrupted by {name}: the executor's process group was stopped; turn {turn} on `{todo}` stays begun under agent:{agent}'s lease (epoch {}), no longer renewed, until {}",
+                lease.epoch, lease.expires_at
+            ),
+            format!(
+                "run `loopx run` again to resume it: it takes the turn over, settles it from the journal if the executor finished, runs it again if it never started or `{todo}` is idempotent, and otherwise stops at `repair` — then read back what the turn did and, once the lease has expired, `loopx resolve-outcome --todo {todo} --turn {turn} --resolution absent|committed`"
+            ),
+            json!({
+                "signal": name,
+                "in_flight": { "todo": todo, "turn": turn, "epoch": lease.epoch, "expires_at": lease.expires_at },
+            }),
+        ),
+        (Some(_), None) => (
+            format!(
+                "interrupted by {name} between turns: nothing of agent:{agent} is left in flight"
+            ),
+            "run `loopx run` again to go on".to_owned(),
+            json!({ "signal": name, "in_flight": null }),
+        ),
+        (None, None) => (
+            format!(
+                "interrupted by {name}: the executor's process group was stopped; the store could not be read to say what is left in flight"
+            ),
+            "ask `loopx next` what is left once the store answers, and run `loopx run` again to resume".to_owned(),
+            json!({ "signal": name }),
+        ),
+    };
+    let mut error = CliError::new(signal.exit(), "interrupted", message, hint);
+    error.details = Some(details);
+    error
 }
 
 fn engine_error(error: EngineError) -> CliError {

@@ -1,11 +1,12 @@
-//! `loopx status`: the board of one goal.
+//! `loopx status`: the board of one goal, now or as it stood at a past revision.
 
 use std::fmt::Write as _;
 
+use clap::Args;
 use loopx_kernel::{GoalState, Timestamp, Todo, terminal};
 use serde_json::{Map, Value, json};
 
-use crate::cmd::{effect, evidence, view};
+use crate::cmd::{effect, evidence, revision, view};
 use crate::context::Ctx;
 use crate::error::{CliError, Exit};
 use crate::output::{Output, Style, Table, or_dash};
@@ -49,11 +50,27 @@ fn board(state: &GoalState) -> Value {
     Value::Object(board)
 }
 
-pub async fn run(ctx: &Ctx) -> Result<Exit, CliError> {
+/// Flags of `loopx status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Show the goal as it stood right after this revision (1 up to the head): its history
+    /// replayed up to there, and what derives from time (open gates, freshness, terminal)
+    /// judged at that revision's commit time.
+    #[arg(long, value_name = "N")]
+    at_revision: Option<u64>,
+}
+
+pub async fn run(ctx: &Ctx, args: &StatusArgs) -> Result<Exit, CliError> {
     let goal = ctx.goal()?;
     let backend = ctx.open().await?;
-    let state = ctx.load(&backend, &goal).await?;
-    let now = ctx.now;
+    let mut state = ctx.load(&backend, &goal).await?;
+    let mut now = ctx.now;
+    let head = state.revision;
+    if let Some(at) = args.at_revision {
+        revision::check_revision("--at-revision", at, &goal, head)?;
+        state = revision::state_at(&backend, &goal, at).await?;
+        now = state.last_commit();
+    }
     let gates: Vec<Value> = state
         .gates
         .values()
@@ -82,6 +99,10 @@ pub async fn run(ctx: &Ctx) -> Result<Exit, CliError> {
         }
     });
     let mut value = value;
+    // A past revision says where the head stands, so it is never taken for the current board.
+    if let (Some(_), Some(status)) = (args.at_revision, value["status"].as_object_mut()) {
+        status.insert("head_revision".into(), json!(head));
+    }
     // The outbox is listed only when it holds something, so a board without effects reads as
     // it always did.
     if !state.pending_effects.is_empty()
@@ -101,6 +122,13 @@ pub async fn run(ctx: &Ctx) -> Result<Exit, CliError> {
     }
     ctx.out.emit(&value, |out| {
         let mut text = human(out, &state, now);
+        if args.at_revision.is_some() {
+            let _ = write!(
+                text,
+                "\nas it stood at revision {} ({now}); the goal is now at revision {head}\n",
+                state.revision
+            );
+        }
         if test_clock {
             text.push_str(
                 "\nthe store runs on a test clock: --now moves time (tests and scripts only)\n",

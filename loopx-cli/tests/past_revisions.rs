@@ -1,0 +1,349 @@
+//! The verbs that read across goals and back in time: `loopx ready` (an agent's ready work on
+//! every goal), `loopx status --at-revision N` (the goal as it stood then, replayed from its
+//! history) and `loopx log --from N --to M` (a range of it); bad ranges are typed errors naming
+//! the head revision, and change nothing.
+
+mod support;
+
+use loopx_store::Retention as _;
+use serde_json::{Value, json};
+use support::{GOAL, Loopx, at, redact, redact_keys, seed_story};
+
+/// The revision the seed story's gate was opened at (its receipt).
+fn gate_opened(steps: &[(String, Value)]) -> u64 {
+    let (_, opened) = steps
+        .iter()
+        .find(|(name, _)| name == "gate_open")
+        .expect("the story opens a gate");
+    opened["receipt"]["revision"].as_u64().expect("a revision")
+}
+
+#[test]
+fn status_at_a_past_revision_shows_the_goal_as_it_stood_then() {
+    let lx = Loopx::sqlite();
+    let steps = seed_story(&lx);
+    let head = lx.revision(GOAL);
+    let opened = gate_opened(&steps);
+    let at_gate = opened.to_string();
+
+    let mut then = lx.ok(&["--goal", GOAL, "status", "--at-revision", &at_gate]);
+    let now = lx.ok(&["--goal", GOAL, "status"]);
+
+    let status = &then["status"];
+    assert_eq!(status["revision"], opened);
+    assert_eq!(status["head_revision"], head);
+    assert_eq!(
+        status["at"], "2026-11-29T10:14:00.000Z",
+        "the gate's commit time"
+    );
+    assert_eq!(status["gates"][0]["id"], "error-code-name", "{then:#}");
+    assert_eq!(status["terminal"], Value::Null, "not over then");
+    let open: Vec<&str> = status["board"]["open"]
+        .as_array()
+        .expect("open todos")
+        .iter()
+        .filter_map(|t| t["id"].as_str())
+        .collect();
+    assert_eq!(open, ["update-help", "document-json"]);
+    assert_eq!(status["board"]["done"][0]["id"], "change-output-layer");
+    // Today the gate is answered and the goal accepted; the current board has no head_revision.
+    assert_eq!(now["status"]["gates"], json!([]));
+    assert_eq!(now["status"]["terminal"], "accepted", "{now:#}");
+    assert!(now["status"].get("head_revision").is_none());
+    redact_keys(&mut then);
+    insta::assert_json_snapshot!("status_at_the_gate", then);
+
+    // The first revision is the goal as created; the head is the board of today.
+    let first = lx.ok(&["--goal", GOAL, "status", "--at-revision", "1"]);
+    assert_eq!(first["status"]["board"]["open"], json!([]));
+    let at_head = lx.ok(&[
+        "--goal",
+        GOAL,
+        "--now",
+        &at(30, "09:50"),
+        "status",
+        "--at-revision",
+        &head.to_string(),
+    ]);
+    assert_eq!(at_head["status"]["board"], now["status"]["board"]);
+
+    let words = lx.run(&["--goal", GOAL, "status", "--at-revision", &at_gate]);
+    assert_eq!(words.code, 0, "{}", words.stderr);
+    assert!(words.stdout.contains("error-code-name"), "{}", words.stdout);
+    assert!(
+        words.stdout.contains(&format!(
+            "as it stood at revision {opened} (2026-11-29T10:14:00.000Z); the goal is now at revision {head}"
+        )),
+        "{}",
+        words.stdout
+    );
+}
+
+#[test]
+fn log_prints_a_range_of_revisions() {
+    let lx = Loopx::sqlite();
+    let steps = seed_story(&lx);
+    let opened = gate_opened(&steps);
+    let (from, to) = (opened - 1, opened + 1);
+
+    let mut range = lx.ok(&[
+        "--goal",
+        GOAL,
+        "log",
+        "--from",
+        &from.to_string(),
+        "--to",
+        &to.to_string(),
+    ]);
+
+    let revisions: Vec<u64> = range["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter_map(|e| e["revision"].as_u64())
+        .collect();
+    assert_eq!(revisions, [from, opened, to]);
+    assert_eq!(range["events"][1]["event"]["type"], "gate_opened");
+    redact_keys(&mut range);
+    // The validator's signature is over its key, new in every run.
+    redact(
+        &mut range,
+        "/events/0/event/verdict/signature",
+        "[signature]",
+    );
+    insta::assert_json_snapshot!("log_around_the_gate", range);
+
+    // --from alone runs to the head; --to alone starts at the first revision; --limit cuts.
+    let head = lx.revision(GOAL);
+    let tail = lx.ok(&["--goal", GOAL, "log", "--from", &head.to_string()]);
+    assert_eq!(tail["events"].as_array().map(Vec::len), Some(1));
+    assert_eq!(tail["events"][0]["revision"], head);
+    let start = lx.ok(&["--goal", GOAL, "log", "--to", "2"]);
+    let start: Vec<u64> = start["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter_map(|e| e["revision"].as_u64())
+        .collect();
+    assert_eq!(start, [1, 2]);
+    let cut = lx.ok(&[
+        "--goal", GOAL, "log", "--from", "2", "--to", "9", "--limit", "3",
+    ]);
+    assert_eq!(cut["events"].as_array().map(Vec::len), Some(3));
+    let words = lx.run(&["--goal", GOAL, "log", "--from", "1", "--to", "1"]);
+    assert!(words.stdout.contains("goal_created"), "{}", words.stdout);
+    assert_eq!(words.stdout.lines().count(), 2, "a header and one event");
+}
+
+#[test]
+fn a_bad_revision_or_range_is_a_typed_error_naming_the_head() {
+    let lx = Loopx::sqlite();
+    seed_story(&lx);
+    let head = lx.revision(GOAL);
+    let beyond = (head + 1).to_string();
+    let named = format!("is at revision {head}");
+    for (args, code) in [
+        (
+            vec!["status", "--at-revision", "0"],
+            "revision_out_of_range",
+        ),
+        (
+            vec!["status", "--at-revision", beyond.as_str()],
+            "revision_out_of_range",
+        ),
+        (vec!["log", "--from", "0"], "revision_out_of_range"),
+        (
+            vec!["log", "--from", beyond.as_str()],
+            "revision_out_of_range",
+        ),
+        (
+            vec!["log", "--from", "1", "--to", beyond.as_str()],
+            "revision_out_of_range",
+        ),
+        (
+            vec!["log", "--from", "5", "--to", "3"],
+            "revision_range_reversed",
+        ),
+    ] {
+        let (exit, error) = lx.json(&[&["--goal", GOAL][..], &args].concat());
+        assert_eq!(exit, 2, "{args:?}: {error:#}");
+        assert_eq!(error["error"]["code"], code, "{args:?}: {error:#}");
+        let message = error["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(&named), "{args:?}: {message}");
+        assert!(
+            error["error"]["hint"]
+                .as_str()
+                .is_some_and(|h| h.contains(&head.to_string())),
+            "{args:?}: {error:#}"
+        );
+    }
+    // A range and --after do not mix.
+    let (exit, _) = lx.json(&["--goal", GOAL, "log", "--after", "3", "--to", "5"]);
+    assert_eq!(exit, 2);
+    assert_eq!(lx.revision(GOAL), head, "nothing changed");
+}
+
+#[test]
+fn status_before_a_compaction_is_refused_and_after_it_replays_from_the_base() {
+    let lx = Loopx::sqlite();
+    seed_story(&lx);
+    let head = lx.revision(GOAL);
+    let before = lx.ok(&["--goal", GOAL, "status", "--at-revision", "12"]);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        let store = loopx_store::SqliteStore::open(&lx.store).expect("the store opens");
+        let goal: loopx_kernel::GoalId = GOAL.parse().expect("an id");
+        store.compact(&goal, 10).await.expect("compacts");
+    });
+
+    let (exit, refused) = lx.json(&["--goal", GOAL, "status", "--at-revision", "9"]);
+    let after = lx.ok(&["--goal", GOAL, "status", "--at-revision", "12"]);
+
+    assert_eq!(exit, 2, "{refused:#}");
+    assert_eq!(refused["error"]["code"], "revision_compacted");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("before revision 10 was compacted")),
+        "{refused:#}"
+    );
+    assert_eq!(
+        after, before,
+        "the same state, folded onto the base snapshot"
+    );
+    let at_base = lx.ok(&["--goal", GOAL, "status", "--at-revision", "10"]);
+    assert_eq!(at_base["status"]["revision"], 10);
+    assert_eq!(lx.revision(GOAL), head);
+}
+
+#[test]
+#[allow(clippy::too_many_lines, reason = "two goals set up, then read")]
+fn ready_lists_an_agents_work_across_goals_most_urgent_first() {
+    let lx = Loopx::sqlite();
+    let t0 = at(29, "10:00");
+    lx.ok(&["init"]);
+    let create = |goal: &str, agents: &[&str]| {
+        let mut args = vec![
+            "--goal",
+            goal,
+            "--as",
+            "person:olivia",
+            "--now",
+            &t0,
+            "goal",
+            "create",
+            "--objective",
+            "two goals, one agent",
+        ];
+        for agent in agents {
+            args.extend(["--agent", agent]);
+        }
+        lx.ok(&args);
+    };
+    create("alpha", &["agent-a"]);
+    create("beta", &["agent-a", "agent-b"]);
+    let add = |goal: &str, extra: &[&str]| {
+        let base = [
+            "--goal",
+            goal,
+            "--as",
+            "person:olivia",
+            "--now",
+            &t0,
+            "todo",
+            "add",
+        ];
+        lx.ok(&[&base[..], extra].concat());
+    };
+    add(
+        "alpha",
+        &[
+            "--id",
+            "a1",
+            "--title",
+            "first of alpha",
+            "--priority",
+            "p1",
+        ],
+    );
+    add(
+        "alpha",
+        &["--id", "a2", "--title", "after a1", "--depends-on", "a1"],
+    );
+    add(
+        "alpha",
+        &[
+            "--id",
+            "a3",
+            "--title",
+            "later in alpha",
+            "--priority",
+            "p3",
+        ],
+    );
+    add(
+        "beta",
+        &[
+            "--id",
+            "b1",
+            "--title",
+            "urgent in beta",
+            "--priority",
+            "p0",
+        ],
+    );
+    add(
+        "beta",
+        &[
+            "--id",
+            "b2",
+            "--title",
+            "for agent-b",
+            "--assignee",
+            "agent-b",
+        ],
+    );
+
+    let ready = lx.ok(&["--now", &t0, "ready", "--agent", "agent-a"]);
+
+    assert_eq!(
+        ready,
+        json!({
+            "agent": "agent-a",
+            "ready": [
+                { "goal": "beta", "todo": "b1" },
+                { "goal": "alpha", "todo": "a1" },
+                { "goal": "alpha", "todo": "a3" },
+            ],
+        })
+    );
+    // The agent defaults to the acting one; another agent sees its own work.
+    let acting = lx.ok(&["--as", "agent:agent-a", "--now", &t0, "ready"]);
+    assert_eq!(acting, ready);
+    let other = lx.ok(&["--now", &t0, "ready", "--agent", "agent-b"]);
+    assert_eq!(
+        other["ready"],
+        json!([{ "goal": "beta", "todo": "b1" }, { "goal": "beta", "todo": "b2" }])
+    );
+    let table = lx.run(&["--now", &t0, "ready", "--agent", "agent-a"]);
+    assert_eq!(table.code, 0, "{}", table.stderr);
+    let rows: Vec<&str> = table.stdout.lines().collect();
+    assert!(rows[0].starts_with("GOAL"), "{}", table.stdout);
+    assert!(
+        rows[1].contains("beta") && rows[1].contains("b1") && rows[1].contains("urgent in beta"),
+        "{}",
+        table.stdout
+    );
+    let nobody = lx.run(&["--now", &t0, "ready", "--agent", "agent-z"]);
+    assert!(
+        nobody.stdout.contains("nothing is ready for agent:agent-z"),
+        "{}",
+        nobody.stdout
+    );
+    let (code, error) = lx.json(&["--now", &t0, "ready"]);
+    assert_eq!(code, 2, "an agent is needed: {error:#}");
+    assert_eq!(error["error"]["code"], "agent_missing");
+}
