@@ -514,6 +514,8 @@ impl Fixture {
             observed_at: self.now,
             summary: "main moved".into(),
             facts: std::collections::BTreeMap::new(),
+            order: None,
+            etag: None,
         }
     }
 
@@ -694,6 +696,8 @@ impl Fixture {
                         observed_at: self.now,
                         summary: "CI is running".into(),
                         facts: std::collections::BTreeMap::new(),
+                        order: None,
+                        etag: None,
                     };
                     let facts = Facts {
                         evidence: Vec::new(),

@@ -278,6 +278,8 @@ fn head_observation(revision: &Revision, now: Timestamp) -> Result<Observation> 
         observed_at: now,
         summary: format!("head at {revision}"),
         facts: BTreeMap::new(),
+        order: None,
+        etag: None,
     })
 }
 

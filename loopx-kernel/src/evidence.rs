@@ -1,7 +1,8 @@
 //! Observations and evidence, both bound to revisions.
 //!
 //! The current revision of a subject is the revision of its most recent observation (ordered by
-//! observation time, then by record order). Evidence bound to any other revision is stale by
+//! observation time, then by record order); an observation older in its source's own order
+//! ([`SourceOrder`]) than the one its stream recorded is not recorded at all. Evidence bound to any other revision is stale by
 //! rule; so is evidence past its time-to-live and evidence derived from stale inputs. Evidence
 //! about a subject nobody has observed is judged by its time-to-live and inputs alone.
 
@@ -33,6 +34,52 @@ pub struct Observation {
     /// Typed domain facts as name/value pairs, for capabilities to read.
     #[serde(default)]
     pub facts: BTreeMap<String, String>,
+    /// Where the fact stands in its source's own order, when the source says (GitHub: the
+    /// object's `updated_at`, a check run's `completed_at` or `started_at`). An observation of a
+    /// stream older than the one recorded changes nothing, so a late delivery of an older
+    /// state never moves a fact back. Absent: the source has no order, and the latest record
+    /// stands.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order: Option<SourceOrder>,
+    /// An opaque tag of the source's state when the fact was read (for HTTP sources, what their
+    /// `ETag`s answered), not part of the fact: the engine hands the recorded one back in the
+    /// next poll's [`ObserveRequest`](crate::seams::ObserveRequest), so an unchanged source can
+    /// answer "not modified" even after a restart. Kept with the fact it was read with: an
+    /// unchanged observation is not recorded, so its tag is not renewed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etag: Option<String>,
+}
+
+/// An observation's place in its source's own order: the time the source stamped the object
+/// with, then a step for the states it stamps with the same time. Compared by `at`, then
+/// `step`; its JSON form is `{"at": "…", "step": 2}` (`step` left out when 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourceOrder {
+    /// The object's own time, as its source stamped it (not when it was received).
+    pub at: Timestamp,
+    /// Orders the states a source stamps with the same time (a check run queued, then in
+    /// progress, then completed); 0 when the source has none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub step: u32,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's `skip_serializing_if` passes a reference
+fn is_zero(step: &u32) -> bool {
+    *step == 0
+}
+
+impl SourceOrder {
+    /// The order of an object stamped at `at`, with no step.
+    pub fn at(at: Timestamp) -> SourceOrder {
+        SourceOrder { at, step: 0 }
+    }
+
+    /// True when an observation in this order comes before one in `recorded`: it then changes
+    /// nothing. No order on either side means "not older".
+    pub fn is_older(observed: Option<&SourceOrder>, recorded: Option<&SourceOrder>) -> bool {
+        matches!((observed, recorded), (Some(observed), Some(recorded)) if observed < recorded)
+    }
 }
 
 /// Passed or failed. On the wire `passed` or `failed`, the words a turn's verdict uses; the

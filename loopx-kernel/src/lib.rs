@@ -97,7 +97,8 @@ pub use decide::{
 };
 pub use event::{Event, RecordedEvent, SCHEMA_VERSION, SettledTransition};
 pub use evidence::{
-    Evidence, Freshness, Lineage, NewEvidence, Observation, ObservedInput, Outcome, SubjectHead,
+    Evidence, Freshness, Lineage, NewEvidence, Observation, ObservedInput, Outcome, SourceOrder,
+    SubjectHead,
 };
 pub use execute::{MAX_TEXT, execute};
 pub use fix::{Fix, FixArg, Who};

@@ -470,6 +470,11 @@ pub struct ObserveRequest {
     pub key: ObservationKey,
     /// The fingerprint already recorded, so a provider can answer "unchanged" cheaply.
     pub known: Option<Fingerprint>,
+    /// The tag the recorded observation was read with ([`Observation::etag`]), so a source
+    /// that can tell (an HTTP `ETag`) answers "not modified": the provider then returns no
+    /// observation, which is "unchanged".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etag: Option<String>,
 }
 
 /// An external side effect, fenced by the lease epoch and deduplicated by its key.

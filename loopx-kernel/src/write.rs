@@ -758,6 +758,8 @@ mod tests {
             observed_at,
             summary: String::new(),
             facts: std::collections::BTreeMap::new(),
+            order: None,
+            etag: None,
         }
     }
 

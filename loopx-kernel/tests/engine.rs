@@ -596,6 +596,8 @@ fn check(revision: &str, verdict: &str) -> Observation {
         observed_at: start(),
         summary: String::new(),
         facts: [("verdict".to_owned(), verdict.to_owned())].into(),
+        order: None,
+        etag: None,
     }
 }
 

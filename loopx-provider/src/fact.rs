@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use loopx_kernel::facts::FactSchema;
 use loopx_kernel::{
-    Fingerprint, InvalidId, Observation, ObservationKey, Revision, Subject, Timestamp,
+    Fingerprint, InvalidId, Observation, ObservationKey, Revision, SourceOrder, Subject, Timestamp,
 };
 use sha2::{Digest as _, Sha256};
 
@@ -27,6 +27,7 @@ pub struct FactBuilder {
     revision: String,
     summary: String,
     facts: BTreeMap<String, String>,
+    order: Option<SourceOrder>,
 }
 
 /// The longest fact value kept, in bytes; longer values are cut at a character boundary.
@@ -53,7 +54,17 @@ impl FactBuilder {
             revision: bounded_id(revision),
             summary: String::new(),
             facts: BTreeMap::new(),
+            order: None,
         }
+    }
+
+    /// Sets the fact's place in its source's own order (not part of the fingerprint: the same
+    /// fact stamped later is unchanged); the kernel records no observation older than its
+    /// stream's.
+    #[must_use]
+    pub fn order(mut self, order: Option<SourceOrder>) -> Self {
+        self.order = order;
+        self
     }
 
     /// Sets the human summary (not part of the fingerprint), cut to [`MAX_FACT_LEN`] bytes.
@@ -132,6 +143,8 @@ impl FactBuilder {
             observed_at,
             summary: self.summary,
             facts: self.facts,
+            order: self.order,
+            etag: None,
         })
     }
 }

@@ -7,6 +7,9 @@
 //! - [`Retry`] retries **reads only** (`observe`, `readback`) with exponential backoff on
 //!   transient failures (`Failed`, `Timeout`); it never retries `perform` (an effect's outcome
 //!   after a failure is unknown and must be read back), nor `Invalid` or `RateLimited`;
+//! - [`Backoff`] holds a failing source off: after a rate limit until the instant it names
+//!   (`Retry-After`, `x-ratelimit-reset`), after other failures for a pause that doubles with
+//!   each failure in a row ([`Retry`]'s rule), answering without calling the source meanwhile;
 //! - [`FingerprintCache`] drops observations whose fingerprint equals the last one returned for
 //!   the same key (or the caller's `known`), so an unchanged poll yields nothing;
 //! - [`Record`] and [`Replay`] capture a provider's answers (observations and effects) on a
@@ -150,10 +153,15 @@ impl<P> Retry<P> {
     /// Waits the delay before try `tries + 1` (the base delay after the first try, doubling
     /// after each further one).
     async fn back_off(&self, tries: u32) {
-        let doublings = tries.saturating_sub(1).min(62);
-        let delay = self.base_delay.as_millis().saturating_mul(1 << doublings);
-        self.clock.sleep(Duration::from_millis(delay)).await;
+        self.clock.sleep(doubling(self.base_delay, tries)).await;
     }
+}
+
+/// The pause after `failures` failures in a row (at least one): `base`, doubling with each
+/// further failure, saturating. The one rule [`Retry`] and [`Backoff`] share.
+fn doubling(base: Duration, failures: u32) -> Duration {
+    let doublings = failures.saturating_sub(1).min(62);
+    Duration::from_millis(base.as_millis().saturating_mul(1 << doublings))
 }
 
 #[async_trait]
@@ -195,6 +203,110 @@ impl<P: Effector> Effector for Retry<P> {
             self.back_off(tries).await;
             tries += 1;
         }
+    }
+}
+
+/// Holds a failing source off, so that a poll due again does not call a source that asked to
+/// wait or keeps failing. After [`ProviderError::RateLimited`] it waits until the instant the
+/// error names (GitHub's `Retry-After` or `x-ratelimit-reset`, read by the client); after a
+/// transient failure ([`ProviderError::Failed`], [`ProviderError::Timeout`]) for `base`,
+/// doubling with each failure in a row up to `cap`. Until then every `observe` answers
+/// [`ProviderError::RateLimited`] with the instant it may call again, without calling the
+/// source; a success ends the run of failures. The hold is the wrapped source's as a whole (a
+/// rate limit is the source's, not one stream's). Effects are not held: they are forwarded as
+/// they are, since their outcome must be read back whatever the source's state.
+pub struct Backoff<P> {
+    inner: P,
+    base: Duration,
+    cap: Duration,
+    clock: Arc<dyn Clock>,
+    hold: Mutex<Hold>,
+}
+
+/// A source's standing: the failures in a row, and until when it is held off.
+#[derive(Debug, Default, Clone, Copy)]
+struct Hold {
+    failures: u32,
+    until: Option<loopx_kernel::Timestamp>,
+}
+
+impl<P: std::fmt::Debug> std::fmt::Debug for Backoff<P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Backoff")
+            .field("inner", &self.inner)
+            .field("base", &self.base)
+            .field("cap", &self.cap)
+            .field("hold", &*lock(&self.hold))
+            .finish_non_exhaustive()
+    }
+}
+
+impl<P> Backoff<P> {
+    /// Wraps `inner`: after a failure it is held off `base`, doubling with each failure in a
+    /// row up to `cap`; after a rate limit until the instant named, on `clock`.
+    pub fn new(inner: P, base: Duration, cap: Duration, clock: Arc<dyn Clock>) -> Self {
+        Backoff {
+            inner,
+            base,
+            cap,
+            clock,
+            hold: Mutex::new(Hold::default()),
+        }
+    }
+
+    /// Until when the source is held off, if it is at `clock`'s now.
+    pub fn held_until(&self) -> Option<loopx_kernel::Timestamp> {
+        let now = self.clock.now();
+        lock(&self.hold).until.filter(|until| *until > now)
+    }
+
+    /// Records what a call answered: a success ends the hold, a failure (re)starts it.
+    fn record<T>(&self, answer: &Result<T, ProviderError>) {
+        let now = self.clock.now();
+        let mut hold = lock(&self.hold);
+        match answer {
+            Ok(_) => *hold = Hold::default(),
+            Err(ProviderError::RateLimited(until)) => {
+                hold.failures = hold.failures.saturating_add(1);
+                hold.until = Some((*until).max(now));
+            }
+            Err(ProviderError::Failed(_) | ProviderError::Timeout(_)) => {
+                hold.failures = hold.failures.saturating_add(1);
+                let pause = doubling(self.base, hold.failures).min(self.cap);
+                hold.until = Some(now.plus(pause));
+            }
+            // A malformed request says nothing about the source.
+            Err(_) => {}
+        }
+    }
+}
+
+#[async_trait]
+impl<P: Provider> Provider for Backoff<P> {
+    fn source(&self) -> &SourceId {
+        self.inner.source()
+    }
+
+    /// [`ProviderError::RateLimited`] with the instant the hold ends while the source is held
+    /// off (the source is not called); the source's answer otherwise.
+    async fn observe(&self, request: &ObserveRequest) -> Result<Vec<Observation>, ProviderError> {
+        if let Some(until) = self.held_until() {
+            return Err(ProviderError::RateLimited(until));
+        }
+        let answer = self.inner.observe(request).await;
+        self.record(&answer);
+        answer
+    }
+}
+
+#[async_trait]
+impl<P: Effector> Effector for Backoff<P> {
+    async fn perform(&self, effect: &Effect) -> Result<EffectStatus, ProviderError> {
+        self.inner.perform(effect).await
+    }
+
+    async fn readback(&self, effect: &Effect) -> Result<EffectStatus, ProviderError> {
+        self.inner.readback(effect).await
     }
 }
 

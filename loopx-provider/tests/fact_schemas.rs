@@ -9,10 +9,11 @@ use std::path::PathBuf;
 use loopx_kernel::facts::FactSchema;
 use loopx_kernel::facts::github::{
     CheckRun, CheckSuite, CiRollup, CommitStatus, Issue, IssueComment, PullRequest, Push, Review,
+    ReviewComment, ReviewThread, WorkflowJob, WorkflowRun,
 };
 use loopx_kernel::facts::metrics::Metric;
 use loopx_kernel::{Observation, Timestamp};
-use loopx_provider::github::webhook::{SUPPORTED_EVENTS, parse_event};
+use loopx_provider::github::webhook::{Delivery, SUPPORTED_EVENTS, parse_delivery};
 use loopx_provider::github::{CiItem, CiRollup as Rollup, CiVerdict, GitHubEvent};
 use loopx_provider::metrics::{MetricPoint, RunRevision, observations};
 
@@ -51,6 +52,10 @@ fn through_its_schema(
         Issue,
         IssueComment,
         Push,
+        ReviewComment,
+        ReviewThread,
+        WorkflowRun,
+        WorkflowJob,
         Metric
     );
     None
@@ -59,21 +64,26 @@ fn through_its_schema(
 #[test]
 fn every_webhook_observation_reads_back_through_its_schema() {
     let mut kinds = Vec::new();
-    for event in SUPPORTED_EVENTS {
-        let dir: PathBuf = [
-            env!("CARGO_MANIFEST_DIR"),
-            "tests/fixtures/github-webhooks",
-            event,
-        ]
+    let folders = [
+        "tests/fixtures/github-webhooks",
+        "tests/fixtures/github-deliveries",
+    ];
+    for (event, folder) in SUPPORTED_EVENTS
         .iter()
-        .collect();
+        .flat_map(|event| folders.iter().map(move |folder| (*event, *folder)))
+    {
+        let dir: PathBuf = [env!("CARGO_MANIFEST_DIR"), folder, event].iter().collect();
+        if !dir.is_dir() {
+            continue;
+        }
         for entry in std::fs::read_dir(&dir).expect("fixture folder") {
             let path = entry.expect("entry").path();
             let body = std::fs::read(&path).expect("read");
-            let observation = parse_event(event, &body)
-                .expect("a supported payload")
-                .observation(now())
-                .expect("valid ids");
+            let Delivery::Fact(fact) = parse_delivery(event, &body).expect("a supported payload")
+            else {
+                continue;
+            };
+            let observation = fact.observation(now()).expect("valid ids");
             let (kind, facts) = through_its_schema(&observation)
                 .unwrap_or_else(|| panic!("{}: no schema for {}", path.display(), observation.key));
             assert_eq!(facts, observation.facts, "{} as {kind}", path.display());
@@ -92,7 +102,11 @@ fn every_webhook_observation_reads_back_through_its_schema() {
             "issue_comment",
             "pull_request",
             "push",
-            "review"
+            "review",
+            "review_comment",
+            "review_thread",
+            "workflow_job",
+            "workflow_run"
         ]
     );
 }

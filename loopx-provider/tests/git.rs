@@ -189,6 +189,7 @@ async fn the_git_provider_observes_an_unchanged_tree_with_the_same_fingerprint()
     let request = ObserveRequest {
         key: ObservationKey::new("tree:acme/cli").expect("id"),
         known: None,
+        etag: None,
     };
     let first = provider.observe(&request).await.expect("observe");
     clock.advance(loopx_kernel::Duration::minutes(5));

@@ -16,7 +16,7 @@ use loopx_kernel::{
     Duration, GoalId, ManualClock, Observation, ObservationKey, SourceId, Timestamp, TodoId,
 };
 use loopx_provider::fact::FactBuilder;
-use loopx_provider::layers::{FingerprintCache, Record, Replay, Retry, Tape, Timeout};
+use loopx_provider::layers::{Backoff, FingerprintCache, Record, Replay, Retry, Tape, Timeout};
 
 /// How often each seam method of a [`Probe`] was called.
 #[derive(Debug, Default)]
@@ -129,6 +129,7 @@ fn request(known: Option<&Observation>) -> ObserveRequest {
     ObserveRequest {
         key: ObservationKey::new("ci:acme/cli#12").expect("id"),
         known: known.map(|o| o.fingerprint.clone()),
+        etag: None,
     }
 }
 
@@ -188,6 +189,10 @@ async fn every_wrapper_forwards_every_seam_method() {
 
     let (probe, calls) = Probe::new();
     forwards_every_method("FingerprintCache", &FingerprintCache::new(probe), &calls).await;
+
+    let (probe, calls) = Probe::new();
+    let backoff = Backoff::new(probe, Duration::seconds(1), Duration::minutes(1), clock());
+    forwards_every_method("Backoff", &backoff, &calls).await;
 
     let (probe, calls) = Probe::new();
     let tape = Arc::new(Mutex::new(Tape::default()));
@@ -412,4 +417,76 @@ async fn the_cache_drops_unchanged_fingerprints_and_honours_known() {
             .len(),
         1
     );
+}
+
+/// A rate limit holds the source off until the instant it names: meanwhile every poll answers
+/// the same instant without calling the source; after it, the source is called again.
+#[tokio::test]
+async fn backoff_honours_the_instant_a_rate_limit_names() {
+    let clock = clock();
+    let reset = Timestamp::from_millis(0).plus(Duration::minutes(15));
+    let (probe, calls) = Probe::failing(1, ProviderError::RateLimited(reset));
+    let held = Backoff::new(
+        probe,
+        Duration::seconds(1),
+        Duration::minutes(1),
+        clock.clone(),
+    );
+    assert_eq!(
+        held.observe(&request(None)).await,
+        Err(ProviderError::RateLimited(reset))
+    );
+    assert_eq!(held.held_until(), Some(reset));
+    clock.advance(Duration::minutes(14));
+    assert_eq!(
+        held.observe(&request(None)).await,
+        Err(ProviderError::RateLimited(reset)),
+        "still held: answered without calling the source"
+    );
+    assert_eq!(calls.counts()[1], 1);
+    clock.advance(Duration::minutes(1));
+    assert_eq!(
+        held.observe(&request(None)).await,
+        Ok(vec![observation("passing")])
+    );
+    assert_eq!(calls.counts()[1], 2);
+    assert_eq!(held.held_until(), None, "a success ends the hold");
+}
+
+/// Failures in a row hold the source off for a pause that doubles, up to its cap.
+#[tokio::test]
+async fn backoff_doubles_the_pause_after_each_failure_in_a_row() {
+    let clock = clock();
+    let (probe, calls) = Probe::failing(5, ProviderError::Failed("503".into()));
+    let held = Backoff::new(
+        probe,
+        Duration::seconds(10),
+        Duration::seconds(30),
+        clock.clone(),
+    );
+    let mut pauses = Vec::new();
+    for _ in 0..4 {
+        let failed = held.observe(&request(None)).await;
+        assert_eq!(failed, Err(ProviderError::Failed("503".into())));
+        let until = held.held_until().expect("held");
+        pauses.push(until.since(clock.now()).as_millis() / 1000);
+        // Held: the source is not called.
+        assert!(matches!(
+            held.observe(&request(None)).await,
+            Err(ProviderError::RateLimited(at)) if at == until
+        ));
+        clock.advance(until.since(clock.now()));
+    }
+    assert_eq!(pauses, [10, 20, 30, 30]);
+    assert_eq!(calls.counts()[1], 4, "one call per pause");
+    // A malformed request says nothing about the source: no hold.
+    let (probe, _) = Probe::failing(1, ProviderError::Invalid("bad key".into()));
+    let held = Backoff::new(
+        probe,
+        Duration::seconds(10),
+        Duration::seconds(30),
+        clock.clone(),
+    );
+    assert!(held.observe(&request(None)).await.is_err());
+    assert_eq!(held.held_until(), None);
 }

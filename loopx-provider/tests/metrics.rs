@@ -106,7 +106,11 @@ async fn the_provider_reads_the_file_each_time() {
         Arc::new(ManualClock::new(Timestamp::from_millis(7))),
     );
     let key = ObservationKey::new("metric:mnist/loss").expect("id");
-    let request = ObserveRequest { key, known: None };
+    let request = ObserveRequest {
+        key,
+        known: None,
+        etag: None,
+    };
     let loss = provider.observe(&request).await.expect("observe");
     assert_eq!(loss.len(), 1);
     assert_eq!(loss[0].facts["last_value"], "0.5");

@@ -86,6 +86,7 @@ async fn a_poll_reads_the_pull_its_latest_reviews_and_ci_bound_to_the_head_sha()
     let request = ObserveRequest {
         key: ObservationKey::new("pr:acme/cli#12").expect("id"),
         known: None,
+        etag: None,
     };
     let observations = client.observe(&request).await.expect("observe");
     let keys: Vec<&str> = observations.iter().map(|o| o.key.as_str()).collect();

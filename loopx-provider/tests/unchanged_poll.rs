@@ -166,6 +166,7 @@ async fn an_unchanged_poll_produces_no_event_and_no_charge() {
     let request = ObserveRequest {
         key: ObservationKey::new(KEY).expect("id"),
         known: None,
+        etag: None,
     };
     let (mut goal, agent) = goal(t0);
     let as_provider = Actor::Provider(SourceId::new("github").expect("id"));
@@ -257,6 +258,7 @@ async fn an_unchanged_poll_through_the_memory_store_records_nothing() {
     let request = ObserveRequest {
         key: ObservationKey::new(KEY).expect("id"),
         known: None,
+        etag: None,
     };
     let store = MemoryStore::new();
     let (created, _) = goal(t0);
@@ -298,4 +300,149 @@ async fn an_unchanged_poll_through_the_memory_store_records_nothing() {
     assert_eq!(stored.ledger.spent, Amounts::ZERO);
     let history = store.events(&id, 0, 100).await.expect("events");
     assert_eq!(history.len() as u64, stored.revision);
+}
+
+#[path = "support/github.rs"]
+mod standin;
+
+/// The ETags of a poll travel in the observation the goal stores, so the first poll after a
+/// restart (a new store handle, a new client that remembers nothing) asks GitHub "changed since
+/// these?" and an unchanged pull request costs one `304` per request and records nothing.
+#[tokio::test]
+async fn an_unchanged_poll_after_a_restart_costs_only_304s() {
+    use loopx_kernel::prelude::*;
+    use loopx_provider::clock::SystemClock;
+    use loopx_provider::github::rest::{GitHubClient, Token};
+    use loopx_store::SqliteStore;
+    use standin::serve;
+
+    let conclusion = Arc::new(Mutex::new("success"));
+    let answered: Arc<Mutex<Vec<u16>>> = Arc::default();
+    let server = serve(conditional_github(
+        Arc::clone(&conclusion),
+        Arc::clone(&answered),
+    ))
+    .await;
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("loopx.db");
+    let key = ObservationKey::new("pr:acme/cli#12").expect("key");
+    let spec = GoalSpec::builder("json-output", "add --format json", "maintainer")
+        .agent("agent-a")
+        .budget(Limits::turns(5))
+        .declared_identity()
+        .build()
+        .expect("spec");
+    let engine = |store: Arc<SqliteStore>| {
+        let client = GitHubClient::new(
+            SourceId::new("github").expect("id"),
+            &server.base,
+            Some(Token::new("ghp_test")),
+            Duration::seconds(5),
+            Arc::new(SystemClock),
+        )
+        .expect("client");
+        let agent = executor_fn(|turn| async move { Ok(TurnReport::complete(turn.title)) });
+        let check =
+            validator_fn("tests", |_, _| async { Ok(Validation::passed("ok")) }).expect("check");
+        Engine::builder(
+            "agent-a".parse().expect("agent"),
+            store,
+            Arc::new(SystemClock),
+            agent,
+            check,
+        )
+        .watch(Arc::new(client), key.clone(), Duration::ZERO)
+        .build()
+    };
+    let statuses = || answered.lock().expect("answers").clone();
+
+    let store = Arc::new(SqliteStore::create(&path).expect("store"));
+    store
+        .goal(&spec.id)
+        .create(&spec, SystemClock.now())
+        .await
+        .expect("create");
+    let first = engine(Arc::clone(&store))
+        .step(&spec.id)
+        .await
+        .expect("step");
+    assert!(first.observed.contains(&key), "{:?}", first.observed);
+    let recorded = store.load(&spec.id).await.expect("load").expect("goal");
+    assert!(
+        recorded.observations[&key].etag.is_some(),
+        "the tag is kept"
+    );
+    assert_eq!(statuses(), [200; 4], "pull, reviews, check runs, status");
+    let polled = 4;
+    drop(store);
+
+    // A restart: the store opened again, a client with an empty memory.
+    let store = Arc::new(SqliteStore::open(&path).expect("reopen"));
+    let second = engine(Arc::clone(&store))
+        .step(&spec.id)
+        .await
+        .expect("step");
+    assert!(second.observed.is_empty(), "{:?}", second.observed);
+    assert_eq!(
+        store
+            .load(&spec.id)
+            .await
+            .expect("load")
+            .expect("goal")
+            .revision,
+        recorded.revision,
+        "an unchanged poll records nothing"
+    );
+    assert_eq!(
+        statuses()[polled..],
+        [304; 4],
+        "one 304 per request, nothing more"
+    );
+    assert!(
+        server.seen.lock().expect("log")[polled..]
+            .iter()
+            .all(|s| s.headers.contains_key("if-none-match"))
+    );
+
+    // The check fails: the tag no longer holds, the poll reads again and records it.
+    *conclusion.lock().expect("conclusion") = "failure";
+    let third = engine(Arc::clone(&store))
+        .step(&spec.id)
+        .await
+        .expect("step");
+    let ci = ObservationKey::new("ci:acme/cli#12").expect("key");
+    assert!(third.observed.contains(&ci), "{:?}", third.observed);
+}
+
+/// A pull request answered as conditional `GET`s with `ETag`s, its one check concluding as
+/// `conclusion` says; each answer's status is kept in `answered`.
+fn conditional_github(
+    conclusion: Arc<Mutex<&'static str>>,
+    answered: Arc<Mutex<Vec<u16>>>,
+) -> standin::Handler {
+    use standin::{Seen, conditional, ok, route};
+
+    const SHA: &str = "ec26c3e57ca3a959ca5aad62de7213c562f8c821";
+    let now_failing = conclusion;
+    let answers = answered;
+    Arc::new(move |seen: &Seen| {
+        let checks = format!(
+            r#"{{"total_count": 1, "check_runs": [{{"id": 1, "name": "test", "head_sha": "{SHA}",
+            "status": "completed", "conclusion": "{}"}}]}}"#,
+            now_failing.lock().expect("conclusion")
+        );
+        let body = match route(seen) {
+            "/repos/acme/cli/pulls/12" => format!(
+                r#"{{"number": 12, "state": "open", "title": "t", "head": {{"ref": "h", "sha": "{SHA}"}},
+                "base": {{"ref": "main", "sha": "{SHA}"}}, "updated_at": "2026-11-29T09:00:00Z"}}"#
+            ),
+            "/repos/acme/cli/pulls/12/reviews" => "[]".to_owned(),
+            p if p.ends_with("/check-runs") => checks,
+            p if p.ends_with("/status") => r#"{"state": "success", "statuses": []}"#.to_owned(),
+            _ => "{}".to_owned(),
+        };
+        let reply = conditional(seen, ok(&body));
+        answers.lock().expect("answers").push(reply.status);
+        reply
+    })
 }

@@ -4,27 +4,37 @@ use std::path::PathBuf;
 
 use loopx_kernel::Timestamp;
 use loopx_provider::github::webhook::{
-    MAX_BODY_BYTES, SUPPORTED_EVENTS, WebhookError, WebhookVerifier, parse_event,
+    Delivery, MAX_BODY_BYTES, SUPPORTED_EVENTS, WebhookError, WebhookVerifier, parse_delivery,
+    parse_event,
 };
 use loopx_provider::github::{CiVerdict, GitHubEvent, check_run_verdict};
 
+/// GitHub's example payloads (octokit/webhooks, MIT).
 fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/github-webhooks")
+}
+
+/// Deliveries written for these tests, for the events and actions the examples lack.
+fn deliveries() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/github-deliveries")
 }
 
 fn now() -> Timestamp {
     Timestamp::parse("2026-11-29T10:00:00Z").expect("timestamp")
 }
 
-/// Every fixture as (event, file stem, body), sorted.
+/// Every fixture of both folders as (event, file stem, body), sorted.
 fn payloads() -> Vec<(String, String, Vec<u8>)> {
     let mut out = Vec::new();
     for event in SUPPORTED_EVENTS {
-        let dir = fixtures().join(event);
-        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-            .expect("fixture folder")
+        let mut files: Vec<PathBuf> = [fixtures(), deliveries()]
+            .iter()
+            .map(|root| root.join(event))
+            .filter(|dir| dir.is_dir())
+            .flat_map(|dir| std::fs::read_dir(dir).expect("fixture folder"))
             .map(|e| e.expect("entry").path())
             .collect();
+        assert!(!files.is_empty(), "no fixture of `{event}`");
         files.sort();
         for file in files {
             let name = file
@@ -42,17 +52,125 @@ fn payloads() -> Vec<(String, String, Vec<u8>)> {
     out
 }
 
+/// What a delivery without a fact was answered with, as its snapshot shows it.
+fn shown(delivery: &Delivery<loopx_kernel::Observation>) -> serde_json::Value {
+    match delivery {
+        Delivery::Ping { hook_id } => serde_json::json!({ "ping": { "hook_id": hook_id } }),
+        Delivery::Ignored { event, action } => {
+            serde_json::json!({ "ignored": { "event": event, "action": action } })
+        }
+        other => panic!("an unexpected delivery: {other:?}"),
+    }
+}
+
 #[test]
 fn every_fixture_parses_into_an_observation_and_matches_its_snapshot() {
     let payloads = payloads();
-    assert_eq!(payloads.len(), 30, "every fixture is read");
+    assert_eq!(payloads.len(), 41, "every fixture is read");
     let verifier = WebhookVerifier::new("It's a Secret to Everybody");
+    let mut answered = Vec::new();
     for (event, stem, body) in payloads {
         let signature = verifier.sign(&body);
-        let observation = verifier
-            .ingest(&event, Some(&signature), &body, now())
+        let delivery = verifier
+            .receive(&event, Some(&signature), &body, now())
             .unwrap_or_else(|e| panic!("{event}/{stem}: {e}"));
-        insta::assert_json_snapshot!(format!("{event}.{stem}"), observation);
+        if !matches!(delivery, Delivery::Fact(_)) {
+            answered.push(format!("{event}/{stem}"));
+        }
+        match &delivery {
+            Delivery::Fact(observation) => {
+                insta::assert_json_snapshot!(format!("{event}.{stem}"), observation);
+            }
+            other => insta::assert_json_snapshot!(format!("{event}.{stem}"), shown(other)),
+        }
+    }
+    assert_eq!(answered, ["issues/pinned", "ping/payload"]);
+}
+
+/// GitHub sends `issues`/`pinned` with an issue that has no `state`: an action the provider
+/// does not need is accepted and ignored, never malformed.
+#[test]
+fn an_issue_pinned_is_ignored_not_malformed() {
+    let body = std::fs::read(deliveries().join("issues/pinned.payload.json")).expect("read");
+    assert_eq!(
+        parse_delivery("issues", &body),
+        Ok(Delivery::Ignored {
+            event: "issues".into(),
+            action: "pinned".into()
+        })
+    );
+    assert_eq!(
+        parse_event("issues", &body),
+        Err(WebhookError::NoFact {
+            event: "issues".into(),
+            action: "pinned".into()
+        })
+    );
+    // Any action GitHub may add later is ignored the same way; a needed one is still read.
+    let mut value: serde_json::Value = serde_json::from_slice(&body).expect("json");
+    value["action"] = "typed".into();
+    let typed = serde_json::to_vec(&value).expect("json");
+    assert!(matches!(
+        parse_delivery("issues", &typed),
+        Ok(Delivery::Ignored { .. })
+    ));
+    value["action"] = "edited".into();
+    let edited = serde_json::to_vec(&value).expect("json");
+    let Ok(Delivery::Fact(GitHubEvent::Issue { issue, .. })) = parse_delivery("issues", &edited)
+    else {
+        panic!("an edited issue is a fact");
+    };
+    assert_eq!(
+        issue.state, "unknown",
+        "a missing state is said, not guessed"
+    );
+}
+
+#[test]
+fn a_ping_is_answered_and_records_nothing() {
+    let body = std::fs::read(deliveries().join("ping/payload.json")).expect("read");
+    let verifier = WebhookVerifier::new("k");
+    assert_eq!(
+        verifier.receive("ping", Some(&verifier.sign(&body)), &body, now()),
+        Ok(Delivery::Ping {
+            hook_id: Some(109_948_940)
+        })
+    );
+    assert!(matches!(
+        verifier.ingest("ping", Some(&verifier.sign(&body)), &body, now()),
+        Err(WebhookError::NoFact { .. })
+    ));
+}
+
+/// Every fixture, cut short, signed wrongly or unsigned: a typed error each, whatever the event.
+#[test]
+fn truncated_wrongly_signed_and_unsigned_deliveries_are_typed_errors() {
+    let verifier = WebhookVerifier::new("It's a Secret to Everybody");
+    for (event, stem, body) in payloads() {
+        let truncated = &body[..body.len() / 2];
+        assert!(
+            matches!(
+                verifier.receive(&event, Some(&verifier.sign(truncated)), truncated, now()),
+                Err(WebhookError::Malformed { .. })
+            ),
+            "{event}/{stem} truncated"
+        );
+        let wrong = WebhookVerifier::new("another secret").sign(&body);
+        assert_eq!(
+            verifier.receive(&event, Some(&wrong), &body, now()),
+            Err(WebhookError::BadSignature),
+            "{event}/{stem} wrongly signed"
+        );
+        assert_eq!(
+            verifier.receive(&event, None, &body, now()),
+            Err(WebhookError::MissingSignature),
+            "{event}/{stem} unsigned"
+        );
+        // No event header: nothing says what the body is.
+        assert!(matches!(
+            verifier.receive("", Some(&verifier.sign(&body)), &body, now()),
+            Err(WebhookError::UnknownEvent { .. })
+        ));
     }
 }
 

@@ -285,6 +285,8 @@ fn observation(key: &str, fingerprint: &str, minutes: i64) -> Command {
             observed_at: at(minutes),
             summary: String::new(),
             facts: BTreeMap::new(),
+            order: None,
+            etag: None,
         },
     }
 }

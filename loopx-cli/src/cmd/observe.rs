@@ -213,6 +213,7 @@ fn webhook_error(error: &WebhookError) -> CliError {
         WebhookError::MalformedSignature => "signature_malformed",
         WebhookError::BadSignature => "signature_mismatch",
         WebhookError::UnknownEvent { .. } => "unsupported_event",
+        WebhookError::NoFact { .. } => "nothing_to_record",
         _ => "malformed_payload",
     };
     CliError::input(

@@ -418,6 +418,7 @@ impl Engine {
             let request = ObserveRequest {
                 key: watch.key.clone(),
                 known: last.map(|o| o.fingerprint.clone()),
+                etag: last.and_then(|o| o.etag.clone()),
             };
             let observations = match watch.provider.observe(&request).await {
                 Ok(observations) => observations,
@@ -825,9 +826,11 @@ impl Engine {
         let Some((provider, key)) = self.poller(state, &request.todo) else {
             return self.executor.run(request).await;
         };
-        let known = state.observations.get(&key).map(|o| o.fingerprint.clone());
+        let last = state.observations.get(&key);
+        let known = last.map(|o| o.fingerprint.clone());
+        let etag = last.and_then(|o| o.etag.clone());
         let observations = provider
-            .observe(&ObserveRequest { key, known })
+            .observe(&ObserveRequest { key, known, etag })
             .await
             .map_err(|error| TurnError::Failed(error.to_string()))?;
         Ok(TurnReport {

@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 
 use crate::actor::Actor;
 use crate::event::Event;
-use crate::evidence::{NewEvidence, Observation};
+use crate::evidence::{NewEvidence, Observation, SourceOrder};
 use crate::refusal::Refusal;
 
 use super::{Ctx, invalid, optional_text, text};
@@ -12,6 +12,9 @@ use super::{Ctx, invalid, optional_text, text};
 impl Ctx<'_> {
     pub(super) fn check_observation(observation: &Observation) -> Result<(), Refusal> {
         optional_text("observation.summary", &observation.summary)?;
+        if let Some(etag) = &observation.etag {
+            optional_text("observation.etag", etag)?;
+        }
         if observation.facts.len() > 64 {
             return Err(invalid("observation.facts", "at most 64 facts"));
         }
@@ -22,7 +25,10 @@ impl Ctx<'_> {
         Ok(())
     }
 
-    /// The observations that change something, in order; unchanged ones are dropped.
+    /// The observations that change something, in order. Dropped: unchanged ones (the same
+    /// fingerprint as the stream's current one), and older ones — before the stream's current
+    /// observation in the source's own order — so that a late delivery never moves a fact
+    /// back and the same delivery twice is one observation.
     pub(super) fn changed_observations(
         &self,
         observations: &[Observation],
@@ -35,7 +41,12 @@ impl Ctx<'_> {
                 .rev()
                 .find(|o| o.key == observation.key)
                 .or_else(|| self.state.observations.get(&observation.key));
-            if current.map(|o| &o.fingerprint) != Some(&observation.fingerprint) {
+            let unchanged = current.map(|o| &o.fingerprint) == Some(&observation.fingerprint);
+            let older = SourceOrder::is_older(
+                observation.order.as_ref(),
+                current.and_then(|o| o.order.as_ref()),
+            );
+            if !unchanged && !older {
                 changed.push(observation.clone());
             }
         }

@@ -376,6 +376,120 @@ impl Push {
     }
 }
 
+fact_schema! {
+    /// A comment on a pull request's diff, on stream and subject
+    /// `review-comment:<repo>/<id>` at revision `content:<digest of its body>`.
+    pub struct ReviewComment, read as ReviewCommentRead, kind "review_comment", prefix "review-comment:" {
+        /// The author's login.
+        req author: String,
+        /// The pull request number.
+        req pull: u64,
+        /// The file it comments on.
+        req path: String,
+        /// The commit it comments on.
+        req commit_id: String,
+        /// The comment it answers, when it answers one.
+        opt in_reply_to: u64,
+        /// The comment was deleted (its body is then empty).
+        req deleted: bool,
+        /// Its text.
+        req body: String,
+        /// The SHA-256 of its text.
+        req body_sha256: String,
+        /// The length of its text, in bytes.
+        req body_bytes: u64,
+    }
+}
+
+impl ReviewComment {
+    /// The stream `review-comment:<repo>/<id>` (the repository encoded here).
+    pub fn key(repo: &str, id: u64) -> String {
+        format!("{}{}/{id}", Self::PREFIX, id_component(repo))
+    }
+}
+
+fact_schema! {
+    /// One review thread as a `pull_request_review_thread` delivery shows it, on stream and
+    /// subject `review-thread:<repo>#<n>/<node id>`. The count of a pull request's unresolved
+    /// threads is [`ReviewThreads`], read from GitHub's GraphQL API.
+    pub struct ReviewThread, read as ReviewThreadRead, kind "review_thread", prefix "review-thread:" {
+        /// The pull request number.
+        req pull: u64,
+        /// The thread was resolved.
+        req resolved: bool,
+        /// The comments the delivery carried.
+        req comments: u64,
+        /// The file the thread is about, when the delivery names it.
+        opt path: String,
+    }
+}
+
+impl ReviewThread {
+    /// The stream `review-thread:<repo>#<n>/<node id>` (the node id encoded here).
+    pub fn key(thread: &Thread, node_id: &str) -> String {
+        format!("{}/{}", thread.key(Self::PREFIX), id_component(node_id))
+    }
+}
+
+fact_schema! {
+    /// A GitHub Actions workflow run, on stream `workflow:<repo>@<sha>/<workflow>` about subject
+    /// `commit:<repo>@<sha>` at revision `git:<sha>`.
+    pub struct WorkflowRun, read as WorkflowRunRead, kind "workflow_run", prefix "workflow:" {
+        /// The workflow's name.
+        req name: String,
+        /// `requested`, `queued`, `in_progress`, `completed`…
+        req status: String,
+        /// GitHub's conclusion, `none` until completed.
+        req conclusion: String,
+        /// Pending until completed, then by conclusion.
+        req verdict: CiVerdict,
+        /// What triggered it (`push`, `pull_request`…).
+        req event: String,
+        /// Which attempt of the run (1 for the first, more after a re-run).
+        req attempt: u64,
+        /// Pull requests whose head is this commit, by number.
+        req pulls: Vec<u64>,
+    }
+}
+
+impl WorkflowRun {
+    /// The stream `workflow:<repo>@<sha>/<workflow>` (the workflow's name encoded here).
+    pub fn key(commit: &Commit, workflow: &str) -> String {
+        format!("{}{}", commit.streams(Self::PREFIX), id_component(workflow))
+    }
+}
+
+fact_schema! {
+    /// One job of a workflow run, on stream `job:<repo>@<sha>/<workflow>/<job>` about subject
+    /// `commit:<repo>@<sha>` at revision `git:<sha>`.
+    pub struct WorkflowJob, read as WorkflowJobRead, kind "workflow_job", prefix "job:" {
+        /// The job's name.
+        req name: String,
+        /// The workflow's name.
+        req workflow: String,
+        /// `queued`, `waiting`, `in_progress`, `completed`…
+        req status: String,
+        /// GitHub's conclusion, `none` until completed.
+        req conclusion: String,
+        /// Pending until completed, then by conclusion.
+        req verdict: CiVerdict,
+        /// Which attempt of its run.
+        req attempt: u64,
+    }
+}
+
+impl WorkflowJob {
+    /// The stream `job:<repo>@<sha>/<workflow>/<job>` (both names encoded here).
+    pub fn key(commit: &Commit, workflow: &str, job: &str) -> String {
+        format!(
+            "{}{}/{}",
+            commit.streams(Self::PREFIX),
+            id_component(workflow),
+            id_component(job)
+        )
+    }
+}
+
 fact_enum! {
     /// What reproducing an issue showed.
     pub enum Reproduction {

@@ -11,7 +11,7 @@ use crate::command::{
     VerdictOutcome,
 };
 use crate::decide::TerminalOutcome;
-use crate::evidence::{NewEvidence, Observation, Outcome};
+use crate::evidence::{NewEvidence, Observation, Outcome, SourceOrder};
 use crate::gate::{ExpiryPolicy, GateState, GateStatus, NewGate};
 use crate::goal::{Amendment, GoalSpec, GrantedAction, Policy};
 use crate::identity::{Identity, RegisteredKey};
@@ -202,6 +202,8 @@ pub struct LifecycleModel {
     pub(crate) evidence: BTreeMap<EvidenceId, MEvidence>,
     pub(crate) heads: BTreeMap<Subject, (Revision, Timestamp)>,
     pub(crate) fingerprints: BTreeMap<ObservationKey, Fingerprint>,
+    /// The source order of each stream's recorded observation, when it had one.
+    pub(crate) orders: BTreeMap<ObservationKey, SourceOrder>,
     pub(crate) revisions_seen: BTreeSet<Revision>,
     pub(crate) obligations: BTreeMap<ObligationId, MObligation>,
     pub(crate) turns: BTreeMap<TurnId, (TodoId, AgentId, MTurn)>,
@@ -344,6 +346,7 @@ impl LifecycleModel {
             evidence: BTreeMap::new(),
             heads: BTreeMap::new(),
             fingerprints: BTreeMap::new(),
+            orders: BTreeMap::new(),
             revisions_seen: BTreeSet::new(),
             obligations: BTreeMap::new(),
             turns: BTreeMap::new(),
@@ -1608,13 +1611,24 @@ impl LifecycleModel {
         Ok(())
     }
 
-    /// Records an observation unless its fingerprint is unchanged; true when recorded.
+    /// Records an observation unless its fingerprint is unchanged or it comes before the
+    /// recorded one in the source's order; true when recorded.
     fn observe(&mut self, observation: &Observation) -> bool {
         if self.fingerprints.get(&observation.key) == Some(&observation.fingerprint) {
             return false;
         }
+        let recorded = self.orders.get(&observation.key);
+        if let (Some(seen), Some(recorded)) = (observation.order, recorded)
+            && seen < *recorded
+        {
+            return false;
+        }
         self.fingerprints
             .insert(observation.key.clone(), observation.fingerprint.clone());
+        match observation.order {
+            Some(order) => self.orders.insert(observation.key.clone(), order),
+            None => self.orders.remove(&observation.key),
+        };
         self.advance_head(
             &observation.subject,
             &observation.revision,

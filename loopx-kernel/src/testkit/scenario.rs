@@ -608,5 +608,7 @@ fn with_facts(
         observed_at: roster::start(),
         summary: String::new(),
         facts,
+        order: None,
+        etag: None,
     })
 }

@@ -14,7 +14,7 @@ use crate::command::{
     Command, Continuation, GateAnswer, OutcomeResolution, PlanChange, Settlement, Transition,
     Verdict, VerdictOutcome,
 };
-use crate::evidence::{Lineage, NewEvidence, Observation, ObservedInput, Outcome};
+use crate::evidence::{Lineage, NewEvidence, Observation, ObservedInput, Outcome, SourceOrder};
 use crate::gate::{ExpiryPolicy, GateScope, NewGate};
 use crate::goal::{Amendment, BudgetExhaustion, Criterion, GoalSpec, GrantedAction, Policy};
 use crate::ids::{AgentId, EffectId, EvidenceId, ObligationId, ObservationKey, Subject, TodoId};
@@ -341,6 +341,16 @@ fn observation(m: &LifecycleModel, p: &mut Picker, key: &str, changed: bool) -> 
         },
         summary: String::new(),
         facts: BTreeMap::new(),
+        // Some sources order their objects: now and then a late delivery of an older state.
+        order: p.chance(30).then(|| SourceOrder {
+            at: if p.chance(30) {
+                an_hour_before(m.now)
+            } else {
+                m.now
+            },
+            step: u32::from(p.chance(50)),
+        }),
+        etag: None,
     }
 }
 

@@ -308,6 +308,8 @@ pub fn obs(stream: &str, revision: &str, fingerprint: &str) -> Observation {
         observed_at: Timestamp::EPOCH,
         summary: String::new(),
         facts: BTreeMap::default(),
+        order: None,
+        etag: None,
     }
 }
 

@@ -19,10 +19,20 @@
 //! | issue | `issue:<repo>#<n>` | same as key | `content:<digest of its facts>` |
 //! | comment | `comment:<repo>/<id>` | same as key | `content:<digest of its body>` |
 //! | push | `ref:<repo>:<ref>` | same as key | `git:<after>` |
+//! | review comment | `review-comment:<repo>/<id>` | same as key | `content:<digest of its body>` |
+//! | review thread (webhook) | `review-thread:<repo>#<n>/<node id>` | same as key | `thread:resolved` or `thread:unresolved` |
+//! | review threads (GraphQL) | `threads:<repo>#<n>` | same as key | `git:<head sha>` |
+//! | workflow run | `workflow:<repo>@<sha>/<workflow>` | `commit:<repo>@<sha>` | `git:<sha>` |
+//! | workflow job | `job:<repo>@<sha>/<workflow>/<job>` | `commit:<repo>@<sha>` | `git:<sha>` |
 //!
 //! Only pull-request observations move the revision of a `pr:` subject, and always to the
 //! exact head sha, so evidence bound to an older head becomes stale by the kernel's rule. A
 //! review or check of an older commit never moves the pull request backwards.
+//!
+//! GitHub does not deliver in order. Every observation carries the object's own place in
+//! GitHub's order ([`GitHubEvent::order`]: its `updated_at`, a check run's `completed_at` or
+//! `started_at` and then its status), and the kernel records no observation older than the one
+//! its stream holds: a late `opened` after `closed` changes nothing.
 
 pub mod body;
 pub mod rest;
@@ -32,7 +42,7 @@ use std::collections::BTreeMap;
 
 use loopx_kernel::facts::git;
 use loopx_kernel::facts::github::{self as facts, Commit, Thread};
-use loopx_kernel::{InvalidId, Observation, Timestamp};
+use loopx_kernel::{InvalidId, Observation, SourceOrder, Timestamp};
 use serde::{Deserialize, Serialize};
 
 use crate::fact::{FactBuilder, sha256_hex};
@@ -86,6 +96,9 @@ pub struct PullRequest {
     /// The author.
     #[serde(default)]
     pub user: Option<User>,
+    /// When GitHub last changed it: its place in GitHub's order.
+    #[serde(default)]
+    pub updated_at: Option<String>,
 }
 
 impl PullRequest {
@@ -168,6 +181,12 @@ pub struct CheckRun {
     /// Pull requests whose head is this commit.
     #[serde(default)]
     pub pull_requests: Vec<PullRef>,
+    /// When it started (GitHub sets it when the run is created).
+    #[serde(default)]
+    pub started_at: Option<String>,
+    /// When it completed.
+    #[serde(default)]
+    pub completed_at: Option<String>,
 }
 
 /// A check suite.
@@ -192,6 +211,9 @@ pub struct CheckSuite {
     /// Pull requests whose head is this commit.
     #[serde(default)]
     pub pull_requests: Vec<PullRef>,
+    /// When GitHub last changed it.
+    #[serde(default)]
+    pub updated_at: Option<String>,
 }
 
 /// A commit status (the older statuses API).
@@ -204,6 +226,9 @@ pub struct CommitStatus {
     /// Its description.
     #[serde(default)]
     pub description: Option<String>,
+    /// When it was last set.
+    #[serde(default)]
+    pub updated_at: Option<String>,
 }
 
 /// A label.
@@ -218,7 +243,8 @@ pub struct Label {
 pub struct Issue {
     /// Its number.
     pub number: u64,
-    /// `open` or `closed`.
+    /// `open` or `closed` (some deliveries, such as `pinned`, leave it out: `unknown`).
+    #[serde(default = "unknown")]
     pub state: String,
     /// Its title.
     #[serde(default)]
@@ -235,6 +261,13 @@ pub struct Issue {
     /// Present when the issue is a pull request.
     #[serde(default)]
     pub pull_request: Option<serde_json::Value>,
+    /// When GitHub last changed it.
+    #[serde(default)]
+    pub updated_at: Option<String>,
+}
+
+fn unknown() -> String {
+    "unknown".to_owned()
 }
 
 /// An issue or pull request comment.
@@ -248,6 +281,101 @@ pub struct Comment {
     /// Its text.
     #[serde(default)]
     pub body: Option<String>,
+    /// When it was last edited (its creation time until then).
+    #[serde(default)]
+    pub updated_at: Option<String>,
+}
+
+/// A comment on a pull request's diff.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReviewComment {
+    /// Its id.
+    pub id: u64,
+    /// The author.
+    #[serde(default)]
+    pub user: Option<User>,
+    /// Its text.
+    #[serde(default)]
+    pub body: Option<String>,
+    /// The file it comments on.
+    #[serde(default)]
+    pub path: String,
+    /// The commit it comments on.
+    #[serde(default)]
+    pub commit_id: Option<String>,
+    /// The comment it answers.
+    #[serde(default)]
+    pub in_reply_to_id: Option<u64>,
+    /// When it was last edited (its creation time until then).
+    #[serde(default)]
+    pub updated_at: Option<String>,
+}
+
+/// A review thread of a pull request, as `pull_request_review_thread` deliveries carry it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReviewThread {
+    /// Its GraphQL node id.
+    pub node_id: String,
+    /// Its comments (the delivery's copy).
+    #[serde(default)]
+    pub comments: Vec<ReviewComment>,
+}
+
+/// A GitHub Actions workflow run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkflowRun {
+    /// Its id.
+    pub id: u64,
+    /// The workflow's name.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The commit it runs on.
+    pub head_sha: String,
+    /// `requested`, `queued`, `in_progress`, `completed`…
+    pub status: String,
+    /// Set once completed.
+    #[serde(default)]
+    pub conclusion: Option<String>,
+    /// What triggered it.
+    #[serde(default)]
+    pub event: Option<String>,
+    /// Which attempt (1 for the first).
+    #[serde(default)]
+    pub run_attempt: Option<u64>,
+    /// Pull requests whose head is this commit.
+    #[serde(default)]
+    pub pull_requests: Vec<PullRef>,
+    /// When GitHub last changed it.
+    #[serde(default)]
+    pub updated_at: Option<String>,
+}
+
+/// One job of a workflow run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkflowJob {
+    /// Its id.
+    pub id: u64,
+    /// Its name.
+    pub name: String,
+    /// The workflow's name.
+    #[serde(default)]
+    pub workflow_name: Option<String>,
+    /// The commit it runs on.
+    pub head_sha: String,
+    /// `queued`, `waiting`, `in_progress`, `completed`…
+    pub status: String,
+    /// Set once completed.
+    #[serde(default)]
+    pub conclusion: Option<String>,
+    /// Which attempt of its run.
+    #[serde(default)]
+    pub run_attempt: Option<u64>,
+    /// When it started.
+    #[serde(default)]
+    pub started_at: Option<String>,
+    /// When it completed.
+    #[serde(default)]
+    pub completed_at: Option<String>,
 }
 
 /// A push to a ref.
@@ -269,6 +397,10 @@ pub struct Push {
     /// The push was forced.
     #[serde(default)]
     pub forced: bool,
+    /// When the repository was pushed to, in seconds since the Unix epoch (the delivery's
+    /// `repository.pushed_at`): its place in GitHub's order.
+    #[serde(default)]
+    pub pushed_at: Option<i64>,
 }
 
 /// The roll-up of every check and status on one commit: the verdict the observations record,
@@ -286,14 +418,55 @@ pub struct CiItem {
 
 /// The verdict of one check run: pending until completed, then by conclusion.
 pub fn check_run_verdict(run: &CheckRun) -> CiVerdict {
-    if run.status != "completed" {
+    run_verdict(&run.status, run.conclusion.as_deref())
+}
+
+/// The verdict of a run of any kind (check run, workflow run, job) from its status and
+/// conclusion: pending until completed, then passing for `success`, `neutral` and `skipped`
+/// and failing for any other conclusion.
+pub fn run_verdict(status: &str, conclusion: Option<&str>) -> CiVerdict {
+    if status != "completed" {
         return CiVerdict::Pending;
     }
-    match run.conclusion.as_deref() {
+    match conclusion {
         Some("success" | "neutral" | "skipped") => CiVerdict::Passing,
         None => CiVerdict::Pending,
         Some(_) => CiVerdict::Failing,
     }
+}
+
+/// A GitHub time (RFC 3339, `Z` or an offset); `None` when absent or unreadable, so an odd
+/// time leaves a fact unordered rather than refused.
+fn github_time(text: Option<&str>) -> Option<Timestamp> {
+    text.and_then(|t| Timestamp::parse(t).ok())
+}
+
+/// Where a run's status stands among the states GitHub stamps with the same time: waiting
+/// ones first, then in progress, then completed.
+fn status_step(status: &str) -> u32 {
+    match status {
+        "completed" => 2,
+        "in_progress" => 1,
+        _ => 0,
+    }
+}
+
+/// The order of a run (check run, job): by when it completed, or else started, then by its
+/// status. A re-run starts after the run it repeats completed, so it orders after it.
+fn run_order(status: &str, started: Option<&str>, completed: Option<&str>) -> Option<SourceOrder> {
+    let at = github_time(completed).or_else(|| github_time(started))?;
+    Some(SourceOrder {
+        at,
+        step: status_step(status),
+    })
+}
+
+/// The order of an object stamped with `updated_at`, then by `status` when it has one.
+fn updated_order(updated_at: Option<&str>, status: Option<&str>) -> Option<SourceOrder> {
+    Some(SourceOrder {
+        at: github_time(updated_at)?,
+        step: status.map_or(0, status_step),
+    })
 }
 
 /// The verdict of one commit status.
@@ -408,6 +581,42 @@ pub enum GitHubEvent {
     },
     /// The CI roll-up of a pull request's head.
     Ci(CiRollup),
+    /// A comment on a pull request's diff.
+    ReviewComment {
+        /// `owner/name`.
+        repo: String,
+        /// The webhook action (`created`, `edited`, `deleted`).
+        action: Option<String>,
+        /// The pull request number.
+        number: u64,
+        /// The comment.
+        comment: ReviewComment,
+    },
+    /// A review thread resolved or unresolved.
+    ReviewThread {
+        /// `owner/name`.
+        repo: String,
+        /// The pull request number.
+        number: u64,
+        /// Resolved (`resolved`) or not (`unresolved`).
+        resolved: bool,
+        /// The thread.
+        thread: ReviewThread,
+    },
+    /// A workflow run.
+    WorkflowRun {
+        /// `owner/name`.
+        repo: String,
+        /// The run.
+        run: WorkflowRun,
+    },
+    /// A job of a workflow run.
+    WorkflowJob {
+        /// `owner/name`.
+        repo: String,
+        /// The job.
+        job: WorkflowJob,
+    },
 }
 
 fn login(user: Option<&User>) -> &str {
@@ -430,8 +639,54 @@ fn app_name(app: Option<&App>) -> String {
 }
 
 impl GitHubEvent {
+    /// The fact's place in GitHub's own order, from the object's own times (see
+    /// [`SourceOrder`]): a pull request, issue, comment, suite, status or workflow run by its
+    /// `updated_at`, a review by its `submitted_at`, a check run or job by its `completed_at`
+    /// or else `started_at`, then its status, a push by the repository's `pushed_at`. `None`
+    /// for a CI roll-up (a poll's own reading) and a review thread (its delivery carries no
+    /// time of the resolution), and when GitHub sent no readable time.
+    pub fn order(&self) -> Option<SourceOrder> {
+        match self {
+            GitHubEvent::PullRequest { pull, .. } => {
+                updated_order(pull.updated_at.as_deref(), None)
+            }
+            GitHubEvent::Review { review, .. } => {
+                updated_order(review.submitted_at.as_deref(), None)
+            }
+            GitHubEvent::CheckRun { run, .. } => run_order(
+                &run.status,
+                run.started_at.as_deref(),
+                run.completed_at.as_deref(),
+            ),
+            GitHubEvent::CheckSuite { suite, .. } => {
+                updated_order(suite.updated_at.as_deref(), suite.status.as_deref())
+            }
+            GitHubEvent::Status { status, .. } => updated_order(status.updated_at.as_deref(), None),
+            GitHubEvent::Issue { issue, .. } => updated_order(issue.updated_at.as_deref(), None),
+            GitHubEvent::IssueComment { comment, .. } => {
+                updated_order(comment.updated_at.as_deref(), None)
+            }
+            GitHubEvent::ReviewComment { comment, .. } => {
+                updated_order(comment.updated_at.as_deref(), None)
+            }
+            GitHubEvent::Push { push, .. } => push
+                .pushed_at
+                .and_then(|seconds| seconds.checked_mul(1000))
+                .map(|millis| SourceOrder::at(Timestamp::from_millis(millis))),
+            GitHubEvent::WorkflowRun { run, .. } => {
+                updated_order(run.updated_at.as_deref(), Some(&run.status))
+            }
+            GitHubEvent::WorkflowJob { job, .. } => run_order(
+                &job.status,
+                job.started_at.as_deref(),
+                job.completed_at.as_deref(),
+            ),
+            GitHubEvent::Ci(_) | GitHubEvent::ReviewThread { .. } => None,
+        }
+    }
+
     /// The fact as a kernel observation (see the module table for keys, subjects and
-    /// revisions), observed at `observed_at`.
+    /// revisions), observed at `observed_at`, carrying its [`order`](Self::order).
     ///
     /// # Errors
     /// [`InvalidId`] only if an encoded id still fails the kernel's checks, which the encoding
@@ -648,7 +903,124 @@ impl GitHubEvent {
                         .collect::<BTreeMap<_, _>>(),
                 })
             }
+            GitHubEvent::ReviewComment {
+                repo,
+                action,
+                number,
+                comment,
+            } => review_comment(repo, action.as_deref(), *number, comment),
+            GitHubEvent::ReviewThread {
+                repo,
+                number,
+                resolved,
+                thread,
+            } => review_thread(repo, *number, *resolved, thread),
+            GitHubEvent::WorkflowRun { repo, run } => workflow_run(repo, run),
+            GitHubEvent::WorkflowJob { repo, job } => workflow_job(repo, job),
         };
-        builder.build(observed_at)
+        builder.order(self.order()).build(observed_at)
     }
+}
+
+/// A comment's body as recorded: empty once deleted.
+fn recorded_body<'a>(action: Option<&str>, body: Option<&'a str>) -> (bool, &'a str) {
+    let deleted = action == Some("deleted");
+    (deleted, if deleted { "" } else { body.unwrap_or("") })
+}
+
+fn review_comment(
+    repo: &str,
+    action: Option<&str>,
+    number: u64,
+    comment: &ReviewComment,
+) -> FactBuilder {
+    let key = facts::ReviewComment::key(repo, comment.id);
+    let (deleted, body) = recorded_body(action, comment.body.as_deref());
+    let digest = sha256_hex(body.as_bytes());
+    let who = login(comment.user.as_ref());
+    FactBuilder::new(&key, &key, &format!("content:{}", &digest[..16]))
+        .summary(format!(
+            "{who} commented on {} in {repo}#{number}{}",
+            comment.path,
+            if deleted { " (deleted)" } else { "" }
+        ))
+        .facts(&facts::ReviewComment {
+            author: who.to_owned(),
+            pull: number,
+            path: comment.path.clone(),
+            commit_id: comment.commit_id.as_deref().unwrap_or("unknown").to_owned(),
+            in_reply_to: comment.in_reply_to_id,
+            deleted,
+            body: body.to_owned(),
+            body_sha256: digest,
+            body_bytes: body.len() as u64,
+        })
+}
+
+fn review_thread(repo: &str, number: u64, resolved: bool, thread: &ReviewThread) -> FactBuilder {
+    let key = facts::ReviewThread::key(&Thread::new(repo, number), &thread.node_id);
+    let path = thread.comments.first().map(|c| c.path.clone());
+    let state = if resolved { "resolved" } else { "unresolved" };
+    FactBuilder::new(&key, &key, &format!("thread:{state}"))
+        .summary(format!(
+            "a review thread of {repo}#{number} {state} ({} comments)",
+            thread.comments.len()
+        ))
+        .facts(&facts::ReviewThread {
+            pull: number,
+            resolved,
+            comments: thread.comments.len() as u64,
+            path,
+        })
+}
+
+fn workflow_run(repo: &str, run: &WorkflowRun) -> FactBuilder {
+    let commit = Commit::new(repo, &run.head_sha);
+    let name = run
+        .name
+        .clone()
+        .unwrap_or_else(|| format!("run {}", run.id));
+    let verdict = run_verdict(&run.status, run.conclusion.as_deref());
+    FactBuilder::new(
+        &facts::WorkflowRun::key(&commit, &name),
+        &commit.subject(),
+        &commit.revision(),
+    )
+    .summary(format!(
+        "workflow `{name}` {verdict} at {}",
+        short(&run.head_sha)
+    ))
+    .facts(&facts::WorkflowRun {
+        name,
+        status: run.status.clone(),
+        conclusion: run.conclusion.as_deref().unwrap_or("none").to_owned(),
+        verdict,
+        event: run.event.as_deref().unwrap_or("unknown").to_owned(),
+        attempt: run.run_attempt.unwrap_or(1),
+        pulls: pulls(&run.pull_requests),
+    })
+}
+
+fn workflow_job(repo: &str, job: &WorkflowJob) -> FactBuilder {
+    let commit = Commit::new(repo, &job.head_sha);
+    let workflow = job.workflow_name.as_deref().unwrap_or("unknown");
+    let verdict = run_verdict(&job.status, job.conclusion.as_deref());
+    FactBuilder::new(
+        &facts::WorkflowJob::key(&commit, workflow, &job.name),
+        &commit.subject(),
+        &commit.revision(),
+    )
+    .summary(format!(
+        "job `{}` of `{workflow}` {verdict} at {}",
+        job.name,
+        short(&job.head_sha)
+    ))
+    .facts(&facts::WorkflowJob {
+        name: job.name.clone(),
+        workflow: workflow.to_owned(),
+        status: job.status.clone(),
+        conclusion: job.conclusion.as_deref().unwrap_or("none").to_owned(),
+        verdict,
+        attempt: job.run_attempt.unwrap_or(1),
+    })
 }

@@ -7,9 +7,17 @@
 //!   method, the path and the status, never headers or URLs with credentials, and never the
 //!   text of a response body: a body that does not decode is described by the field path and
 //!   the expected type, so a token a server echoes back is not quoted either);
+//! - every listing (reviews, check runs, statuses, the comment read-back) follows the `Link`
+//!   header's `rel="next"` page by page, up to [`MAX_PAGES`] pages (more is an error, never a
+//!   first part read as the whole), and only to pages under the client's base URL;
+//! - review threads come from the GraphQL API (`reviewThreads` with `isResolved`, a page at a
+//!   time): `threads:<repo>#<n>` observations of how many are unresolved;
 //! - `GET`s are conditional: a response's `ETag` is remembered and sent back as
 //!   `If-None-Match`; a `304 Not Modified` reuses the remembered body (and does not count
-//!   against GitHub's rate limit);
+//!   against GitHub's rate limit). A poll's observations also carry its `ETag`s as their tag
+//!   ([`Observation::etag`]); given back in the next [`ObserveRequest`] (the engine hands the
+//!   recorded one), a poll to which GitHub answers `304` throughout returns nothing — an
+//!   unchanged poll costs one `304` per request, also after a restart;
 //! - rate limits are typed: `429`, or `403` with `x-ratelimit-remaining: 0`, becomes
 //!   [`GitHubError::RateLimited`] with the instant from `Retry-After` or `x-ratelimit-reset`;
 //! - the CI roll-up reads checks and statuses **of the pull request's exact head sha**, read in
@@ -29,7 +37,7 @@ use loopx_kernel::seams::{
     Clock, Effect, EffectStatus, Effector, ObserveRequest, Provider, ProviderError,
 };
 use loopx_kernel::{Observation, SourceId, Timestamp};
-use reqwest::header::{ACCEPT, AUTHORIZATION, ETAG, HeaderMap, IF_NONE_MATCH, USER_AGENT};
+use reqwest::header::{ACCEPT, AUTHORIZATION, ETAG, HeaderMap, IF_NONE_MATCH, LINK, USER_AGENT};
 use reqwest::{Method, StatusCode};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -38,7 +46,9 @@ use super::{
     CheckRun, CiItem, CiRollup, GitHubEvent, PullRequest, Review, check_run_verdict, roll_up,
     status_verdict,
 };
-use crate::fact::sha256_hex;
+use crate::fact::{FactBuilder, sha256_hex};
+use loopx_kernel::facts::git;
+use loopx_kernel::facts::github::{self as facts, Thread};
 
 /// An API token. Its `Debug` and `Display` never show it.
 #[derive(Clone)]
@@ -81,6 +91,12 @@ pub enum GitHubError {
     /// `304` without a remembered body (should not happen; the cache was lost).
     #[error("GitHub answered 304 for {path} but no earlier body is remembered")]
     NotModifiedWithoutCache {
+        /// The request path.
+        path: String,
+    },
+    /// `304` to an `ETag` the caller kept: what it read before is still current.
+    #[error("GitHub answered 304 for {path}: unchanged since it was last read")]
+    NotModified {
         /// The request path.
         path: String,
     },
@@ -188,8 +204,94 @@ struct CommentItem {
     body: Option<String>,
 }
 
-/// Remembered `ETag`s and bodies, by request path.
-type EtagCache = HashMap<String, (String, Arc<Vec<u8>>)>;
+/// How many review threads a pull request has, and how many are not resolved.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReviewThreadCount {
+    /// The pull request's head sha, as GitHub answered.
+    pub head_sha: String,
+    /// Every thread.
+    pub total: u64,
+    /// Threads not resolved.
+    pub unresolved: u64,
+}
+
+/// The GraphQL query of a pull request's review threads, a page at a time.
+const REVIEW_THREADS_QUERY: &str = "query($owner: String!, $name: String!, $number: Int!, \
+    $first: Int!, $after: String) { repository(owner: $owner, name: $name) { \
+    pullRequest(number: $number) { headRefOid reviewThreads(first: $first, after: $after) { \
+    pageInfo { hasNextPage endCursor } nodes { id isResolved } } } } }";
+
+#[derive(Deserialize)]
+struct GraphQl {
+    #[serde(default)]
+    data: Option<GraphQlData>,
+    #[serde(default)]
+    errors: Vec<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct GraphQlData {
+    #[serde(default)]
+    repository: Option<GraphQlRepository>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct GraphQlRepository {
+    #[serde(default)]
+    pull_request: Option<GraphQlPull>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct GraphQlPull {
+    head_ref_oid: String,
+    review_threads: GraphQlThreads,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct GraphQlThreads {
+    page_info: GraphQlPageInfo,
+    #[serde(default)]
+    nodes: Vec<GraphQlThread>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct GraphQlPageInfo {
+    has_next_page: bool,
+    #[serde(default)]
+    end_cursor: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct GraphQlThread {
+    is_resolved: bool,
+}
+
+/// What a `GET` answered, remembered by request path: its `ETag`, its body and the next
+/// page's path, so a `304` answers as the `200` did.
+#[derive(Clone)]
+struct Remembered {
+    etag: String,
+    body: Arc<Vec<u8>>,
+    next: Option<String>,
+}
+
+/// Remembered answers, by request path.
+type EtagCache = HashMap<String, Remembered>;
+
+/// A response's body and the path of the next page its `Link` header names, if any.
+struct Page {
+    body: Vec<u8>,
+    next: Option<String>,
+}
+
+/// The most pages one listing reads (100 items a page): a listing longer than this is an
+/// error, never a silent first part.
+pub const MAX_PAGES: usize = 100;
 
 /// A GitHub REST client for one API base URL.
 pub struct GitHubClient {
@@ -279,11 +381,38 @@ impl GitHubClient {
         path: &str,
         body: Option<&serde_json::Value>,
     ) -> Result<Vec<u8>, GitHubError> {
+        Ok(self.send_page(method, path, body, None).await?.body)
+    }
+
+    /// One request to `path` under the base URL. A `GET` is conditional: it carries `etag`
+    /// (one the caller kept, e.g. in the goal's last observation) or else the remembered `ETag`
+    /// of `path` as `If-None-Match`. A `304` to the caller's `etag` is
+    /// [`GitHubError::NotModified`] (the caller's copy is current); to the remembered one, it
+    /// answers with the remembered body.
+    async fn send_page(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&serde_json::Value>,
+        etag: Option<&str>,
+    ) -> Result<Page, GitHubError> {
         let url = format!("{}{path}", self.base);
+        self.send_to(method, &url, path, body, etag).await
+    }
+
+    /// [`send_page`](Self::send_page) to `url`, named `path` in errors and in the cache.
+    async fn send_to(
+        &self,
+        method: Method,
+        url: &str,
+        path: &str,
+        body: Option<&serde_json::Value>,
+        etag: Option<&str>,
+    ) -> Result<Page, GitHubError> {
         let conditional = method == Method::GET;
         let mut request = self
             .http
-            .request(method.clone(), &url)
+            .request(method.clone(), url)
             .header(ACCEPT, "application/vnd.github+json")
             .header("X-GitHub-Api-Version", "2022-11-28")
             .header(USER_AGENT, "loopx-provider");
@@ -295,8 +424,9 @@ impl GitHubClient {
         } else {
             None
         };
-        if let Some((etag, _)) = &remembered {
-            request = request.header(IF_NONE_MATCH, etag);
+        let if_none_match = etag.or(remembered.as_ref().map(|r| r.etag.as_str()));
+        if conditional && let Some(tag) = if_none_match {
+            request = request.header(IF_NONE_MATCH, tag);
         }
         if let Some(body) = body {
             request = request.json(body);
@@ -319,11 +449,18 @@ impl GitHubClient {
         let status = response.status();
         let headers = response.headers().clone();
         if status == StatusCode::NOT_MODIFIED {
-            return remembered
-                .map(|(_, body)| body.as_ref().clone())
-                .ok_or_else(|| GitHubError::NotModifiedWithoutCache {
+            return match remembered {
+                _ if etag.is_some() => Err(GitHubError::NotModified {
                     path: path.to_owned(),
-                });
+                }),
+                Some(r) => Ok(Page {
+                    body: r.body.as_ref().clone(),
+                    next: r.next,
+                }),
+                None => Err(GitHubError::NotModifiedWithoutCache {
+                    path: path.to_owned(),
+                }),
+            };
         }
         if status == StatusCode::TOO_MANY_REQUESTS
             || (status == StatusCode::FORBIDDEN && self.rate_limit(path, &headers).is_some())
@@ -354,19 +491,78 @@ impl GitHubClient {
                 }
             })?
             .to_vec();
+        let next = self.next_page(path, &headers)?;
         if conditional && let Some(etag) = headers.get(ETAG).and_then(|v| v.to_str().ok()) {
-            lock(&self.etags).insert(path.to_owned(), (etag.to_owned(), Arc::new(bytes.clone())));
+            let remembered = Remembered {
+                etag: etag.to_owned(),
+                body: Arc::new(bytes.clone()),
+                next: next.clone(),
+            };
+            lock(&self.etags).insert(path.to_owned(), remembered);
         }
-        Ok(bytes)
+        Ok(Page { body: bytes, next })
+    }
+
+    /// The path of the next page the `Link` header of `path`'s answer names, if any. A link
+    /// outside the client's base URL is refused: the token is sent to the base only.
+    fn next_page(&self, path: &str, headers: &HeaderMap) -> Result<Option<String>, GitHubError> {
+        let Some(url) = headers
+            .get_all(LINK)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .find_map(next_link)
+        else {
+            return Ok(None);
+        };
+        match url.strip_prefix(&self.base) {
+            Some(rest) if rest.starts_with('/') => Ok(Some(rest.to_owned())),
+            _ => Err(GitHubError::Decode {
+                path: path.to_owned(),
+                detail: "the Link header's next page is not under the API base URL".to_owned(),
+            }),
+        }
     }
 
     async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, GitHubError> {
         let bytes = self.send(Method::GET, path, None).await?;
-        // The error names the field and the expected type, never the body's text.
-        super::body::decode(&bytes).map_err(|e| GitHubError::Decode {
-            path: path.to_owned(),
-            detail: e.to_string(),
-        })
+        decode(path, &bytes)
+    }
+
+    /// Every page of a listing from `path` on, following `Link: <…>; rel="next"`, each page's
+    /// items taken by `items`; at most [`MAX_PAGES`] pages.
+    async fn get_all<P: DeserializeOwned, T>(
+        &self,
+        path: &str,
+        items: impl Fn(P) -> Vec<T>,
+    ) -> Result<Vec<T>, GitHubError> {
+        Ok(self.get_pages(path, items).await?.0)
+    }
+
+    /// [`get_all`](Self::get_all), with the path of every page read, in order.
+    async fn get_pages<P: DeserializeOwned, T>(
+        &self,
+        path: &str,
+        items: impl Fn(P) -> Vec<T>,
+    ) -> Result<(Vec<T>, Vec<String>), GitHubError> {
+        let mut all = Vec::new();
+        let mut read = Vec::new();
+        let mut next = Some(path.to_owned());
+        for _ in 0..MAX_PAGES {
+            let Some(page_path) = next.take() else {
+                return Ok((all, read));
+            };
+            let page = self.send_page(Method::GET, &page_path, None, None).await?;
+            all.extend(items(decode(&page_path, &page.body)?));
+            next = page.next;
+            read.push(page_path);
+        }
+        match next {
+            None => Ok((all, read)),
+            Some(_) => Err(GitHubError::Decode {
+                path: path.to_owned(),
+                detail: format!("the listing has more than {MAX_PAGES} pages"),
+            }),
+        }
     }
 
     /// `GET /repos/{repo}/pulls/{number}`.
@@ -387,12 +583,20 @@ impl GitHubClient {
         repo: &str,
         number: u64,
     ) -> Result<Vec<Review>, GitHubError> {
-        let all: Vec<Review> = self
-            .get(&format!(
-                "/repos/{}/pulls/{number}/reviews?per_page=100",
-                check_repo(repo)?
-            ))
-            .await?;
+        Ok(self.read_reviews(repo, number).await?.0)
+    }
+
+    /// [`latest_reviews`](Self::latest_reviews), with the paths of the pages read.
+    async fn read_reviews(
+        &self,
+        repo: &str,
+        number: u64,
+    ) -> Result<(Vec<Review>, Vec<String>), GitHubError> {
+        let path = format!(
+            "/repos/{}/pulls/{number}/reviews?per_page=100",
+            check_repo(repo)?
+        );
+        let (all, read) = self.get_pages(&path, |page: Vec<Review>| page).await?;
         let mut latest: BTreeMap<String, Review> = BTreeMap::new();
         for review in all {
             if review.normalized_state() == "pending" {
@@ -405,7 +609,7 @@ impl GitHubClient {
             // The API lists reviews in submission order: a later one replaces an earlier one.
             latest.insert(who, review);
         }
-        Ok(latest.into_values().collect())
+        Ok((latest.into_values().collect(), read))
     }
 
     /// The checks and statuses of commit `sha`, rolled up.
@@ -413,6 +617,16 @@ impl GitHubClient {
     /// # Errors
     /// Any [`GitHubError`].
     pub async fn ci(&self, repo: &str, number: u64, sha: &str) -> Result<CiRollup, GitHubError> {
+        Ok(self.read_ci(repo, number, sha).await?.0)
+    }
+
+    /// [`ci`](Self::ci), with the paths of the pages read.
+    async fn read_ci(
+        &self,
+        repo: &str,
+        number: u64,
+        sha: &str,
+    ) -> Result<(CiRollup, Vec<String>), GitHubError> {
         let repo_path = check_repo(repo)?;
         // The sha may come from a response body: the error does not quote it.
         if sha.is_empty() || sha.len() > 64 || !sha.chars().all(|c| c.is_ascii_hexdigit()) {
@@ -421,35 +635,41 @@ impl GitHubClient {
                 sha.chars().count()
             )));
         }
-        let runs: CheckRuns = self
-            .get(&format!(
-                "/repos/{repo_path}/commits/{sha}/check-runs?per_page=100"
-            ))
+        let (runs, mut read) = self
+            .get_pages(
+                &format!("/repos/{repo_path}/commits/{sha}/check-runs?per_page=100"),
+                |page: CheckRuns| page.check_runs,
+            )
             .await?;
-        let combined: CombinedStatus = self
-            .get(&format!("/repos/{repo_path}/commits/{sha}/status"))
+        let (statuses, status_pages) = self
+            .get_pages(
+                // GitHub pages the combined status too (30 contexts a page by default).
+                &format!("/repos/{repo_path}/commits/{sha}/status"),
+                |page: CombinedStatus| page.statuses,
+            )
             .await?;
+        read.extend(status_pages);
         let mut items: Vec<CiItem> = runs
-            .check_runs
             .iter()
             .filter(|run| run.head_sha == sha)
             .map(|run| CiItem {
                 name: format!("check:{}", run.name),
                 verdict: check_run_verdict(run),
             })
-            .chain(combined.statuses.iter().map(|s| CiItem {
+            .chain(statuses.iter().map(|s| CiItem {
                 name: format!("status:{}", s.context),
                 verdict: status_verdict(&s.state),
             }))
             .collect();
         items.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(CiRollup {
+        let rollup = CiRollup {
             repo: repo.to_owned(),
             number,
             sha: sha.to_owned(),
             verdict: roll_up(&items),
             items,
-        })
+        };
+        Ok((rollup, read))
     }
 
     /// One poll of a pull request: its state, the latest review per reviewer, and the CI
@@ -463,9 +683,13 @@ impl GitHubClient {
         repo: &str,
         number: u64,
     ) -> Result<Vec<Observation>, GitHubError> {
-        let pull = self.pull_request(repo, number).await?;
-        let reviews = self.latest_reviews(repo, number).await?;
-        let ci = self.ci(repo, number, &pull.head.sha).await?;
+        let pull_path = format!("/repos/{}/pulls/{number}", check_repo(repo)?);
+        let pull: PullRequest = self.get(&pull_path).await?;
+        let (reviews, mut read) = self.read_reviews(repo, number).await?;
+        let (ci, ci_pages) = self.read_ci(repo, number, &pull.head.sha).await?;
+        read.insert(0, pull_path);
+        read.extend(ci_pages);
+        let tag = self.poll_tag(&read);
         let now = self.clock.now();
         let mut events = vec![GitHubEvent::PullRequest {
             repo: repo.to_owned(),
@@ -482,12 +706,152 @@ impl GitHubClient {
             .iter()
             .map(|e| {
                 // An invalid id holds text of the answer: only its kind is named.
-                e.observation(now).map_err(|error| GitHubError::Decode {
+                let observed = e.observation(now).map_err(|error| GitHubError::Decode {
                     path: format!("/repos/{repo}/pulls/{number}"),
                     detail: format!("the answer does not make a valid {}", error.kind),
+                })?;
+                Ok(Observation {
+                    etag: tag.clone(),
+                    ..observed
                 })
             })
             .collect()
+    }
+
+    /// The tag of a poll that read `paths`: the `ETag` each answered, as a JSON object by path
+    /// (what [`unchanged_since`](Self::unchanged_since) reads back). `None` when a path
+    /// answered without one, or when the tag would exceed what an observation keeps.
+    fn poll_tag(&self, paths: &[String]) -> Option<String> {
+        let remembered = lock(&self.etags);
+        let tags: BTreeMap<&str, &str> = paths
+            .iter()
+            .map(|path| Some((path.as_str(), remembered.get(path)?.etag.as_str())))
+            .collect::<Option<_>>()?;
+        let text = serde_json::to_string(&tags).ok()?;
+        (text.len() <= loopx_kernel::MAX_TEXT).then_some(text)
+    }
+
+    /// True when every request of the poll that made `tag` (see [`observe_pull`]) answers
+    /// `304 Not Modified` to the `ETag` it answered then: nothing the poll read has changed.
+    /// Each request costs a conditional `GET`, which GitHub does not count against the rate
+    /// limit when it answers `304`. A tag that does not read as one, or names a path outside
+    /// `repo`, is not a proof of anything: false.
+    ///
+    /// # Errors
+    /// Any [`GitHubError`] of a request but [`GitHubError::NotModified`].
+    ///
+    /// [`observe_pull`]: Self::observe_pull
+    pub async fn unchanged_since(&self, repo: &str, tag: &str) -> Result<bool, GitHubError> {
+        let Ok(tags) = serde_json::from_str::<BTreeMap<String, String>>(tag) else {
+            return Ok(false);
+        };
+        let scope = format!("/repos/{}/", check_repo(repo)?);
+        if tags.is_empty() || tags.keys().any(|path| !path.starts_with(&scope)) {
+            return Ok(false);
+        }
+        for (path, etag) in &tags {
+            match self.send_page(Method::GET, path, None, Some(etag)).await {
+                Err(GitHubError::NotModified { .. }) => {}
+                Ok(_) => return Ok(false),
+                Err(other) => return Err(other),
+            }
+        }
+        Ok(true)
+    }
+
+    /// The GraphQL endpoint beside the REST base: `https://api.github.com/graphql` for
+    /// `https://api.github.com`, `https://host/api/graphql` for GitHub Enterprise's
+    /// `https://host/api/v3`, and `<base>/graphql` for any other base (a test server).
+    pub fn graphql_url(&self) -> String {
+        match self.base.strip_suffix("/api/v3") {
+            Some(host) => format!("{host}/api/graphql"),
+            None => format!("{}/graphql", self.base),
+        }
+    }
+
+    /// A pull request's review threads through the GraphQL API, every page read (100 threads
+    /// a page, at most [`MAX_PAGES`] pages), and the head sha GitHub answered with.
+    ///
+    /// # Errors
+    /// Any [`GitHubError`]; an answer with GraphQL `errors` (say, no such pull request) is
+    /// [`GitHubError::Decode`] naming how many, never their text.
+    pub async fn review_threads(
+        &self,
+        repo: &str,
+        number: u64,
+    ) -> Result<ReviewThreadCount, GitHubError> {
+        let (owner, name) = check_repo(repo)?
+            .split_once('/')
+            .ok_or_else(|| GitHubError::Invalid(format!("`{repo}` is not owner/name")))?;
+        let url = self.graphql_url();
+        let mut count = ReviewThreadCount::default();
+        let mut after: Option<String> = None;
+        for _ in 0..MAX_PAGES {
+            let request = serde_json::json!({
+                "query": REVIEW_THREADS_QUERY,
+                "variables": {
+                    "owner": owner, "name": name, "number": number, "first": 100, "after": after,
+                },
+            });
+            let page = self
+                .send_to(Method::POST, &url, "/graphql", Some(&request), None)
+                .await?;
+            let answer: GraphQl = decode("/graphql", &page.body)?;
+            if !answer.errors.is_empty() {
+                return Err(GitHubError::Decode {
+                    path: "/graphql".to_owned(),
+                    detail: format!("the answer holds {} GraphQL errors", answer.errors.len()),
+                });
+            }
+            let pull = answer
+                .data
+                .and_then(|d| d.repository)
+                .and_then(|r| r.pull_request)
+                .ok_or_else(|| GitHubError::NotFound {
+                    path: format!("/repos/{repo}/pulls/{number} (GraphQL)"),
+                })?;
+            count.head_sha = pull.head_ref_oid;
+            let threads = pull.review_threads;
+            count.total += threads.nodes.len() as u64;
+            count.unresolved += threads.nodes.iter().filter(|t| !t.is_resolved).count() as u64;
+            match threads.page_info.end_cursor {
+                Some(cursor) if threads.page_info.has_next_page => after = Some(cursor),
+                _ => return Ok(count),
+            }
+        }
+        Err(GitHubError::Decode {
+            path: "/graphql".to_owned(),
+            detail: format!("the review threads run past {MAX_PAGES} pages"),
+        })
+    }
+
+    /// The review threads of a pull request as an observation on `threads:<repo>#<n>`, bound
+    /// to the head GitHub answered with (see [`review_threads`](Self::review_threads)).
+    ///
+    /// # Errors
+    /// Any [`GitHubError`].
+    pub async fn observe_review_threads(
+        &self,
+        repo: &str,
+        number: u64,
+    ) -> Result<Observation, GitHubError> {
+        let count = self.review_threads(repo, number).await?;
+        let thread = Thread::new(repo, number);
+        let key = facts::ReviewThreads::key(&thread);
+        FactBuilder::new(&key, &key, &git::revision(&count.head_sha))
+            .summary(format!(
+                "{repo}#{number}: {} of {} review threads unresolved",
+                count.unresolved, count.total
+            ))
+            .facts(&facts::ReviewThreads {
+                unresolved: count.unresolved,
+                complete: true,
+            })
+            .build(self.clock.now())
+            .map_err(|error| GitHubError::Decode {
+                path: "/graphql".to_owned(),
+                detail: format!("the answer does not make a valid {}", error.kind),
+            })
     }
 
     /// Performs a `github.comment` (params `repo`, `number`, `body`) or `github.status` (params
@@ -562,7 +926,8 @@ impl GitHubClient {
                     check_repo(p("repo")?)?,
                     number(p("number")?)?
                 );
-                let comments: Vec<CommentItem> = self.get(&path).await?;
+                let comments: Vec<CommentItem> =
+                    self.get_all(&path, |page: Vec<CommentItem>| page).await?;
                 let needle = marker_key(effect);
                 comments
                     .iter()
@@ -574,7 +939,8 @@ impl GitHubClient {
                     check_repo(p("repo")?)?,
                     check_sha(p("sha")?)?
                 );
-                let statuses: Vec<StatusItem> = self.get(&path).await?;
+                let statuses: Vec<StatusItem> =
+                    self.get_all(&path, |page: Vec<StatusItem>| page).await?;
                 let tag = status_tag(effect);
                 let context = p("context")?;
                 statuses.iter().any(|s| {
@@ -594,6 +960,34 @@ impl GitHubClient {
             EffectStatus::Absent
         })
     }
+}
+
+/// Decodes a body; the error names the field and the expected type, never the body's text.
+fn decode<T: DeserializeOwned>(path: &str, bytes: &[u8]) -> Result<T, GitHubError> {
+    super::body::decode(bytes).map_err(|e| GitHubError::Decode {
+        path: path.to_owned(),
+        detail: e.to_string(),
+    })
+}
+
+/// The URL of `rel="next"` in one `Link` header value (`<url>; rel="next", <url>; rel="last"`).
+fn next_link(header: &str) -> Option<String> {
+    header.split(',').find_map(|link| {
+        let (target, params) = link.split_once(';')?;
+        let url = target.trim().strip_prefix('<')?.strip_suffix('>')?;
+        params
+            .split(';')
+            .filter_map(|param| param.split_once('='))
+            .any(|(name, value)| {
+                name.trim().eq_ignore_ascii_case("rel")
+                    && value
+                        .trim()
+                        .trim_matches('"')
+                        .split_ascii_whitespace()
+                        .any(|rel| rel == "next")
+            })
+            .then(|| url.to_owned())
+    })
 }
 
 fn refuse_status(method: &str, path: &str, status: StatusCode) -> Result<(), GitHubError> {
@@ -690,17 +1084,32 @@ impl Provider for GitHubClient {
     }
 
     /// Observes `pr:<owner>/<name>#<n>` or `ci:<owner>/<name>#<n>`: both poll the pull request
-    /// with its reviews and CI (see [`GitHubClient::observe_pull`]).
+    /// with its reviews and CI (see [`GitHubClient::observe_pull`]); when the request carries
+    /// the tag of the recorded poll and GitHub answers `304` to all of it, nothing (unchanged).
+    /// `threads:<owner>/<name>#<n>` reads its review threads through the GraphQL API (see
+    /// [`GitHubClient::observe_review_threads`]).
     async fn observe(&self, request: &ObserveRequest) -> Result<Vec<Observation>, ProviderError> {
         let key = request.key.as_str();
+        let threads = key.strip_prefix("threads:");
         let rest = key
             .strip_prefix("pr:")
             .or_else(|| key.strip_prefix("ci:"))
-            .ok_or_else(|| ProviderError::Invalid(format!("`{key}` is not a pr: or ci: key")))?;
+            .or(threads)
+            .ok_or_else(|| {
+                ProviderError::Invalid(format!("`{key}` is not a pr:, ci: or threads: key"))
+            })?;
         let (repo, n) = rest
             .rsplit_once('#')
             .ok_or_else(|| ProviderError::Invalid(format!("`{key}` names no pull request")))?;
         let n = number(n)?;
+        if threads.is_some() {
+            return Ok(vec![self.observe_review_threads(repo, n).await?]);
+        }
+        if let Some(tag) = &request.etag
+            && self.unchanged_since(repo, tag).await?
+        {
+            return Ok(Vec::new());
+        }
         Ok(self.observe_pull(repo, n).await?)
     }
 }

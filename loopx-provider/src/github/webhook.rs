@@ -5,6 +5,12 @@
 //! parsed only after its HMAC-SHA256 signature matched (compared in constant time); every
 //! failure is a typed [`WebhookError`] that never contains the secret nor text of the payload;
 //! no input panics.
+//!
+//! Every event pull-request work needs is read ([`SUPPORTED_EVENTS`]). A delivery reads as a
+//! [`Delivery`]: a fact, GitHub's `ping`, or an action the provider does not need (an issue
+//! `pinned`, a pull request `milestoned`), which is [`Delivery::Ignored`] — accepted, nothing
+//! to record — and never malformed. Only the actions in [`NEEDED_ACTIONS`] are parsed as facts,
+//! so an action GitHub adds later is ignored too, not refused.
 
 use hmac::{Hmac, Mac as _};
 use loopx_kernel::{Observation, Timestamp};
@@ -14,22 +20,119 @@ use sha2::Sha256;
 
 use super::{
     CheckRun, CheckSuite, Comment, CommitStatus, GitHubEvent, Issue, PullRequest, Push, Review,
+    ReviewComment, ReviewThread, WorkflowJob, WorkflowRun,
 };
 
 /// GitHub caps webhook payloads at 25 MB; larger bodies are refused unread.
 pub const MAX_BODY_BYTES: usize = 25 * 1024 * 1024;
 
 /// The events this module reads (values of the `X-GitHub-Event` header).
-pub const SUPPORTED_EVENTS: [&str; 8] = [
+pub const SUPPORTED_EVENTS: [&str; 13] = [
     "pull_request",
     "pull_request_review",
+    "pull_request_review_comment",
+    "pull_request_review_thread",
     "check_run",
     "check_suite",
     "status",
+    "workflow_run",
+    "workflow_job",
     "issues",
     "issue_comment",
     "push",
+    "ping",
 ];
+
+/// The actions read as facts, by event; every other action of these events is
+/// [`Delivery::Ignored`]. Events without actions (`status`, `push`, `ping`) are always read.
+pub const NEEDED_ACTIONS: [(&str, &[&str]); 10] = [
+    (
+        "pull_request",
+        &[
+            "opened",
+            "edited",
+            "closed",
+            "reopened",
+            "synchronize",
+            "converted_to_draft",
+            "ready_for_review",
+            "review_requested",
+            "review_request_removed",
+            "labeled",
+            "unlabeled",
+            "assigned",
+            "unassigned",
+            "locked",
+            "unlocked",
+            "auto_merge_enabled",
+            "auto_merge_disabled",
+            "enqueued",
+            "dequeued",
+        ],
+    ),
+    ("pull_request_review", &["submitted", "edited", "dismissed"]),
+    (
+        "pull_request_review_comment",
+        &["created", "edited", "deleted"],
+    ),
+    ("pull_request_review_thread", &["resolved", "unresolved"]),
+    ("check_run", &["created", "completed", "rerequested"]),
+    ("check_suite", &["requested", "rerequested", "completed"]),
+    ("workflow_run", &["requested", "in_progress", "completed"]),
+    (
+        "workflow_job",
+        &["queued", "waiting", "in_progress", "completed"],
+    ),
+    (
+        "issues",
+        &[
+            "opened",
+            "edited",
+            "deleted",
+            "closed",
+            "reopened",
+            "labeled",
+            "unlabeled",
+            "assigned",
+            "unassigned",
+            "locked",
+            "unlocked",
+        ],
+    ),
+    ("issue_comment", &["created", "edited", "deleted"]),
+];
+
+/// What a delivery came to: a fact (`T` is the [`GitHubEvent`] when parsed, its
+/// [`Observation`] when ingested), GitHub's `ping`, or an action the provider does not need.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Delivery<T> {
+    /// A fact to record.
+    Fact(T),
+    /// GitHub's `ping`, sent when a hook is created or tested: answer it, record nothing.
+    Ping {
+        /// The hook's id, when the payload names it.
+        hook_id: Option<u64>,
+    },
+    /// An action of a supported event that the provider does not need (e.g. `issues` /
+    /// `pinned`): accepted, nothing recorded.
+    Ignored {
+        /// The event.
+        event: String,
+        /// The action (cut to 64 characters).
+        action: String,
+    },
+}
+
+impl<T> Delivery<T> {
+    /// The fact, when the delivery carried one.
+    pub fn fact(self) -> Option<T> {
+        match self {
+            Delivery::Fact(fact) => Some(fact),
+            _ => None,
+        }
+    }
+}
 
 /// Why a delivery was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -66,6 +169,16 @@ pub enum WebhookError {
         /// What was wrong: the field path and the expected type, with line and column; never
         /// text of the payload.
         detail: String,
+    },
+    /// The delivery is valid but carries no fact ([`Delivery::Ping`] or
+    /// [`Delivery::Ignored`]); only [`parse_event`] and [`WebhookVerifier::ingest`], which
+    /// promise a fact, answer it. Nothing is to be recorded.
+    #[error("the `{event}` delivery ({action}) carries no fact to record")]
+    NoFact {
+        /// The event.
+        event: String,
+        /// The action, or `ping`.
+        action: String,
     },
 }
 
@@ -139,10 +252,39 @@ impl WebhookVerifier {
             .map_err(|_| WebhookError::BadSignature)
     }
 
+    /// Verifies a delivery, then reads it: its observation, a ping, or an ignored action.
+    ///
+    /// # Errors
+    /// Any [`WebhookError`] but [`WebhookError::NoFact`]; nothing is parsed before the
+    /// signature matched.
+    pub fn receive(
+        &self,
+        event: &str,
+        signature: Option<&str>,
+        body: &[u8],
+        observed_at: Timestamp,
+    ) -> Result<Delivery<Observation>, WebhookError> {
+        self.verify(signature, body)?;
+        match parse_delivery(event, body)? {
+            Delivery::Fact(typed) => {
+                typed
+                    .observation(observed_at)
+                    .map(Delivery::Fact)
+                    .map_err(|error| WebhookError::Malformed {
+                        event: event.to_owned(),
+                        detail: format!("the payload does not make a valid {}", error.kind),
+                    })
+            }
+            Delivery::Ping { hook_id } => Ok(Delivery::Ping { hook_id }),
+            Delivery::Ignored { event, action } => Ok(Delivery::Ignored { event, action }),
+        }
+    }
+
     /// Verifies a delivery, then reads it into its observation.
     ///
     /// # Errors
-    /// Any [`WebhookError`]; nothing is parsed before the signature matched.
+    /// Any [`WebhookError`]: [`WebhookError::NoFact`] for a ping or an ignored action (see
+    /// [`WebhookVerifier::receive`]); nothing is parsed before the signature matched.
     pub fn ingest(
         &self,
         event: &str,
@@ -150,15 +292,20 @@ impl WebhookVerifier {
         body: &[u8],
         observed_at: Timestamp,
     ) -> Result<Observation, WebhookError> {
-        self.verify(signature, body)?;
-        let event_name = event;
-        let typed = parse_event(event_name, body)?;
-        typed
-            .observation(observed_at)
-            .map_err(|error| WebhookError::Malformed {
-                event: event_name.to_owned(),
-                detail: format!("the payload does not make a valid {}", error.kind),
-            })
+        let delivery = self.receive(event, signature, body, observed_at)?;
+        fact_of(event, delivery)
+    }
+}
+
+/// The fact of a delivery, or [`WebhookError::NoFact`].
+fn fact_of<T>(event: &str, delivery: Delivery<T>) -> Result<T, WebhookError> {
+    match delivery {
+        Delivery::Fact(fact) => Ok(fact),
+        Delivery::Ping { .. } => Err(WebhookError::NoFact {
+            event: event.to_owned(),
+            action: "ping".to_owned(),
+        }),
+        Delivery::Ignored { event, action } => Err(WebhookError::NoFact { event, action }),
     }
 }
 
@@ -234,7 +381,61 @@ struct IssueCommentPayload {
 struct PushPayload {
     #[serde(flatten)]
     push: Push,
+    repository: PushRepository,
+}
+
+/// A push delivery's repository, whose `pushed_at` is a number of seconds (elsewhere GitHub
+/// sends a time as text).
+#[derive(Deserialize)]
+struct PushRepository {
+    full_name: String,
+    #[serde(default)]
+    pushed_at: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct ReviewCommentPayload {
+    action: Option<String>,
+    comment: ReviewComment,
+    pull_request: PullNumber,
     repository: Repository,
+}
+
+#[derive(Deserialize)]
+struct ReviewThreadPayload {
+    action: Option<String>,
+    thread: ReviewThread,
+    pull_request: PullNumber,
+    repository: Repository,
+}
+
+#[derive(Deserialize)]
+struct WorkflowRunPayload {
+    workflow_run: WorkflowRun,
+    repository: Repository,
+}
+
+#[derive(Deserialize)]
+struct WorkflowJobPayload {
+    workflow_job: WorkflowJob,
+    repository: Repository,
+}
+
+#[derive(Deserialize)]
+struct PingPayload {
+    /// Required, so that a body which is not GitHub's ping does not pass for one.
+    #[allow(dead_code)]
+    zen: String,
+    #[serde(default)]
+    hook_id: Option<u64>,
+}
+
+/// Only the action, read first: an action the provider does not need is ignored before the
+/// rest of the payload is read.
+#[derive(Deserialize)]
+struct ActionOnly {
+    #[serde(default)]
+    action: Option<String>,
 }
 
 fn read<T: DeserializeOwned>(event: &str, body: &[u8]) -> Result<T, WebhookError> {
@@ -244,14 +445,60 @@ fn read<T: DeserializeOwned>(event: &str, body: &[u8]) -> Result<T, WebhookError
     })
 }
 
-/// Reads an unverified body as event `event` (the `X-GitHub-Event` header). Use
+/// Reads an unverified body as event `event` (the `X-GitHub-Event` header) into its fact. Use
 /// [`WebhookVerifier::ingest`] for deliveries from the network; this is for payloads whose
 /// origin is already established (replays, tests).
 ///
 /// # Errors
-/// [`WebhookError::TooLarge`], [`WebhookError::UnknownEvent`] or [`WebhookError::Malformed`].
+/// [`WebhookError::TooLarge`], [`WebhookError::UnknownEvent`], [`WebhookError::Malformed`],
+/// or [`WebhookError::NoFact`] for a ping or an action the provider does not need (see
+/// [`parse_delivery`]).
 pub fn parse_event(event: &str, body: &[u8]) -> Result<GitHubEvent, WebhookError> {
+    fact_of(event, parse_delivery(event, body)?)
+}
+
+/// True when `action` of `event` is read as a fact (see [`NEEDED_ACTIONS`]); a delivery
+/// without an action is read.
+pub fn is_needed(event: &str, action: Option<&str>) -> bool {
+    let Some(action) = action else {
+        return true;
+    };
+    NEEDED_ACTIONS
+        .iter()
+        .find(|(name, _)| *name == event)
+        .is_none_or(|(_, actions)| actions.contains(&action))
+}
+
+/// Reads an unverified body as event `event`: a fact, a ping, or an ignored action. Use
+/// [`WebhookVerifier::receive`] for deliveries from the network.
+///
+/// # Errors
+/// [`WebhookError::TooLarge`], [`WebhookError::UnknownEvent`] or [`WebhookError::Malformed`]
+/// (also for a body that is not JSON, whatever its action).
+pub fn parse_delivery(event: &str, body: &[u8]) -> Result<Delivery<GitHubEvent>, WebhookError> {
     check_size(body)?;
+    if !SUPPORTED_EVENTS.contains(&event) {
+        return Err(WebhookError::UnknownEvent {
+            event: event.chars().take(64).collect(),
+        });
+    }
+    if event == "ping" {
+        let ping: PingPayload = read(event, body)?;
+        return Ok(Delivery::Ping {
+            hook_id: ping.hook_id,
+        });
+    }
+    let ActionOnly { action } = read(event, body)?;
+    if !is_needed(event, action.as_deref()) {
+        return Ok(Delivery::Ignored {
+            event: event.to_owned(),
+            action: action.unwrap_or_default().chars().take(64).collect(),
+        });
+    }
+    parse_fact(event, body).map(Delivery::Fact)
+}
+
+fn parse_fact(event: &str, body: &[u8]) -> Result<GitHubEvent, WebhookError> {
     Ok(match event {
         "pull_request" => {
             let p: PullRequestPayload = read(event, body)?;
@@ -310,9 +557,52 @@ pub fn parse_event(event: &str, body: &[u8]) -> Result<GitHubEvent, WebhookError
         }
         "push" => {
             let p: PushPayload = read(event, body)?;
+            let pushed_at = p.repository.pushed_at.as_ref().and_then(seconds);
             GitHubEvent::Push {
                 repo: p.repository.full_name,
-                push: p.push,
+                push: Push {
+                    pushed_at,
+                    ..p.push
+                },
+            }
+        }
+        other => return parse_review_or_workflow(other, body),
+    })
+}
+
+/// The review comment, review thread and workflow events of [`parse_fact`].
+fn parse_review_or_workflow(event: &str, body: &[u8]) -> Result<GitHubEvent, WebhookError> {
+    Ok(match event {
+        "pull_request_review_comment" => {
+            let p: ReviewCommentPayload = read(event, body)?;
+            GitHubEvent::ReviewComment {
+                repo: p.repository.full_name,
+                action: p.action,
+                number: p.pull_request.number,
+                comment: p.comment,
+            }
+        }
+        "pull_request_review_thread" => {
+            let p: ReviewThreadPayload = read(event, body)?;
+            GitHubEvent::ReviewThread {
+                repo: p.repository.full_name,
+                number: p.pull_request.number,
+                resolved: p.action.as_deref() == Some("resolved"),
+                thread: p.thread,
+            }
+        }
+        "workflow_run" => {
+            let p: WorkflowRunPayload = read(event, body)?;
+            GitHubEvent::WorkflowRun {
+                repo: p.repository.full_name,
+                run: p.workflow_run,
+            }
+        }
+        "workflow_job" => {
+            let p: WorkflowJobPayload = read(event, body)?;
+            GitHubEvent::WorkflowJob {
+                repo: p.repository.full_name,
+                job: p.workflow_job,
             }
         }
         other => {
@@ -321,4 +611,16 @@ pub fn parse_event(event: &str, body: &[u8]) -> Result<GitHubEvent, WebhookError
             });
         }
     })
+}
+
+/// `repository.pushed_at` of a push delivery: seconds since the Unix epoch (as a number, or
+/// as a time in the text form GitHub uses elsewhere).
+fn seconds(value: &serde_json::Value) -> Option<i64> {
+    match value {
+        serde_json::Value::Number(n) => n.as_i64(),
+        serde_json::Value::String(text) => Timestamp::parse(text)
+            .ok()
+            .map(|t| t.as_millis().div_euclid(1000)),
+        _ => None,
+    }
 }

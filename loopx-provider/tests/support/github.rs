@@ -136,3 +136,137 @@ pub async fn serve(handler: Handler) -> Server {
     });
     Server { base, seen }
 }
+
+/// The request's path without its query.
+pub fn route(seen: &Seen) -> &str {
+    seen.path.split('?').next().unwrap_or_default()
+}
+
+/// The value of query parameter `name`, if the request has it.
+pub fn query<'a>(seen: &'a Seen, name: &str) -> Option<&'a str> {
+    let (_, query) = seen.path.split_once('?')?;
+    query
+        .split('&')
+        .filter_map(|pair| pair.split_once('='))
+        .find_map(|(key, value)| (key == name).then_some(value))
+}
+
+/// The request's path with query parameter `name` set to `value`.
+fn with_query(seen: &Seen, name: &str, value: &str) -> String {
+    let mut pairs: Vec<String> = seen
+        .path
+        .split_once('?')
+        .map(|(_, q)| q.split('&').filter(|p| !p.starts_with(&format!("{name}="))))
+        .into_iter()
+        .flatten()
+        .map(str::to_owned)
+        .collect();
+    pairs.push(format!("{name}={value}"));
+    format!("{}?{}", route(seen), pairs.join("&"))
+}
+
+/// One page of `items` as GitHub serves a listing: `per_page` (30 unless asked, at most 100)
+/// and `page` (from 1) read from the query; the page's items as a bare array, or wrapped as
+/// `{"total_count": n, "<key>": [...]}` when `wrap` names the key (check runs, combined
+/// statuses); and a `Link` header naming the `next` and `last` pages by absolute URLs on the
+/// server's own host, as GitHub does.
+pub fn paged(seen: &Seen, items: &[serde_json::Value], wrap: Option<&str>) -> Reply {
+    let per_page = query(seen, "per_page")
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(30)
+        .clamp(1, 100);
+    let page = query(seen, "page")
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(1)
+        .max(1);
+    let pages = items.len().div_ceil(per_page).max(1);
+    let slice: Vec<serde_json::Value> = items
+        .iter()
+        .skip((page - 1) * per_page)
+        .take(per_page)
+        .cloned()
+        .collect();
+    let body = match wrap {
+        Some(key) => serde_json::json!({ "total_count": items.len(), key: slice }),
+        None => serde_json::Value::Array(slice),
+    };
+    let host = seen.headers.get("host").cloned().unwrap_or_default();
+    let link = |n: usize, rel: &str| {
+        let per = with_query(seen, "per_page", &per_page.to_string());
+        let target = Seen {
+            path: per,
+            ..seen.clone()
+        };
+        format!(
+            "<http://{host}{}>; rel=\"{rel}\"",
+            with_query(&target, "page", &n.to_string())
+        )
+    };
+    let mut links = Vec::new();
+    if page < pages {
+        links.push(link(page + 1, "next"));
+        links.push(link(pages, "last"));
+    }
+    if page > 1 {
+        links.push(link(1, "first"));
+        links.push(link(page - 1, "prev"));
+    }
+    let mut reply = ok(&body.to_string());
+    if !links.is_empty() {
+        reply.headers.push(("link".to_owned(), links.join(", ")));
+    }
+    reply
+}
+
+/// One page of a pull request's review threads as GitHub's GraphQL API answers the query the
+/// client sends (`repository.pullRequest.reviewThreads`), `first` threads after the cursor the
+/// request's variables carry (`after`; cursors are thread indexes here), at head `head_sha`.
+/// `resolved` holds each thread's `isResolved`.
+pub fn review_threads(seen: &Seen, head_sha: &str, resolved: &[bool]) -> Reply {
+    let request: serde_json::Value = serde_json::from_str(&seen.body).unwrap_or_default();
+    let variables = &request["variables"];
+    let first = variables["first"].as_u64().unwrap_or(100).clamp(1, 100) as usize;
+    let start = variables["after"]
+        .as_str()
+        .and_then(|c| c.parse::<usize>().ok())
+        .map_or(0, |c| c + 1);
+    let nodes: Vec<serde_json::Value> = resolved
+        .iter()
+        .enumerate()
+        .skip(start)
+        .take(first)
+        .map(|(i, r)| serde_json::json!({ "id": format!("PRRT_{i}"), "isResolved": r }))
+        .collect();
+    let end = start + nodes.len();
+    let body = serde_json::json!({ "data": { "repository": { "pullRequest": {
+        "headRefOid": head_sha,
+        "reviewThreads": {
+        "totalCount": resolved.len(),
+        "pageInfo": {
+            "hasNextPage": end < resolved.len(),
+            "endCursor": if end > 0 { serde_json::Value::from((end - 1).to_string()) } else { serde_json::Value::Null },
+        },
+        "nodes": nodes,
+    } } } } });
+    ok(&body.to_string())
+}
+
+/// `reply` as a conditional `GET` answers it: with an `ETag` derived from its body, and as
+/// `304 Not Modified` (no body) when the request's `If-None-Match` carries that tag.
+pub fn conditional(seen: &Seen, reply: Reply) -> Reply {
+    use std::hash::{DefaultHasher, Hash as _, Hasher as _};
+    let mut hasher = DefaultHasher::new();
+    reply.body.hash(&mut hasher);
+    let etag = format!("W/\"{:016x}\"", hasher.finish());
+    if seen.headers.get("if-none-match") == Some(&etag) {
+        return Reply {
+            status: 304,
+            headers: vec![("etag".to_owned(), etag)],
+            body: String::new(),
+            delay: reply.delay,
+        };
+    }
+    let mut reply = reply;
+    reply.headers.push(("etag".to_owned(), etag));
+    reply
+}
