@@ -25,6 +25,7 @@ mod observe;
 mod ready;
 mod revision;
 mod run;
+mod serve;
 mod settle;
 mod status;
 mod todo;
@@ -109,6 +110,9 @@ pub enum Verb {
     /// Check the store: integrity, replay equals stored state, kernel invariants; with
     /// --verify, every commit against its recorded command and signature.
     Doctor(doctor::DoctorArgs),
+    /// Run the service over the store until SIGTERM or SIGINT: `/healthz`, `/metrics`
+    /// (Prometheus text); requests in flight finish before it exits.
+    Serve(serve::ServeArgs),
     /// Print a shell's completion script for loopx (bash, zsh, fish, elvish, powershell).
     Completions(describe::CompletionsArgs),
     /// Print loopx's man page (roff), generated from the command line itself.
@@ -148,6 +152,7 @@ pub async fn run(ctx: &Ctx, verb: Verb) -> Result<Exit, CliError> {
         Verb::Log(args) => log::run(ctx, &args).await,
         Verb::Status(args) => status::run(ctx, &args).await,
         Verb::Doctor(args) => doctor::run(ctx, &args).await,
+        Verb::Serve(args) => serve::run(ctx, &args).await,
         Verb::Completions(args) => Ok(describe::completions(&args)),
         Verb::Man => describe::man(),
         Verb::Export(args) => transfer::export(ctx, &args).await,
