@@ -412,6 +412,7 @@ async fn create(ctx: &Ctx, args: CreateArgs) -> Result<Exit, CliError> {
             identity: Identity::Signed,
             keys: Vec::new(),
             validators: std::collections::BTreeMap::new(),
+            capability: None,
         },
     };
     spec.id = id.clone();

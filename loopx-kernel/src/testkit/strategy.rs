@@ -1854,6 +1854,7 @@ pub fn spec_strategy() -> BoxedStrategy<GoalSpec> {
                 } else {
                     BTreeMap::new()
                 },
+                capability: None,
             }
         })
         .boxed()
