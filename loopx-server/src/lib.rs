@@ -5,3 +5,5 @@
 //!
 //! Nothing here decides: every change still goes through the kernel's one write path
 //! (`GoalHandle::submit`), signed by the actor it is made for.
+
+pub mod capabilities;
