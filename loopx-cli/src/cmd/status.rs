@@ -82,6 +82,13 @@ pub async fn run(ctx: &Ctx) -> Result<Exit, CliError> {
         }
     });
     let mut value = value;
+    // The capability is said only when the goal is bound to one.
+    if let (Some(binding), Some(status)) = (
+        &state.spec.capability,
+        value.get_mut("status").and_then(Value::as_object_mut),
+    ) {
+        status.insert("capability".into(), json!(binding));
+    }
     // The outbox is listed only when it holds something, so a board without effects reads as
     // it always did.
     if !state.pending_effects.is_empty()
