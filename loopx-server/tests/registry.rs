@@ -109,7 +109,10 @@ fn a_malformed_config_names_the_field_that_is_wrong() {
     let RegistryError::Malformed { name, path, detail } = &wrong_type else {
         panic!("{wrong_type:?}");
     };
-    assert_eq!((name.as_str(), path.as_str()), ("prfix", "required_approvals"));
+    assert_eq!(
+        (name.as_str(), path.as_str()),
+        ("prfix", "required_approvals")
+    );
     assert!(detail.contains("invalid type"), "{detail}");
 
     let unknown_field = error("prfix", json!({ "merge": true }));
@@ -134,39 +137,60 @@ fn a_malformed_config_names_the_field_that_is_wrong() {
         "{missing:?}"
     );
     assert!(
-        matches!(error("research", json!([1])), RegistryError::Malformed { .. }),
+        matches!(
+            error("research", json!([1])),
+            RegistryError::Malformed { .. }
+        ),
         "a list is not a configuration"
     );
     assert_eq!(
         wrong_type.to_string(),
-        format!("the configuration of capability `prfix` is malformed at `required_approvals`: {detail}")
+        format!(
+            "the configuration of capability `prfix` is malformed at `required_approvals`: {detail}"
+        )
     );
 }
 
 #[test]
 fn a_config_the_capability_refuses_is_refused_in_its_words() {
     let cases = [
-        ("prfix", json!({ "required_approvals": 0 }), "required_approvals must be at least 1"),
-        ("prfix", json!({ "pulls": ["acme/cli"] }), "pull request `acme/cli` is not written owner/name#number"),
+        (
+            "prfix",
+            json!({ "required_approvals": 0 }),
+            "required_approvals must be at least 1",
+        ),
+        (
+            "prfix",
+            json!({ "pulls": ["acme/cli"] }),
+            "pull request `acme/cli` is not written owner/name#number",
+        ),
         (
             "automl",
             json!({ "primary": "accuracy", "direction": "higher_is_better", "baseline": "base",
                     "max_attempts": 0 }),
             "max_attempts must be at least 1",
         ),
-        ("research", json!({ "decision_window": 0 }), "decision_window must be longer than zero"),
+        (
+            "research",
+            json!({ "decision_window": 0 }),
+            "decision_window must be longer than zero",
+        ),
     ];
     for (name, config, words) in cases {
         let error = error(name, config);
-        let RegistryError::Refused { name: refused, detail } = &error else {
+        let RegistryError::Refused {
+            name: refused,
+            detail,
+        } = &error
+        else {
             panic!("{name}: {error:?}");
         };
         assert_eq!(refused.as_str(), name);
         assert!(detail.starts_with(words), "{name}: {detail}");
         assert!(
-            error
-                .to_string()
-                .starts_with(&format!("capability `{name}` refused its configuration: {words}")),
+            error.to_string().starts_with(&format!(
+                "capability `{name}` refused its configuration: {words}"
+            )),
             "{error}"
         );
     }
@@ -196,15 +220,15 @@ fn a_host_adds_and_replaces_capabilities_by_name() {
             Ok(Bound::new(Quiet(name.clone())))
         })
         .with("prfix", |_: &SourceId, _: &Value| {
-            Ok(Bound::new(Quiet(SourceId::new("own-prfix").expect("an id"))))
+            Ok(Bound::new(Quiet(
+                SourceId::new("own-prfix").expect("an id"),
+            )))
         });
     assert_eq!(
         registry.names().collect::<Vec<_>>(),
         ["automl", "prfix", "quiet", "research"]
     );
-    let quiet = registry
-        .build(&binding("quiet", json!({})))
-        .expect("built");
+    let quiet = registry.build(&binding("quiet", json!({}))).expect("built");
     assert_eq!(quiet.source(), &id("quiet"));
     let replaced = registry
         .build(&binding("prfix", json!({ "anything": 1 })))
