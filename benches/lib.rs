@@ -204,6 +204,7 @@ impl Fixture {
             identity: loopx_kernel::Identity::Declared,
             keys: Vec::new(),
             validators: std::collections::BTreeMap::new(),
+            capability: None,
         };
         let start = Timestamp::from_millis(1_780_000_000_000);
         let created = match execute(None, &owner, start, &Command::CreateGoal { spec }) {

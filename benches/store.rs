@@ -692,6 +692,7 @@ fn spec(goal: &str, todos_owner: &PersonId) -> GoalSpec {
         identity: loopx_kernel::Identity::Declared,
         keys: Vec::new(),
         validators: std::collections::BTreeMap::new(),
+        capability: None,
     }
 }
 

@@ -328,6 +328,7 @@ fn spec(agent: &AgentId) -> Result<GoalSpec> {
         identity: loopx_kernel::Identity::Declared,
         keys: Vec::new(),
         validators: std::collections::BTreeMap::new(),
+        capability: None,
     })
 }
 

@@ -175,6 +175,7 @@ async fn plan(store: &SqliteStore, goal: &GoalId) -> Result<()> {
         identity: loopx_kernel::Identity::Declared,
         keys: Vec::new(),
         validators: std::collections::BTreeMap::new(),
+        capability: None,
     };
     let mut commands = vec![
         (maintainer.clone(), Command::CreateGoal { spec }),

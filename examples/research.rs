@@ -145,6 +145,7 @@ fn spec(agents: &[&AgentId]) -> Result<GoalSpec> {
         identity: loopx_kernel::Identity::Declared,
         keys: Vec::new(),
         validators: std::collections::BTreeMap::new(),
+        capability: None,
     })
 }
 

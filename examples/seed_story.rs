@@ -86,6 +86,7 @@ impl Story {
             identity: loopx_kernel::Identity::Declared,
             keys: Vec::new(),
             validators: std::collections::BTreeMap::new(),
+            capability: None,
         };
         let now = clock("2026-11-29T10:02")?;
         let maintainer = Actor::Person(maintainer);

@@ -17,6 +17,7 @@
 //! #         identity: loopx_kernel::Identity::Declared,
 //! #         keys: vec![],
 //! #         validators: std::collections::BTreeMap::default(),
+//! #         capability: None,
 //! #     })
 //! # }
 //! # fn main() -> Result<()> {

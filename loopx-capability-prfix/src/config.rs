@@ -2,7 +2,8 @@
 
 use std::collections::BTreeSet;
 
-use loopx_kernel::{Duration, PersonId};
+use loopx_kernel::facts::github::{PullRequest, Thread};
+use loopx_kernel::{Duration, ObservationKey, PersonId};
 use serde::{Deserialize, Serialize};
 
 /// How the capability judges issues and pull requests. Every field has a documented default.
@@ -21,6 +22,12 @@ pub struct PrFixConfig {
     pub monitor_cadence: Duration,
     /// The most path prefixes a fix may write and still count as bounded (default 8).
     pub max_fix_scopes: usize,
+    /// The pull requests the goal is about, as `owner/name#number` (default: none). The
+    /// judgement reads whatever the goal has observed; these tell a host which pull requests
+    /// to observe for it ([`PrFixConfig::pull_keys`]), so that a goal bound to the capability
+    /// says all its host needs to know. Left out of the JSON when empty.
+    #[serde(skip_serializing_if = "BTreeSet::is_empty")]
+    pub pulls: BTreeSet<String>,
 }
 
 impl Default for PrFixConfig {
@@ -31,6 +38,7 @@ impl Default for PrFixConfig {
             required_approvals: 1,
             monitor_cadence: Duration::minutes(30),
             max_fix_scopes: 8,
+            pulls: BTreeSet::new(),
         }
     }
 }
@@ -51,6 +59,11 @@ pub enum ConfigError {
     /// A required check name is blank or holds control characters.
     #[error("required check name `{0}` is blank or holds control characters")]
     BadCheckName(String),
+    /// A pull request is not written `owner/name#number`.
+    #[error(
+        "pull request `{0}` is not written owner/name#number (letters, digits, `-`, `_` and `.` in each name; a number from 1)"
+    )]
+    BadPull(String),
 }
 
 impl PrFixConfig {
@@ -75,8 +88,38 @@ impl PrFixConfig {
         {
             return Err(ConfigError::BadCheckName(bad.clone()));
         }
+        if let Some(bad) = self.pulls.iter().find(|pull| parse_pull(pull).is_none()) {
+            return Err(ConfigError::BadPull(bad.clone()));
+        }
         Ok(())
     }
+
+    /// The observation streams of [`PrFixConfig::pulls`] (`pr:owner/name#number`), the keys a
+    /// host polls for the goal, in order; a pull that does not validate is left out.
+    pub fn pull_keys(&self) -> Vec<ObservationKey> {
+        self.pulls
+            .iter()
+            .filter_map(|pull| parse_pull(pull))
+            .filter_map(|(repo, number)| {
+                ObservationKey::new(PullRequest::key(&Thread::new(repo, number))).ok()
+            })
+            .collect()
+    }
+}
+
+/// `owner/name#number` as its repository and number, when it is one.
+fn parse_pull(text: &str) -> Option<(&str, u64)> {
+    let (repo, number) = text.rsplit_once('#')?;
+    let number: u64 = number.parse().ok().filter(|n| *n > 0)?;
+    let (owner, name) = repo.split_once('/')?;
+    let part = |p: &str| {
+        !p.is_empty()
+            && p != "."
+            && p != ".."
+            && p.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    };
+    (part(owner) && part(name)).then_some((repo, number))
 }
 
 #[cfg(test)]
@@ -111,6 +154,46 @@ mod tests {
             ..base()
         };
         assert_eq!(blank.validate(), Err(ConfigError::BadCheckName(" ".into())));
+        for bad in [
+            "acme/cli",
+            "acme/cli#0",
+            "acme#4",
+            "acme/cli/x#4",
+            "acme/../#4",
+            "a b/c#1",
+        ] {
+            let pulls = PrFixConfig {
+                pulls: [bad.to_owned()].into(),
+                ..base()
+            };
+            assert_eq!(
+                pulls.validate(),
+                Err(ConfigError::BadPull(bad.into())),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn pulls_name_the_streams_a_host_polls() {
+        let config = PrFixConfig {
+            pulls: ["acme/cli#42".to_owned(), "acme/web.site#7".to_owned()].into(),
+            ..PrFixConfig::default()
+        };
+        assert_eq!(config.validate(), Ok(()));
+        let keys: Vec<String> = config.pull_keys().iter().map(ToString::to_string).collect();
+        assert_eq!(keys, ["pr:acme/cli#42", "pr:acme/web.site#7"]);
+        let json = serde_json::to_value(&config).expect("serializes");
+        assert_eq!(
+            json["pulls"],
+            serde_json::json!(["acme/cli#42", "acme/web.site#7"])
+        );
+        assert!(
+            serde_json::to_value(PrFixConfig::default())
+                .expect("serializes")
+                .get("pulls")
+                .is_none()
+        );
     }
 
     #[test]

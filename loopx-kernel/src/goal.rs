@@ -7,7 +7,9 @@ use serde::{Deserialize, Serialize};
 use crate::actor::Actor;
 use crate::budget::{Amounts, Limits};
 use crate::identity::{Identity, PublicKey, RegisteredKey};
-use crate::ids::{AgentId, CheckId, CriterionId, GoalId, IntoId, InvalidId, PersonId, Subject};
+use crate::ids::{
+    AgentId, CheckId, CriterionId, GoalId, IntoId, InvalidId, PersonId, SourceId, Subject,
+};
 use crate::retry::{DEFAULT_STALL_GOAL_TURNS, DEFAULT_STALL_TURNS, RetryPolicy};
 use crate::time::Duration;
 
@@ -56,6 +58,58 @@ pub struct GoalSpec {
     /// when empty.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub validators: BTreeMap<CheckId, BTreeSet<Actor>>,
+    /// The capability that judges the goal and its configuration, declared with the goal so
+    /// that every host that runs it (`loopx run`, the service, an embedded host) wires the same
+    /// judgement. Data only: no kernel rule reads it, and what the name and the configuration
+    /// mean is the host's registry's to say. Left out of the JSON when the goal declares none,
+    /// so a spec written before bindings existed reads and writes as it did. Boxed: most goals
+    /// have none, and a spec travels inline in every `create_goal` command.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capability: Option<Box<CapabilityBinding>>,
+}
+
+/// A goal's capability by name, with the configuration it is built from.
+///
+/// JSON: `{"name": "prfix", "config": {"pulls": ["acme/cli#42"]}}`; `config` may be left out
+/// (an empty object). The kernel keeps both as they were given: the name is a [`SourceId`]
+/// (which a host's registry looks up) and the configuration any JSON value (which the named
+/// capability validates when it is built).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CapabilityBinding {
+    /// The capability's name in the host's registry, e.g. `prfix`.
+    pub name: SourceId,
+    /// Its configuration, as the capability reads it.
+    #[serde(default = "empty_config")]
+    pub config: serde_json::Value,
+}
+
+fn empty_config() -> serde_json::Value {
+    serde_json::Value::Object(serde_json::Map::new())
+}
+
+impl CapabilityBinding {
+    /// The capability `name` with `config`.
+    ///
+    /// # Errors
+    /// [`InvalidId`] when `name` is not a valid id.
+    pub fn new(
+        name: impl IntoId<SourceId>,
+        config: serde_json::Value,
+    ) -> Result<CapabilityBinding, InvalidId> {
+        Ok(CapabilityBinding {
+            name: name.into_id()?,
+            config,
+        })
+    }
+
+    /// The capability `name` with an empty configuration (every field at its default).
+    ///
+    /// # Errors
+    /// [`InvalidId`] when `name` is not a valid id.
+    pub fn named(name: impl IntoId<SourceId>) -> Result<CapabilityBinding, InvalidId> {
+        CapabilityBinding::new(name, empty_config())
+    }
 }
 
 // Serde's `skip_serializing_if` hands the field by reference.
@@ -93,6 +147,7 @@ impl GoalSpec {
                 identity: Identity::Signed,
                 keys: Vec::new(),
                 validators: BTreeMap::new(),
+                capability: None,
             })
         });
         GoalSpecBuilder { spec }
@@ -189,6 +244,15 @@ impl GoalSpecBuilder {
                 .entry(check.into_id()?)
                 .or_default()
                 .insert(validator);
+            Ok(())
+        })
+    }
+
+    /// Binds the goal to the capability `name`, built from `config` by the host's registry
+    /// (see [`GoalSpec::capability`]).
+    pub fn capability(self, name: impl IntoId<SourceId>, config: serde_json::Value) -> Self {
+        self.with(|spec| {
+            spec.capability = Some(Box::new(CapabilityBinding::new(name, config)?));
             Ok(())
         })
     }
@@ -416,5 +480,14 @@ pub enum Amendment {
         check: CheckId,
         /// The validator.
         validator: Actor,
+    },
+    /// Bind the goal to another capability or configuration (`null`: to none). Hosts build
+    /// the goal's capability when they start working it, so the change takes effect at the
+    /// next `loopx run` or service restart. A capability judges from the goal's state alone,
+    /// so a new configuration simply judges the same facts anew; todos the previous
+    /// capability created stay the previous capability's (only it or the owner changes them).
+    SetCapability {
+        /// The binding, or `None` to bind none.
+        capability: Option<CapabilityBinding>,
     },
 }

@@ -105,8 +105,8 @@ pub use fix::{Fix, FixArg, Who};
 pub use from_fn::{executor_fn, validator_fn};
 pub use gate::{ExpiryPolicy, Gate, GateScope, GateState, GateStatus, NewGate};
 pub use goal::{
-    Amendment, BudgetExhaustion, Criterion, DEFAULT_CLOCK_SKEW, GoalSpec, GoalSpecBuilder,
-    GrantedAction, Policy,
+    Amendment, BudgetExhaustion, CapabilityBinding, Criterion, DEFAULT_CLOCK_SKEW, GoalSpec,
+    GoalSpecBuilder, GrantedAction, Policy,
 };
 pub use identity::{
     Identity, IdentityMode, Keyring, PublicKey, RegisteredKey, SecretKey, Signature, Signer,

@@ -63,6 +63,7 @@ async fn goal(store: &MemoryStore, todos: &[NewTodo]) -> GoalId {
         identity: loopx_kernel::Identity::Declared,
         keys: Vec::new(),
         validators: std::collections::BTreeMap::new(),
+        capability: None,
     };
     let goal = spec.id.clone();
     submit(

@@ -60,6 +60,7 @@ async fn goal(store: &MemoryStore, budget: Limits) -> GoalId {
         identity: loopx_kernel::Identity::Declared,
         keys: Vec::new(),
         validators: std::collections::BTreeMap::new(),
+        capability: None,
     };
     let goal = spec.id.clone();
     let owner = Actor::Person(id("olivia"));

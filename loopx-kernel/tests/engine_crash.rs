@@ -145,6 +145,7 @@ async fn create(dir: &Path, idempotent: bool) {
         identity: loopx_kernel::Identity::Declared,
         keys: Vec::new(),
         validators: std::collections::BTreeMap::new(),
+        capability: None,
     };
     submit(
         &store,

@@ -50,6 +50,7 @@ fn spec() -> GoalSpec {
         identity: loopx_kernel::Identity::Declared,
         keys: Vec::new(),
         validators: std::collections::BTreeMap::new(),
+        capability: None,
     }
 }
 

@@ -286,6 +286,7 @@ async fn create(dir: &Path) {
         identity: loopx_kernel::Identity::Declared,
         keys: Vec::new(),
         validators: std::collections::BTreeMap::new(),
+        capability: None,
     };
     submit(
         &store,

@@ -68,6 +68,7 @@ fn goal(now: Timestamp) -> (GoalState, AgentId) {
         identity: loopx_kernel::Identity::Declared,
         keys: Vec::new(),
         validators: std::collections::BTreeMap::new(),
+        capability: None,
     };
     let mut goal = GoalState::create(&Actor::Person(owner), now, &spec).expect("goal");
     let mut watch = NewTodo::advance(TodoId::new("watch-ci").expect("id"), "watch the linter");

@@ -218,6 +218,7 @@ fn spec(goal: &str, agents: &[&str]) -> GoalSpec {
         identity: loopx_kernel::Identity::Declared,
         keys: Vec::new(),
         validators: std::collections::BTreeMap::new(),
+        capability: None,
     }
 }
 

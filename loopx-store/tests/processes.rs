@@ -223,6 +223,7 @@ fn spec(goal: &GoalId, agents: &[AgentId]) -> GoalSpec {
         identity: loopx_kernel::Identity::Declared,
         keys: Vec::new(),
         validators: std::collections::BTreeMap::new(),
+        capability: None,
     }
 }
 

@@ -11,6 +11,7 @@ use loopx_kernel::{
 };
 use serde_json::{Value, json};
 
+use crate::cmd::capability::{self, CapabilityArgs};
 use crate::cmd::view;
 use crate::context::{Ctx, parse_actor, parse_duration, read_json, written, written_line};
 use crate::error::{CliError, Exit};
@@ -20,13 +21,13 @@ use crate::output::{Table, or_dash};
 #[derive(Debug, Subcommand)]
 pub enum GoalVerb {
     /// Create a goal (as its owner, a person) from flags and/or a `GoalSpec` JSON file.
-    Create(CreateArgs),
+    Create(Box<CreateArgs>),
     /// Show one goal: objective, criteria and their status, budget, closure.
     Show,
     /// List every goal in the store with its standing.
     List,
     /// Amend the goal (owner only) from flags and/or a JSON array of amendments.
-    Amend(AmendArgs),
+    Amend(Box<AmendArgs>),
     /// Record the intent to close the goal once every condition holds.
     Close(ReasonArgs),
     /// Give the goal up (owner only).
@@ -177,8 +178,9 @@ fn made_text(ctx: &Ctx, made: &[RegisteredKey]) -> String {
 }
 
 /// On a signed spec, registers the key this machine holds for the owner, each agent,
-/// `provider:git` and the validator `loopx run` uses for each agent, when the spec registers
-/// none for them (made in the key directory when missing); the keys made.
+/// `provider:git`, the validator `loopx run` uses for each agent, and the goal's capability
+/// and the providers it polls through (`capability:prfix`, `provider:github`), when the spec
+/// registers none for them (made in the key directory when missing); the keys made.
 fn register_local_keys(ctx: &Ctx, spec: &mut GoalSpec) -> Result<Vec<RegisteredKey>, CliError> {
     let mut made = Vec::new();
     if spec.identity != Identity::Signed {
@@ -193,6 +195,7 @@ fn register_local_keys(ctx: &Ctx, spec: &mut GoalSpec) -> Result<Vec<RegisteredK
         .chain(spec.agents.iter().cloned().map(Actor::Agent))
         .chain(std::iter::once(git_provider()?))
         .chain(validators)
+        .chain(capability::actors(spec)?)
         .collect::<Vec<_>>();
     for actor in locals {
         if spec.keys_of(&actor).next().is_some() {
@@ -247,6 +250,8 @@ pub struct CreateArgs {
     /// Register an actor's public key: ACTOR=KEY, e.g. validator:ci=ed25519:… (repeatable).
     #[arg(long = "register-key", value_name = "ACTOR=KEY")]
     register_keys: Vec<String>,
+    #[command(flatten)]
+    capability: CapabilityArgs,
     /// A `GoalSpec` as JSON (`-` for standard input); flags override or add to it.
     #[arg(long)]
     file: Option<PathBuf>,
@@ -291,6 +296,13 @@ pub struct AmendArgs {
     /// New budget limits (unnamed dimensions keep their current limit).
     #[command(flatten)]
     limits: LimitArgs,
+    /// Bind the goal to this capability instead (with its flags as at creation); on a signed
+    /// goal its key, and its providers', come from the key directory unless registered.
+    #[command(flatten)]
+    capability: CapabilityArgs,
+    /// Bind the goal to no capability.
+    #[arg(long, conflicts_with = "capability")]
+    no_capability: bool,
     /// A JSON array of amendments (`-` for standard input), applied before the flags'.
     #[arg(long)]
     file: Option<PathBuf>,
@@ -306,10 +318,10 @@ pub struct ReasonArgs {
 
 pub async fn run(ctx: &Ctx, verb: GoalVerb) -> Result<Exit, CliError> {
     match verb {
-        GoalVerb::Create(args) => create(ctx, args).await,
+        GoalVerb::Create(args) => create(ctx, *args).await,
         GoalVerb::Show => show(ctx).await,
         GoalVerb::List => list(ctx).await,
-        GoalVerb::Amend(args) => amend(ctx, args).await,
+        GoalVerb::Amend(args) => amend(ctx, *args).await,
         GoalVerb::Close(args) => {
             let command = Command::DeclareClosure {
                 reason: args.reason,
@@ -356,6 +368,40 @@ pub fn criterion(text: &str) -> Result<Criterion, CliError> {
         subject: Subject::new(subject.trim())?,
         text: words.trim().to_owned(),
     })
+}
+
+/// The policy and identity flags of `goal create` over `spec`.
+fn policy_and_identity(
+    lease_ttl: Option<Duration>,
+    on_budget_exhausted: Option<Exhaustion>,
+    identity: Option<IdentityWord>,
+    spec: &mut GoalSpec,
+) {
+    if let Some(ttl) = lease_ttl {
+        spec.policy.lease_ttl = ttl;
+    }
+    if let Some(on) = on_budget_exhausted {
+        spec.policy.on_budget_exhausted = match on {
+            Exhaustion::Ask => BudgetExhaustion::Ask,
+            Exhaustion::Wait => BudgetExhaustion::Wait,
+        };
+    }
+    match identity {
+        Some(IdentityWord::Signed) => spec.identity = Identity::Signed,
+        Some(IdentityWord::Declared) => spec.identity = Identity::Declared,
+        None => {}
+    }
+}
+
+/// Binds `spec` to the capability the flags name; a spec file's binding, when the flags name
+/// none, is checked as theirs is: both before anything is written.
+fn bind_capability(flags: &CapabilityArgs, spec: &mut GoalSpec) -> Result<(), CliError> {
+    if let Some(binding) = flags.binding()? {
+        spec.capability = Some(Box::new(binding));
+    } else if let Some(binding) = &spec.capability {
+        capability::bind(binding)?;
+    }
+    Ok(())
 }
 
 async fn create(ctx: &Ctx, args: CreateArgs) -> Result<Exit, CliError> {
@@ -412,8 +458,16 @@ async fn create(ctx: &Ctx, args: CreateArgs) -> Result<Exit, CliError> {
             identity: Identity::Signed,
             keys: Vec::new(),
             validators: std::collections::BTreeMap::new(),
+            capability: None,
         },
     };
+    bind_capability(&args.capability, &mut spec)?;
+    policy_and_identity(
+        args.lease_ttl,
+        args.on_budget_exhausted,
+        args.identity,
+        &mut spec,
+    );
     spec.id = id.clone();
     spec.owner = owner;
     if let Some(objective) = args.objective {
@@ -425,20 +479,6 @@ async fn create(ctx: &Ctx, args: CreateArgs) -> Result<Exit, CliError> {
         spec.budget = Limits::UNLIMITED;
     }
     spec.budget = args.limits.over(spec.budget);
-    if let Some(ttl) = args.lease_ttl {
-        spec.policy.lease_ttl = ttl;
-    }
-    if let Some(on) = args.on_budget_exhausted {
-        spec.policy.on_budget_exhausted = match on {
-            Exhaustion::Ask => BudgetExhaustion::Ask,
-            Exhaustion::Wait => BudgetExhaustion::Wait,
-        };
-    }
-    match args.identity {
-        Some(IdentityWord::Signed) => spec.identity = Identity::Signed,
-        Some(IdentityWord::Declared) => spec.identity = Identity::Declared,
-        None => {}
-    }
     for text in &args.register_keys {
         spec.keys.push(actor_key(text)?);
     }
@@ -536,6 +576,9 @@ async fn amend(ctx: &Ctx, args: AmendArgs) -> Result<Exit, CliError> {
     if signed && !locals.is_empty() {
         locals.push(git_provider()?);
     }
+    // A new binding's capability and providers sign what they submit, as at creation.
+    let rebound = args.capability.binding()?;
+    locals.extend(capability::binding_actors(rebound.as_ref())?);
     for actor in locals {
         let keyed = state.spec.keys_of(&actor).next().is_some()
             || amendments.iter().any(
@@ -566,6 +609,11 @@ async fn amend(ctx: &Ctx, args: AmendArgs) -> Result<Exit, CliError> {
     if args.limits.any() {
         amendments.push(Amendment::SetBudget {
             limits: args.limits.over(state.spec.budget),
+        });
+    }
+    if rebound.is_some() || args.no_capability {
+        amendments.push(Amendment::SetCapability {
+            capability: rebound,
         });
     }
     let command = Command::AmendGoal {

@@ -8,6 +8,7 @@ use crate::context::Ctx;
 use crate::error::{CliError, Exit};
 
 mod brief;
+mod capability;
 mod describe;
 mod doctor;
 mod effect;

@@ -3,6 +3,8 @@
 
 mod github;
 
+pub(crate) use github::check_api_url;
+
 use std::fmt::Write as _;
 
 use std::path::PathBuf;

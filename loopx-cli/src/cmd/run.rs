@@ -20,7 +20,8 @@ use loopx_kernel::engine::{Engine, EngineError, EngineOptions, StepReport, TurnO
 use loopx_kernel::ids::path_component;
 use loopx_kernel::seams::{Clock, Store, UsageProblem};
 use loopx_kernel::{
-    Actor, AgentId, CheckId, Decision, Duration, GoalId, Keyring, ObservationKey, Refusal,
+    Actor, AgentId, CheckId, Decision, Duration, GoalId, GoalSpec, Keyring, ObservationKey,
+    Refusal,
     SourceId, Subject, TurnResult,
 };
 use loopx_provider::clock::SystemClock;
@@ -109,6 +110,10 @@ pub struct RunArgs {
     /// Stop after this many steps.
     #[arg(long)]
     max_steps: Option<usize>,
+    /// The goal's capability (`goal create --capability`) judges every step, and what it asks
+    /// to be polled is: these flags say how to reach it.
+    #[command(flatten)]
+    wiring: crate::cmd::capability::WiringArgs,
 }
 
 pub async fn run(ctx: &Ctx, args: RunArgs) -> Result<Exit, CliError> {
@@ -117,10 +122,10 @@ pub async fn run(ctx: &Ctx, args: RunArgs) -> Result<Exit, CliError> {
     let goal = ctx.goal()?;
     let backend = ctx.open().await?;
     // An unknown goal is reported before anything runs, with the nearest known goal id.
-    ctx.load(&backend, &goal).await?;
+    let spec = ctx.load(&backend, &goal).await?.spec.clone();
     let store: Arc<dyn Store> = backend.into_store();
     let agent = crate::cmd::next::asking_agent(ctx, args.agent.as_ref())?;
-    let engine = build(ctx, &args, &agent, Arc::clone(&store)).await?;
+    let engine = build(ctx, &args, &agent, &spec, Arc::clone(&store)).await?;
     let until = if args.wait {
         Until::NeedsHost
     } else {
@@ -233,6 +238,7 @@ async fn build(
     ctx: &Ctx,
     args: &RunArgs,
     agent: &AgentId,
+    spec: &GoalSpec,
     store: Arc<dyn Store>,
 ) -> Result<Engine, CliError> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
@@ -294,22 +300,25 @@ async fn build(
         ..EngineOptions::default()
     };
     let key = ObservationKey::new(format!("head:{}", args.subject))?;
-    let others = [
+    let engine = Engine::builder(
+        agent.clone(),
+        store,
+        clock.clone(),
+        Arc::new(executor),
+        Arc::new(validator),
+    );
+    let (engine, bound) = crate::cmd::capability::wire(&args.wiring, spec, engine, &clock)?;
+    let mut others = vec![
         Actor::Provider(loopx_kernel::seams::Provider::source(&head).clone()),
         Actor::Validator(validator_source(agent)?),
     ];
+    others.extend(bound);
     let keyring = keyring(ctx, agent, &others)?;
-    Ok(Engine::builder(
-        agent.clone(),
-        store,
-        clock,
-        Arc::new(executor),
-        Arc::new(validator),
-    )
-    .watch(Arc::new(head), key, Duration::ZERO)
-    .options(options)
-    .keyring(keyring)
-    .build())
+    Ok(engine
+        .watch(Arc::new(head), key, Duration::ZERO)
+        .options(options)
+        .keyring(keyring)
+        .build())
 }
 
 /// Whether `refusal` says the goal cannot verify who issued a command or a verdict: the same

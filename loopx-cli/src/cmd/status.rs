@@ -103,6 +103,13 @@ pub async fn run(ctx: &Ctx, args: &StatusArgs) -> Result<Exit, CliError> {
     if let (Some(_), Some(status)) = (args.at_revision, value["status"].as_object_mut()) {
         status.insert("head_revision".into(), json!(head));
     }
+    // The capability is said only when the goal is bound to one.
+    if let (Some(binding), Some(status)) = (
+        &state.spec.capability,
+        value.get_mut("status").and_then(Value::as_object_mut),
+    ) {
+        status.insert("capability".into(), json!(binding));
+    }
     // The outbox is listed only when it holds something, so a board without effects reads as
     // it always did.
     if !state.pending_effects.is_empty()

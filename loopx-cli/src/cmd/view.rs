@@ -73,6 +73,10 @@ pub fn goal(state: &GoalState, now: Timestamp) -> Value {
             json!(state.spec.identity_mode() == loopx_kernel::IdentityMode::Signed),
         );
     }
+    // Shown only when bound, so a goal without a capability reads as it always did.
+    if let (Some(binding), Some(map)) = (&state.spec.capability, value.as_object_mut()) {
+        map.insert("capability".into(), json!(binding));
+    }
     value
 }
 
@@ -176,6 +180,13 @@ pub fn goal_text(out: &Output, state: &GoalState, now: Timestamp) -> String {
     let agents: Vec<String> = state.spec.agents.iter().map(ToString::to_string).collect();
     let _ = writeln!(text, "  agents: {}", agents.join(", "));
     let _ = writeln!(text, "  identity: {}", identity_words(state));
+    if let Some(binding) = &state.spec.capability {
+        let _ = writeln!(
+            text,
+            "  capability: {}",
+            crate::cmd::capability::words(binding)
+        );
+    }
     if let Some(outcome) = terminal(state, now) {
         let _ = writeln!(
             text,

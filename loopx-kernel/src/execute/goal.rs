@@ -83,7 +83,9 @@ impl Ctx<'_> {
                 Amendment::RegisterAgent { .. }
                 | Amendment::UnregisterAgent { .. }
                 | Amendment::Grant { .. }
-                | Amendment::Revoke { .. } => {}
+                | Amendment::Revoke { .. }
+                // A binding is data the kernel carries, never reads: its host validates it.
+                | Amendment::SetCapability { .. } => {}
             }
         }
         // A signed goal whose owner holds no key could never be amended again, and one left

@@ -863,6 +863,9 @@ impl GoalState {
                     }
                 }
             }
+            Amendment::SetCapability { capability } => {
+                spec.capability = capability.clone().map(Box::new);
+            }
         }
     }
 

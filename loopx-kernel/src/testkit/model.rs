@@ -1054,7 +1054,8 @@ impl LifecycleModel {
                 Amendment::SetObjective { objective } if !text_ok(objective) => {
                     return Err("empty objective");
                 }
-                Amendment::SetObjective { .. } => {}
+                // A binding is data only: the kernel never reads it.
+                Amendment::SetObjective { .. } | Amendment::SetCapability { .. } => {}
                 Amendment::AddCriterion { criterion } => {
                     if !text_ok(&criterion.text) || self.criteria.contains_key(&criterion.id) {
                         return Err("bad or duplicate criterion");

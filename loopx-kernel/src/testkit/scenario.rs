@@ -543,6 +543,7 @@ pub fn spec(goal: &str) -> Result<GoalSpec, InvalidId> {
         identity: crate::Identity::Declared,
         keys: Vec::new(),
         validators: BTreeMap::new(),
+        capability: None,
     })
 }
 

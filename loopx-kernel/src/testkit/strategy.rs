@@ -1864,6 +1864,7 @@ pub fn spec_strategy() -> BoxedStrategy<GoalSpec> {
                 } else {
                     BTreeMap::new()
                 },
+                capability: None,
             }
         })
         .boxed()

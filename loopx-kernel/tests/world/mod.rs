@@ -124,6 +124,7 @@ pub fn spec() -> GoalSpec {
         identity: loopx_kernel::Identity::Declared,
         keys: Vec::new(),
         validators: BTreeMap::new(),
+        capability: None,
     }
 }
 

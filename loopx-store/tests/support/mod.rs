@@ -43,6 +43,7 @@ pub fn spec() -> GoalSpec {
         identity: loopx_kernel::Identity::Declared,
         keys: Vec::new(),
         validators: std::collections::BTreeMap::new(),
+        capability: None,
     }
 }
 

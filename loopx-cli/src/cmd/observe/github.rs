@@ -50,7 +50,7 @@ pub async fn run(ctx: &Ctx, args: &GitHubArgs) -> Result<Exit, CliError> {
     let goal = ctx.goal()?;
     let actor = acting(ctx)?;
     let repo = check_repo(&args.repo)?;
-    check_api_url(&args.api_url)?;
+    check_api_url("--api-url", "--token-env", &args.api_url)?;
     let token = token(args.token_env.as_deref())?;
     let given = ctx.operation_given()?;
     let backend = ctx.open().await?;
@@ -188,7 +188,10 @@ fn check_repo(repo: &str) -> Result<&str, CliError> {
     }
 }
 
-fn check_api_url(url: &str) -> Result<(), CliError> {
+/// Refuses a base URL that is not http(s) or carries credentials; `flag` names where it came
+/// from and `token_flag` where the token goes instead. The URL is never repeated: it might
+/// hold credentials.
+pub(crate) fn check_api_url(flag: &str, token_flag: &str, url: &str) -> Result<(), CliError> {
     let rest = url
         .strip_prefix("https://")
         .or_else(|| url.strip_prefix("http://"));
@@ -197,9 +200,9 @@ fn check_api_url(url: &str) -> Result<(), CliError> {
         // The URL is not repeated: it might hold credentials.
         return Err(CliError::usage(
             "invalid_api_url",
-            "--api-url is not an http(s) URL without credentials",
+            format!("{flag} is not an http(s) URL without credentials"),
             format!(
-                "pass the API's base URL, e.g. {GITHUB_API} or https://HOST/api/v3; put the token in an environment variable named by --token-env"
+                "pass the API's base URL, e.g. {GITHUB_API} or https://HOST/api/v3; put the token in an environment variable named by {token_flag}"
             ),
         ));
     }
