@@ -21,8 +21,7 @@ use loopx_kernel::ids::path_component;
 use loopx_kernel::seams::{Clock, Store, UsageProblem};
 use loopx_kernel::{
     Actor, AgentId, CheckId, Decision, Duration, GoalId, GoalSpec, Keyring, ObservationKey,
-    Refusal,
-    SourceId, Subject, TurnResult,
+    Refusal, SourceId, Subject, TurnResult,
 };
 use loopx_provider::clock::SystemClock;
 use loopx_provider::executor::CommandExecutor;

@@ -1,0 +1,124 @@
+//! `loopx serve` as a real process: it says where it listens, answers `/healthz` and
+//! `/metrics` over loopback, and stops cleanly on SIGTERM and SIGINT.
+
+mod support;
+
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::TcpStream;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::Loopx;
+
+/// One `GET` over a fresh connection: the status line's code and the body.
+fn get(address: &str, path: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(address).expect("connect to the service");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("a read timeout");
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: loopx\r\nConnection: close\r\n\r\n"
+    )
+    .expect("send the request");
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).expect("read the answer");
+    let code = answer
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0);
+    let body = answer
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+        .unwrap_or_default();
+    (code, body)
+}
+
+/// `loopx serve` on any free port, and the address it printed.
+fn serve(lx: &Loopx) -> (Child, String) {
+    let mut child = lx.spawn(&["serve", "--listen", "127.0.0.1:0"]);
+    let stdout = child.stdout.take().expect("piped stdout");
+    // The document that says where it listens, read line by line until it is whole.
+    let mut reader = BufReader::new(stdout);
+    let mut text = String::new();
+    let said: Value = loop {
+        let read = reader.read_line(&mut text).expect("a line");
+        assert!(
+            read > 0,
+            "serve ended before saying where it listens: {text}"
+        );
+        if let Ok(said) = serde_json::from_str(&text) {
+            break said;
+        }
+    };
+    let url = said["listening"].as_str().expect("where it listens");
+    let address = url.strip_prefix("http://").expect("an http URL").to_owned();
+    (child, address)
+}
+
+/// Sends `signal` (e.g. `TERM`) to `pid`.
+fn signal(pid: u32, signal: &str) {
+    let status = Command::new("kill")
+        .args([&format!("-{signal}"), &pid.to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success(), "kill -{signal} {pid}");
+}
+
+/// The exit code of `child`, waited for at most a minute.
+fn exit_code(mut child: Child) -> Option<i32> {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(60) {
+        if let Ok(Some(status)) = child.try_wait() {
+            return status.code();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    None
+}
+
+#[test]
+fn serve_answers_health_and_metrics_and_stops_on_sigterm() {
+    let lx = Loopx::sqlite();
+    lx.ok(&["init"]);
+    let (child, address) = serve(&lx);
+    let (code, body) = get(&address, "/healthz");
+    assert_eq!(code, 200, "{body}");
+    let (code, metrics) = get(&address, "/metrics");
+    assert_eq!(code, 200, "{metrics}");
+    assert!(
+        metrics
+            .contains(r#"loopx_http_requests_total{route="/healthz",method="GET",status="200"} 1"#),
+        "{metrics}"
+    );
+    signal(child.id(), "TERM");
+    assert_eq!(exit_code(child), Some(0), "a clean stop on SIGTERM");
+    assert!(
+        TcpStream::connect(&address).is_err(),
+        "nothing listens after the stop"
+    );
+}
+
+#[test]
+fn serve_stops_on_sigint_too() {
+    let lx = Loopx::sqlite();
+    lx.ok(&["init"]);
+    let (child, address) = serve(&lx);
+    assert_eq!(get(&address, "/healthz").0, 200);
+    signal(child.id(), "INT");
+    assert_eq!(exit_code(child), Some(0), "a clean stop on SIGINT");
+}
+
+#[test]
+fn an_address_in_use_is_a_typed_error() {
+    let lx = Loopx::sqlite();
+    lx.ok(&["init"]);
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let address = taken.local_addr().expect("its address").to_string();
+    let (code, error) = lx.json(&["serve", "--listen", &address]);
+    assert_ne!(code, 0);
+    assert_eq!(error["error"]["code"], "listen_failed", "{error}");
+}
