@@ -14,6 +14,7 @@ use crate::ids::{CheckId, EvidenceId, Fingerprint, ObservationKey, Revision, Sub
 use crate::time::{Duration, Timestamp};
 
 /// A provider's record of an external fact.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Observation {
@@ -37,6 +38,7 @@ pub struct Observation {
 
 /// Passed or failed. On the wire `passed` or `failed`, the words a turn's verdict uses; the
 /// earlier spellings `pass` and `fail` are still read.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Outcome {
     /// The check passed.
@@ -48,6 +50,7 @@ pub enum Outcome {
 }
 
 /// Evidence as a command records it.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NewEvidence {
@@ -75,6 +78,7 @@ pub struct NewEvidence {
 }
 
 /// The inputs a piece of evidence was derived from.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Lineage {
@@ -92,6 +96,7 @@ impl Lineage {
 }
 
 /// An observation cited as an input, pinned to the fingerprint that was read.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ObservedInput {
