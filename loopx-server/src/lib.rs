@@ -5,3 +5,11 @@
 //!
 //! Nothing here decides: every change still goes through the kernel's one write path
 //! (`GoalHandle::submit`), signed by the actor it is made for.
+
+pub mod mcp;
+pub mod views;
+
+/// The crate README's example, compiled as a doctest so it cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -2,98 +2,22 @@
 
 use std::fmt::Write as _;
 
-use loopx_kernel::{GoalState, Timestamp, Todo, terminal};
-use serde_json::{Map, Value, json};
+use loopx_kernel::{GoalState, Timestamp, Todo};
+use serde_json::json;
 
 use crate::cmd::{effect, evidence, view};
 use crate::context::Ctx;
 use crate::error::{CliError, Exit};
 use crate::output::{Output, Style, Table, or_dash};
 
-/// The board's columns, in order.
-const COLUMNS: [&str; 6] = [
-    "open",
-    "leased",
-    "blocked",
-    "deferred",
-    "done",
-    "superseded",
-];
-
-fn column(todo: &Todo) -> &'static str {
-    match todo.status.name() {
-        "open" if todo.lease.is_some() => "leased",
-        other => other,
-    }
-}
-
-fn board(state: &GoalState) -> Value {
-    let mut board = Map::new();
-    for name in COLUMNS {
-        let todos: Vec<Value> = state
-            .todos
-            .values()
-            .filter(|t| column(t) == name)
-            .map(|t| {
-                json!({
-                    "id": t.id,
-                    "title": t.title,
-                    "priority": t.priority,
-                    "assignee": t.assignee,
-                    "lease": t.lease.as_deref(),
-                })
-            })
-            .collect();
-        board.insert(name.to_owned(), Value::Array(todos));
-    }
-    Value::Object(board)
-}
+use loopx_server::views::{COLUMNS, column};
 
 pub async fn run(ctx: &Ctx) -> Result<Exit, CliError> {
     let goal = ctx.goal()?;
     let backend = ctx.open().await?;
     let state = ctx.load(&backend, &goal).await?;
     let now = ctx.now;
-    let gates: Vec<Value> = state
-        .gates
-        .values()
-        .filter(|g| g.state_at(now).is_pending())
-        .map(|g| view::gate(g, now))
-        .collect();
-    let evidence: Vec<Value> = state
-        .evidence
-        .values()
-        .map(|e| view::evidence(&state, e, now))
-        .collect();
-    let goal_view = view::goal(&state, now);
-    let value = json!({
-        "status": {
-            "goal": state.spec.id,
-            "objective": state.spec.objective,
-            "revision": state.revision,
-            "identity": state.spec.identity_mode(),
-            "at": now,
-            "terminal": terminal(&state, now),
-            "board": board(&state),
-            "gates": gates,
-            "budget": view::budget(&state.ledger),
-            "criteria": goal_view.get("criteria").cloned().unwrap_or(Value::Null),
-            "evidence": evidence,
-        }
-    });
-    let mut value = value;
-    // The outbox is listed only when it holds something, so a board without effects reads as
-    // it always did.
-    if !state.pending_effects.is_empty()
-        && let Some(status) = value.get_mut("status").and_then(Value::as_object_mut)
-    {
-        let pending: Vec<Value> = state
-            .pending_effects
-            .values()
-            .map(|p| effect::pending_json(&state, p, now))
-            .collect();
-        status.insert("pending_effects".into(), Value::Array(pending));
-    }
+    let mut value = loopx_server::views::status(&state, now);
     // Said only of a store on a test clock, where `--now` moves time.
     let test_clock = backend.clock() == loopx_store::StoreClock::Test;
     if let (true, Some(status)) = (test_clock, value["status"].as_object_mut()) {
