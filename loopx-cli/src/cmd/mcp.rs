@@ -25,15 +25,14 @@ pub async fn run(ctx: &Ctx, _args: &McpArgs) -> Result<Exit, CliError> {
         ));
     }
     let actor = ctx.actor()?;
-    let acting = match ctx.key_of(&actor)? {
-        Some(key) => Acting::signed(actor, Arc::new(key.secret)),
-        None => {
-            // Standard output carries the protocol: the warning goes to standard error.
-            eprintln!(
-                "loopx mcp: {actor} has no key here, so its commands go unsigned and only goals of declared identity accept them (make one with `loopx key new {actor}`)"
-            );
-            Acting::unsigned(actor)
-        }
+    let acting = if let Some(key) = ctx.key_of(&actor)? {
+        Acting::signed(actor, Arc::new(key.secret))
+    } else {
+        // Standard output carries the protocol: the warning goes to standard error.
+        eprintln!(
+            "loopx mcp: {actor} has no key here, so its commands go unsigned and only goals of declared identity accept them (make one with `loopx key new {actor}`)"
+        );
+        Acting::unsigned(actor)
     };
     let store = ctx.open().await?.into_store();
     LoopxMcp::new(store, Arc::new(SystemClock))

@@ -271,8 +271,8 @@ impl LoopxMcp {
 }
 
 /// Turns a read's outcome into the answer: its document, or its tool error.
-fn answered(read: Result<Value, CallToolResult>) -> Answer {
-    Ok(read.map_or_else(|error| error, CallToolResult::structured))
+fn answered(read: Result<Value, CallToolResult>) -> CallToolResult {
+    read.map_or_else(|error| error, CallToolResult::structured)
 }
 
 #[tool_router]
@@ -323,7 +323,7 @@ impl LoopxMcp {
             let decision = decide(&state, &agent, self.clock.now());
             views::next(&input.goal, &state, &decision)
         });
-        answered(read)
+        Ok(answered(read))
     }
 
     #[tool(description = "The agent's ready work across goals, most urgent first.")]
@@ -342,7 +342,7 @@ impl LoopxMcp {
             .await
             .map(|frontier| views::ready(&agent, &frontier))
             .map_err(|error| store_failure(&error));
-        answered(read)
+        Ok(answered(read))
     }
 
     #[tool(
@@ -353,7 +353,7 @@ impl LoopxMcp {
             .load(&input.goal)
             .await
             .map(|state| views::status(&state, self.clock.now()));
-        answered(read)
+        Ok(answered(read))
     }
 
     #[tool(description = "Acquire the lease on a todo; answers its epoch.")]
