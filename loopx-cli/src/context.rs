@@ -14,7 +14,7 @@ use loopx_kernel::{
 };
 
 use serde::de::DeserializeOwned;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::error::CliError;
 use crate::output::Output;
@@ -82,6 +82,8 @@ pub struct Global {
 pub struct Ctx {
     pub out: Output,
     pub now: Timestamp,
+    /// Whether `--now` gave the time (else it is the system clock's).
+    pub now_given: bool,
     location: Location,
     actor: Option<String>,
     goal: Option<String>,
@@ -250,6 +252,7 @@ impl Ctx {
         Ok(Ctx {
             out,
             now,
+            now_given: global.now.is_some(),
             location,
             keys,
             actor: global.actor.clone(),
@@ -468,12 +471,7 @@ pub async fn unknown_goal(backend: &Backend, goal: &GoalId, now: Timestamp) -> C
 }
 
 /// The common part of every write's JSON document: the receipt and whether it was a retry.
-pub fn written(done: &Submitted) -> Map<String, Value> {
-    let mut map = Map::new();
-    map.insert("receipt".into(), json!(done.receipt));
-    map.insert("replayed".into(), json!(done.replayed));
-    map
-}
+pub use loopx_server::views::written;
 
 /// The human line for a write.
 pub fn written_line(out: &Output, done: &Submitted, what: &str) -> String {

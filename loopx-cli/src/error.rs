@@ -166,187 +166,7 @@ impl fmt::Display for CliError {
     }
 }
 
-/// The `loopx` verb that submits a kernel command (by its `Command::name`).
-pub fn verb_of(command: &str) -> &'static str {
-    match command {
-        "create_goal" => "goal create",
-        "amend_goal" => "goal amend",
-        "abandon_goal" => "goal abandon",
-        "declare_closure" => "goal close",
-        "add_todo" => "todo add",
-        "reassign" => "todo reassign",
-        "defer" => "todo defer",
-        "block" => "todo block",
-        "unblock" => "todo unblock",
-        "supersede" => "todo supersede",
-        "claim" | "report_workspace" => "claim",
-        "renew" => "renew",
-        "take_over_turn" => "take-over",
-        "release" => "release",
-        "handoff" => "handoff",
-        "begin_turn" => "begin",
-        "settle_turn" => "settle",
-        // The engine intends a turn's effects in the outbox: `loopx run` is the verb that does.
-        "intend_effect" => "run",
-        "record_effect" => "effect resolve",
-        "resolve_outcome" => "resolve-outcome",
-        "open_gate" => "gate open",
-        "answer_gate" => "gate answer",
-        "withdraw_gate" => "gate withdraw",
-        // Every `observe` verb records one: the group, with `…` for whichever.
-        "record_observation" => "observe …",
-        "record_evidence" => "evidence add",
-        "raise_obligation" => "obligation raise",
-        "discharge" => "obligation discharge",
-        _ => "the verb",
-    }
-}
-
-/// Who may run a verb the acting actor may not, in words.
-fn permitted(command: &str) -> &'static str {
-    match command {
-        "record_evidence" => {
-            "evidence comes from a validator, a provider or the goal owner: pass --as validator:NAME"
-        }
-        "record_observation" => {
-            "observations come from an agent, a provider or a validator: pass --as provider:NAME"
-        }
-        "declare_closure" | "discharge" => {
-            "the goal owner or a registered agent may: pass --as person:OWNER or --as agent:NAME"
-        }
-        "withdraw_gate" => "whoever opened the gate, or the goal owner, may withdraw it",
-        _ => "act as an agent registered with the goal (--as agent:NAME) or as the goal owner",
-    }
-}
-
-/// A refusal in the command line's words: the message and a hint specific to its code, naming
-/// `loopx` verbs (the kernel's own messages name kernel commands, for library callers).
-#[allow(clippy::too_many_lines, reason = "one arm per refusal code")]
-pub fn refusal_words(refusal: &Refusal) -> (String, String) {
-    let kernel = refusal.to_string();
-    let same = |hint: &str| (kernel.clone(), hint.to_owned());
-    match refusal {
-        Refusal::UnknownGoal => (
-            "no such goal in this store".to_owned(),
-            "create it with `loopx goal create`, or list the goals with `loopx goal list`"
-                .to_owned(),
-        ),
-        Refusal::ActorNotPermitted { actor, command } => (
-            format!("{actor} may not run `loopx {}`", verb_of(command)),
-            permitted(command).to_owned(),
-        ),
-        Refusal::GrantReasonRequired => (
-            "acting on another agent's todo under a grant needs a reason".to_owned(),
-            "pass --grant-reason TEXT".to_owned(),
-        ),
-        Refusal::UnregisteredAgent { agent } => (
-            format!("agent `{agent}` is not registered with this goal"),
-            format!("the goal owner can register it: `loopx goal amend --register-agent {agent}`"),
-        ),
-        Refusal::StaleRevision { .. } => same(
-            "the goal moved: read it again (`loopx goal show`) and retry against the new revision",
-        ),
-        Refusal::StaleLeaseEpoch {
-            todo,
-            presented,
-            current,
-        } if presented > current => (
-            kernel.clone(),
-            format!(
-                "epoch {presented} was never issued on `{todo}`: pass the epoch `loopx claim` printed ({current})"
-            ),
-        ),
-        Refusal::StaleLeaseEpoch { .. } => {
-            same("this executor lost the lease: stop, and ask for the next step with `loopx next`")
-        }
-        Refusal::UnknownTodo { .. } | Refusal::UnknownReference { .. } => {
-            same("check the id: `loopx todo list` lists the todos")
-        }
-        Refusal::UnknownGate { .. } => same("check the id: `loopx gate list` lists the gates"),
-        Refusal::UnknownObligation { .. } => {
-            same("check the id: `loopx obligation list` lists the obligations")
-        }
-        Refusal::LeaseHeld { .. } | Refusal::WriteScopeConflict { .. } => {
-            same("ask for other work with `loopx next`, or wait for the lease to end")
-        }
-        Refusal::NoLiveLease { todo } => (
-            kernel.clone(),
-            format!("claim it again: `loopx claim --todo {todo}`"),
-        ),
-        Refusal::NotLeaseHolder { .. } => {
-            same("only the lease holder may: act as it (--as agent:NAME), or ask `loopx next`")
-        }
-        Refusal::TurnInFlight { todo, .. } => (
-            kernel.clone(),
-            format!(
-                "settle it (`loopx settle`), release it (`loopx release --todo {todo} --epoch N`), or resolve it once its lease has expired (`loopx resolve-outcome`)"
-            ),
-        ),
-        Refusal::TurnNotBegun { todo, .. } => (
-            kernel.clone(),
-            format!("begin the turn first: `loopx begin --todo {todo} --epoch N --turn ID`"),
-        ),
-        Refusal::TurnAlreadyUsed { .. } => same("begin a new turn with a new --turn id"),
-        Refusal::BudgetExhausted { .. } => same(
-            "the goal owner can raise the limit: `loopx goal amend --turns N` (or --tokens, --cost-micros, --wall-ms)",
-        ),
-        Refusal::GateBlocks { gate, .. } => (
-            kernel.clone(),
-            format!(
-                "its owner answers it with `loopx gate answer --gate {gate} --answer TEXT`; meanwhile ask `loopx next`"
-            ),
-        ),
-        Refusal::DecisionMissing { scope, .. } => (
-            kernel.clone(),
-            format!(
-                "open a gate for it: `loopx gate open --id ID --question TEXT --owner person:NAME --decision {scope}`"
-            ),
-        ),
-        Refusal::NotGateOwner { owner, .. } => (
-            kernel.clone(),
-            format!("act as the gate's owner: --as {owner}"),
-        ),
-        Refusal::NotGoalOwner { owner } => (
-            kernel.clone(),
-            format!("act as the goal owner: --as {owner}"),
-        ),
-        Refusal::ValidationInsufficient { .. } => same(
-            "settle with a `keep_open`, `defer` or `block` transition, or with a `passed` verdict",
-        ),
-        Refusal::OutcomeUnknown { todo, turn } => (
-            kernel.clone(),
-            format!(
-                "read back what the turn did, then `loopx resolve-outcome --todo {todo} --turn {turn} --resolution absent|committed --note TEXT`"
-            ),
-        ),
-        Refusal::WorkspaceShared { .. } => same(
-            "create an independent worktree (git worktree add PATH) and claim from there with --workspace-top-level and --workspace-common-dir",
-        ),
-        Refusal::WorkspaceRequired { .. } => same(
-            "claim with --workspace-top-level and --workspace-common-dir (from `git rev-parse`)",
-        ),
-        Refusal::ObligationClosed { .. } => same("ask for the next step with `loopx next`"),
-        Refusal::ClockAhead { store_time, .. } => (
-            kernel.clone(),
-            format!(
-                "run it without --now (the store's clock reads {store_time}), and check this host's clock; only a store created with `loopx init --test-clock` lets --now move time"
-            ),
-        ),
-        Refusal::SignatureMissing { actor } | Refusal::KeyUnregistered { actor } => (
-            kernel.clone(),
-            format!(
-                "make the key with `loopx key new {actor}` (or point LOOPX_KEY at its file); the goal's owner registers its public key with `loopx goal amend --register-key {actor}=KEY`"
-            ),
-        ),
-        Refusal::SignatureInvalid { actor } => (
-            kernel.clone(),
-            format!(
-                "sign with the key registered for `{actor}` (`loopx key show {actor}` prints the one in the key directory; the owner registers it with `loopx goal amend --register-key {actor}=KEY`)"
-            ),
-        ),
-        _ => same("nothing changed; ask for the next legal step with `loopx next`"),
-    }
-}
+pub use loopx_kernel::words::refusal_words;
 
 impl From<Refusal> for CliError {
     fn from(refusal: Refusal) -> Self {
@@ -386,53 +206,18 @@ impl From<StoreError> for CliError {
             .into();
         }
         let message = error.to_string();
-        let (exit, code, hint) = match &error {
-            StoreError::Conflict { .. } => (
-                Exit::Conflict,
-                "conflict",
-                "another writer moved the goal first; run the command again",
-            ),
-            StoreError::OperationConflict { .. } => (
-                Exit::Conflict,
-                "operation_conflict",
-                "this operation id was used for another command; pass a new --op (or none)",
-            ),
-            StoreError::Ambiguous { .. } => (
-                Exit::Conflict,
-                "ambiguous",
-                "retry with the same --op: a committed operation is not repeated",
-            ),
-            StoreError::UnknownGoal { .. } => (
-                Exit::NotFound,
-                "unknown_goal",
-                "list the goals with `loopx goal list`",
-            ),
-            StoreError::InvalidBatch { .. } => (
-                Exit::Input,
-                "invalid_batch",
-                "the events do not apply to the goal; nothing was written",
-            ),
-            StoreError::NewerSchema { .. } => (
-                Exit::Store,
-                "newer_schema",
-                "this store was written by a newer loopx: upgrade loopx on this machine",
-            ),
-            StoreError::HistoryDamaged { .. } => (
-                Exit::Store,
-                "history_damaged",
-                "run `loopx doctor` for details and restore the store from a backup; other goals are unaffected",
-            ),
-            StoreError::Corrupt { .. } => (
-                Exit::Store,
-                "store_corrupt",
-                "run `loopx doctor` for details and restore the store from a backup",
-            ),
-            StoreError::Unavailable { .. } => (
-                Exit::Store,
-                "store_unavailable",
-                "check --store (or LOOPX_STORE): the path or server, its permissions and that it is running",
-            ),
-            _ => (Exit::Other, "store_error", "see the message"),
+        let (code, hint) = loopx_kernel::words::store_error(&error);
+        let exit = match &error {
+            StoreError::Conflict { .. }
+            | StoreError::OperationConflict { .. }
+            | StoreError::Ambiguous { .. } => Exit::Conflict,
+            StoreError::UnknownGoal { .. } => Exit::NotFound,
+            StoreError::InvalidBatch { .. } => Exit::Input,
+            StoreError::NewerSchema { .. }
+            | StoreError::HistoryDamaged { .. }
+            | StoreError::Corrupt { .. }
+            | StoreError::Unavailable { .. } => Exit::Store,
+            _ => Exit::Other,
         };
         CliError::new(exit, code, message, hint)
     }
@@ -443,17 +228,14 @@ impl From<SubmitError> for CliError {
         match error {
             SubmitError::Refused(refusal) => refusal.into(),
             SubmitError::Store(store) => store.into(),
-            SubmitError::Contended { .. } => CliError::new(
-                Exit::Conflict,
-                "contended",
-                error.to_string(),
-                "other writers are busy on this goal: retry later with the same --op",
-            ),
-            SubmitError::GoalMismatch { .. } => CliError::input(
-                "goal_mismatch",
-                error.to_string(),
-                "the goal id in the file and on the command line must agree",
-            ),
+            SubmitError::Contended { .. } => {
+                let (code, message, hint) = loopx_kernel::words::submit_error(&error);
+                CliError::new(Exit::Conflict, code, message, hint)
+            }
+            SubmitError::GoalMismatch { .. } => {
+                let (code, message, hint) = loopx_kernel::words::submit_error(&error);
+                CliError::new(Exit::Input, code, message, hint)
+            }
             other => CliError::new(Exit::Other, "submit_failed", other.to_string(), ""),
         }
     }

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::ids::{TodoId, TurnId};
 
 /// A quantity of each budget dimension.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Amounts {
@@ -152,6 +153,7 @@ impl fmt::Display for Dimension {
 }
 
 /// Upper bounds per dimension; `None` means unlimited.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Limits {

@@ -340,6 +340,7 @@ impl Command {
 
 /// Everything a turn hands back, settled in one atomic commit: the validator's verdict, the
 /// evidence, the todo transition with its continuation, the budget charge and the lease release.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Settlement {
@@ -372,6 +373,7 @@ pub struct Settlement {
 /// that a process exited, not that work is done. On a signed goal the verdict carries the
 /// validator's signature over [`verdict_message`](crate::identity::verdict_message), so an
 /// agent can carry it but not make it.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Verdict {
@@ -389,6 +391,7 @@ pub struct Verdict {
 }
 
 /// A validator's outcome.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum VerdictOutcome {
@@ -401,6 +404,7 @@ pub enum VerdictOutcome {
 }
 
 /// What a settled turn does to its todo.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Transition {
@@ -424,6 +428,7 @@ pub enum Transition {
 }
 
 /// What follows a completion.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", content = "todos", rename_all = "snake_case")]
 pub enum Continuation {
@@ -436,6 +441,7 @@ pub enum Continuation {
 }
 
 /// What a readback showed about a turn whose outcome was unknown.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum OutcomeResolution {
@@ -468,6 +474,7 @@ pub enum GateAnswer {
 }
 
 /// One visible change to the plan, used to discharge an obligation.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "change", rename_all = "snake_case", deny_unknown_fields)]
 pub enum PlanChange {

@@ -15,6 +15,7 @@ use crate::ids::{CheckId, EvidenceId, Fingerprint, ObservationKey, Revision, Sub
 use crate::time::{Duration, Timestamp};
 
 /// A provider's record of an external fact.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Observation {
@@ -54,6 +55,7 @@ pub struct Observation {
 /// with, then a step for the states it stamps with the same time. Compared by `at`, then
 /// `step`; its JSON form is `{"at": "…", "step": 2}` (`step` left out when 0).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SourceOrder {
     /// The object's own time, as its source stamped it (not when it was received).
@@ -84,6 +86,7 @@ impl SourceOrder {
 
 /// Passed or failed. On the wire `passed` or `failed`, the words a turn's verdict uses; the
 /// earlier spellings `pass` and `fail` are still read.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Outcome {
     /// The check passed.
@@ -95,6 +98,7 @@ pub enum Outcome {
 }
 
 /// Evidence as a command records it.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NewEvidence {
@@ -122,6 +126,7 @@ pub struct NewEvidence {
 }
 
 /// The inputs a piece of evidence was derived from.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Lineage {
@@ -139,6 +144,7 @@ impl Lineage {
 }
 
 /// An observation cited as an input, pinned to the fingerprint that was read.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ObservedInput {

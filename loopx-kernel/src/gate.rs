@@ -11,6 +11,7 @@ use crate::todo::Todo;
 
 /// What a gate blocks while it is pending. A gate blocks only what it covers: independent work
 /// stays in the frontier while the question waits (the dual channel).
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct GateScope {
@@ -40,6 +41,7 @@ impl GateScope {
 }
 
 /// What happens when a pending gate passes its deadline.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ExpiryPolicy {
@@ -51,6 +53,7 @@ pub enum ExpiryPolicy {
 }
 
 /// A gate as a command opens it.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NewGate {

@@ -54,6 +54,8 @@ mod proposals;
 mod readiness;
 mod refusal;
 mod retry;
+#[cfg(feature = "schema")]
+pub mod schema;
 pub mod seams;
 mod state;
 mod time;

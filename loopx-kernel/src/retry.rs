@@ -34,6 +34,7 @@ pub const RECENT_FAILURES: usize = 3;
 
 /// Why an executor could not do a turn, by class. The command executor documents how it maps
 /// exit statuses, signals, timeouts and recognisable errors to these.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FailureClass {
@@ -75,6 +76,7 @@ impl std::fmt::Display for FailureClass {
 }
 
 /// An executor failure as a settlement reports it.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TurnFailure {

@@ -12,6 +12,7 @@ use crate::ids::{
 use crate::time::{Duration, Timestamp};
 
 /// Priority; `P0` is the most urgent. The frontier orders by priority, then creation order.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(
     Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
 )]
@@ -35,6 +36,7 @@ pub enum Priority {
 /// `{"kind": "review", "of": …}` (an internally tagged enum, decoded by hand so that the
 /// usual tag-first form is read without buffering; it accepts exactly what serde's derived
 /// decoder accepts).
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum TodoClass {
@@ -50,6 +52,7 @@ pub enum TodoClass {
 }
 
 /// How a monitor polls.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MonitorSpec {
@@ -71,6 +74,7 @@ pub struct MonitorState {
 
 /// What a todo writes, for the workspace guard. Scopes are path prefixes inside the repository;
 /// an empty string or `.` is the whole repository.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WriteSet {
@@ -102,6 +106,7 @@ fn scopes_overlap(a: &str, b: &str) -> bool {
 }
 
 /// Where an agent's turn runs, as the git provider reads it.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Workspace {
@@ -175,6 +180,7 @@ impl TodoStatus {
 
 /// A typed condition under which a deferred todo may resume. Each is decided from recorded
 /// facts only; prose never resumes anything.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "when", rename_all = "snake_case", deny_unknown_fields)]
 pub enum ResumeCondition {
@@ -253,6 +259,7 @@ pub struct TurnInFlight {
 }
 
 /// What a handoff carries, so the receiver needs nothing from the sender's context.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HandoffNote {
@@ -266,6 +273,7 @@ pub struct HandoffNote {
 }
 
 /// A todo as a command creates it.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NewTodo {

@@ -2,6 +2,10 @@
 //! session's brief): each reason one sentence, followed by what to do about it — its [`Fix`]
 //! as a `loopx` command line and who may run it. Pure functions of the decision; the wire
 //! shape stays the decision's JSON.
+//!
+//! Refusals and failed submissions in words too ([`refusal_words`], [`store_error`],
+//! [`submit_error`]): the message and a hint specific to each code, naming `loopx` verbs, one
+//! definition that the CLI's errors and the MCP tools' errors share, so their hints agree.
 
 use std::fmt::Write as _;
 
@@ -13,8 +17,11 @@ use crate::evidence::Freshness;
 use crate::fix::{Fix, Who};
 use crate::ids::CriterionId;
 use crate::obligation::ObligationCause;
+use crate::refusal::Refusal;
+use crate::seams::StoreError;
 use crate::state::CriterionStatus;
 use crate::todo::ResumeCondition;
+use crate::write::SubmitError;
 
 /// Who may run a fix, in words.
 pub fn who(by: &Who) -> String {
@@ -404,4 +411,264 @@ pub fn describe(decision: &Decision) -> String {
         | Decision::Terminal { .. } => {}
     }
     text
+}
+
+// ----- refusals ------------------------------------------------------------------------------
+
+/// The `loopx` verb that submits a kernel command (by its `Command::name`).
+pub fn verb_of(command: &str) -> &'static str {
+    match command {
+        "create_goal" => "goal create",
+        "amend_goal" => "goal amend",
+        "abandon_goal" => "goal abandon",
+        "declare_closure" => "goal close",
+        "add_todo" => "todo add",
+        "reassign" => "todo reassign",
+        "defer" => "todo defer",
+        "block" => "todo block",
+        "unblock" => "todo unblock",
+        "supersede" => "todo supersede",
+        "claim" | "report_workspace" => "claim",
+        "renew" => "renew",
+        "take_over_turn" => "take-over",
+        "release" => "release",
+        "handoff" => "handoff",
+        "begin_turn" => "begin",
+        "settle_turn" => "settle",
+        // The engine intends a turn's effects in the outbox: `loopx run` is the verb that does.
+        "intend_effect" => "run",
+        "record_effect" => "effect resolve",
+        "resolve_outcome" => "resolve-outcome",
+        "open_gate" => "gate open",
+        "answer_gate" => "gate answer",
+        "withdraw_gate" => "gate withdraw",
+        // Every `observe` verb records one: the group, with `…` for whichever.
+        "record_observation" => "observe …",
+        "record_evidence" => "evidence add",
+        "raise_obligation" => "obligation raise",
+        "discharge" => "obligation discharge",
+        _ => "the verb",
+    }
+}
+
+/// Who may run a verb the acting actor may not, in words.
+fn permitted(command: &str) -> &'static str {
+    match command {
+        "record_evidence" => {
+            "evidence comes from a validator, a provider or the goal owner: pass --as validator:NAME"
+        }
+        "record_observation" => {
+            "observations come from an agent, a provider or a validator: pass --as provider:NAME"
+        }
+        "declare_closure" | "discharge" => {
+            "the goal owner or a registered agent may: pass --as person:OWNER or --as agent:NAME"
+        }
+        "withdraw_gate" => "whoever opened the gate, or the goal owner, may withdraw it",
+        _ => "act as an agent registered with the goal (--as agent:NAME) or as the goal owner",
+    }
+}
+
+/// A refusal in the command line's words: the message and a hint specific to its code, naming
+/// `loopx` verbs (the kernel's own messages name kernel commands, for library callers).
+#[allow(clippy::too_many_lines, reason = "one arm per refusal code")]
+pub fn refusal_words(refusal: &Refusal) -> (String, String) {
+    let kernel = refusal.to_string();
+    let same = |hint: &str| (kernel.clone(), hint.to_owned());
+    match refusal {
+        Refusal::UnknownGoal => (
+            "no such goal in this store".to_owned(),
+            "create it with `loopx goal create`, or list the goals with `loopx goal list`"
+                .to_owned(),
+        ),
+        Refusal::ActorNotPermitted { actor, command } => (
+            format!("{actor} may not run `loopx {}`", verb_of(command)),
+            permitted(command).to_owned(),
+        ),
+        Refusal::GrantReasonRequired => (
+            "acting on another agent's todo under a grant needs a reason".to_owned(),
+            "pass --grant-reason TEXT".to_owned(),
+        ),
+        Refusal::UnregisteredAgent { agent } => (
+            format!("agent `{agent}` is not registered with this goal"),
+            format!("the goal owner can register it: `loopx goal amend --register-agent {agent}`"),
+        ),
+        Refusal::StaleRevision { .. } => same(
+            "the goal moved: read it again (`loopx goal show`) and retry against the new revision",
+        ),
+        Refusal::StaleLeaseEpoch {
+            todo,
+            presented,
+            current,
+        } if presented > current => (
+            kernel.clone(),
+            format!(
+                "epoch {presented} was never issued on `{todo}`: pass the epoch `loopx claim` printed ({current})"
+            ),
+        ),
+        Refusal::StaleLeaseEpoch { .. } => {
+            same("this executor lost the lease: stop, and ask for the next step with `loopx next`")
+        }
+        Refusal::UnknownTodo { .. } | Refusal::UnknownReference { .. } => {
+            same("check the id: `loopx todo list` lists the todos")
+        }
+        Refusal::UnknownGate { .. } => same("check the id: `loopx gate list` lists the gates"),
+        Refusal::UnknownObligation { .. } => {
+            same("check the id: `loopx obligation list` lists the obligations")
+        }
+        Refusal::LeaseHeld { .. } | Refusal::WriteScopeConflict { .. } => {
+            same("ask for other work with `loopx next`, or wait for the lease to end")
+        }
+        Refusal::NoLiveLease { todo } => (
+            kernel.clone(),
+            format!("claim it again: `loopx claim --todo {todo}`"),
+        ),
+        Refusal::NotLeaseHolder { .. } => {
+            same("only the lease holder may: act as it (--as agent:NAME), or ask `loopx next`")
+        }
+        Refusal::TurnInFlight { todo, .. } => (
+            kernel.clone(),
+            format!(
+                "settle it (`loopx settle`), release it (`loopx release --todo {todo} --epoch N`), or resolve it once its lease has expired (`loopx resolve-outcome`)"
+            ),
+        ),
+        Refusal::TurnNotBegun { todo, .. } => (
+            kernel.clone(),
+            format!("begin the turn first: `loopx begin --todo {todo} --epoch N --turn ID`"),
+        ),
+        Refusal::TurnAlreadyUsed { .. } => same("begin a new turn with a new --turn id"),
+        Refusal::BudgetExhausted { .. } => same(
+            "the goal owner can raise the limit: `loopx goal amend --turns N` (or --tokens, --cost-micros, --wall-ms)",
+        ),
+        Refusal::GateBlocks { gate, .. } => (
+            kernel.clone(),
+            format!(
+                "its owner answers it with `loopx gate answer --gate {gate} --answer TEXT`; meanwhile ask `loopx next`"
+            ),
+        ),
+        Refusal::DecisionMissing { scope, .. } => (
+            kernel.clone(),
+            format!(
+                "open a gate for it: `loopx gate open --id ID --question TEXT --owner person:NAME --decision {scope}`"
+            ),
+        ),
+        Refusal::NotGateOwner { owner, .. } => (
+            kernel.clone(),
+            format!("act as the gate's owner: --as {owner}"),
+        ),
+        Refusal::NotGoalOwner { owner } => (
+            kernel.clone(),
+            format!("act as the goal owner: --as {owner}"),
+        ),
+        Refusal::ValidationInsufficient { .. } => same(
+            "settle with a `keep_open`, `defer` or `block` transition, or with a `passed` verdict",
+        ),
+        Refusal::OutcomeUnknown { todo, turn } => (
+            kernel.clone(),
+            format!(
+                "read back what the turn did, then `loopx resolve-outcome --todo {todo} --turn {turn} --resolution absent|committed --note TEXT`"
+            ),
+        ),
+        Refusal::WorkspaceShared { .. } => same(
+            "create an independent worktree (git worktree add PATH) and claim from there with --workspace-top-level and --workspace-common-dir",
+        ),
+        Refusal::WorkspaceRequired { .. } => same(
+            "claim with --workspace-top-level and --workspace-common-dir (from `git rev-parse`)",
+        ),
+        Refusal::ObligationClosed { .. } => same("ask for the next step with `loopx next`"),
+        Refusal::ClockAhead { store_time, .. } => (
+            kernel.clone(),
+            format!(
+                "run it without --now (the store's clock reads {store_time}), and check this host's clock; only a store created with `loopx init --test-clock` lets --now move time"
+            ),
+        ),
+        Refusal::SignatureMissing { actor } | Refusal::KeyUnregistered { actor } => (
+            kernel.clone(),
+            format!(
+                "make the key with `loopx key new {actor}` (or point LOOPX_KEY at its file); the goal's owner registers its public key with `loopx goal amend --register-key {actor}=KEY`"
+            ),
+        ),
+        Refusal::SignatureInvalid { actor } => (
+            kernel.clone(),
+            format!(
+                "sign with the key registered for `{actor}` (`loopx key show {actor}` prints the one in the key directory; the owner registers it with `loopx goal amend --register-key {actor}=KEY`)"
+            ),
+        ),
+        _ => same("nothing changed; ask for the next legal step with `loopx next`"),
+    }
+}
+
+/// A store failure's stable code and what to do about it, naming `loopx` verbs. The refusal a
+/// commit beyond the store's clock amounts to is [`refusal_words`]' (`clock_ahead`).
+pub fn store_error(error: &StoreError) -> (&'static str, &'static str) {
+    match error {
+        StoreError::Conflict { .. } => (
+            "conflict",
+            "another writer moved the goal first; run the command again",
+        ),
+        StoreError::OperationConflict { .. } => (
+            "operation_conflict",
+            "this operation id was used for another command; pass a new --op (or none)",
+        ),
+        StoreError::Ambiguous { .. } => (
+            "ambiguous",
+            "retry with the same --op: a committed operation is not repeated",
+        ),
+        StoreError::UnknownGoal { .. } => ("unknown_goal", "list the goals with `loopx goal list`"),
+        StoreError::InvalidBatch { .. } => (
+            "invalid_batch",
+            "the events do not apply to the goal; nothing was written",
+        ),
+        StoreError::NewerSchema { .. } => (
+            "newer_schema",
+            "this store was written by a newer loopx: upgrade loopx on this machine",
+        ),
+        StoreError::HistoryDamaged { .. } => (
+            "history_damaged",
+            "run `loopx doctor` for details and restore the store from a backup; other goals are unaffected",
+        ),
+        StoreError::Corrupt { .. } => (
+            "store_corrupt",
+            "run `loopx doctor` for details and restore the store from a backup",
+        ),
+        StoreError::Unavailable { .. } => (
+            "store_unavailable",
+            "check --store (or LOOPX_STORE): the path or server, its permissions and that it is running",
+        ),
+        _ => ("store_error", "see the message"),
+    }
+}
+
+/// A failed submission in words: its stable code (a refusal's own code, a store failure's
+/// code, `contended`, `goal_mismatch`), the message and a hint naming `loopx` verbs — what the
+/// CLI prints and the MCP tools answer, one definition for both.
+pub fn submit_error(error: &SubmitError) -> (&'static str, String, String) {
+    match error {
+        SubmitError::Refused(refusal) => {
+            let (message, hint) = refusal_words(refusal);
+            (refusal.code(), message, hint)
+        }
+        SubmitError::Store(StoreError::ClockAhead {
+            at,
+            store_time,
+            skew,
+        }) => submit_error(&SubmitError::Refused(Refusal::ClockAhead {
+            at: *at,
+            store_time: *store_time,
+            skew: *skew,
+        })),
+        SubmitError::Store(store) => {
+            let (code, hint) = store_error(store);
+            (code, store.to_string(), hint.to_owned())
+        }
+        SubmitError::Contended { .. } => (
+            "contended",
+            error.to_string(),
+            "other writers are busy on this goal: retry later with the same --op".to_owned(),
+        ),
+        SubmitError::GoalMismatch { .. } => (
+            "goal_mismatch",
+            error.to_string(),
+            "the goal id in the file and on the command line must agree".to_owned(),
+        ),
+    }
 }

@@ -7,6 +7,13 @@
 //! (`GoalHandle::submit`), signed by the actor it is made for.
 
 pub mod capabilities;
+pub mod mcp;
 pub mod service;
+pub mod views;
 
 pub use service::{Service, serve, shutdown_signal};
+
+/// The crate README's example, compiled as a doctest so it cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

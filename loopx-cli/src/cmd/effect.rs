@@ -3,7 +3,7 @@
 //! request, the commit's statuses) and resolved here by its holder or the goal owner.
 
 use clap::{Args, Subcommand, ValueEnum};
-use loopx_kernel::{Command, EffectId, EffectOutcome, GoalState, PendingEffect, Timestamp};
+use loopx_kernel::{Command, EffectId, EffectOutcome, GoalState, Timestamp};
 use serde_json::{Value, json};
 
 use crate::context::{Ctx, written, written_line};
@@ -46,23 +46,8 @@ pub struct ResolveArgs {
     grant_reason: Option<String>,
 }
 
-/// A pending effect as JSON: the intent, its lease and whether that lease is still live (only
-/// its holder may then resolve it).
-pub fn pending_json(state: &GoalState, pending: &PendingEffect, now: Timestamp) -> Value {
-    json!({
-        "effect": pending.effect.id,
-        "kind": pending.effect.kind,
-        "target": pending.effect.target,
-        "key": pending.effect.key,
-        "digest": pending.effect.digest,
-        "todo": pending.todo,
-        "epoch": pending.epoch,
-        "holder": pending.holder,
-        "turn": pending.turn,
-        "intended_at": pending.intended_at,
-        "live": pending.is_live(state, now),
-    })
-}
+/// A pending effect as JSON, with whether its lease is live.
+pub use loopx_server::views::pending_effect as pending_json;
 
 /// The pending effects as a table; empty when there are none.
 pub fn table(out: &crate::output::Output, state: &GoalState, now: Timestamp) -> String {

@@ -10,9 +10,7 @@ use loopx_kernel::{
 use serde_json::{Value, json};
 
 use crate::cmd::view;
-use crate::context::{
-    Ctx, observed_now, parse_duration, parse_time, read_json_with, written, written_line,
-};
+use crate::context::{Ctx, observed_now, parse_duration, parse_time, read_json_with, written_line};
 use crate::error::{CliError, Exit};
 use crate::output::{Style, Table};
 
@@ -139,15 +137,8 @@ async fn add(ctx: &Ctx, args: AddArgs) -> Result<Exit, CliError> {
     let done = ctx
         .submit(&backend, &goal, &Command::RecordEvidence { evidence })
         .await?;
-    let mut value = written(&done);
-    value.insert(
-        "evidence".into(),
-        done.state
-            .evidence
-            .get(&id)
-            .map_or(Value::Null, |e| view::evidence(&done.state, e, ctx.now)),
-    );
-    ctx.out.emit(&Value::Object(value), |out| {
+    let value = loopx_server::views::evidence_written(&done, &id, ctx.now);
+    ctx.out.emit(&value, |out| {
         written_line(out, &done, &format!("evidence `{id}`"))
     });
     Ok(Exit::Ok)

@@ -9,7 +9,7 @@ use loopx_kernel::{
 use serde_json::{Value, json};
 
 use crate::cmd::view;
-use crate::context::{Ctx, parse_actor, parse_time, read_json, written, written_line};
+use crate::context::{Ctx, parse_actor, parse_time, read_json, written_line};
 use crate::error::{CliError, Exit};
 use crate::output::{Style, Table, or_dash};
 
@@ -215,15 +215,8 @@ async fn write(ctx: &Ctx, gate: &GateId, command: &Command, what: &str) -> Resul
     ctx.actor()?;
     let backend = ctx.open().await?;
     let done = ctx.submit(&backend, &goal, command).await?;
-    let mut value = written(&done);
-    value.insert(
-        "gate".into(),
-        done.state
-            .gates
-            .get(gate)
-            .map_or(Value::Null, |g| view::gate(g, ctx.now)),
-    );
-    ctx.out.emit(&Value::Object(value), |out| {
+    let value = loopx_server::views::gate_written(&done, gate, ctx.now);
+    ctx.out.emit(&value, |out| {
         written_line(out, &done, &format!("{what} of gate `{gate}`"))
     });
     Ok(Exit::Ok)

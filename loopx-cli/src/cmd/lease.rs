@@ -9,12 +9,11 @@ use std::path::PathBuf;
 
 use clap::ValueEnum;
 use loopx_kernel::{
-    AgentId, Amounts, Command, Duration, EvidenceId, GoalState, HandoffNote, OutcomeResolution,
-    Settlement, TodoId, TurnId, Workspace,
+    AgentId, Amounts, Command, Duration, EvidenceId, HandoffNote, OutcomeResolution, Settlement,
+    TodoId, TurnId, Workspace,
 };
-use serde_json::{Value, json};
 
-use crate::context::{Ctx, parse_duration, read_json, written, written_line};
+use crate::context::{Ctx, parse_duration, read_json, written_line};
 use crate::error::{CliError, Exit};
 
 /// Flags of `loopx claim`.
@@ -166,24 +165,13 @@ pub struct ResolveArgs {
     grant_reason: Option<String>,
 }
 
-fn lease_json(state: &GoalState, todo: &TodoId) -> Value {
-    let found = state.todos.get(todo);
-    json!({
-        "todo": todo,
-        "status": found.map(|t| t.status.name()),
-        "last_epoch": found.map(|t| t.last_epoch),
-        "lease": found.and_then(|t| t.lease.as_deref()),
-    })
-}
-
 async fn write(ctx: &Ctx, todo: &TodoId, command: &Command, what: &str) -> Result<Exit, CliError> {
     let goal = ctx.goal()?;
     ctx.actor()?;
     let backend = ctx.open().await?;
     let done: Submitted = ctx.submit(&backend, &goal, command).await?;
-    let mut value = written(&done);
-    value.insert("lease".into(), lease_json(&done.state, todo));
-    ctx.out.emit(&Value::Object(value), |out| {
+    let value = loopx_server::views::lease_written(&done, todo);
+    ctx.out.emit(&value, |out| {
         let mut text = written_line(out, &done, &format!("{what} of todo `{todo}`"));
         if let Some(lease) = done.state.todos.get(todo).and_then(|t| t.lease.as_deref()) {
             let _ = writeln!(

@@ -20,6 +20,7 @@ mod init;
 mod key;
 mod lease;
 mod log;
+mod mcp;
 pub mod next;
 mod obligation;
 mod observe;
@@ -56,6 +57,9 @@ pub enum Verb {
     /// What a fresh session must know to take up an agent's work, as Markdown (`--json`: the
     /// same data): on the goal given, or across every goal the agent works on.
     Brief(brief::BriefArgs),
+    /// loopx's tools for agent runtimes over MCP on standard input and output, acting as
+    /// --as with its key (`claude mcp add loopx -- loopx mcp --as agent:NAME`).
+    Mcp(mcp::McpArgs),
     /// Agent runtimes' hooks (Claude Code, Codex): install them, or answer one hook call.
     #[command(subcommand)]
     Hooks(hooks::HooksVerb),
@@ -135,6 +139,7 @@ pub async fn run(ctx: &Ctx, verb: Verb) -> Result<Exit, CliError> {
         Verb::Ready(args) => ready::run(ctx, &args).await,
         Verb::Brief(args) => brief::run(ctx, &args).await,
         Verb::Hooks(verb) => hooks::run(ctx, verb).await,
+        Verb::Mcp(args) => mcp::run(ctx, &args).await,
         Verb::Claim(args) => lease::claim(ctx, args).await,
         Verb::Begin(args) => lease::begin(ctx, &args).await,
         Verb::Renew(args) => lease::renew(ctx, &args).await,

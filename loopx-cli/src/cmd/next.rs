@@ -4,7 +4,6 @@ use std::fmt::Write as _;
 
 use clap::Args;
 use loopx_kernel::{Actor, AgentId, Decision, RepairIssue, decide};
-use serde_json::json;
 
 use crate::context::Ctx;
 use crate::decision::describe;
@@ -45,11 +44,7 @@ pub async fn run(ctx: &Ctx, args: &NextArgs) -> Result<Exit, CliError> {
     let backend = ctx.open().await?;
     let state = ctx.load(&backend, &goal).await?;
     let decision = decide(&state, &agent, ctx.now);
-    let value = json!({
-        "goal": goal,
-        "revision": state.revision,
-        "decision": decision,
-    });
+    let value = loopx_server::views::next(&goal, &state, &decision);
     ctx.out.emit(&value, |out| {
         let mut text = describe(out, &decision);
         if let Decision::Repair {

@@ -4,9 +4,9 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand, ValueEnum};
 use loopx_kernel::{AgentId, Command, ObligationId, ObligationKind, PlanChange};
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::context::{Ctx, read_json, written, written_line};
+use crate::context::{Ctx, read_json, written_line};
 use crate::error::{CliError, Exit};
 use crate::output::{Table, or_dash};
 
@@ -133,9 +133,8 @@ async fn write(
     ctx.actor()?;
     let backend = ctx.open().await?;
     let done = ctx.submit(&backend, &goal, command).await?;
-    let mut value = written(&done);
-    value.insert("obligation".into(), json!(done.state.obligations.get(id)));
-    ctx.out.emit(&Value::Object(value), |out| {
+    let value = loopx_server::views::obligation_written(&done, id);
+    ctx.out.emit(&value, |out| {
         written_line(out, &done, &format!("{what} `{id}`"))
     });
     Ok(Exit::Ok)

@@ -20,7 +20,7 @@ use loopx_provider::github::webhook::{WebhookError, WebhookVerifier, parse_event
 use loopx_provider::process::CommandSpec;
 use serde_json::{Value, json};
 
-use crate::context::{Ctx, parse_duration, read_bytes, written, written_line};
+use crate::context::{Ctx, parse_duration, read_bytes, written_line};
 use crate::error::{CliError, Exit};
 
 /// `loopx observe …`
@@ -113,13 +113,11 @@ pub async fn run(ctx: &Ctx, verb: ObserveVerb) -> Result<Exit, CliError> {
     };
     let done = ctx.submit(&backend, &goal, &command).await?;
     let recorded = !done.events.is_empty();
-    let mut value = written(&done);
-    value.insert("recorded".into(), json!(recorded));
-    value.insert("observation".into(), json!(observation));
-    if !extra.is_null() {
-        value.insert("process".into(), extra);
+    let mut value = loopx_server::views::observed(&done, &observation);
+    if let (false, Some(map)) = (extra.is_null(), value.as_object_mut()) {
+        map.insert("process".into(), extra);
     }
-    ctx.out.emit(&Value::Object(value), |out| {
+    ctx.out.emit(&value, |out| {
         let what = if recorded || done.replayed {
             format!("observation `{}`", observation.key)
         } else {

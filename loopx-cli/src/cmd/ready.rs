@@ -2,9 +2,7 @@
 //! frontier (`Store::frontier`), most urgent first.
 
 use clap::Args;
-use loopx_kernel::{AgentId, GoalId, TodoId};
-use serde::Serialize;
-use serde_json::json;
+use loopx_kernel::AgentId;
 
 use crate::cmd::next::asking_agent;
 use crate::context::Ctx;
@@ -19,38 +17,23 @@ pub struct ReadyArgs {
     agent: Option<AgentId>,
 }
 
-/// One entry of the store's frontier, as `--json` prints it: the goal and the todo legal for the
-/// agent on it.
-#[derive(Debug, Serialize)]
-pub struct ReadyEntry {
-    /// The goal.
-    pub goal: GoalId,
-    /// The todo the agent may take on it now.
-    pub todo: TodoId,
-}
-
 pub async fn run(ctx: &Ctx, args: &ReadyArgs) -> Result<Exit, CliError> {
     let agent = asking_agent(ctx, args.agent.as_ref())?;
     let backend = ctx.open().await?;
-    let ready: Vec<ReadyEntry> = backend
-        .store()
-        .frontier(&agent, ctx.now)
-        .await?
-        .into_iter()
-        .map(|(goal, todo)| ReadyEntry { goal, todo })
-        .collect();
+    let ready = backend.store().frontier(&agent, ctx.now).await?;
     // The titles are for people: read from each goal's state, they never change the order.
     let mut titles = Vec::with_capacity(ready.len());
-    for entry in &ready {
-        let state = ctx.load(&backend, &entry.goal).await?;
+    for (goal, todo) in &ready {
+        let state = ctx.load(&backend, goal).await?;
         let title = state
             .todos
-            .get(&entry.todo)
+            .get(todo)
             .map(|t| t.title.clone())
             .unwrap_or_default();
         titles.push(title);
     }
-    let value = json!({ "agent": agent, "ready": ready });
+    // The same document as the MCP tool's.
+    let value = loopx_server::views::ready(&agent, &ready);
     ctx.out.emit(&value, |out| {
         if ready.is_empty() {
             return format!(
@@ -58,8 +41,8 @@ pub async fn run(ctx: &Ctx, args: &ReadyArgs) -> Result<Exit, CliError> {
             );
         }
         let mut table = Table::new(&["GOAL", "TODO", "TITLE"]);
-        for (entry, title) in ready.iter().zip(titles) {
-            table.row(vec![entry.goal.to_string(), entry.todo.to_string(), title]);
+        for ((goal, todo), title) in ready.iter().zip(titles) {
+            table.row(vec![goal.to_string(), todo.to_string(), title]);
         }
         table.render(out)
     });

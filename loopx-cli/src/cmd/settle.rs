@@ -9,8 +9,7 @@ use loopx_kernel::{Command, Settlement};
 use serde_json::{Value, json};
 
 use crate::cmd::verdict::SignedVerdict;
-use crate::cmd::view;
-use crate::context::{Ctx, observed_now, read_json, read_json_with, written, written_line};
+use crate::context::{Ctx, observed_now, read_json, read_json_with, written_line};
 use crate::error::{CliError, Exit};
 
 /// The shape of the settlement file, shown by `loopx settle --help`.
@@ -73,10 +72,8 @@ pub async fn run(ctx: &Ctx, args: &SettleArgs) -> Result<Exit, CliError> {
     let done = ctx
         .submit(&backend, &goal, &Command::SettleTurn(settlement))
         .await?;
-    let mut value = written(&done);
-    value.insert("todo".into(), json!(done.state.todos.get(&todo)));
-    value.insert("budget".into(), view::budget(&done.state.ledger));
-    ctx.out.emit(&Value::Object(value), |out| {
+    let value = loopx_server::views::settled(&done, &todo);
+    ctx.out.emit(&value, |out| {
         let mut text = written_line(out, &done, &format!("settlement of todo `{todo}`"));
         if let Some(t) = done.state.todos.get(&todo) {
             let _ = writeln!(text, "  todo `{todo}` is {}", t.status.name());

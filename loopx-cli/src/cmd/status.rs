@@ -3,52 +3,15 @@
 use std::fmt::Write as _;
 
 use clap::Args;
-use loopx_kernel::{GoalState, Timestamp, Todo, terminal};
-use serde_json::{Map, Value, json};
+use loopx_kernel::{GoalState, Timestamp, Todo};
+use serde_json::json;
 
 use crate::cmd::{effect, evidence, revision, view};
 use crate::context::Ctx;
 use crate::error::{CliError, Exit};
 use crate::output::{Output, Style, Table, or_dash};
 
-/// The board's columns, in order.
-const COLUMNS: [&str; 6] = [
-    "open",
-    "leased",
-    "blocked",
-    "deferred",
-    "done",
-    "superseded",
-];
-
-fn column(todo: &Todo) -> &'static str {
-    match todo.status.name() {
-        "open" if todo.lease.is_some() => "leased",
-        other => other,
-    }
-}
-
-fn board(state: &GoalState) -> Value {
-    let mut board = Map::new();
-    for name in COLUMNS {
-        let todos: Vec<Value> = state
-            .todos
-            .values()
-            .filter(|t| column(t) == name)
-            .map(|t| {
-                json!({
-                    "id": t.id,
-                    "title": t.title,
-                    "priority": t.priority,
-                    "assignee": t.assignee,
-                    "lease": t.lease.as_deref(),
-                })
-            })
-            .collect();
-        board.insert(name.to_owned(), Value::Array(todos));
-    }
-    Value::Object(board)
-}
+use loopx_server::views::{COLUMNS, column};
 
 /// Flags of `loopx status`.
 #[derive(Debug, Args)]
@@ -71,56 +34,10 @@ pub async fn run(ctx: &Ctx, args: &StatusArgs) -> Result<Exit, CliError> {
         state = revision::state_at(&backend, &goal, at).await?;
         now = state.last_commit();
     }
-    let gates: Vec<Value> = state
-        .gates
-        .values()
-        .filter(|g| g.state_at(now).is_pending())
-        .map(|g| view::gate(g, now))
-        .collect();
-    let evidence: Vec<Value> = state
-        .evidence
-        .values()
-        .map(|e| view::evidence(&state, e, now))
-        .collect();
-    let goal_view = view::goal(&state, now);
-    let value = json!({
-        "status": {
-            "goal": state.spec.id,
-            "objective": state.spec.objective,
-            "revision": state.revision,
-            "identity": state.spec.identity_mode(),
-            "at": now,
-            "terminal": terminal(&state, now),
-            "board": board(&state),
-            "gates": gates,
-            "budget": view::budget(&state.ledger),
-            "criteria": goal_view.get("criteria").cloned().unwrap_or(Value::Null),
-            "evidence": evidence,
-        }
-    });
-    let mut value = value;
+    let mut value = loopx_server::views::status(&state, now);
     // A past revision says where the head stands, so it is never taken for the current board.
     if let (Some(_), Some(status)) = (args.at_revision, value["status"].as_object_mut()) {
         status.insert("head_revision".into(), json!(head));
-    }
-    // The capability is said only when the goal is bound to one.
-    if let (Some(binding), Some(status)) = (
-        &state.spec.capability,
-        value.get_mut("status").and_then(Value::as_object_mut),
-    ) {
-        status.insert("capability".into(), json!(binding));
-    }
-    // The outbox is listed only when it holds something, so a board without effects reads as
-    // it always did.
-    if !state.pending_effects.is_empty()
-        && let Some(status) = value.get_mut("status").and_then(Value::as_object_mut)
-    {
-        let pending: Vec<Value> = state
-            .pending_effects
-            .values()
-            .map(|p| effect::pending_json(&state, p, now))
-            .collect();
-        status.insert("pending_effects".into(), Value::Array(pending));
     }
     // Said only of a store on a test clock, where `--now` moves time.
     let test_clock = backend.clock() == loopx_store::StoreClock::Test;

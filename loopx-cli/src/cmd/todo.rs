@@ -7,10 +7,10 @@ use loopx_kernel::{
     AgentId, Command, DecisionScope, GateId, NewTodo, ObservationKey, Priority, ResumeCondition,
     Timestamp, TodoId,
 };
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::cmd::view;
-use crate::context::{Ctx, parse_time, read_json, written, written_line};
+use crate::context::{Ctx, parse_time, read_json, written_line};
 use crate::error::{CliError, Exit};
 
 /// `loopx todo …`
@@ -293,9 +293,8 @@ async fn write(ctx: &Ctx, todo: &TodoId, command: &Command, what: &str) -> Resul
     ctx.actor()?;
     let backend = ctx.open().await?;
     let done = ctx.submit(&backend, &goal, command).await?;
-    let mut value = written(&done);
-    value.insert("todo".into(), json!(done.state.todos.get(todo)));
-    ctx.out.emit(&Value::Object(value), |out| {
+    let value = loopx_server::views::todo_written(&done, todo);
+    ctx.out.emit(&value, |out| {
         written_line(out, &done, &format!("{what} of todo `{todo}`"))
     });
     Ok(Exit::Ok)
