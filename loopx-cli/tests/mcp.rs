@@ -296,3 +296,57 @@ fn an_agent_session_over_http_with_a_bearer_token_drives_the_seed_story_to_accep
     );
     assert_story(&steps);
 }
+
+/// The same session against `loopx serve` as a process, its `/mcp` route given to the agent by
+/// `--mcp-token` with the token in an environment variable: the tools inside the service.
+#[test]
+fn an_agent_session_over_loopx_serve_drives_the_seed_story_to_accepted() {
+    use std::io::BufRead as _;
+    let lx = Loopx::sqlite();
+    seed(&lx);
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_loopx"))
+        .args([
+            "--store",
+            &lx.store,
+            "--json",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .args(["--mcp-token", "agent:agent-a=LOOPX_TEST_MCP_TOKEN"])
+        .env("LOOPX_TEST_MCP_TOKEN", "token-of-agent-a")
+        .env_remove("LOOPX_KEY")
+        .env_remove("LOOPX_KEYS")
+        .current_dir(lx.dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start loopx serve");
+    let mut reader = std::io::BufReader::new(serve.stdout.take().expect("piped stdout"));
+    let mut text = String::new();
+    let said: Value = loop {
+        let read = reader.read_line(&mut text).expect("a line");
+        assert!(
+            read > 0,
+            "serve ended before saying where it listens: {text}"
+        );
+        if let Ok(said) = serde_json::from_str(&text) {
+            break said;
+        }
+    };
+    let base = said["listening"].as_str().expect("where it listens");
+    let url = format!("{base}{}", http::PATH);
+    let steps = story(&[
+        "http",
+        env!("CARGO_BIN_EXE_loopx"),
+        &lx.store,
+        GOAL,
+        &url,
+        "token-of-agent-a",
+        "not-a-token",
+    ]);
+    let _ = serve.kill();
+    let _ = serve.wait();
+    assert_eq!(step(&steps, "wrong_token")["status"], 401);
+    assert_story(&steps);
+}

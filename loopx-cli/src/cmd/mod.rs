@@ -116,7 +116,8 @@ pub enum Verb {
     /// --verify, every commit against its recorded command and signature.
     Doctor(doctor::DoctorArgs),
     /// Run the service over the store until SIGTERM or SIGINT: `/healthz`, `/metrics`
-    /// (Prometheus text); requests in flight finish before it exits.
+    /// (Prometheus text) and, with --mcp-token, the MCP tools at `/mcp`; requests in flight
+    /// finish before it exits.
     Serve(serve::ServeArgs),
     /// Print a shell's completion script for loopx (bash, zsh, fish, elvish, powershell).
     Completions(describe::CompletionsArgs),

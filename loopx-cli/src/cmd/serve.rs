@@ -1,11 +1,12 @@
-//! `loopx serve`: the service over the store, on one address, until SIGTERM or SIGINT — health
-//! and metrics today, and every route the service crate mounts.
+//! `loopx serve`: the service over the store, on one address, until SIGTERM or SIGINT — health,
+//! metrics, and loopx's MCP tools over streamable HTTP (`/mcp`) for the actors given a token.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use clap::Args;
 use loopx_provider::clock::SystemClock;
+use loopx_server::mcp::{Acting, LoopxMcp, Tokens, http};
 use loopx_server::{Service, serve, shutdown_signal};
 use serde_json::json;
 use tokio::net::TcpListener;
@@ -19,6 +20,11 @@ pub struct ServeArgs {
     /// The address to listen on (port 0: any free port, printed on start).
     #[arg(long, default_value = "127.0.0.1:7468", value_name = "ADDR:PORT")]
     listen: SocketAddr,
+    /// Serve the MCP tools at `/mcp` to ACTOR, who presents the bearer token held in the
+    /// environment variable ENV (never the token itself on the command line, where `ps` shows
+    /// it); its commands are signed with ACTOR's key from the key directory. Repeatable.
+    #[arg(long = "mcp-token", value_name = "ACTOR=ENV")]
+    mcp_tokens: Vec<String>,
 }
 
 /// The variable that filters the service's log (`tracing`'s directives, e.g. `debug` or
@@ -35,8 +41,14 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Exit, CliError> {
         .with_writer(std::io::stderr)
         .with_ansi(false)
         .try_init();
-    let backend = ctx.open().await?;
-    let router = Service::new(backend.into_store(), Arc::new(SystemClock)).router();
+    let tokens = mcp_tokens(ctx, &args.mcp_tokens)?;
+    let store = ctx.open().await?.into_store();
+    let mut service = Service::new(Arc::clone(&store), Arc::new(SystemClock));
+    if let Some(tokens) = tokens {
+        let tools = LoopxMcp::new(store, Arc::new(SystemClock));
+        service = service.mount(http::router(tools, tokens));
+    }
+    let router = service.router();
     let listener = TcpListener::bind(args.listen).await.map_err(|error| {
         CliError::new(
             Exit::Other,
@@ -69,4 +81,40 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Exit, CliError> {
         )
     })?;
     Ok(Exit::Ok)
+}
+
+/// The MCP tokens of `--mcp-token ACTOR=ENV`, each read from its variable and paired with its
+/// actor's key; `None` when none is given (no `/mcp` route). A missing variable or key is an
+/// error naming the variable, never its value.
+fn mcp_tokens(ctx: &Ctx, given: &[String]) -> Result<Option<Tokens>, CliError> {
+    if given.is_empty() {
+        return Ok(None);
+    }
+    let mut tokens = Tokens::new();
+    for pair in given {
+        let Some((actor, variable)) = pair.split_once('=') else {
+            return Err(CliError::usage(
+                "mcp_token_invalid",
+                format!("--mcp-token `{pair}` is not ACTOR=ENV"),
+                "e.g. --mcp-token agent:agent-a=AGENT_A_TOKEN, with the token in $AGENT_A_TOKEN",
+            ));
+        };
+        let actor = crate::context::parse_actor(actor)?;
+        let token = std::env::var(variable)
+            .ok()
+            .filter(|token| !token.trim().is_empty())
+            .ok_or_else(|| {
+                CliError::usage(
+                    "mcp_token_missing",
+                    format!("--mcp-token: the environment variable {variable} holds no token for {actor}"),
+                    format!("export {variable} with the token {actor}'s runtime presents"),
+                )
+            })?;
+        let acting = match ctx.key_of(&actor)? {
+            Some(key) => Acting::signed(actor, Arc::new(key.secret)),
+            None => Acting::unsigned(actor),
+        };
+        tokens = tokens.with(&token, acting);
+    }
+    Ok(Some(tokens))
 }
