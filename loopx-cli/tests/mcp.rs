@@ -222,7 +222,10 @@ fn assert_story(steps: &[Value]) {
     assert_eq!(answered["todo"], "document-json");
     let ready = step(steps, "ready");
     assert_eq!(ready["agent"], "agent-a");
-    assert_eq!(ready["ready"], serde_json::json!([[GOAL, "document-json"]]));
+    assert_eq!(
+        ready["ready"],
+        serde_json::json!([{"goal": GOAL, "todo": "document-json"}])
+    );
 
     let terminal = step(steps, "next_terminal");
     assert_eq!(terminal["kind"], "terminal");
