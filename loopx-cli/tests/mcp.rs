@@ -304,7 +304,6 @@ fn an_agent_session_over_http_with_a_bearer_token_drives_the_seed_story_to_accep
 /// `--mcp-token` with the token in an environment variable: the tools inside the service.
 #[test]
 fn an_agent_session_over_loopx_serve_drives_the_seed_story_to_accepted() {
-    use std::io::BufRead as _;
     let lx = Loopx::sqlite();
     seed(&lx);
     let mut serve = Command::new(env!("CARGO_BIN_EXE_loopx"))
@@ -325,19 +324,7 @@ fn an_agent_session_over_loopx_serve_drives_the_seed_story_to_accepted() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("start loopx serve");
-    let mut reader = std::io::BufReader::new(serve.stdout.take().expect("piped stdout"));
-    let mut text = String::new();
-    let said: Value = loop {
-        let read = reader.read_line(&mut text).expect("a line");
-        assert!(
-            read > 0,
-            "serve ended before saying where it listens: {text}"
-        );
-        if let Ok(said) = serde_json::from_str(&text) {
-            break said;
-        }
-    };
-    let base = said["listening"].as_str().expect("where it listens");
+    let base = support::listening(serve.stdout.take().expect("piped stdout"));
     let url = format!("{base}{}", http::PATH);
     let steps = story(&[
         "http",

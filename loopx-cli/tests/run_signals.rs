@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support::Loopx;
+use support::{Loopx, signal};
 
 const GOAL: &str = "demo";
 
@@ -164,15 +164,6 @@ impl Drop for Leftovers {
                 .status();
         }
     }
-}
-
-/// Sends `signal` (e.g. `INT`) to `pid`.
-fn signal(pid: u32, signal: &str) {
-    let status = Command::new("kill")
-        .args([&format!("-{signal}"), &pid.to_string()])
-        .status()
-        .expect("kill runs");
-    assert!(status.success(), "kill -{signal} {pid}");
 }
 
 /// Waits for `child` to exit (at most a minute); its exit code, stdout and stderr.

@@ -3,13 +3,12 @@
 
 mod support;
 
-use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
-use std::process::{Child, Command};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-use support::Loopx;
+use support::{Loopx, listening, signal};
 
 /// One `GET` over a fresh connection: the status line's code and the body.
 fn get(address: &str, path: &str) -> (u16, String) {
@@ -40,31 +39,9 @@ fn get(address: &str, path: &str) -> (u16, String) {
 fn serve(lx: &Loopx) -> (Child, String) {
     let mut child = lx.spawn(&["serve", "--listen", "127.0.0.1:0"]);
     let stdout = child.stdout.take().expect("piped stdout");
-    // The document that says where it listens, read line by line until it is whole.
-    let mut reader = BufReader::new(stdout);
-    let mut text = String::new();
-    let said: Value = loop {
-        let read = reader.read_line(&mut text).expect("a line");
-        assert!(
-            read > 0,
-            "serve ended before saying where it listens: {text}"
-        );
-        if let Ok(said) = serde_json::from_str(&text) {
-            break said;
-        }
-    };
-    let url = said["listening"].as_str().expect("where it listens");
+    let url = listening(stdout);
     let address = url.strip_prefix("http://").expect("an http URL").to_owned();
     (child, address)
-}
-
-/// Sends `signal` (e.g. `TERM`) to `pid`.
-fn signal(pid: u32, signal: &str) {
-    let status = Command::new("kill")
-        .args([&format!("-{signal}"), &pid.to_string()])
-        .status()
-        .expect("kill runs");
-    assert!(status.success(), "kill -{signal} {pid}");
 }
 
 /// The exit code of `child`, waited for at most a minute.

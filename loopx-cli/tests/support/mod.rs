@@ -708,3 +708,34 @@ pub fn budget_goal(lx: &Loopx, goal: &str, on_exhausted: &str) -> Value {
         "agent-a",
     ])
 }
+
+/// Sends `signal` (e.g. `INT`, `TERM`) to `pid`.
+pub fn signal(pid: u32, signal: &str) {
+    let status = Command::new("kill")
+        .args([&format!("-{signal}"), &pid.to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success(), "kill -{signal} {pid}");
+}
+
+/// Where a `loopx --json serve` process listens (`http://ADDR:PORT`): its first document, read
+/// line by line from `stdout` until it is whole.
+pub fn listening(stdout: impl std::io::Read) -> String {
+    use std::io::BufRead as _;
+    let mut reader = std::io::BufReader::new(stdout);
+    let mut text = String::new();
+    let said: Value = loop {
+        let read = reader.read_line(&mut text).expect("a line");
+        assert!(
+            read > 0,
+            "serve ended before saying where it listens: {text}"
+        );
+        if let Ok(said) = serde_json::from_str(&text) {
+            break said;
+        }
+    };
+    said["listening"]
+        .as_str()
+        .expect("where it listens")
+        .to_owned()
+}
