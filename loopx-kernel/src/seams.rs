@@ -19,7 +19,7 @@ use crate::event::RecordedEvent;
 use crate::evidence::{NewEvidence, Observation};
 use crate::identity::Signature;
 use crate::ids::{
-    AgentId, Fingerprint, GoalId, ObservationKey, OperationId, SourceId, TodoId, TurnId,
+    AgentId, Fingerprint, GoalId, ObservationKey, OperationId, SourceId, Subject, TodoId, TurnId,
 };
 use crate::retry::{FailureClass, TurnFailure};
 use crate::state::GoalState;
@@ -430,6 +430,32 @@ pub trait Store: Send + Sync {
         agent: &AgentId,
         now: Timestamp,
     ) -> Result<Vec<(GoalId, TodoId)>, StoreError>;
+
+    /// The goals that follow any of `subjects` ([`GoalState::watched_subjects`]), abandoned
+    /// goals left out, each once, in id order: where a fact about those subjects is routed.
+    /// The default reads every goal; a backend with an index answers from it, and a wrapper
+    /// forwards it.
+    async fn watching(
+        &self,
+        subjects: &[Subject],
+        now: Timestamp,
+    ) -> Result<Vec<GoalId>, StoreError> {
+        let mut found = Vec::new();
+        for summary in self.goals(now).await? {
+            if summary.status == GoalStatus::Abandoned {
+                continue;
+            }
+            let Some(state) = self.load(&summary.goal).await? else {
+                continue;
+            };
+            let watched = state.watched_subjects();
+            if subjects.iter().any(|s| watched.contains(s)) {
+                found.push(summary.goal);
+            }
+        }
+        found.sort();
+        Ok(found)
+    }
 
     /// The earliest wake time across all goals after `now`.
     async fn next_wake(&self, now: Timestamp) -> Result<Option<Timestamp>, StoreError>;

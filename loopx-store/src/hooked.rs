@@ -7,7 +7,7 @@ use loopx_kernel::seams::{
     AppendRequest, Appended, Commit, GoalSummary, Receipt, Store, StoreError,
 };
 use loopx_kernel::{
-    AgentId, Duration, GoalId, GoalState, OperationId, RecordedEvent, Timestamp, TodoId,
+    AgentId, Duration, GoalId, GoalState, OperationId, RecordedEvent, Subject, Timestamp, TodoId,
 };
 
 /// What runs around an append of the store `S`; both methods do nothing by default.
@@ -92,6 +92,14 @@ impl<S: Store, H: AppendHook<S>> Store for Hooked<S, H> {
 
     async fn next_wake(&self, now: Timestamp) -> Result<Option<Timestamp>, StoreError> {
         self.inner.next_wake(now).await
+    }
+
+    async fn watching(
+        &self,
+        subjects: &[Subject],
+        now: Timestamp,
+    ) -> Result<Vec<GoalId>, StoreError> {
+        self.inner.watching(subjects, now).await
     }
 
     async fn changed(

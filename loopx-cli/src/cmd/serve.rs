@@ -1,11 +1,16 @@
 //! `loopx serve`: the service over the store, on one address, until SIGTERM or SIGINT — health,
-//! metrics, and loopx's MCP tools over streamable HTTP (`/mcp`) for the actors given a token.
+//! metrics, loopx's MCP tools over streamable HTTP (`/mcp`) for the actors given a token, and
+//! GitHub's deliveries (`/github/webhook`) when given the webhook's secret.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use clap::Args;
+use loopx_kernel::Keyring;
 use loopx_provider::clock::SystemClock;
+use loopx_provider::github::webhook::WebhookVerifier;
+use loopx_server::capabilities::Registry;
+use loopx_server::github::Deliveries;
 use loopx_server::mcp::{Acting, LoopxMcp, Tokens, http};
 use loopx_server::{Service, serve, shutdown_signal};
 use serde_json::json;
@@ -25,6 +30,12 @@ pub struct ServeArgs {
     /// it); its commands are signed with ACTOR's key from the key directory. Repeatable.
     #[arg(long = "mcp-token", value_name = "ACTOR=ENV")]
     mcp_tokens: Vec<String>,
+    /// Receive GitHub's deliveries at `POST /github/webhook`, verified with the webhook secret
+    /// held in the environment variable NAME (never the secret itself on the command line).
+    /// Facts are recorded as `provider:github` and judged by each goal's capability, signed
+    /// with those actors' keys from the key directory.
+    #[arg(long = "webhook-secret-env", value_name = "NAME")]
+    webhook_secret_env: Option<String>,
 }
 
 /// The variable that filters the service's log (`tracing`'s directives, e.g. `debug` or
@@ -42,8 +53,14 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Exit, CliError> {
         .with_ansi(false)
         .try_init();
     let tokens = mcp_tokens(ctx, &args.mcp_tokens)?;
+    let verifier = webhook_verifier(args.webhook_secret_env.as_deref())?;
     let store = ctx.open().await?.into_store();
     let mut service = Service::new(Arc::clone(&store), Arc::new(SystemClock));
+    if let Some(verifier) = verifier {
+        let deliveries = Deliveries::new(Arc::clone(&store), Arc::new(SystemClock), verifier)
+            .keyring(delivery_keyring(ctx)?);
+        service = service.mount(deliveries.router());
+    }
     if let Some(tokens) = tokens {
         let tools = LoopxMcp::new(store, Arc::new(SystemClock));
         service = service.mount(http::router(tools, tokens));
@@ -81,6 +98,45 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Exit, CliError> {
         )
     })?;
     Ok(Exit::Ok)
+}
+
+/// The verifier of `--webhook-secret-env NAME`, its secret read from NAME; `None` without the
+/// flag (no webhook route). A missing or empty variable is an error naming it, never a value.
+fn webhook_verifier(variable: Option<&str>) -> Result<Option<WebhookVerifier>, CliError> {
+    let Some(variable) = variable else {
+        return Ok(None);
+    };
+    let secret = std::env::var(variable)
+        .ok()
+        .filter(|secret| !secret.is_empty())
+        .ok_or_else(|| {
+            CliError::usage(
+                "webhook_secret_missing",
+                format!(
+                    "--webhook-secret-env: the environment variable {variable} holds no secret"
+                ),
+                format!(
+                    "export {variable} with the secret the repository's webhook is configured with"
+                ),
+            )
+        })?;
+    Ok(Some(WebhookVerifier::new(secret)))
+}
+
+/// The keys deliveries are signed with: `provider:github`'s and each shipped capability's that
+/// the key directory holds (a goal created here with `--capability` registered them).
+fn delivery_keyring(ctx: &Ctx) -> Result<Keyring, CliError> {
+    let mut actors = vec![crate::context::parse_actor("provider:github")?];
+    for name in Registry::shipped().names() {
+        actors.push(crate::context::parse_actor(&format!("capability:{name}"))?);
+    }
+    let mut keyring = Keyring::new();
+    for actor in actors {
+        if let Some(key) = ctx.keys().get(&actor)? {
+            keyring = keyring.with(actor, Arc::new(key.secret));
+        }
+    }
+    Ok(keyring)
 }
 
 /// The MCP tokens of `--mcp-token ACTOR=ENV`, each read from its variable and paired with its

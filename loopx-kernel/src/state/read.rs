@@ -3,7 +3,7 @@
 //! (observations by key or key prefix, what one actor proposed and still waits on). All are
 //! plain reads; none changes the state.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::{CriterionStatus, GoalState};
 use crate::actor::Actor;
@@ -11,7 +11,7 @@ use crate::budget::{Amounts, Dimension, Overrun};
 use crate::evidence::{Evidence, Freshness, NewEvidence, Observation, Outcome};
 use crate::gate::Gate;
 use crate::identity::may_establish;
-use crate::ids::{AgentId, CriterionId, EvidenceId, ObservationKey};
+use crate::ids::{AgentId, CriterionId, EvidenceId, ObservationKey, Subject};
 use crate::time::Timestamp;
 use crate::todo::Todo;
 
@@ -27,6 +27,20 @@ impl GoalState {
     /// Todos with a lease record (live or expired).
     pub fn leased_todos(&self) -> impl Iterator<Item = &Todo> + '_ {
         self.index.leased.iter().map(|&slot| self.todos.at(slot))
+    }
+
+    /// Every subject the goal follows: those its criteria are about, those it has recorded a
+    /// revision of, and those its latest observations are about. A fact about any of them may
+    /// change what the goal needs, so a host routes a fact from outside (a webhook delivery) to
+    /// every goal whose watched subjects hold the fact's subject
+    /// ([`Store::watching`](crate::seams::Store::watching)).
+    pub fn watched_subjects(&self) -> BTreeSet<&Subject> {
+        let criteria = self.spec.criteria.iter().map(|c| &c.subject);
+        let observed = self.observations.values().map(|o| &o.subject);
+        criteria
+            .chain(self.subjects.keys())
+            .chain(observed)
+            .collect()
     }
 
     /// True when the agent is registered with the goal.

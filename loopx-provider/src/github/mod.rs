@@ -685,6 +685,33 @@ impl GitHubEvent {
         }
     }
 
+    /// The pull requests (or issues) the fact concerns, as their `pr:<repo>#<n>` subjects: the
+    /// one it is about, or each pull request GitHub lists on a check run, suite or workflow run
+    /// (none for a fork's, which GitHub does not list, nor for a status, job or push). With the
+    /// observation's own subject, these are where a host routes the fact: a goal that follows a
+    /// pull request hears of the checks at its head before it has recorded any of them.
+    pub fn threads(&self) -> Vec<String> {
+        let key = |repo: &str, number: u64| facts::PullRequest::key(&Thread::new(repo, number));
+        let listed = |repo: &str, refs: &[PullRef]| -> Vec<String> {
+            pulls(refs).into_iter().map(|n| key(repo, n)).collect()
+        };
+        match self {
+            GitHubEvent::PullRequest { repo, pull, .. } => vec![key(repo, pull.number)],
+            GitHubEvent::Review { repo, number, .. }
+            | GitHubEvent::IssueComment { repo, number, .. }
+            | GitHubEvent::ReviewComment { repo, number, .. }
+            | GitHubEvent::ReviewThread { repo, number, .. } => vec![key(repo, *number)],
+            GitHubEvent::Issue { repo, issue } => vec![key(repo, issue.number)],
+            GitHubEvent::CheckRun { repo, run } => listed(repo, &run.pull_requests),
+            GitHubEvent::CheckSuite { repo, suite } => listed(repo, &suite.pull_requests),
+            GitHubEvent::WorkflowRun { repo, run } => listed(repo, &run.pull_requests),
+            GitHubEvent::Ci(_)
+            | GitHubEvent::Status { .. }
+            | GitHubEvent::WorkflowJob { .. }
+            | GitHubEvent::Push { .. } => Vec::new(),
+        }
+    }
+
     /// The fact as a kernel observation (see the module table for keys, subjects and
     /// revisions), observed at `observed_at`, carrying its [`order`](Self::order).
     ///

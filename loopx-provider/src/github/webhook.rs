@@ -13,7 +13,7 @@
 //! so an action GitHub adds later is ignored too, not refused.
 
 use hmac::{Hmac, Mac as _};
-use loopx_kernel::{Observation, Timestamp};
+use loopx_kernel::{Observation, Subject, Timestamp};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use sha2::Sha256;
@@ -132,6 +132,15 @@ impl<T> Delivery<T> {
             _ => None,
         }
     }
+}
+
+/// A delivery's fact with the subjects it is routed by ([`WebhookVerifier::route`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Routed {
+    /// The fact, as an observation.
+    pub observation: Observation,
+    /// Its own subject first, then each pull request it concerns.
+    pub subjects: Vec<Subject>,
 }
 
 /// Why a delivery was refused.
@@ -278,6 +287,47 @@ impl WebhookVerifier {
             Delivery::Ping { hook_id } => Ok(Delivery::Ping { hook_id }),
             Delivery::Ignored { event, action } => Ok(Delivery::Ignored { event, action }),
         }
+    }
+
+    /// Verifies a delivery, then reads it as [`receive`](Self::receive) does, with the
+    /// subjects a host routes its fact by: the observation's own and each of its
+    /// [`GitHubEvent::threads`], each once.
+    ///
+    /// # Errors
+    /// As [`receive`](Self::receive).
+    pub fn route(
+        &self,
+        event: &str,
+        signature: Option<&str>,
+        body: &[u8],
+        observed_at: Timestamp,
+    ) -> Result<Delivery<Routed>, WebhookError> {
+        self.verify(signature, body)?;
+        let typed = match parse_delivery(event, body)? {
+            Delivery::Fact(typed) => typed,
+            Delivery::Ping { hook_id } => return Ok(Delivery::Ping { hook_id }),
+            Delivery::Ignored { event, action } => {
+                return Ok(Delivery::Ignored { event, action });
+            }
+        };
+        let malformed = |kind: &str| WebhookError::Malformed {
+            event: event.to_owned(),
+            detail: format!("the payload does not make a valid {kind}"),
+        };
+        let observation = typed
+            .observation(observed_at)
+            .map_err(|error| malformed(error.kind))?;
+        let mut subjects = vec![observation.subject.clone()];
+        for thread in typed.threads() {
+            let subject = Subject::new(thread).map_err(|error| malformed(error.kind))?;
+            if !subjects.contains(&subject) {
+                subjects.push(subject);
+            }
+        }
+        Ok(Delivery::Fact(Routed {
+            observation,
+            subjects,
+        }))
     }
 
     /// Verifies a delivery, then reads it into its observation.

@@ -1,0 +1,432 @@
+//! GitHub's deliveries in: `POST /github/webhook`.
+//!
+//! A delivery is checked in this order, and nothing is parsed or written before the check
+//! before it passed: its size (over [`MAX_BODY_BYTES`] is `413`, unread), its headers
+//! (`X-GitHub-Event` and `X-GitHub-Delivery` present and well formed, else `400`), its
+//! `X-Hub-Signature-256` HMAC under the webhook's secret (missing, malformed or wrong is `401`),
+//! then its payload (`400` when GitHub's shape does not parse; `ping` and the actions loopx
+//! does not need answer `200` and record nothing).
+//!
+//! A fact is routed by its subjects ([`Routed`]) to every goal that follows one of them
+//! ([`Store::watching`]), recorded on each as the provider (`provider:github`, signed with its
+//! key when the keyring holds one), and judged in the same pass by the capability the goal is
+//! bound to, for each agent registered with it, the proposals submitted as the capability.
+//!
+//! The `X-GitHub-Delivery` id is the idempotency key: the observation is committed under an
+//! operation id derived from it, so a redelivery replays what the first delivery committed and
+//! never conflicts. A store failure answers `503` before the delivery is acknowledged, so
+//! GitHub (or an operator's redelivery) sends it again and what already committed replays.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use loopx_kernel::engine::{JudgeRound, Submission};
+use loopx_kernel::ids::bounded_id;
+use loopx_kernel::prelude::*;
+use loopx_kernel::seams::{Clock, Store, StoreError};
+use loopx_kernel::write::{SubmitError, Submitted};
+use loopx_kernel::{Actor, Command, Keyring, Observation, OperationId, Refusal, SourceId};
+use loopx_provider::github::webhook::WebhookVerifier;
+use loopx_provider::github::webhook::{Delivery, MAX_BODY_BYTES, Routed, WebhookError};
+use serde::Serialize;
+use serde_json::json;
+
+use crate::capabilities::Registry;
+
+/// The longest delivery id accepted: GitHub's are 36-character GUIDs.
+const MAX_DELIVERY_ID: usize = 64;
+
+/// How many judgement rounds one delivery may run on a goal.
+const MAX_ROUNDS: usize = 8;
+
+/// The provider deliveries are recorded as.
+const PROVIDER: &str = "github";
+
+/// Receives GitHub's deliveries into the goals that follow their subjects.
+#[derive(Clone)]
+pub struct Deliveries {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    verifier: WebhookVerifier,
+    registry: Arc<Registry>,
+    keyring: Arc<Keyring>,
+}
+
+impl std::fmt::Debug for Deliveries {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Deliveries")
+            .field("verifier", &self.verifier)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a delivery was not taken. Each maps to one HTTP status ([`DeliveryError::status`]) and
+/// a stable code; none carries the secret or text of the payload.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DeliveryError {
+    /// A required header is missing or malformed.
+    #[error("the delivery's {header} header is {problem}")]
+    Header {
+        /// The header.
+        header: &'static str,
+        /// `missing` or what is wrong with it.
+        problem: &'static str,
+    },
+    /// The webhook module refused it: size, signature or payload.
+    #[error(transparent)]
+    Webhook(#[from] WebhookError),
+    /// The store failed; the delivery is not acknowledged, and a redelivery replays what
+    /// committed.
+    #[error("the store failed: {0}")]
+    Store(StoreError),
+}
+
+impl DeliveryError {
+    /// The HTTP status it answers.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            DeliveryError::Header { .. } => StatusCode::BAD_REQUEST,
+            DeliveryError::Webhook(error) => match error {
+                WebhookError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+                WebhookError::MissingSignature
+                | WebhookError::MalformedSignature
+                | WebhookError::BadSignature => StatusCode::UNAUTHORIZED,
+                _ => StatusCode::BAD_REQUEST,
+            },
+            DeliveryError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    /// Its stable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            DeliveryError::Header { .. } => "bad_header",
+            DeliveryError::Webhook(error) => match error {
+                WebhookError::TooLarge { .. } => "too_large",
+                WebhookError::MissingSignature => "signature_missing",
+                WebhookError::MalformedSignature => "signature_malformed",
+                WebhookError::BadSignature => "signature_invalid",
+                WebhookError::UnknownEvent { .. } => "unknown_event",
+                _ => "malformed_payload",
+            },
+            DeliveryError::Store(_) => "store_unavailable",
+        }
+    }
+}
+
+/// What a delivery came to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Received {
+    /// The `X-GitHub-Delivery` id.
+    pub delivery: String,
+    /// The `X-GitHub-Event`.
+    pub event: String,
+    /// `recorded` (a fact routed to `goals`), `ping` or `ignored`.
+    pub outcome: &'static str,
+    /// What each goal that follows the fact's subjects made of it, in id order.
+    pub goals: Vec<GoalOutcome>,
+}
+
+/// What one goal made of a delivery's fact.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GoalOutcome {
+    /// The goal.
+    pub goal: GoalId,
+    /// True when the fact changed the goal (a new or newer fact); false for an unchanged or
+    /// older one.
+    pub changed: bool,
+    /// True when this delivery id had already been recorded on the goal: nothing was written.
+    pub replayed: bool,
+    /// The refusal's code when the goal refused the fact (e.g. `key_unregistered`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused: Option<&'static str>,
+    /// The commands its capability proposed in the same pass and the goal accepted.
+    pub proposed: Vec<String>,
+}
+
+/// The headers a delivery is read by.
+struct Headers<'h> {
+    event: &'h str,
+    delivery: &'h str,
+    signature: Option<&'h str>,
+}
+
+impl Deliveries {
+    /// Deliveries verified with `verifier` into `store`, timed by `clock`, judged by the
+    /// shipped capabilities ([`Registry::shipped`]), every command unsigned until a keyring is
+    /// given ([`Deliveries::keyring`]).
+    pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, verifier: WebhookVerifier) -> Self {
+        Deliveries {
+            store,
+            clock,
+            verifier,
+            registry: Arc::new(Registry::shipped()),
+            keyring: Arc::new(Keyring::new()),
+        }
+    }
+
+    /// The same, judging with `registry`'s capabilities.
+    #[must_use]
+    pub fn registry(mut self, registry: Registry) -> Self {
+        self.registry = Arc::new(registry);
+        self
+    }
+
+    /// The same, signing as the actors `keyring` holds keys for: `provider:github` for the
+    /// facts, `capability:<name>` for each capability's proposals.
+    #[must_use]
+    pub fn keyring(mut self, keyring: Keyring) -> Self {
+        self.keyring = Arc::new(keyring);
+        self
+    }
+
+    /// `POST /github/webhook`, ready to mount ([`crate::Service::mount`]).
+    pub fn router(self) -> Router {
+        Router::new()
+            .route("/github/webhook", post(webhook))
+            // One byte over GitHub's cap, so the webhook module names the size itself.
+            .layer(DefaultBodyLimit::max(MAX_BODY_BYTES + 1))
+            .with_state(self)
+    }
+
+    /// Takes one delivery, as the route does: `event`, `delivery` and `signature` are the
+    /// values of `X-GitHub-Event`, `X-GitHub-Delivery` and `X-Hub-Signature-256`.
+    ///
+    /// # Errors
+    /// [`DeliveryError`]; nothing is written for a refused delivery.
+    pub async fn receive(
+        &self,
+        event: &str,
+        delivery: &str,
+        signature: Option<&str>,
+        body: &[u8],
+    ) -> Result<Received, DeliveryError> {
+        let headers = Headers {
+            event,
+            delivery,
+            signature,
+        };
+        self.take(&headers, body).await
+    }
+
+    #[tracing::instrument(name = "delivery", skip_all, fields(event = headers.event, delivery = headers.delivery))]
+    async fn take(&self, headers: &Headers<'_>, body: &[u8]) -> Result<Received, DeliveryError> {
+        let operation = delivery_operation(headers.delivery)?;
+        let now = self.clock.now();
+        let routed = self
+            .verifier
+            .route(headers.event, headers.signature, body, now)?;
+        let received = |outcome, goals| Received {
+            delivery: headers.delivery.to_owned(),
+            event: headers.event.to_owned(),
+            outcome,
+            goals,
+        };
+        let Routed {
+            observation,
+            subjects,
+        } = match routed {
+            Delivery::Fact(routed) => routed,
+            Delivery::Ping { .. } => return Ok(received("ping", Vec::new())),
+            _ => return Ok(received("ignored", Vec::new())),
+        };
+        let goals = self
+            .store
+            .watching(&subjects, now)
+            .await
+            .map_err(DeliveryError::Store)?;
+        let mut outcomes = Vec::with_capacity(goals.len());
+        for goal in goals {
+            outcomes.push(self.deliver_to(&goal, &observation, &operation).await?);
+        }
+        tracing::info!(goals = outcomes.len(), "delivery recorded");
+        Ok(received("recorded", outcomes))
+    }
+
+    /// Records the fact on `goal` and judges the goal in the same pass.
+    #[tracing::instrument(name = "record", skip_all, fields(goal = %goal))]
+    async fn deliver_to(
+        &self,
+        goal: &GoalId,
+        observation: &Observation,
+        operation: &OperationId,
+    ) -> Result<GoalOutcome, DeliveryError> {
+        let provider = Actor::Provider(source(PROVIDER));
+        let command = Command::RecordObservation {
+            observation: observation.clone(),
+        };
+        let mut outcome = GoalOutcome {
+            goal: goal.clone(),
+            changed: false,
+            replayed: false,
+            refused: None,
+            proposed: Vec::new(),
+        };
+        let state = match self.submit(goal, &provider, &command, operation).await? {
+            Ok(submitted) => {
+                outcome.changed = !submitted.events.is_empty();
+                outcome.replayed = submitted.replayed;
+                submitted.state
+            }
+            Err(refusal) => {
+                outcome.refused = Some(refusal.code());
+                return Ok(outcome);
+            }
+        };
+        outcome.proposed = self.judge(goal, state).await?;
+        Ok(outcome)
+    }
+
+    /// One judgement round of the goal's capability for each registered agent; the commands
+    /// the goal accepted, by name. A goal bound to no capability, or to one the registry cannot
+    /// build, is not judged (the latter is logged: `loopx run` reports it to the agent).
+    #[tracing::instrument(name = "judge", skip_all, fields(goal = %goal))]
+    async fn judge(
+        &self,
+        goal: &GoalId,
+        mut state: GoalState,
+    ) -> Result<Vec<String>, DeliveryError> {
+        let bound = match self.registry.bind_goal(&state.spec) {
+            Ok(Some(bound)) => bound,
+            Ok(None) => return Ok(Vec::new()),
+            Err(error) => {
+                tracing::warn!(error = %error, "the goal's capability cannot be built");
+                return Ok(Vec::new());
+            }
+        };
+        let mut accepted = Vec::new();
+        let agents: Vec<AgentId> = state.spec.agents.iter().cloned().collect();
+        // A capability moves a line of work one transition per judgement (the fix todo comes
+        // after the todo it replaces is superseded), so rounds repeat until one changes
+        // nothing, a bounded number of times.
+        for _ in 0..MAX_ROUNDS {
+            let before = accepted.len();
+            for agent in &agents {
+                let mut round = JudgeRound::new([bound.capability()], agent, self.clock.now());
+                while let Some(proposed) = round.next_proposal(&state) {
+                    let Submission {
+                        actor,
+                        command,
+                        operation,
+                    } = proposed.submission;
+                    match self.submit(goal, &actor, &command, &operation).await? {
+                        Ok(submitted) if !submitted.events.is_empty() => {
+                            state = submitted.state;
+                            accepted.push(command.name().to_owned());
+                        }
+                        Ok(submitted) => state = submitted.state,
+                        Err(refusal) => {
+                            tracing::debug!(code = refusal.code(), "a proposal was refused");
+                        }
+                    }
+                }
+            }
+            if accepted.len() == before {
+                break;
+            }
+        }
+        Ok(accepted)
+    }
+
+    /// Submits through the kernel's write path, signed when the keyring holds `actor`'s key.
+    /// A refusal is the inner error; a store failure the outer one.
+    async fn submit(
+        &self,
+        goal: &GoalId,
+        actor: &Actor,
+        command: &Command,
+        operation: &OperationId,
+    ) -> Result<Result<Submitted, Refusal>, DeliveryError> {
+        let mut handle = self.store.goal(goal).paced(&*self.clock);
+        if let Some(signer) = self.keyring.signer(actor) {
+            handle = handle.signed_by(signer);
+        }
+        match handle
+            .submit_operation(actor, self.clock.now(), command, operation)
+            .await
+        {
+            Ok(submitted) => Ok(Ok(submitted)),
+            Err(SubmitError::Refused(refusal)) => Ok(Err(refusal)),
+            Err(SubmitError::Store(error)) => Err(DeliveryError::Store(error)),
+            Err(other) => Err(DeliveryError::Store(StoreError::Unavailable {
+                detail: other.to_string(),
+            })),
+        }
+    }
+}
+
+/// The operation a delivery's fact commits under on every goal: derived from the delivery id
+/// alone, so a redelivery (same id, same body) replays.
+fn delivery_operation(delivery: &str) -> Result<OperationId, DeliveryError> {
+    let well_formed = !delivery.is_empty()
+        && delivery.len() <= MAX_DELIVERY_ID
+        && delivery
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-');
+    if !well_formed {
+        return Err(DeliveryError::Header {
+            header: "X-GitHub-Delivery",
+            problem: "not a delivery id (up to 64 letters, digits and dashes)",
+        });
+    }
+    OperationId::new(bounded_id(&format!("github-delivery-{delivery}"))).map_err(|_| {
+        DeliveryError::Header {
+            header: "X-GitHub-Delivery",
+            problem: "not a delivery id (up to 64 letters, digits and dashes)",
+        }
+    })
+}
+
+fn source(name: &str) -> SourceId {
+    match SourceId::new(name) {
+        Ok(id) => id,
+        Err(_) => unreachable!("`github` is a valid source id"),
+    }
+}
+
+/// The route: headers read, the delivery taken, its outcome or refusal as JSON.
+async fn webhook(
+    State(deliveries): State<Deliveries>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let (Some(event), Some(delivery)) = (text("x-github-event"), text("x-github-delivery")) else {
+        let missing = if text("x-github-event").is_none() {
+            "X-GitHub-Event"
+        } else {
+            "X-GitHub-Delivery"
+        };
+        return refused(&DeliveryError::Header {
+            header: missing,
+            problem: "missing",
+        });
+    };
+    let signature = text("x-hub-signature-256");
+    match deliveries.receive(event, delivery, signature, &body).await {
+        Ok(received) => (StatusCode::OK, axum::Json(received)).into_response(),
+        Err(error) => {
+            tracing::warn!(code = error.code(), "delivery refused");
+            refused(&error)
+        }
+    }
+}
+
+fn refused(error: &DeliveryError) -> Response {
+    let message = match error {
+        // The store's own words may name a host or a path: they go to the log only.
+        DeliveryError::Store(_) => "the store failed; redeliver".to_owned(),
+        other => other.to_string(),
+    };
+    (
+        error.status(),
+        axum::Json(json!({"code": error.code(), "message": message})),
+    )
+        .into_response()
+}

@@ -1,0 +1,523 @@
+//! `POST /github/webhook` over real HTTP on loopback: every payload of the shared fixtures is
+//! taken with a typed status and routed to the goal that follows its subject; a refused
+//! delivery (too large, truncated, wrongly signed, unsigned, without its headers) writes
+//! nothing; a redelivery replays; a failing check at a pull request's head becomes the bound
+//! capability's fix todo in the same pass; deliveries out of order end in one state.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use loopx_kernel::Subject;
+use loopx_kernel::prelude::*;
+use loopx_provider::clock::SystemClock;
+use loopx_provider::github::webhook::{Delivery, WebhookVerifier};
+use loopx_server::Service;
+use loopx_server::github::Deliveries;
+use loopx_store::{MemoryStore, SqliteStore};
+use serde_json::{Value, json};
+
+const SECRET: &str = "it's a secret to everybody";
+
+/// A completed check run without its check run.
+const SHAPELESS: &[u8] = br#"{"action": "completed", "repository": {"full_name": "acme/cli"}}"#;
+
+fn fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../loopx-provider/tests/fixtures")
+}
+
+/// Every payload of the shared and hand-written fixtures, as (event, file name, body).
+fn payloads() -> Vec<(String, String, Vec<u8>)> {
+    let mut out = Vec::new();
+    for set in ["github-webhooks", "github-deliveries"] {
+        let root = fixtures().join(set);
+        let mut events: Vec<PathBuf> = std::fs::read_dir(&root)
+            .expect("the fixtures")
+            .map(|e| e.expect("an entry").path())
+            .filter(|p| p.is_dir())
+            .collect();
+        events.sort();
+        for dir in events {
+            let event = name(&dir);
+            let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+                .expect("an event's fixtures")
+                .map(|e| e.expect("an entry").path())
+                .collect();
+            files.sort();
+            for file in files {
+                out.push((
+                    event.clone(),
+                    name(&file),
+                    std::fs::read(&file).expect("read"),
+                ));
+            }
+        }
+    }
+    assert!(out.len() >= 40, "the fixtures are there: {}", out.len());
+    out
+}
+
+fn name(path: &Path) -> String {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .expect("a file name")
+        .to_owned()
+}
+
+/// The service with the webhook route, served on a loopback port; its base URL.
+async fn serve(store: Arc<dyn Store>) -> String {
+    let deliveries = Deliveries::new(
+        store.clone(),
+        Arc::new(SystemClock),
+        WebhookVerifier::new(SECRET),
+    );
+    let router = Service::new(store, Arc::new(SystemClock))
+        .mount(deliveries.router())
+        .router();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a loopback port");
+    let base = format!("http://{}", listener.local_addr().expect("an address"));
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    base
+}
+
+/// Posts `body` as GitHub would: event, delivery id and signature headers (each left out when
+/// `None`). Answers the status and the JSON document.
+async fn post(
+    base: &str,
+    event: Option<&str>,
+    delivery: Option<&str>,
+    signature: Option<String>,
+    body: Vec<u8>,
+) -> (u16, Value) {
+    let mut request = reqwest::Client::new()
+        .post(format!("{base}/github/webhook"))
+        .header("content-type", "application/json")
+        .body(body);
+    if let Some(event) = event {
+        request = request.header("X-GitHub-Event", event);
+    }
+    if let Some(delivery) = delivery {
+        request = request.header("X-GitHub-Delivery", delivery);
+    }
+    if let Some(signature) = signature {
+        request = request.header("X-Hub-Signature-256", signature);
+    }
+    let response = request.send().await.expect("the service answers");
+    let status = response.status().as_u16();
+    let text = response.text().await.expect("a body");
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+fn sign(body: &[u8]) -> Option<String> {
+    Some(WebhookVerifier::new(SECRET).sign(body))
+}
+
+/// A declared goal that follows `subject` (a criterion about it), bound to `capability` when
+/// given.
+async fn follow(store: &dyn Store, id: &str, subject: &str, capability: Option<Value>) {
+    let mut spec = GoalSpec::builder(id, "the pull request is green", "olivia")
+        .agent("agent-a")
+        .budget(Limits::turns(10))
+        .declared_identity()
+        .criterion(Criterion::new("green", "CI is green", "ci.green", subject).expect("ids"));
+    if let Some(config) = capability {
+        spec = spec.capability("prfix", config);
+    }
+    let spec = spec.build().expect("valid ids");
+    store
+        .goal(&spec.id)
+        .create(&spec, SystemClock.now())
+        .await
+        .expect("created");
+}
+
+async fn revision(store: &dyn Store, goal: &str) -> u64 {
+    let goal: GoalId = goal.parse().expect("an id");
+    store
+        .load(&goal)
+        .await
+        .expect("loads")
+        .expect("exists")
+        .revision
+}
+
+/// The subjects a payload is routed by, as the webhook module reads them.
+fn routed(event: &str, body: &[u8]) -> Option<Vec<Subject>> {
+    let verifier = WebhookVerifier::new(SECRET);
+    match verifier
+        .route(event, sign(body).as_deref(), body, SystemClock.now())
+        .expect("a fixture is taken")
+    {
+        Delivery::Fact(routed) => Some(routed.subjects),
+        _ => None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_fixture_is_taken_and_routed_to_the_goal_that_follows_its_subject() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let base = serve(store.clone()).await;
+    for (n, (event, file, body)) in payloads().into_iter().enumerate() {
+        let goal = format!("g{n}");
+        let subjects = routed(&event, &body);
+        let subject = subjects
+            .as_ref()
+            .and_then(|s| s.first())
+            .map_or_else(|| "repo:nothing".to_owned(), |s| s.as_str().to_owned());
+        follow(&*store, &goal, &subject, None).await;
+        let before = revision(&*store, &goal).await;
+        let delivery = format!("d-{n}");
+        let (status, answer) = post(&base, Some(&event), Some(&delivery), sign(&body), body).await;
+        assert_eq!(status, 200, "{event}/{file}: {answer}");
+        let after = revision(&*store, &goal).await;
+        match subjects {
+            Some(_) => {
+                assert_eq!(answer["outcome"], "recorded", "{event}/{file}: {answer}");
+                let goals = answer["goals"].as_array().expect("goals");
+                assert!(
+                    goals.iter().any(|g| g["goal"] == goal.as_str()),
+                    "{event}/{file} reached its goal: {answer}"
+                );
+                assert_eq!(after, before + 1, "{event}/{file} recorded once");
+            }
+            None => {
+                assert!(
+                    ["ping", "ignored"].contains(&answer["outcome"].as_str().unwrap_or("")),
+                    "{event}/{file}: {answer}"
+                );
+                assert_eq!(after, before, "{event}/{file} recorded nothing");
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_delivery_has_a_typed_status_and_writes_nothing() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let base = serve(store.clone()).await;
+    let body = std::fs::read(fixtures().join("github-webhooks/pull_request/opened.payload.json"))
+        .expect("read");
+    follow(&*store, "g", "pr:Codertocat/Hello-World#2", None).await;
+    let before = revision(&*store, "g").await;
+
+    let truncated = body[..body.len() / 2].to_vec();
+    let close = body
+        .iter()
+        .rposition(|&b| b == b'}')
+        .expect("a JSON object");
+    let mut padded = body[..close].to_vec();
+    padded.extend(std::iter::repeat_n(b' ', 5 * 1024 * 1024));
+    padded.extend_from_slice(&body[close..]);
+    let huge = vec![b' '; 26 * 1024 * 1024];
+    let cases: Vec<(
+        &str,
+        Option<&str>,
+        Option<&str>,
+        Option<String>,
+        Vec<u8>,
+        u16,
+        &str,
+    )> = vec![
+        (
+            "truncated",
+            Some("pull_request"),
+            Some("d1"),
+            sign(&truncated),
+            truncated.clone(),
+            400,
+            "malformed_payload",
+        ),
+        (
+            "wrong signature",
+            Some("pull_request"),
+            Some("d2"),
+            sign(b"another body"),
+            body.clone(),
+            401,
+            "signature_invalid",
+        ),
+        (
+            "malformed signature",
+            Some("pull_request"),
+            Some("d3"),
+            Some("sha1=abc".into()),
+            body.clone(),
+            401,
+            "signature_malformed",
+        ),
+        (
+            "unsigned",
+            Some("pull_request"),
+            Some("d4"),
+            None,
+            body.clone(),
+            401,
+            "signature_missing",
+        ),
+        (
+            "no event",
+            None,
+            Some("d5"),
+            sign(&body),
+            body.clone(),
+            400,
+            "bad_header",
+        ),
+        (
+            "no delivery id",
+            Some("pull_request"),
+            None,
+            sign(&body),
+            body.clone(),
+            400,
+            "bad_header",
+        ),
+        (
+            "a path for a delivery id",
+            Some("pull_request"),
+            Some("../../etc"),
+            sign(&body),
+            body.clone(),
+            400,
+            "bad_header",
+        ),
+        (
+            "an event loopx does not read",
+            Some("deployment"),
+            Some("d6"),
+            sign(&body),
+            body.clone(),
+            400,
+            "unknown_event",
+        ),
+        (
+            "another event's shape",
+            Some("check_run"),
+            Some("d7"),
+            sign(SHAPELESS),
+            SHAPELESS.to_vec(),
+            400,
+            "malformed_payload",
+        ),
+        (
+            "over GitHub's cap",
+            Some("pull_request"),
+            Some("d8"),
+            sign(&huge),
+            huge,
+            413,
+            "",
+        ),
+    ];
+    for (case, event, delivery, signature, body, status, code) in cases {
+        let (got, answer) = post(&base, event, delivery, signature, body).await;
+        assert_eq!(got, status, "{case}: {answer}");
+        if !code.is_empty() {
+            assert_eq!(answer["code"], code, "{case}: {answer}");
+            assert!(
+                !answer.to_string().contains(SECRET),
+                "{case} shows no secret"
+            );
+        }
+        assert_eq!(revision(&*store, "g").await, before, "{case} wrote nothing");
+    }
+
+    // A 5 MB body GitHub could send (the same payload, padded) is taken.
+    let (status, answer) = post(
+        &base,
+        Some("pull_request"),
+        Some("d9"),
+        sign(&padded),
+        padded,
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(revision(&*store, "g").await, before + 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redelivery_replays_and_never_conflicts() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let store: Arc<dyn Store> =
+        Arc::new(SqliteStore::create(dir.path().join("loopx.db")).expect("a store"));
+    let base = serve(store.clone()).await;
+    follow(&*store, "g", "pr:Codertocat/Hello-World#2", None).await;
+    let body = std::fs::read(fixtures().join("github-webhooks/pull_request/opened.payload.json"))
+        .expect("read");
+    let delivery = "72d3162e-cc78-11e3-81ab-4c9367dc0958";
+
+    let (status, first) = post(
+        &base,
+        Some("pull_request"),
+        Some(delivery),
+        sign(&body),
+        body.clone(),
+    )
+    .await;
+    assert_eq!(status, 200, "{first}");
+    assert_eq!(first["goals"][0]["changed"], true, "{first}");
+    assert_eq!(first["goals"][0]["replayed"], false, "{first}");
+    let after_first = revision(&*store, "g").await;
+
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let (status, again) = post(
+        &base,
+        Some("pull_request"),
+        Some(delivery),
+        sign(&body),
+        body,
+    )
+    .await;
+    assert_eq!(
+        status, 200,
+        "a redelivery at a later time is no conflict: {again}"
+    );
+    assert_eq!(again["goals"][0]["replayed"], true, "{again}");
+    assert_eq!(revision(&*store, "g").await, after_first, "nothing twice");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_check_at_the_head_becomes_the_fix_todo_in_the_same_pass() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let base = serve(store.clone()).await;
+    let pull = "pr:Codertocat/Hello-World#2";
+    follow(
+        &*store,
+        "fix",
+        pull,
+        Some(json!({ "pulls": ["Codertocat/Hello-World#2"] })),
+    )
+    .await;
+    follow(&*store, "other", "pr:Codertocat/Hello-World#3", None).await;
+    let other = revision(&*store, "other").await;
+
+    let opened = std::fs::read(fixtures().join("github-webhooks/pull_request/opened.payload.json"))
+        .expect("read");
+    let (status, answer) = post(
+        &base,
+        Some("pull_request"),
+        Some("d1"),
+        sign(&opened),
+        opened,
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    let failing =
+        std::fs::read(fixtures().join("github-webhooks/check_run/completed.1.payload.json"))
+            .expect("read");
+    let (status, answer) = post(
+        &base,
+        Some("check_run"),
+        Some("d2"),
+        sign(&failing),
+        failing,
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    let goals = answer["goals"].as_array().expect("goals");
+    assert_eq!(
+        goals.len(),
+        1,
+        "routed by the pull request it lists: {answer}"
+    );
+    assert_eq!(goals[0]["goal"], "fix");
+    assert!(
+        !goals[0]["proposed"]
+            .as_array()
+            .expect("proposed")
+            .is_empty(),
+        "prfix judged the goal in the same pass: {answer}"
+    );
+
+    let state = store
+        .load(&"fix".parse().expect("an id"))
+        .await
+        .expect("loads")
+        .expect("exists");
+    let fix = "pr:Codertocat/Hello-World#2/ci-fix@ec26c3e57ca3";
+    assert!(
+        state.pending_todos().any(|t| t.id.as_str() == fix),
+        "the fix todo is on the goal"
+    );
+    assert_eq!(
+        revision(&*store, "other").await,
+        other,
+        "a goal following another pull request heard nothing"
+    );
+}
+
+/// Every order of a short real sequence (opened, synchronize, closed) ends in the state the
+/// sequence in order ends in: an older delivery never moves a fact back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deliveries_out_of_order_end_in_the_same_state() {
+    let sequence = ["opened", "synchronize", "closed"];
+    let bodies: Vec<Vec<u8>> = sequence
+        .iter()
+        .map(|action| {
+            std::fs::read(fixtures().join(format!(
+                "github-webhooks/pull_request/{action}.payload.json"
+            )))
+            .expect("read")
+        })
+        .collect();
+    let mut ends = Vec::new();
+    for order in permutations(3) {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let base = serve(store.clone()).await;
+        follow(&*store, "g", "pr:Codertocat/Hello-World#2", None).await;
+        for &i in &order {
+            let body = bodies[i].clone();
+            let delivery = format!("d-{i}");
+            let (status, answer) = post(
+                &base,
+                Some("pull_request"),
+                Some(&delivery),
+                sign(&body),
+                body,
+            )
+            .await;
+            assert_eq!(status, 200, "{order:?}: {answer}");
+        }
+        let state = store
+            .load(&"g".parse().expect("an id"))
+            .await
+            .expect("loads")
+            .expect("exists");
+        let pull = state
+            .observations
+            .get(&"pr:Codertocat/Hello-World#2".parse().expect("a key"))
+            .expect("the pull request is recorded");
+        ends.push((
+            order,
+            pull.fingerprint.clone(),
+            pull.facts.get("status").cloned(),
+        ));
+    }
+    let (_, first, status) = &ends[0];
+    assert_eq!(status.as_deref(), Some("closed"), "the newest fact stands");
+    for (order, fingerprint, _) in &ends {
+        assert_eq!(
+            fingerprint, first,
+            "order {order:?} ends where the others do"
+        );
+    }
+}
+
+fn permutations(n: usize) -> Vec<Vec<usize>> {
+    if n == 0 {
+        return vec![Vec::new()];
+    }
+    let mut out = Vec::new();
+    for rest in permutations(n - 1) {
+        for at in 0..=rest.len() {
+            let mut p = rest.clone();
+            p.insert(at, n - 1);
+            out.push(p);
+        }
+    }
+    out
+}
