@@ -112,6 +112,7 @@ async fn post(
     )
 }
 
+#[allow(clippy::unnecessary_wraps)] // a signature header, which some cases leave out
 fn sign(body: &[u8]) -> Option<String> {
     Some(WebhookVerifier::new(SECRET).sign(body))
 }
@@ -174,25 +175,106 @@ async fn every_fixture_is_taken_and_routed_to_the_goal_that_follows_its_subject(
         let (status, answer) = post(&base, Some(&event), Some(&delivery), sign(&body), body).await;
         assert_eq!(status, 200, "{event}/{file}: {answer}");
         let after = revision(&*store, &goal).await;
-        match subjects {
-            Some(_) => {
-                assert_eq!(answer["outcome"], "recorded", "{event}/{file}: {answer}");
-                let goals = answer["goals"].as_array().expect("goals");
-                assert!(
-                    goals.iter().any(|g| g["goal"] == goal.as_str()),
-                    "{event}/{file} reached its goal: {answer}"
-                );
-                assert_eq!(after, before + 1, "{event}/{file} recorded once");
-            }
-            None => {
-                assert!(
-                    ["ping", "ignored"].contains(&answer["outcome"].as_str().unwrap_or("")),
-                    "{event}/{file}: {answer}"
-                );
-                assert_eq!(after, before, "{event}/{file} recorded nothing");
-            }
+        if subjects.is_some() {
+            assert_eq!(answer["outcome"], "recorded", "{event}/{file}: {answer}");
+            let goals = answer["goals"].as_array().expect("goals");
+            assert!(
+                goals.iter().any(|g| g["goal"] == goal.as_str()),
+                "{event}/{file} reached its goal: {answer}"
+            );
+            assert_eq!(after, before + 1, "{event}/{file} recorded once");
+        } else {
+            assert!(
+                ["ping", "ignored"].contains(&answer["outcome"].as_str().unwrap_or("")),
+                "{event}/{file}: {answer}"
+            );
+            assert_eq!(after, before, "{event}/{file} recorded nothing");
         }
     }
+}
+
+/// A delivery GitHub (or a forger) could send, and what the service must answer.
+struct Refused {
+    case: &'static str,
+    event: Option<&'static str>,
+    delivery: Option<&'static str>,
+    signature: Option<String>,
+    body: Vec<u8>,
+    status: u16,
+    code: &'static str,
+}
+
+/// A delivery of `event` with id `delivery`, signed over `body`, that must be refused.
+fn refused(
+    case: &'static str,
+    event: &'static str,
+    delivery: &'static str,
+    body: &[u8],
+) -> Refused {
+    Refused {
+        case,
+        event: Some(event),
+        delivery: Some(delivery),
+        signature: sign(body),
+        body: body.to_vec(),
+        status: 400,
+        code: "malformed_payload",
+    }
+}
+
+fn refused_deliveries(body: &[u8]) -> Vec<Refused> {
+    let truncated = &body[..body.len() / 2];
+    let huge = vec![b' '; 26 * 1024 * 1024];
+    vec![
+        refused("truncated", "pull_request", "d1", truncated),
+        Refused {
+            signature: sign(b"another body"),
+            status: 401,
+            code: "signature_invalid",
+            ..refused("wrong signature", "pull_request", "d2", body)
+        },
+        Refused {
+            signature: Some("sha1=abc".into()),
+            status: 401,
+            code: "signature_malformed",
+            ..refused("malformed signature", "pull_request", "d3", body)
+        },
+        Refused {
+            signature: None,
+            status: 401,
+            code: "signature_missing",
+            ..refused("unsigned", "pull_request", "d4", body)
+        },
+        Refused {
+            event: None,
+            code: "bad_header",
+            ..refused("no event", "pull_request", "d5", body)
+        },
+        Refused {
+            delivery: None,
+            code: "bad_header",
+            ..refused("no delivery id", "pull_request", "d6", body)
+        },
+        Refused {
+            code: "bad_header",
+            ..refused(
+                "a path for a delivery id",
+                "pull_request",
+                "../../etc",
+                body,
+            )
+        },
+        Refused {
+            code: "unknown_event",
+            ..refused("an event loopx does not read", "deployment", "d7", body)
+        },
+        refused("another event's shape", "check_run", "d8", SHAPELESS),
+        Refused {
+            status: 413,
+            code: "",
+            ..refused("over GitHub's cap", "pull_request", "d9", &huge)
+        },
+    ]
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -204,120 +286,19 @@ async fn a_refused_delivery_has_a_typed_status_and_writes_nothing() {
     follow(&*store, "g", "pr:Codertocat/Hello-World#2", None).await;
     let before = revision(&*store, "g").await;
 
-    let truncated = body[..body.len() / 2].to_vec();
-    let close = body
-        .iter()
-        .rposition(|&b| b == b'}')
-        .expect("a JSON object");
-    let mut padded = body[..close].to_vec();
-    padded.extend(std::iter::repeat_n(b' ', 5 * 1024 * 1024));
-    padded.extend_from_slice(&body[close..]);
-    let huge = vec![b' '; 26 * 1024 * 1024];
-    let cases: Vec<(
-        &str,
-        Option<&str>,
-        Option<&str>,
-        Option<String>,
-        Vec<u8>,
-        u16,
-        &str,
-    )> = vec![
-        (
-            "truncated",
-            Some("pull_request"),
-            Some("d1"),
-            sign(&truncated),
-            truncated.clone(),
-            400,
-            "malformed_payload",
-        ),
-        (
-            "wrong signature",
-            Some("pull_request"),
-            Some("d2"),
-            sign(b"another body"),
-            body.clone(),
-            401,
-            "signature_invalid",
-        ),
-        (
-            "malformed signature",
-            Some("pull_request"),
-            Some("d3"),
-            Some("sha1=abc".into()),
-            body.clone(),
-            401,
-            "signature_malformed",
-        ),
-        (
-            "unsigned",
-            Some("pull_request"),
-            Some("d4"),
-            None,
-            body.clone(),
-            401,
-            "signature_missing",
-        ),
-        (
-            "no event",
-            None,
-            Some("d5"),
-            sign(&body),
-            body.clone(),
-            400,
-            "bad_header",
-        ),
-        (
-            "no delivery id",
-            Some("pull_request"),
-            None,
-            sign(&body),
-            body.clone(),
-            400,
-            "bad_header",
-        ),
-        (
-            "a path for a delivery id",
-            Some("pull_request"),
-            Some("../../etc"),
-            sign(&body),
-            body.clone(),
-            400,
-            "bad_header",
-        ),
-        (
-            "an event loopx does not read",
-            Some("deployment"),
-            Some("d6"),
-            sign(&body),
-            body.clone(),
-            400,
-            "unknown_event",
-        ),
-        (
-            "another event's shape",
-            Some("check_run"),
-            Some("d7"),
-            sign(SHAPELESS),
-            SHAPELESS.to_vec(),
-            400,
-            "malformed_payload",
-        ),
-        (
-            "over GitHub's cap",
-            Some("pull_request"),
-            Some("d8"),
-            sign(&huge),
-            huge,
-            413,
-            "",
-        ),
-    ];
-    for (case, event, delivery, signature, body, status, code) in cases {
-        let (got, answer) = post(&base, event, delivery, signature, body).await;
-        assert_eq!(got, status, "{case}: {answer}");
-        if !code.is_empty() {
-            assert_eq!(answer["code"], code, "{case}: {answer}");
+    for refused in refused_deliveries(&body) {
+        let case = refused.case;
+        let (status, answer) = post(
+            &base,
+            refused.event,
+            refused.delivery,
+            refused.signature,
+            refused.body,
+        )
+        .await;
+        assert_eq!(status, refused.status, "{case}: {answer}");
+        if !refused.code.is_empty() {
+            assert_eq!(answer["code"], refused.code, "{case}: {answer}");
             assert!(
                 !answer.to_string().contains(SECRET),
                 "{case} shows no secret"
@@ -327,10 +308,17 @@ async fn a_refused_delivery_has_a_typed_status_and_writes_nothing() {
     }
 
     // A 5 MB body GitHub could send (the same payload, padded) is taken.
+    let close = body
+        .iter()
+        .rposition(|&b| b == b'}')
+        .expect("a JSON object");
+    let mut padded = body[..close].to_vec();
+    padded.extend(std::iter::repeat_n(b' ', 5 * 1024 * 1024));
+    padded.extend_from_slice(&body[close..]);
     let (status, answer) = post(
         &base,
         Some("pull_request"),
-        Some("d9"),
+        Some("d10"),
         sign(&padded),
         padded,
     )

@@ -140,6 +140,11 @@ impl Loopx {
     /// Starts `loopx --store <store> --json <args>` as [`run_env`](Self::run_env) does, without
     /// waiting for it; [`finish`] collects its run.
     pub fn spawn(&self, args: &[&str]) -> std::process::Child {
+        self.spawn_env(args, &[])
+    }
+
+    /// [`Loopx::spawn`] with `env` set in the child's environment.
+    pub fn spawn_env(&self, args: &[&str], env: &[(&str, &str)]) -> std::process::Child {
         Command::new(env!("CARGO_BIN_EXE_loopx"))
             .arg("--store")
             .arg(&self.store)
@@ -152,6 +157,7 @@ impl Loopx {
             .env_remove("LOOPX_KEY")
             .env_remove("LOOPX_KEYS")
             .env("NO_COLOR", "1")
+            .envs(env.iter().copied())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()
