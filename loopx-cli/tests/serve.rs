@@ -3,12 +3,12 @@
 
 mod support;
 
-use std::io::{Read as _, Write as _};
+use std::io::Write as _;
 use std::net::TcpStream;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-use support::{Loopx, listening, signal};
+use support::{Loopx, http_answer, listening, signal};
 
 /// One `GET` over a fresh connection: the status line's code and the body.
 fn get(address: &str, path: &str) -> (u16, String) {
@@ -21,18 +21,7 @@ fn get(address: &str, path: &str) -> (u16, String) {
         "GET {path} HTTP/1.1\r\nHost: loopx\r\nConnection: close\r\n\r\n"
     )
     .expect("send the request");
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).expect("read the answer");
-    let code = answer
-        .split(' ')
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .unwrap_or(0);
-    let body = answer
-        .split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_owned())
-        .unwrap_or_default();
-    (code, body)
+    http_answer(stream)
 }
 
 /// `loopx serve` on any free port, and the address it printed.

@@ -5,7 +5,7 @@
 
 mod support;
 
-use std::io::{Read as _, Write as _};
+use std::io::Write as _;
 use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::Child;
@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use loopx_provider::github::webhook::WebhookVerifier;
 use serde_json::Value;
-use support::{Loopx, listening, signal};
+use support::{Loopx, http_answer, listening, signal};
 
 const GOAL: &str = "fix-2";
 const SECRET_VAR: &str = "LOOPX_TEST_WEBHOOK_SECRET";
@@ -46,16 +46,8 @@ fn send(address: &str, event: &str, delivery: &str, body: &[u8]) -> TcpStream {
 
 /// One delivery, answered: the status code and the JSON document.
 fn deliver(address: &str, event: &str, delivery: &str, body: &[u8]) -> (u16, Value) {
-    let mut stream = send(address, event, delivery, body);
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).expect("read the answer");
-    let code = answer
-        .split(' ')
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .unwrap_or(0);
-    let body = answer.split_once("\r\n\r\n").map_or("", |(_, body)| body);
-    (code, serde_json::from_str(body).unwrap_or(Value::Null))
+    let (code, body) = http_answer(send(address, event, delivery, body));
+    (code, serde_json::from_str(&body).unwrap_or(Value::Null))
 }
 
 fn serve(lx: &Loopx) -> (Child, String) {

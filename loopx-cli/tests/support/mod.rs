@@ -745,3 +745,20 @@ pub fn listening(stdout: impl std::io::Read) -> String {
         .expect("where it listens")
         .to_owned()
 }
+
+/// Reads an HTTP/1.1 answer to its end (the request said `Connection: close`): the status
+/// line's code and the body.
+pub fn http_answer(mut stream: impl std::io::Read) -> (u16, String) {
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).expect("read the answer");
+    let code = answer
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0);
+    let body = answer
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+        .unwrap_or_default();
+    (code, body)
+}

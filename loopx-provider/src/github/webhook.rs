@@ -273,20 +273,11 @@ impl WebhookVerifier {
         body: &[u8],
         observed_at: Timestamp,
     ) -> Result<Delivery<Observation>, WebhookError> {
-        self.verify(signature, body)?;
-        match parse_delivery(event, body)? {
-            Delivery::Fact(typed) => {
-                typed
-                    .observation(observed_at)
-                    .map(Delivery::Fact)
-                    .map_err(|error| WebhookError::Malformed {
-                        event: event.to_owned(),
-                        detail: format!("the payload does not make a valid {}", error.kind),
-                    })
-            }
-            Delivery::Ping { hook_id } => Ok(Delivery::Ping { hook_id }),
-            Delivery::Ignored { event, action } => Ok(Delivery::Ignored { event, action }),
-        }
+        Ok(match self.route(event, signature, body, observed_at)? {
+            Delivery::Fact(routed) => Delivery::Fact(routed.observation),
+            Delivery::Ping { hook_id } => Delivery::Ping { hook_id },
+            Delivery::Ignored { event, action } => Delivery::Ignored { event, action },
+        })
     }
 
     /// Verifies a delivery, then reads it as [`receive`](Self::receive) does, with the
