@@ -88,3 +88,88 @@ fn an_address_in_use_is_a_typed_error() {
     assert_ne!(code, 0);
     assert_eq!(error["error"]["code"], "listen_failed", "{error}");
 }
+
+/// One `POST` of JSON over a fresh connection with a bearer token: the status code and body.
+fn post(address: &str, path: &str, token: &str, body: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(address).expect("connect to the service");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("a read timeout");
+    write!(
+        stream,
+        "POST {path} HTTP/1.1\r\nHost: loopx\r\nConnection: close\r\n\
+         Authorization: Bearer {token}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("send the request");
+    http_answer(stream)
+}
+
+#[test]
+fn serve_answers_a_gate_as_the_person_whose_token_it_is_signed_with_their_key() {
+    let lx = Loopx::sqlite();
+    lx.ok(&["init"]);
+    let maria = lx.register_key("person:maria");
+    let mallory = lx.register_key("person:mallory");
+    lx.ok(&[
+        "--goal",
+        "g",
+        "--as",
+        "person:olivia",
+        "goal",
+        "create",
+        "--objective",
+        "ship it",
+        "--agent",
+        "agent-a",
+        "--register-key",
+        &maria,
+        "--register-key",
+        &mallory,
+    ]);
+    lx.ok(&[
+        "--goal",
+        "g",
+        "--as",
+        "person:olivia",
+        "gate",
+        "open",
+        "--id",
+        "naming",
+        "--question",
+        "snake_case?",
+        "--owner",
+        "person:maria",
+        "--whole-goal",
+    ]);
+    let mut child = lx.spawn_env(
+        &[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--mcp-token",
+            "person:maria=LOOPX_TEST_MARIA_TOKEN",
+            "--mcp-token",
+            "person:mallory=LOOPX_TEST_MALLORY_TOKEN",
+        ],
+        &[
+            ("LOOPX_TEST_MARIA_TOKEN", "maria-secret-token"),
+            ("LOOPX_TEST_MALLORY_TOKEN", "mallory-secret-token"),
+        ],
+    );
+    let url = listening(child.stdout.take().expect("piped stdout"));
+    let address = url.strip_prefix("http://").expect("an http URL").to_owned();
+    let answer = r#"{"kind": "resolve", "answer": "snake_case"}"#;
+    let path = "/goals/g/gates/naming/answer";
+
+    let (code, body) = post(&address, path, "mallory-secret-token", answer);
+    assert_eq!(code, 409, "{body}");
+    assert!(body.contains("not_gate_owner"), "{body}");
+    let (code, body) = post(&address, path, "maria-secret-token", answer);
+    assert_eq!(code, 200, "maria's answer, signed with her key: {body}");
+    let gates = lx.ok(&["--goal", "g", "gate", "list"]).to_string();
+    assert!(gates.contains("snake_case"), "{gates}");
+    signal(child.id(), "TERM");
+    assert_eq!(exit_code(child), Some(0));
+}

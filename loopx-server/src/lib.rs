@@ -7,6 +7,7 @@
 //! (`GoalHandle::submit`), signed by the actor it is made for.
 
 pub mod capabilities;
+pub mod gates;
 pub mod github;
 pub mod mcp;
 pub mod service;

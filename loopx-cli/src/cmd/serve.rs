@@ -10,6 +10,7 @@ use loopx_kernel::Keyring;
 use loopx_provider::clock::SystemClock;
 use loopx_provider::github::webhook::WebhookVerifier;
 use loopx_server::capabilities::Registry;
+use loopx_server::gates;
 use loopx_server::github::Deliveries;
 use loopx_server::mcp::{Acting, LoopxMcp, Tokens, http};
 use loopx_server::{Service, serve, shutdown_signal};
@@ -25,7 +26,8 @@ pub struct ServeArgs {
     /// The address to listen on (port 0: any free port, printed on start).
     #[arg(long, default_value = "127.0.0.1:7468", value_name = "ADDR:PORT")]
     listen: SocketAddr,
-    /// Serve the MCP tools at `/mcp` to ACTOR, who presents the bearer token held in the
+    /// Serve the MCP tools at `/mcp`, and gate answers at `POST /goals/GOAL/gates/GATE/answer`,
+    /// to ACTOR, who presents the bearer token held in the
     /// environment variable ENV (never the token itself on the command line, where `ps` shows
     /// it); its commands are signed with ACTOR's key from the key directory. Repeatable.
     #[arg(long = "mcp-token", value_name = "ACTOR=ENV")]
@@ -62,8 +64,9 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Exit, CliError> {
         service = service.mount(deliveries.router());
     }
     if let Some(tokens) = tokens {
-        let tools = LoopxMcp::new(store, Arc::new(SystemClock));
-        service = service.mount(http::router(tools, tokens));
+        let answers = gates::router(Arc::clone(&store), Arc::new(SystemClock), tokens.clone());
+        let tools = LoopxMcp::new(Arc::clone(&store), Arc::new(SystemClock));
+        service = service.mount(http::router(tools, tokens)).mount(answers);
     }
     let router = service.router();
     let listener = TcpListener::bind(args.listen).await.map_err(|error| {

@@ -40,12 +40,16 @@ pub fn router_with(tools: LoopxMcp, tokens: Tokens, config: StreamableHttpServer
         Arc::new(LocalSessionManager::default()),
         config,
     );
-    Router::new()
-        .nest_service(PATH, service)
-        .layer(middleware::from_fn_with_state(
-            Arc::new(tokens),
-            authenticate,
-        ))
+    authenticated(Router::new().nest_service(PATH, service), tokens)
+}
+
+/// `router` behind bearer tokens: each request acts for its token's [`Acting`] (an extension
+/// its handler reads), and one without a known token is `401` before anything is read.
+pub(crate) fn authenticated(router: Router, tokens: Tokens) -> Router {
+    router.layer(middleware::from_fn_with_state(
+        Arc::new(tokens),
+        authenticate,
+    ))
 }
 
 /// The bearer token of a request, if it presents one.
