@@ -2,6 +2,8 @@
 //! resolves it (and a retry replays), anyone else's is the kernel's refusal, and a request
 //! without a known token, with a body that is no answer, or for an unknown gate changes nothing.
 
+mod support;
+
 use std::sync::Arc;
 
 use loopx_kernel::prelude::*;
@@ -59,12 +61,7 @@ async fn setup() -> (Arc<dyn Store>, String) {
             tokens,
         ))
         .router();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("a loopback port");
-    let base = format!("http://{}", listener.local_addr().expect("an address"));
-    tokio::spawn(async move { axum::serve(listener, router).await });
-    (store, base)
+    (store, support::on_loopback(router).await)
 }
 
 async fn post(base: &str, gate: &str, token: Option<&str>, body: &str) -> (u16, Value) {
@@ -75,13 +72,7 @@ async fn post(base: &str, gate: &str, token: Option<&str>, body: &str) -> (u16, 
     if let Some(token) = token {
         request = request.bearer_auth(token);
     }
-    let response = request.send().await.expect("the service answers");
-    let status = response.status().as_u16();
-    let text = response.text().await.expect("a body");
-    (
-        status,
-        serde_json::from_str(&text).unwrap_or(Value::String(text)),
-    )
+    support::answer(request.send().await.expect("the service answers")).await
 }
 
 async fn revision(store: &dyn Store) -> u64 {

@@ -4,6 +4,8 @@
 //! nothing; a redelivery replays; a failing check at a pull request's head becomes the bound
 //! capability's fix todo in the same pass; deliveries out of order end in one state.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -73,12 +75,7 @@ async fn serve(store: Arc<dyn Store>) -> String {
     let router = Service::new(store, Arc::new(SystemClock))
         .mount(deliveries.router())
         .router();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("a loopback port");
-    let base = format!("http://{}", listener.local_addr().expect("an address"));
-    tokio::spawn(async move { axum::serve(listener, router).await });
-    base
+    support::on_loopback(router).await
 }
 
 /// Posts `body` as GitHub would: event, delivery id and signature headers (each left out when
@@ -103,13 +100,7 @@ async fn post(
     if let Some(signature) = signature {
         request = request.header("X-Hub-Signature-256", signature);
     }
-    let response = request.send().await.expect("the service answers");
-    let status = response.status().as_u16();
-    let text = response.text().await.expect("a body");
-    (
-        status,
-        serde_json::from_str(&text).unwrap_or(Value::String(text)),
-    )
+    support::answer(request.send().await.expect("the service answers")).await
 }
 
 #[allow(clippy::unnecessary_wraps)] // a signature header, which some cases leave out
