@@ -10,18 +10,22 @@ use std::time::{Duration, Instant};
 
 use support::{Loopx, http_answer, listening, signal};
 
-/// One `GET` over a fresh connection: the status line's code and the body.
-fn get(address: &str, path: &str) -> (u16, String) {
+/// One request over a fresh connection, written as given: the status line's code and the body.
+fn request(address: &str, text: &str) -> (u16, String) {
     let mut stream = TcpStream::connect(address).expect("connect to the service");
     stream
         .set_read_timeout(Some(Duration::from_secs(30)))
         .expect("a read timeout");
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: loopx\r\nConnection: close\r\n\r\n"
-    )
-    .expect("send the request");
+    stream.write_all(text.as_bytes()).expect("send the request");
     http_answer(stream)
+}
+
+/// One `GET`: the status line's code and the body.
+fn get(address: &str, path: &str) -> (u16, String) {
+    request(
+        address,
+        &format!("GET {path} HTTP/1.1\r\nHost: loopx\r\nConnection: close\r\n\r\n"),
+    )
 }
 
 /// `loopx serve` on any free port, and the address it printed.
@@ -89,21 +93,17 @@ fn an_address_in_use_is_a_typed_error() {
     assert_eq!(error["error"]["code"], "listen_failed", "{error}");
 }
 
-/// One `POST` of JSON over a fresh connection with a bearer token: the status code and body.
+/// One `POST` of JSON with a bearer token: the status code and body.
 fn post(address: &str, path: &str, token: &str, body: &str) -> (u16, String) {
-    let mut stream = TcpStream::connect(address).expect("connect to the service");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .expect("a read timeout");
-    write!(
-        stream,
-        "POST {path} HTTP/1.1\r\nHost: loopx\r\nConnection: close\r\n\
-         Authorization: Bearer {token}\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\n\r\n{body}",
-        body.len()
+    request(
+        address,
+        &format!(
+            "POST {path} HTTP/1.1\r\nHost: loopx\r\nConnection: close\r\n\
+             Authorization: Bearer {token}\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        ),
     )
-    .expect("send the request");
-    http_answer(stream)
 }
 
 #[test]
