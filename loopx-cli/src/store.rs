@@ -193,7 +193,7 @@ pub async fn open_with(
         #[cfg(feature = "postgres")]
         Location::Postgres(url) => {
             let options = loopx_store::PostgresOptions::default().clock(clock);
-            let store = PostgresStore::connect_without_tls(url, options).await?;
+            let store = PostgresStore::connect_with_options(url, options).await?;
             Ok(Backend::Postgres(store))
         }
         #[cfg(not(feature = "postgres"))]

@@ -7,7 +7,9 @@
 //! [`Cluster::start`] runs the server with `fsync` off (for tests that crash processes, not the
 //! machine); [`Cluster::start_durable`] keeps PostgreSQL's durable defaults (`fsync`,
 //! `synchronous_commit` and full-page writes on), for figures that include the cost of a
-//! durable commit.
+//! durable commit. [`Cluster::builder`] adds TLS with a certificate the caller made (the server
+//! then accepts TCP clients over TLS only), further listen addresses and client networks (for
+//! hosts in other network namespaces).
 //!
 //! PostgreSQL refuses to run as root: when the process runs as root, the cluster runs as the
 //! `postgres` OS user (`runuser -u postgres`), with its directory owned by that user.
@@ -31,7 +33,7 @@
 
 use std::env;
 use std::fmt;
-use std::net::TcpListener;
+use std::net::{IpAddr, Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
@@ -82,6 +84,62 @@ pub struct Local {
     user: Option<String>,
     /// `fsync` and full-page writes on.
     durable: bool,
+    /// The addresses the server listens on.
+    listen: Vec<IpAddr>,
+    /// TLS on, and required of every client over TCP.
+    tls: bool,
+    /// Networks clients may connect from, besides loopback.
+    clients: Vec<String>,
+}
+
+/// The settings of a throwaway cluster, from [`Cluster::builder`]: `fsync` off, listening on
+/// 127.0.0.1 only, no TLS, unless told otherwise.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterBuilder {
+    durable: bool,
+    tls: Option<(String, String)>,
+    listen: Vec<IpAddr>,
+    clients: Vec<String>,
+}
+
+impl ClusterBuilder {
+    /// PostgreSQL's durable defaults (`fsync`, `synchronous_commit` and full-page writes on).
+    #[must_use]
+    pub fn durable(mut self) -> ClusterBuilder {
+        self.durable = true;
+        self
+    }
+
+    /// TLS with this certificate chain and private key (PEM): the server then accepts TCP
+    /// connections over TLS only.
+    #[must_use]
+    pub fn tls(mut self, certificate_pem: &str, key_pem: &str) -> ClusterBuilder {
+        self.tls = Some((certificate_pem.to_owned(), key_pem.to_owned()));
+        self
+    }
+
+    /// Listens on `address` too (127.0.0.1 always), e.g. an address of a network namespace's
+    /// interface.
+    #[must_use]
+    pub fn listen_on(mut self, address: IpAddr) -> ClusterBuilder {
+        self.listen.push(address);
+        self
+    }
+
+    /// Lets clients connect from `network` (CIDR, e.g. `10.10.0.0/16`), besides loopback.
+    #[must_use]
+    pub fn allow_clients(mut self, network: &str) -> ClusterBuilder {
+        self.clients.push(network.to_owned());
+        self
+    }
+
+    /// Starts the cluster.
+    ///
+    /// # Errors
+    /// As [`Cluster::start`], and when the certificate files cannot be written.
+    pub fn start(self) -> Result<Cluster, ClusterError> {
+        Cluster::start_local(self)
+    }
 }
 
 static SHARED: OnceLock<Cluster> = OnceLock::new();
@@ -200,7 +258,13 @@ impl Cluster {
     /// When no `initdb` and `pg_ctl` are found, or `initdb`, `pg_ctl start` or the watchdog
     /// fails; the message says which, and what to install when the binaries are missing.
     pub fn start() -> Result<Cluster, ClusterError> {
-        Cluster::start_local(false)
+        Cluster::builder().start()
+    }
+
+    /// The settings of a throwaway cluster to start, for tests that need TLS, a durable server
+    /// or other addresses than loopback.
+    pub fn builder() -> ClusterBuilder {
+        ClusterBuilder::default()
     }
 
     /// Starts a throwaway cluster with PostgreSQL's durable defaults (`fsync`,
@@ -210,10 +274,10 @@ impl Cluster {
     /// # Errors
     /// As [`Cluster::start`].
     pub fn start_durable() -> Result<Cluster, ClusterError> {
-        Cluster::start_local(true)
+        Cluster::builder().durable().start()
     }
 
-    fn start_local(durable: bool) -> Result<Cluster, ClusterError> {
+    fn start_local(settings: ClusterBuilder) -> Result<Cluster, ClusterError> {
         let bin = find_bin()?;
         let user = is_root().then(|| "postgres".to_owned());
         let dir = env::temp_dir().join(format!("loopx-pg-{}-{}", std::process::id(), nanos()));
@@ -232,15 +296,25 @@ impl Cluster {
                 ))
             })?;
         }
+        let mut listen = vec![IpAddr::V4(Ipv4Addr::LOCALHOST)];
+        listen.extend(settings.listen);
         let local = Local {
             bin,
             dir,
             port: free_port()?,
             user,
-            durable,
+            durable: settings.durable,
+            listen,
+            tls: settings.tls.is_some(),
+            clients: settings.clients,
         };
         local.watchdog()?;
         local.initdb()?;
+        if let Some((certificate, key)) = &settings.tls {
+            local.write_private("server.crt", certificate)?;
+            local.write_private("server.key", key)?;
+        }
+        local.write_hba()?;
         local.start()?;
         Ok(Cluster {
             base: format!("postgres://loopx@127.0.0.1:{}/", local.port),
@@ -306,10 +380,9 @@ impl Cluster {
                 .build()
                 .map_err(|e| e.to_string())?;
             runtime.block_on(async {
-                let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                let client = crate::postgres::connect_client(&url)
                     .await
                     .map_err(|e| format!("cannot reach the server: {e}"))?;
-                tokio::spawn(connection);
                 client
                     .batch_execute(&statement)
                     .await
@@ -364,6 +437,40 @@ impl Local {
         self.durable
     }
 
+    /// Writes `name` into the data directory, readable by the server's user alone (the server
+    /// refuses a key others can read).
+    fn write_private(&self, name: &str, contents: &str) -> Result<(), ClusterError> {
+        use std::os::unix::fs::PermissionsExt;
+        let path = self.data().join(name);
+        let failed = |error: std::io::Error| {
+            ClusterError::new(format!("cannot write {}: {error}", path.display()))
+        };
+        std::fs::write(&path, contents).map_err(failed)?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).map_err(failed)?;
+        if let Some(user) = &self.user {
+            run(
+                Command::new("chown").arg(user).arg(&path),
+                "chown of a TLS file",
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Who may connect: everyone on loopback and the allowed networks, without a password; over
+    /// TLS only when TLS is on.
+    fn write_hba(&self) -> Result<(), ClusterError> {
+        let kind = if self.tls { "hostssl" } else { "host" };
+        let mut hba = String::from("local all all trust\n");
+        let loopback = ["127.0.0.1/32", "::1/128"].map(str::to_owned);
+        for network in loopback.iter().chain(&self.clients) {
+            hba.push_str(kind);
+            hba.push_str(" all all ");
+            hba.push_str(network);
+            hba.push_str(" trust\n");
+        }
+        self.write_private("pg_hba.conf", &hba)
+    }
+
     fn initdb(&self) -> Result<(), ClusterError> {
         let mut command = self.command("initdb");
         command.arg("-D").arg(self.data()).args([
@@ -387,11 +494,21 @@ impl Local {
     /// # Errors
     /// When `pg_ctl start` cannot run or fails; the message holds the server log.
     pub fn start(&self) -> Result<(), ClusterError> {
+        let addresses: Vec<String> = self.listen.iter().map(ToString::to_string).collect();
         let mut options = format!(
-            "-c listen_addresses=127.0.0.1 -p {} -c unix_socket_directories='' \
+            "-c listen_addresses={} -p {} -c unix_socket_directories='' \
              -c max_connections=300 -c shared_buffers=32MB",
+            addresses.join(","),
             self.port
         );
+        if self.tls {
+            let files = format!(
+                " -c ssl=on -c ssl_cert_file={} -c ssl_key_file={}",
+                quote(&self.data().join("server.crt")),
+                quote(&self.data().join("server.key")),
+            );
+            options.push_str(&files);
+        }
         if !self.durable {
             // Crashed processes, not a crashed machine: the operating system keeps what a
             // killed server wrote.

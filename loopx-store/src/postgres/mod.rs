@@ -3,6 +3,7 @@
 mod listen;
 mod ops;
 mod schema;
+mod tls;
 
 use std::fmt;
 use std::sync::Arc;
@@ -33,6 +34,21 @@ const STATE_CACHE_GOALS: usize = 64;
 
 /// How many times one `changed` call reopens a lost notification connection before it gives up.
 const LISTEN_ATTEMPTS: u32 = 3;
+
+/// One plain client connection to `url`, over TLS as its `sslmode` says, driven on the current
+/// runtime: for the test cluster's administration and tests that read behind the store's back.
+#[cfg(feature = "test-cluster")]
+pub(crate) async fn connect_client(url: &str) -> Result<tokio_postgres::Client, StoreError> {
+    let (url, settings) = tls::split(url, &|name| std::env::var(name).ok())?;
+    let connector = tls::connector(&settings)?;
+    let (client, connection) = tokio_postgres::connect(&url, connector)
+        .await
+        .map_err(|error| StoreError::Unavailable {
+            detail: error.to_string(),
+        })?;
+    tokio::spawn(connection);
+    Ok(client)
+}
 
 /// Settings of a [`PostgresStore`]. Every setting has a documented default.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -155,12 +171,34 @@ impl fmt::Debug for PostgresStore {
 
 impl PostgresStore {
     /// Connects to the database at `url` (`postgres://user:password@host:port/database`) with
-    /// the default [`PostgresOptions`] and without TLS.
+    /// the default [`PostgresOptions`], over TLS as the URL's `sslmode` and `sslrootcert` say
+    /// (see [`PostgresStore::connect_with_options`]).
     ///
     /// # Errors
-    /// See [`PostgresStore::connect_with`].
+    /// See [`PostgresStore::connect_with_options`].
     pub async fn connect(url: &str) -> Result<PostgresStore, StoreError> {
-        PostgresStore::connect_with(url, PostgresOptions::default(), NoTls).await
+        PostgresStore::connect_with_options(url, PostgresOptions::default()).await
+    }
+
+    /// Connects to the database at `url` with `options`, over TLS as libpq users configure it:
+    /// `sslmode` (`disable`, `allow`, `prefer` — the default —, `require`, `verify-ca`,
+    /// `verify-full`) and `sslrootcert` (a PEM file of root certificates, or `system`) in the
+    /// URL's query or the key-value string, else `PGSSLMODE` and `PGSSLROOTCERT` from the
+    /// environment. `verify-full` checks that the server's certificate leads to one of the roots
+    /// and was issued for the host connected to; `verify-ca` only the first; `require` and
+    /// `prefer` encrypt without checking unless roots are given. TLS is spoken by rustls.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] for an unknown `sslmode`, roots that cannot be read, a
+    /// server that offers no TLS when it is required or whose certificate fails the check;
+    /// otherwise as [`PostgresStore::connect_with`].
+    pub async fn connect_with_options(
+        url: &str,
+        options: PostgresOptions,
+    ) -> Result<PostgresStore, StoreError> {
+        let (url, settings) = tls::split(url, &|name| std::env::var(name).ok())?;
+        let connector = tls::connector(&settings)?;
+        PostgresStore::connect_with(&url, options, connector).await
     }
 
     /// Connects to the database at `url` with `options` and without TLS.

@@ -108,9 +108,28 @@ pub(super) fn pg(target: &str, error: &tokio_postgres::Error) -> StoreError {
             ),
         },
         None => StoreError::Unavailable {
-            detail: format!("cannot talk to PostgreSQL ({target}): {error}"),
+            detail: format!(
+                "cannot talk to PostgreSQL ({target}): {}",
+                with_causes(error)
+            ),
         },
     }
+}
+
+/// An error with the causes it wraps (a TLS handshake's reason, say), which its own message
+/// leaves out.
+fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(inner) = cause {
+        let said = inner.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        cause = inner.source();
+    }
+    text
 }
 
 /// True for a unique-key violation: another writer inserted the same goal or operation first.
