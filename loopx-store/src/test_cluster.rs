@@ -90,6 +90,8 @@ pub struct Local {
     tls: bool,
     /// Networks clients may connect from, besides loopback.
     clients: Vec<String>,
+    /// The network namespace the server runs in, if not the caller's.
+    netns: Option<String>,
 }
 
 /// The settings of a throwaway cluster, from [`Cluster::builder`]: `fsync` off, listening on
@@ -100,6 +102,7 @@ pub struct ClusterBuilder {
     tls: Option<(String, String)>,
     listen: Vec<IpAddr>,
     clients: Vec<String>,
+    netns: Option<String>,
 }
 
 impl ClusterBuilder {
@@ -130,6 +133,15 @@ impl ClusterBuilder {
     #[must_use]
     pub fn allow_clients(mut self, network: &str) -> ClusterBuilder {
         self.clients.push(network.to_owned());
+        self
+    }
+
+    /// Runs the server in the network namespace `name` (made with `ip netns add`; needs
+    /// root): its URLs then name the first address given to [`ClusterBuilder::listen_on`],
+    /// which must be reachable from the caller's namespace.
+    #[must_use]
+    pub fn in_netns(mut self, name: &str) -> ClusterBuilder {
+        self.netns = Some(name.to_owned());
         self
     }
 
@@ -298,6 +310,11 @@ impl Cluster {
         }
         let mut listen = vec![IpAddr::V4(Ipv4Addr::LOCALHOST)];
         listen.extend(settings.listen);
+        // Seen from outside a namespace of its own, the server is at its first other address.
+        let host = match (&settings.netns, listen.get(1)) {
+            (Some(_), Some(address)) => address.to_string(),
+            _ => "127.0.0.1".to_owned(),
+        };
         let local = Local {
             bin,
             dir,
@@ -307,6 +324,7 @@ impl Cluster {
             listen,
             tls: settings.tls.is_some(),
             clients: settings.clients,
+            netns: settings.netns,
         };
         local.watchdog()?;
         local.initdb()?;
@@ -317,7 +335,7 @@ impl Cluster {
         local.write_hba()?;
         local.start()?;
         Ok(Cluster {
-            base: format!("postgres://loopx@127.0.0.1:{}/", local.port),
+            base: format!("postgres://loopx@{host}:{}/", local.port),
             query: String::new(),
             local: Some(local),
         })
@@ -412,15 +430,17 @@ impl Cluster {
 
 impl Local {
     fn command(&self, binary: &str) -> Command {
-        let path = self.bin.join(binary);
-        match &self.user {
-            Some(user) => {
-                let mut command = Command::new("runuser");
-                command.arg("-u").arg(user).arg("--").arg(path);
-                command
-            }
-            None => Command::new(path),
+        let mut words: Vec<std::ffi::OsString> = Vec::new();
+        if let Some(netns) = &self.netns {
+            words.extend(["ip", "netns", "exec", netns.as_str()].map(Into::into));
         }
+        if let Some(user) = &self.user {
+            words.extend(["runuser", "-u", user.as_str(), "--"].map(Into::into));
+        }
+        words.push(self.bin.join(binary).into());
+        let mut command = Command::new(&words[0]);
+        command.args(&words[1..]);
+        command
     }
 
     fn data(&self) -> PathBuf {
