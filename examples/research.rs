@@ -178,6 +178,14 @@ fn story() -> Result<()> {
         "olivia's study: hypothesis h1 (the byte-level tokenizer lifts accuracy), owned by alice; bob evaluates",
     );
 
+    develop(&lab, &alice, &bob)?;
+    let (evidence, leaderboard) = evaluate_holdout(&lab)?;
+    correct_the_finding(&lab, &bob, &evidence, &leaderboard)?;
+    promote_and_write_up(&lab, &olivia)
+}
+
+/// Alice's process develops h1; the holdout is handed to bob, who gets the note.
+fn develop(lab: &Lab, alice: &AgentId, bob: &AgentId) -> Result<()> {
     say("develop", "alice's process starts from the store alone");
     let for_alice = lab.run_agent("alice")?;
     let state = lab.state()?;
@@ -195,9 +203,9 @@ fn story() -> Result<()> {
         .get(&"holdout:h1".try_into()?)
         .ok_or("the holdout evaluation is planned")?;
     let holder = holdout.live_lease(SystemClock.now()).map(|l| &l.holder);
-    ensure(holder == Some(&bob), "the holdout is handed to bob")?;
+    ensure(holder == Some(bob), "the holdout is handed to bob")?;
     ensure(
-        holdout.excluded_agents.contains(&alice),
+        holdout.excluded_agents.contains(alice),
         "alice may never take her own holdout",
     )?;
     say(
@@ -212,7 +220,7 @@ fn story() -> Result<()> {
         "alice never receives the holdout",
     )?;
     note(&format!("alice: {}", describe(&for_alice)));
-    let Decision::Continue(for_bob) = decide(&state, &bob, SystemClock.now()) else {
+    let Decision::Continue(for_bob) = decide(&state, bob, SystemClock.now()) else {
         return Err("bob should continue with the holdout".into());
     };
     let handoff = for_bob
@@ -238,6 +246,12 @@ fn story() -> Result<()> {
         }
     ));
 
+    Ok(())
+}
+
+/// Bob's process evaluates the holdout; the harness records its evidence, and the lab's
+/// leaderboard cites that evidence. Returns both.
+fn evaluate_holdout(lab: &Lab) -> Result<(EvidenceId, EvidenceId)> {
     say(
         "evaluate",
         "bob's process, a fresh one, evaluates the holdout",
@@ -289,7 +303,17 @@ fn story() -> Result<()> {
         &format!("the lab's {leaderboard} is derived from {evidence}"),
     );
 
-    let corrected = finding(&bob, Split::Holdout, 0.021, EVALUATOR)?;
+    Ok((evidence, leaderboard))
+}
+
+/// The lab corrects the holdout finding: what was built on it goes stale, transitively.
+fn correct_the_finding(
+    lab: &Lab,
+    bob: &AgentId,
+    evidence: &EvidenceId,
+    leaderboard: &EvidenceId,
+) -> Result<()> {
+    let corrected = finding(bob, Split::Holdout, 0.021, EVALUATOR)?;
     lab.observe(corrected)?;
     let state = lab.state()?;
     let now = SystemClock.now();
@@ -298,8 +322,8 @@ fn story() -> Result<()> {
         "the lab corrects the holdout finding: its split leaked dev rows; re-scored, lift +0.021",
     );
     let (direct, derived) = (
-        state.freshness(&evidence, now),
-        state.freshness(&leaderboard, now),
+        state.freshness(evidence, now),
+        state.freshness(leaderboard, now),
     );
     note(&format!("{evidence}: {}", freshness(&direct)));
     note(&format!("{leaderboard}: {}", freshness(&derived)));
@@ -325,6 +349,11 @@ fn story() -> Result<()> {
         "h1 stays supported on the corrected finding alone, independently evaluated",
     );
 
+    Ok(())
+}
+
+/// Olivia promotes h1 and alice's next process writes it up, which ends the study.
+fn promote_and_write_up(lab: &Lab, olivia: &PersonId) -> Result<()> {
     lab.submit(
         &Actor::Person(olivia.clone()),
         &Command::AnswerGate {

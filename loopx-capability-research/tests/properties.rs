@@ -334,15 +334,20 @@ fn handoff_leaves_one_holder(
             epoch,
             holder
         );
-        let stale = Command::Renew {
+        let old_epoch_renewal = Command::Renew {
             todo: todo.clone(),
             epoch: *epoch,
             ttl: None,
         };
         for agent in AGENTS.map(agent_id) {
             prop_assert!(
-                loopx_kernel::execute(Some(state), &Actor::Agent(agent.clone()), now, &stale)
-                    .is_err(),
+                loopx_kernel::execute(
+                    Some(state),
+                    &Actor::Agent(agent.clone()),
+                    now,
+                    &old_epoch_renewal
+                )
+                .is_err(),
                 "handoff_leaves_one_holder: {} may still renew {} under the old epoch {}",
                 agent,
                 todo,
