@@ -361,10 +361,21 @@ impl StoryValidator {
         story: &Story,
         judge: impl Fn(&Judged<'_>) -> std::result::Result<Judgement, String> + Send + Sync + 'static,
     ) -> Self {
+        StoryValidator::over(source, story.store(), story.clock(), judge)
+    }
+
+    /// A validator named `source` over `store` and `clock`, for a process that opened the
+    /// story's store itself.
+    pub fn over(
+        source: SourceId,
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        judge: impl Fn(&Judged<'_>) -> std::result::Result<Judgement, String> + Send + Sync + 'static,
+    ) -> Self {
         StoryValidator {
             source,
-            store: story.store(),
-            clock: story.clock(),
+            store,
+            clock,
             judge: Box::new(judge),
         }
     }
@@ -446,7 +457,9 @@ fn hhmm(now: Timestamp) -> String {
     now.to_string().get(11..19).unwrap_or_default().to_owned()
 }
 
-fn print_report(agent: &AgentId, now: Timestamp, report: &StepReport) {
+/// Prints what one engine step of `agent` did at `now`: its turn, the capabilities'
+/// proposals and the decision after it.
+pub fn print_report(agent: &AgentId, now: Timestamp, report: &StepReport) {
     let indent = "          ";
     for error in &report.provider_errors {
         println!("{indent}provider error: {error}");

@@ -54,21 +54,32 @@ fn automl_ends_at_the_promotion_gate() {
 }
 
 #[test]
-fn research_gives_each_agent_its_own_frontier() {
+fn research_hands_the_holdout_to_an_independent_evaluator() {
     let (_, out) = run(env!("CARGO_BIN_EXE_research"), &[]);
     assert!(
         has_line(&out, &["dev lift alone supports nothing: h1 is active"]),
         "{out}"
     );
     assert!(
-        has_line(
-            &out,
-            &["-> alice: ask person:olivia", "promote hypothesis h1"]
-        ),
+        has_line(&out, &["holdout:h1 handed to bob", "alice is excluded"]),
         "{out}"
     );
     assert!(
-        has_line(&out, &["-> bob: replan", "research:refuted:h2"]),
+        has_line(&out, &["bob: continue with `holdout:h1`", "the note"]),
+        "{out}"
+    );
+    assert!(has_line(&out, &["next action: run the holdout"]), "{out}");
+    assert!(
+        has_line(&out, &["holdout:h1-holdout: stale", "has changed"]),
+        "{out}"
+    );
+    assert!(
+        has_line(&out, &["leaderboard:h1: stale", "input holdout:h1-holdout"]),
+        "{out}"
+    );
+    assert!(has_line(&out, &["olivia promotes h1"]), "{out}");
+    assert!(
+        has_line(&out, &["h1 promoted and written up", "terminal (accepted)"]),
         "{out}"
     );
 }

@@ -14,6 +14,7 @@ use loopx_kernel::{
 
 use crate::config::{ConfigError, ResearchConfig};
 use crate::facts::{Edge, Split};
+use crate::handoff::{evaluator_for, hand_over_line, propose_holdout};
 use crate::ids::{self, LineTodo};
 use crate::ledger::{Gap, HypothesisEntry, Promotion, Status, ledger, open_line_todos};
 
@@ -73,9 +74,17 @@ impl Research {
         // Work for an owner the goal does not know goes to anyone rather than being refused.
         let owner = Some(entry.owner().clone()).filter(|o| state.is_registered(o));
         let me = Actor::Capability(self.config.name.clone());
+        let line = Line {
+            entry,
+            owner: owner.as_ref(),
+            evaluator: evaluator_for(state, self.config.evaluator.as_ref(), entry.owner()),
+            me: &me,
+            now,
+        };
         for gap in &entry.gaps {
-            answer_gap(entry, gap, owner.as_ref(), &me, proposals);
+            answer_gap(&line, gap, proposals);
         }
+        hand_over_line(entry, &me, proposals, now);
         if !entry.gaps.contains(&Gap::Unconfirmed) {
             retire_confirmation(entry, proposals);
         }
@@ -223,19 +232,25 @@ fn retire_confirmation(entry: &HypothesisEntry, proposals: &mut Proposals<'_>) {
     proposals.retire(&id, reason);
 }
 
+/// One line of work as a judgement plans it.
+struct Line<'a> {
+    entry: &'a HypothesisEntry,
+    /// The line's owner, when the goal knows it.
+    owner: Option<&'a AgentId>,
+    /// Who the holdout evaluation is handed to, if anyone.
+    evaluator: Option<AgentId>,
+    me: &'a Actor,
+    now: Timestamp,
+}
+
 /// Answers one gap: a line todo, or a replan obligation owned by the line's owner.
-fn answer_gap(
-    entry: &HypothesisEntry,
-    gap: &Gap,
-    owner: Option<&AgentId>,
-    me: &Actor,
-    proposals: &mut Proposals<'_>,
-) {
+fn answer_gap(line: &Line<'_>, gap: &Gap, proposals: &mut Proposals<'_>) {
+    let (entry, owner, me) = (line.entry, line.owner, line.me);
     let h = entry.facts.id.as_str();
     match gap {
-        Gap::NoExperiment => line_todo(entry, LineTodo::Experiment, owner, proposals),
-        Gap::NoHoldout => line_todo(entry, LineTodo::Holdout, owner, proposals),
-        Gap::Unconfirmed => line_todo(entry, LineTodo::Confirm, owner, proposals),
+        Gap::NoExperiment => line_todo(line, LineTodo::Experiment, proposals),
+        Gap::NoHoldout => line_todo(line, LineTodo::Holdout, proposals),
+        Gap::Unconfirmed => line_todo(line, LineTodo::Confirm, proposals),
         Gap::DependencyDown { dependency } => {
             if let Some(id) = ids::dependency_obligation(h, dependency) {
                 let detail = format!(
@@ -284,18 +299,19 @@ fn answer_gap(
 
 /// Proposes the line todo `which` for a gap, or a replan obligation when that todo is already
 /// closed and the gap persists.
-fn line_todo(
-    entry: &HypothesisEntry,
-    which: LineTodo,
-    owner: Option<&AgentId>,
-    proposals: &mut Proposals<'_>,
-) {
+fn line_todo(line: &Line<'_>, which: LineTodo, proposals: &mut Proposals<'_>) {
+    let (entry, owner) = (line.entry, line.owner);
     let h = entry.facts.id.as_str();
     let Some(id) = which.id(h) else {
         return;
     };
     match Route::for_todo(proposals.state().todos.get(&id)) {
         Route::Planned => {}
+        Route::AddTodo if which == LineTodo::Holdout => {
+            let evaluator = line.evaluator.clone();
+            let (todo, why) = new_line_todo(entry, which, id, evaluator.as_ref());
+            propose_holdout(entry, todo, why, evaluator, line.me, proposals, line.now);
+        }
         Route::AddTodo => {
             let (todo, why) = new_line_todo(entry, which, id, owner);
             proposals.add_todo(todo, why);
@@ -311,9 +327,10 @@ fn line_todo(
     }
 }
 
-/// The todo for a line step. Experiments and evaluations are idempotent (they measure and
-/// report; re-running one after an unknown outcome only yields another finding); the write-up
-/// is not.
+/// The todo for a line step, for `owner` (the holdout: for its evaluator). Experiments and
+/// evaluations are idempotent (they measure and report; re-running one after an unknown
+/// outcome only yields another finding); the write-up is not. The hypothesis's owner never
+/// evaluates its own holdout.
 fn new_line_todo(
     entry: &HypothesisEntry,
     which: LineTodo,
@@ -328,13 +345,18 @@ fn new_line_todo(
                 .with_owner(owner),
             format!("hypothesis {h} has no experiment yet"),
         ),
-        LineTodo::Holdout => (
-            NewTodo::advance(id, format!("run the holdout evaluation of hypothesis {h}"))
-                .with_priority(Priority::P1)
-                .idempotent()
-                .with_owner(owner),
-            format!("hypothesis {h} has dev findings only; a dev lift alone never supports it"),
-        ),
+        LineTodo::Holdout => {
+            let mut todo =
+                NewTodo::advance(id, format!("run the holdout evaluation of hypothesis {h}"))
+                    .with_priority(Priority::P1)
+                    .idempotent()
+                    .with_owner(owner);
+            todo.excluded_agents.insert(entry.owner().clone());
+            (
+                todo,
+                format!("hypothesis {h} has dev findings only; a dev lift alone never supports it"),
+            )
+        }
         LineTodo::Confirm => {
             let mut todo = NewTodo::advance(
                 id,
@@ -342,8 +364,10 @@ fn new_line_todo(
             )
             .with_priority(Priority::P1)
             .idempotent();
-            // Independence: whoever produced a holdout result may not confirm it.
+            // Independence: neither whoever produced a holdout result nor the hypothesis's
+            // owner may confirm it.
             todo.excluded_agents = holdout_producers(entry);
+            todo.excluded_agents.insert(entry.owner().clone());
             (
                 todo,
                 format!("hypothesis {h} has holdout findings evaluated only by their producers"),

@@ -2,7 +2,7 @@
 //! invalid ids are refused by deserialisation), validated with typed errors before a capability
 //! is built from it.
 
-use loopx_kernel::{Duration, PersonId, SourceId};
+use loopx_kernel::{AgentId, Duration, PersonId, SourceId};
 use serde::{Deserialize, Serialize};
 
 /// How the research capability is set up.
@@ -16,6 +16,9 @@ pub struct ResearchConfig {
     /// How long a person has to answer a promotion or retirement gate before it is asked again
     /// as overdue; no deadline when `None`. A person's decision never expires silently.
     pub decision_window: Option<Duration>,
+    /// The agent holdout evaluations are handed to. When `None`, not registered, or the
+    /// hypothesis's own owner, the first registered agent other than the owner (by id) is.
+    pub evaluator: Option<AgentId>,
 }
 
 impl Default for ResearchConfig {
@@ -27,6 +30,7 @@ impl Default for ResearchConfig {
             },
             decider: None,
             decision_window: None,
+            evaluator: None,
         }
     }
 }
@@ -77,6 +81,7 @@ mod tests {
         let config = ResearchConfig {
             decider: Some(PersonId::new("pat").expect("valid id")),
             decision_window: Some(Duration::hours(4)),
+            evaluator: Some(AgentId::new("bob").expect("valid id")),
             ..ResearchConfig::default()
         };
         let text = serde_json::to_string(&config).expect("serialises");

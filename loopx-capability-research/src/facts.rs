@@ -77,6 +77,18 @@ pub enum FactError {
         /// The lift.
         lift: f64,
     },
+    /// Holdout evidence for the finding was recorded by the hypothesis's owner or by the
+    /// finding's producer: support is never established by the one who would gain from it, so
+    /// the evidence never confirms the finding.
+    #[error("holdout evidence `{evidence}` was recorded by `{by}`, who {role}; it never counts")]
+    OwnHoldoutEvidence {
+        /// The evidence id.
+        evidence: String,
+        /// Who recorded it.
+        by: String,
+        /// Why that actor may not: `owns the hypothesis` or `produced the finding`.
+        role: &'static str,
+    },
     /// A finding names a hypothesis that no observation declares (yet).
     #[error("the finding bears on hypothesis `{hypothesis}`, which nobody declared")]
     UnknownHypothesis {

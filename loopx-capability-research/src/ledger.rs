@@ -214,7 +214,8 @@ pub fn ledger(state: &GoalState) -> Ledger {
             problems.push(problem(&key, FactError::UnknownHypothesis { hypothesis }));
             continue;
         };
-        let entry = weigh(state, hypothesis, key, finding);
+        let (entry, own_evidence) = weigh(state, hypothesis, key, finding);
+        problems.extend(own_evidence);
         by_hypothesis
             .entry(entry.facts.hypothesis.clone())
             .or_default()
@@ -346,21 +347,52 @@ fn qualifying(findings: &[FindingEntry], edge: Edge) -> bool {
         .any(|f| f.facts.edge == edge && f.weight.qualifies())
 }
 
+/// Weighs a finding, with the problem of any holdout evidence for it that may not count.
+/// Independent means evaluated by neither its producer nor the hypothesis's owner.
 fn weigh(
     state: &GoalState,
     hypothesis: &HypothesisFacts,
     key: ObservationKey,
     facts: FindingFacts,
-) -> FindingEntry {
+) -> (FindingEntry, Option<Problem>) {
     let producer = producer(&facts, hypothesis);
-    let independent = facts.evaluator != producer;
-    let confirmed =
-        facts.split == Split::Holdout && confirmed(state, &key, &facts, hypothesis, &producer);
-    FindingEntry {
+    let independent = facts.evaluator != producer && facts.evaluator != hypothesis.owner.as_str();
+    let own = own_evidence(state, &facts, hypothesis, &producer).map(|error| problem(&key, error));
+    let confirmed = facts.split == Split::Holdout
+        && own.is_none()
+        && confirmed(state, &key, &facts, hypothesis);
+    let entry = FindingEntry {
         weight: Weight::of(facts.split, independent, confirmed),
         key,
         facts,
-    }
+    };
+    (entry, own)
+}
+
+/// The problem with holdout evidence for this finding recorded by the hypothesis's owner or
+/// the finding's producer, if there is such evidence.
+fn own_evidence(
+    state: &GoalState,
+    finding: &FindingFacts,
+    hypothesis: &HypothesisFacts,
+    producer: &str,
+) -> Option<FactError> {
+    let id = ids::holdout_evidence(&finding.id)?;
+    let Actor::Agent(by) = &state.evidence.get(&id)?.produced_by else {
+        return None;
+    };
+    let role = if by == &hypothesis.owner {
+        "owns the hypothesis"
+    } else if by.as_str() == producer {
+        "produced the finding"
+    } else {
+        return None;
+    };
+    Some(FactError::OwnHoldoutEvidence {
+        evidence: id.to_string(),
+        by: by.to_string(),
+        role,
+    })
 }
 
 /// The agent that produced a finding: the one named, else the line's owner.
@@ -380,14 +412,13 @@ pub fn expected_outcome(edge: Edge) -> Outcome {
 }
 
 /// True when fresh holdout evidence for this finding is recorded: the id, check, outcome and
-/// lineage this crate's builder gives it, no time-to-live, bound to the current revision, and
-/// not produced by the finding's own producer.
+/// lineage this crate's builder gives it, no time-to-live and bound to the current revision.
+/// (Evidence by the owner or the producer is ruled out before, as a problem.)
 fn confirmed(
     state: &GoalState,
     key: &ObservationKey,
     finding: &FindingFacts,
     hypothesis: &HypothesisFacts,
-    producer: &str,
 ) -> bool {
     let Some(id) = ids::holdout_evidence(&finding.id) else {
         return false;
@@ -395,9 +426,7 @@ fn confirmed(
     let Some(evidence) = state.evidence.get(&id) else {
         return false;
     };
-    let by_producer = matches!(&evidence.produced_by, Actor::Agent(a) if a.as_str() == producer);
     evidence.ttl.is_none()
-        && !by_producer
         && Some(&evidence.check) == ids::holdout_check(&hypothesis.id).as_ref()
         && evidence.subject == hypothesis.subject
         && evidence.outcome == expected_outcome(finding.edge)

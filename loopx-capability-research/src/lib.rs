@@ -10,6 +10,10 @@
 //! - [`Research`] is the [`Capability`](loopx_kernel::seams::Capability): it turns each line's
 //!   gaps into todos for, and replan obligations owned by, the agent that owns the line, and
 //!   asks a person (a gate) to promote a supported hypothesis or retire a refuted one.
+//! - The holdout evaluation is handed to an evaluator other than the hypothesis's owner
+//!   ([`evaluator_for`]) through the kernel's handoff, with a note that carries what it needs;
+//!   a line's work whose holder is gone (unregistered, or its lease expired mid-turn) is handed
+//!   over the same way, never by editing who owns what.
 //! - [`holdout_evidence`] builds the evidence a validator records for a holdout finding; the
 //!   capability itself never records evidence.
 //!
@@ -22,6 +26,7 @@ mod capability;
 mod config;
 mod evidence;
 pub mod facts;
+mod handoff;
 pub mod ids;
 mod ledger;
 
@@ -29,6 +34,7 @@ pub use capability::{Research, Route};
 pub use config::{ConfigError, ResearchConfig};
 pub use evidence::{EvidenceError, holdout_evidence};
 pub use facts::{Edge, FactError, FindingFacts, HypothesisFacts, Split};
+pub use handoff::evaluator_for;
 pub use ledger::{
     FindingEntry, Gap, HypothesisEntry, Ledger, Problem, Promotion, Status, Weight, classify, gaps,
     ledger,

@@ -9,7 +9,16 @@
 //!   hypothesis that is refuted;
 //! - `gaps_route_to_the_line_owner`: every replan obligation the capability raises is owned by
 //!   the agent that owns the hypothesis it names (or by anyone, when that agent is unknown);
+//! - `holdout_support_never_by_the_owner`: a supported hypothesis rests on a holdout finding
+//!   evaluated by neither its producer nor the hypothesis's owner, or confirmed by evidence
+//!   neither of them recorded; the capability never hands a holdout to the hypothesis's owner;
+//! - `handoff_leaves_one_holder`: after every handoff the capability proposed, the todo (while
+//!   open) has exactly one live holder, the receiver, under a newer epoch, and the old epoch is
+//!   refused;
 //! - `judgement_converges`: judging twice in a row, the second judgement proposes nothing.
+//!
+//! Agents claim, begin and settle turns (validated by a validator or by another agent) and are
+//! unregistered, so that lines change hands and evidence by the owner turns up.
 
 mod common;
 
@@ -17,8 +26,12 @@ use common::agent_id;
 use loopx_capability_research::{
     Research, ResearchConfig, Status, Weight, holdout_evidence, ledger,
 };
+use loopx_kernel::testkit::roster;
 use loopx_kernel::testkit::scenario::{self, Scenario, ScenarioStep, StepRecord};
-use loopx_kernel::{Actor, Command, Duration, GateStatus, GoalState, Observation, ObservationKey};
+use loopx_kernel::{
+    Actor, AgentId, Amendment, Command, Duration, EvidenceId, GateStatus, GoalState, Observation,
+    ObservationKey, Timestamp, TurnId,
+};
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
@@ -30,6 +43,21 @@ enum Op {
     Answer(u8, bool),
     Advance(u16),
     Judge,
+    /// Agent n claims the m-th open todo.
+    Claim(u8, u8),
+    /// Agent n begins a turn on a todo it holds.
+    Begin(u8),
+    /// The first turn in flight is settled, validated by agent n (or `ci-bot` for n = 3), with
+    /// the holdout evidence of `finding:f<m>` when it can be built.
+    Settle(u8, u8),
+    /// The owner unregisters agent n.
+    Unregister(u8),
+}
+
+const AGENTS: [&str; 3] = ["alice", "bob", "carol"];
+
+fn agent_n(n: u8) -> AgentId {
+    agent_id(AGENTS[usize::from(n) % AGENTS.len()])
 }
 
 fn key() -> impl Strategy<Value = String> {
@@ -149,6 +177,10 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (0u8..4, any::<bool>()).prop_map(|(n, resolve)| Op::Answer(n, resolve)),
         1 => (1u16..600).prop_map(Op::Advance),
         1 => Just(Op::Judge),
+        2 => (0u8..3, 0u8..6).prop_map(|(a, t)| Op::Claim(a, t)),
+        2 => (0u8..3).prop_map(Op::Begin),
+        2 => (0u8..4, 1u8..=5).prop_map(|(v, f)| Op::Settle(v, f)),
+        1 => (0u8..3).prop_map(Op::Unregister),
     ]
 }
 
@@ -167,7 +199,163 @@ fn step_for(state: &GoalState, op: Op) -> Option<ScenarioStep> {
         }
         Op::Advance(minutes) => Some(ScenarioStep::Advance(Duration::minutes(i64::from(minutes)))),
         Op::Judge => Some(ScenarioStep::Judge),
+        Op::Claim(agent, n) => {
+            let todo = state
+                .todos
+                .values()
+                .filter(|t| !t.status.is_closed())
+                .nth(usize::from(n))?;
+            let claim = Command::Claim {
+                todo: todo.id.clone(),
+                ttl: None,
+                workspace: None,
+                grant_reason: None,
+            };
+            Some(ScenarioStep::Command(Actor::Agent(agent_n(agent)), claim))
+        }
+        Op::Begin(agent) => {
+            let agent = agent_n(agent);
+            let todo = state.todos.values().find(|t| {
+                t.lease
+                    .as_ref()
+                    .is_some_and(|l| l.holder == agent && l.turn.is_none())
+            })?;
+            let begin = Command::BeginTurn {
+                todo: todo.id.clone(),
+                epoch: todo.last_epoch,
+                turn: TurnId::new(format!("t{}", state.revision)).expect("valid turn"),
+                reserve: None,
+            };
+            Some(ScenarioStep::Command(Actor::Agent(agent), begin))
+        }
+        Op::Settle(validator, finding) => {
+            let (todo, lease, turn) = state.todos.values().find_map(|t| {
+                let lease = t.lease.as_ref()?;
+                Some((t, lease, lease.turn.as_ref()?))
+            })?;
+            let validator = if validator == 3 {
+                Actor::Validator(roster::validator())
+            } else {
+                Actor::Agent(agent_n(validator))
+            };
+            let mut settled =
+                common::settlement(todo.id.as_str(), turn.id.as_str(), lease.epoch, validator);
+            let key = ObservationKey::new(format!("finding:f{finding}")).expect("valid key");
+            settled.evidence.extend(holdout_evidence(state, &key).ok());
+            Some(ScenarioStep::Command(
+                Actor::Agent(lease.holder.clone()),
+                Command::SettleTurn(settled),
+            ))
+        }
+        Op::Unregister(agent) => Some(ScenarioStep::Command(
+            Actor::Person(roster::owner()),
+            Command::AmendGoal {
+                expected_revision: state.goal_revision,
+                amendments: vec![Amendment::UnregisterAgent {
+                    agent: agent_n(agent),
+                }],
+            },
+        )),
     }
+}
+
+fn holdout_support_never_by_the_owner(
+    state: &GoalState,
+    record: &StepRecord,
+    now: Timestamp,
+) -> Result<(), TestCaseError> {
+    let ledger = ledger(state);
+    for entry in &ledger.hypotheses {
+        if entry.status != Status::Supported {
+            continue;
+        }
+        let owner = entry.owner().as_str();
+        // Read the raw facts and evidence, not the ledger's reading of them.
+        let established_by_someone_else = entry.findings.iter().any(|f| {
+            let raw = &state.observations[&f.key];
+            let producer = raw.fact("producer").filter(|p| !p.is_empty()).unwrap_or(owner);
+            let evaluator = raw.fact("evaluator").unwrap_or_default();
+            let evidence = EvidenceId::new(format!("holdout:{}", f.facts.id))
+                .ok()
+                .and_then(|id| state.evidence.get(&id).map(|e| (id, e)));
+            let confirmed_by_someone_else = evidence.is_some_and(|(id, e)| {
+                !matches!(&e.produced_by, Actor::Agent(a) if a.as_str() == owner || a.as_str() == producer)
+                    && state.freshness(&id, now).is_fresh()
+            });
+            raw.fact("split") == Some("holdout")
+                && raw.fact("edge") == Some("supports")
+                && ((evaluator != owner && evaluator != producer) || confirmed_by_someone_else)
+        });
+        prop_assert!(
+            established_by_someone_else,
+            "holdout_support_never_by_the_owner: {} is supported only by its owner's or producer's say",
+            entry.facts.id
+        );
+    }
+    for proposal in record.accepted() {
+        if let Command::Handoff { todo, to, .. } = &proposal.detail
+            && let Some(h) = todo.as_str().strip_prefix("holdout:")
+        {
+            prop_assert!(
+                ledger.get(h).is_none_or(|entry| entry.owner() != to),
+                "holdout_support_never_by_the_owner: the holdout of {} handed to its owner {}",
+                h,
+                to
+            );
+        }
+    }
+    Ok(())
+}
+
+fn handoff_leaves_one_holder(
+    state: &GoalState,
+    record: &StepRecord,
+    now: Timestamp,
+) -> Result<(), TestCaseError> {
+    for proposal in record.accepted() {
+        let Command::Handoff {
+            todo, to, epoch, ..
+        } = &proposal.detail
+        else {
+            continue;
+        };
+        let Some(after) = state.todos.get(todo) else {
+            continue;
+        };
+        if after.status.is_closed() {
+            continue;
+        }
+        let holder = after.live_lease(now).map(|l| (&l.holder, l.epoch));
+        prop_assert!(
+            holder.is_some_and(|(h, e)| h == to && e > *epoch),
+            "handoff_leaves_one_holder: after handing {} to {} (from epoch {}) the lease is {:?}",
+            todo,
+            to,
+            epoch,
+            holder
+        );
+        let old_epoch_renewal = Command::Renew {
+            todo: todo.clone(),
+            epoch: *epoch,
+            ttl: None,
+        };
+        for agent in AGENTS.map(agent_id) {
+            prop_assert!(
+                loopx_kernel::execute(
+                    Some(state),
+                    &Actor::Agent(agent.clone()),
+                    now,
+                    &old_epoch_renewal
+                )
+                .is_err(),
+                "handoff_leaves_one_holder: {} may still renew {} under the old epoch {}",
+                agent,
+                todo,
+                epoch
+            );
+        }
+    }
+    Ok(())
 }
 
 fn no_support_from_dev_alone(state: &GoalState) -> Result<(), TestCaseError> {
@@ -278,6 +466,8 @@ proptest! {
             no_support_from_dev_alone(scenario.state())?;
             no_silent_retirement(scenario.state(), &record, &actor)?;
             gaps_route_to_the_line_owner(scenario.state(), &record)?;
+            holdout_support_never_by_the_owner(scenario.state(), &record, scenario.now())?;
+            handoff_leaves_one_holder(scenario.state(), &record, scenario.now())?;
         }
         let first = scenario.step(ScenarioStep::Judge);
         first.check_legal()?;

@@ -6,12 +6,29 @@
 mod common;
 
 use common::{
-    Step, agent_id, answer, complete, discharge_by_superseding, finding, holdout_step, hypothesis,
-    judge, observe, owner_answers,
+    Step, agent_id, answer, begin, complete_held, discharge_by_superseding, finding, holdout_step,
+    hypothesis, judge, observe, owner_answers, settle_with_holdout_evidence, unregister,
 };
-use loopx_capability_research::{Research, ResearchConfig, ledger};
+use loopx_capability_research::{FactError, Research, ResearchConfig, Status, ledger};
+use loopx_kernel::testkit::roster;
 use loopx_kernel::testkit::scenario::{self, JudgedProposal, Scenario, ScenarioStep};
-use loopx_kernel::{Duration, Observation, PersonId};
+use loopx_kernel::{
+    Actor, Command, Decision, Duration, EvidenceId, LeaseStep, Observation, PersonId, TodoId,
+    decide,
+};
+
+/// `agent` claims `todo`.
+fn claim(agent: &str, todo: &str) -> Step {
+    ScenarioStep::Command(
+        Actor::Agent(agent_id(agent)),
+        Command::Claim {
+            todo: TodoId::new(todo).expect("valid todo"),
+            ttl: None,
+            workspace: None,
+            grant_reason: None,
+        },
+    )
+}
 
 struct Case {
     name: &'static str,
@@ -101,6 +118,14 @@ fn dependency_refuted() -> Vec<Step> {
     ]
 }
 
+/// h1 (alice) with a dev lift: its holdout is handed to an evaluator.
+fn dev_lift_h1() -> Vec<Step> {
+    vec![observe(vec![h1(), dev_lift("f1", "h1", "alice")])]
+}
+
+/// What a dev lift alone leads to: the holdout todo, and its handoff to an evaluator.
+const HOLDOUT_HANDED_OFF: &[&str] = &["add_todo holdout:h1", "handoff holdout:h1"];
+
 fn two_lines() -> Vec<Step> {
     vec![observe(vec![h1(), hypothesis("h2", "bob", "", "v1")])]
 }
@@ -125,13 +150,172 @@ fn cases() -> Vec<Case> {
             "alice",
             vec![observe(vec![h1(), dev_lift("f1", "h1", "alice")])],
         )
-        .expect("continue", &["add_todo holdout:h1"]),
+        .expect("wait", HOLDOUT_HANDED_OFF),
         Case::new(
             "dev_lift_by_independent_evaluator_still_needs_holdout",
             "alice",
             vec![observe(vec![h1(), dev_lift("f1", "h1", "bob")])],
         )
-        .expect("continue", &["add_todo holdout:h1"]),
+        .expect("wait", HOLDOUT_HANDED_OFF),
+        Case::new(
+            "evaluator_continues_with_the_handoff_note",
+            "bob",
+            dev_lift_h1(),
+        )
+        .expect("continue", HOLDOUT_HANDED_OFF),
+        Case::new(
+            "configured_evaluator_receives_the_holdout",
+            "carol",
+            dev_lift_h1(),
+        )
+        .with_config(ResearchConfig {
+            evaluator: Some(agent_id("carol")),
+            ..ResearchConfig::default()
+        })
+        .expect("continue", HOLDOUT_HANDED_OFF),
+        Case::new(
+            "owner_as_configured_evaluator_is_passed_over",
+            "bob",
+            dev_lift_h1(),
+        )
+        .with_config(ResearchConfig {
+            evaluator: Some(agent_id("alice")),
+            ..ResearchConfig::default()
+        })
+        .expect("continue", HOLDOUT_HANDED_OFF),
+        Case::new(
+            "owners_own_holdout_evidence_is_ignored",
+            "alice",
+            with(
+                dev_lift_h1(),
+                vec![
+                    begin("bob", "holdout:h1", "t1", 1),
+                    observe(vec![finding(
+                        "f2",
+                        "h1",
+                        "holdout",
+                        "supports",
+                        "bob",
+                        Some("bob"),
+                        "0.03",
+                    )]),
+                    settle_with_holdout_evidence(
+                        "bob",
+                        "holdout:h1",
+                        "t1",
+                        1,
+                        Actor::Agent(agent_id("alice")),
+                        "finding:f2",
+                    ),
+                    judge(),
+                ],
+            ),
+        )
+        .expect(
+            "wait",
+            &[
+                "add_todo holdout:h1",
+                "handoff holdout:h1",
+                "add_todo confirm:h1",
+            ],
+        ),
+        Case::new(
+            "holdout_evaluated_by_the_owner_is_not_independent",
+            "alice",
+            vec![observe(vec![
+                h1(),
+                finding(
+                    "f2",
+                    "h1",
+                    "holdout",
+                    "supports",
+                    "alice",
+                    Some("bob"),
+                    "0.03",
+                ),
+            ])],
+        )
+        .expect("wait", &["add_todo confirm:h1"]),
+        Case::new(
+            "line_changes_hands_when_its_owner_is_unregistered",
+            "bob",
+            vec![observe(vec![h1()]), unregister("alice"), judge()],
+        )
+        .expect(
+            "continue",
+            &["add_todo experiment:h1", "handoff experiment:h1"],
+        ),
+        Case::new(
+            "line_changes_hands_when_its_lease_expires_mid_turn",
+            "bob",
+            vec![
+                observe(vec![h1()]),
+                claim("alice", "experiment:h1"),
+                begin("alice", "experiment:h1", "t1", 1),
+                ScenarioStep::Advance(Duration::minutes(20)),
+            ],
+        )
+        .expect(
+            "continue",
+            &["add_todo experiment:h1", "handoff experiment:h1"],
+        ),
+        Case::new(
+            "unknown_outcome_of_the_writeup_is_repair_not_a_handoff",
+            "alice",
+            with(
+                supported_h1(),
+                vec![
+                    owner_answers("promote:h1", true),
+                    claim("alice", "writeup:h1"),
+                    begin("alice", "writeup:h1", "t1", 1),
+                    ScenarioStep::Advance(Duration::minutes(20)),
+                ],
+            ),
+        )
+        .expect("repair", &["open_gate promote:h1", "add_todo writeup:h1"]),
+        Case::new(
+            "handed_over_line_keeps_its_lineage",
+            "bob",
+            with(
+                dev_lift_h1(),
+                vec![
+                    begin("bob", "holdout:h1", "t1", 1),
+                    observe(vec![finding(
+                        "f2",
+                        "h1",
+                        "holdout",
+                        "supports",
+                        "bob",
+                        Some("bob"),
+                        "0.03",
+                    )]),
+                    settle_with_holdout_evidence(
+                        "bob",
+                        "holdout:h1",
+                        "t1",
+                        1,
+                        Actor::Validator(roster::validator()),
+                        "finding:f2",
+                    ),
+                    judge(),
+                    owner_answers("promote:h1", true),
+                    unregister("alice"),
+                    judge(),
+                ],
+            ),
+        )
+        .expect(
+            "continue",
+            &[
+                "add_todo holdout:h1",
+                "handoff holdout:h1",
+                "add_todo confirm:h1",
+                "supersede confirm:h1",
+                "open_gate promote:h1",
+                "add_todo writeup:h1",
+                "handoff writeup:h1",
+            ],
+        ),
         Case::new(
             "self_evaluated_holdout_waits_for_independent_confirmation",
             "alice",
@@ -170,7 +354,7 @@ fn cases() -> Vec<Case> {
                 judge(),
             ],
         )
-        .expect("continue", &["add_todo holdout:h1"]),
+        .expect("wait", HOLDOUT_HANDED_OFF),
         Case::new(
             "independent_holdout_support_asks_promotion",
             "alice",
@@ -277,7 +461,7 @@ fn cases() -> Vec<Case> {
                 finding("f1", "h1", "dev", "refutes", "bob", None, "-0.05"),
             ])],
         )
-        .expect("continue", &["add_todo holdout:h1"]),
+        .expect("wait", HOLDOUT_HANDED_OFF),
         Case::new(
             "self_evaluated_holdout_refutation_does_not_retire",
             "alice",
@@ -366,14 +550,15 @@ fn cases() -> Vec<Case> {
             "holdout_done_without_finding_replans",
             "alice",
             with(
-                vec![observe(vec![h1(), dev_lift("f1", "h1", "alice")])],
-                with(complete("alice", "holdout:h1", "t1"), vec![judge()]),
+                dev_lift_h1(),
+                with(complete_held("bob", "holdout:h1", "t1", 1), vec![judge()]),
             ),
         )
         .expect(
             "replan",
             &[
                 "add_todo holdout:h1",
+                "handoff holdout:h1",
                 "raise_obligation research:no-holdout:h1",
             ],
         ),
@@ -501,4 +686,88 @@ fn each_agent_sees_its_own_lines() {
     assert_eq!(lines("alice"), [("h1".to_owned(), "refuted".to_owned())]);
     assert_eq!(lines("bob"), [("h2".to_owned(), "weakened".to_owned())]);
     assert!(lines("carol").is_empty());
+}
+
+/// Runs `steps` for `agent` with the default configuration and returns the scenario.
+fn run_for<'c>(capability: &'c Research, agent: &str, steps: Vec<Step>) -> Scenario<'c, Research> {
+    let spec = scenario::spec("research").expect("valid spec");
+    let mut scenario = Scenario::new(capability, &spec)
+        .expect("the spec is accepted")
+        .for_agent(agent_id(agent));
+    scenario.run(steps);
+    scenario
+}
+
+#[test]
+fn the_owner_never_receives_the_holdout_and_the_evaluator_gets_the_note() {
+    let capability = Research::new(ResearchConfig::default()).expect("valid config");
+    let scenario = run_for(&capability, "bob", dev_lift_h1());
+    let state = scenario.state();
+    let holdout = &state.todos[&TodoId::new("holdout:h1").expect("valid id")];
+    assert!(holdout.excluded_agents.contains(&agent_id("alice")));
+    assert_eq!(holdout.assignee, Some(agent_id("bob")));
+    assert_eq!(
+        holdout.live_lease(scenario.now()).map(|l| &l.holder),
+        Some(&agent_id("bob"))
+    );
+    let for_alice = decide(state, &agent_id("alice"), scenario.now());
+    assert_eq!(for_alice.kind(), "wait", "{for_alice:?}");
+    let Decision::Continue(next) = decide(state, &agent_id("bob"), scenario.now()) else {
+        panic!("the evaluator continues");
+    };
+    assert_eq!(next.todo.as_str(), "holdout:h1");
+    assert!(matches!(next.lease, LeaseStep::Held { epoch: 1, .. }));
+    let note = next.handoff.expect("the decision carries the handoff note");
+    assert!(
+        note.next_action.contains("finding:f1"),
+        "{}",
+        note.next_action
+    );
+    assert!(note.next_action.contains("alice may not run it"));
+    assert!(note.stop_condition.contains("holdout finding on h1"));
+}
+
+#[test]
+fn the_owners_own_holdout_evidence_is_a_typed_problem() {
+    let capability = Research::new(ResearchConfig::default()).expect("valid config");
+    let case = cases()
+        .into_iter()
+        .find(|c| c.name == "owners_own_holdout_evidence_is_ignored")
+        .expect("the case exists");
+    let scenario = run_for(&capability, "alice", case.steps);
+    let ledger = ledger(scenario.state());
+    assert_eq!(ledger.status("h1"), Some(Status::Active));
+    assert!(
+        ledger.problems.iter().any(|p| matches!(
+            &p.error,
+            FactError::OwnHoldoutEvidence { by, role: "owns the hypothesis", .. } if by == "alice"
+        )),
+        "{:?}",
+        ledger.problems
+    );
+}
+
+#[test]
+fn a_handed_over_line_keeps_its_lineage() {
+    let capability = Research::new(ResearchConfig::default()).expect("valid config");
+    let case = cases()
+        .into_iter()
+        .find(|c| c.name == "handed_over_line_keeps_its_lineage")
+        .expect("the case exists");
+    let scenario = run_for(&capability, "bob", case.steps);
+    let state = scenario.state();
+    let ledger = ledger(state);
+    let h1 = ledger.get("h1").expect("h1 is declared");
+    assert_eq!(h1.status, Status::Supported);
+    let findings: Vec<&str> = h1.findings.iter().map(|f| f.facts.id.as_str()).collect();
+    assert_eq!(findings, ["f1", "f2"]);
+    let evidence = EvidenceId::new("holdout:f2").expect("valid id");
+    assert!(state.freshness(&evidence, scenario.now()).is_fresh());
+    let Decision::Continue(next) = decide(state, &agent_id("bob"), scenario.now()) else {
+        panic!("the receiver continues the line");
+    };
+    assert_eq!(next.todo.as_str(), "writeup:h1");
+    let note = next.handoff.expect("the decision carries the handoff note");
+    assert_eq!(note.evidence, [evidence]);
+    assert!(note.next_action.contains("taken over from alice"));
 }

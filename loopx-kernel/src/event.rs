@@ -149,8 +149,10 @@ pub enum Event {
     LeaseHandedOff {
         /// The todo it happened to.
         todo: TodoId,
-        /// The agent whose lease ends here (its epoch dies).
-        from: AgentId,
+        /// The agent whose lease ends here (its epoch dies): the live holder, or, for work no
+        /// live lease held, the last holder or the assignee; none for work nobody had.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from: Option<AgentId>,
         /// The agent the lease moves to.
         to: AgentId,
         /// The new epoch, one more than any the todo was given before.

@@ -830,6 +830,67 @@ fn handoff_mid_turn_fences_the_old_holder() {
     insta::assert_json_snapshot!(seen);
 }
 
+/// Work no live lease holds is handed over too: a capability hands the todo it planned for
+/// an agent whose lease expired mid-turn (idempotent work, so nothing is lost) to another agent,
+/// who becomes its assignee and holder under a new epoch and continues from the note; the old
+/// holder's late settlement is fenced off.
+#[test]
+fn work_whose_lease_expired_is_handed_over_under_a_new_epoch() {
+    let mut w = World::new();
+    w.run(
+        &world::capability(),
+        Command::AddTodo {
+            todo: todo("edit", "change the output layer")
+                .assigned("a")
+                .idempotent(),
+        },
+    );
+    w.claim("a", "edit");
+    w.begin("a", "edit", "t1");
+    w.evidence(ev("unit", "tests.unit", "git:abc123"));
+    w.at("10:20");
+    let events = w.run(
+        &world::capability(),
+        Command::Handoff {
+            todo: tid("edit"),
+            epoch: 1,
+            to: agent("b"),
+            note: HandoffNote {
+                next_action: "run the JSON schema tests again".into(),
+                stop_condition: "tests.json_schema passes at the head".into(),
+                evidence: vec![eid("unit")],
+            },
+            grant_reason: None,
+        },
+    );
+    let names: Vec<&str> = events.iter().map(|e| e.event.name()).collect();
+    assert_eq!(names, ["todo_reassigned", "lease_handed_off"]);
+    let edit = &w.goal.todos[&tid("edit")];
+    assert_eq!(edit.assignee.as_ref(), Some(&agent("b")));
+    assert_eq!(
+        edit.lease.as_ref().map(|l| (&l.holder, l.epoch)),
+        Some((&agent("b"), 2))
+    );
+    assert_eq!(w.goal.ledger.reserved, loopx_kernel::Amounts::ZERO);
+    let late = w.refuse(
+        &ag("a"),
+        Command::SettleTurn(world::settlement("edit", 1, "t1")),
+    );
+    assert_eq!(late.code(), "stale_lease_epoch");
+    let Decision::Continue(assignment) = w.decide("b") else {
+        panic!("the receiver continues, not {:?}", w.decide("b"));
+    };
+    assert_eq!(
+        assignment.handoff.as_ref().map(|n| n.evidence.clone()),
+        Some(vec![eid("unit")])
+    );
+    assert_legal(&w, "b", &w.decide("b"));
+    insta::assert_json_snapshot!(serde_json::json!({
+        "events": events.iter().map(|e| &e.event).collect::<Vec<_>>(),
+        "decisions": [w.seen("b"), w.seen("a")],
+    }));
+}
+
 /// Handoffs are a fixed point: passing the lease back and forth without new evidence changes
 /// who holds it (under a new epoch each time) and nothing else — objective, criteria, gates,
 /// budget, evidence, the other todos and every other agent's decision stay exactly as they were.

@@ -514,6 +514,41 @@ refusals! {
         w.refuse(&ag("a"), settle(|_| {}))
     }
 
+    /// Work whose lease expired mid-turn, on a todo not safe to repeat, is read back before
+    /// anyone hands it over: the handover would hide a possible effect.
+    handover_of_a_turn_whose_outcome_is_unknown => "outcome_unknown" {
+        let mut w = turn_in_flight(edit());
+        w.at("10:20");
+        w.refuse(&owner(), Command::Handoff {
+            todo: tid("edit"),
+            epoch: 1,
+            to: agent("b"),
+            note: HandoffNote {
+                next_action: "finish the schema tests".into(),
+                stop_condition: "tests.json_schema passes".into(),
+                evidence: vec![],
+            },
+            grant_reason: None,
+        })
+    }
+
+    /// A capability hands over only the work it planned: another's todo needs a grant.
+    handover_of_someone_elses_work_by_a_capability => "grant_required" {
+        let mut w = World::new();
+        w.add(edit().assigned("a"));
+        w.refuse(&capability(), Command::Handoff {
+            todo: tid("edit"),
+            epoch: 0,
+            to: agent("b"),
+            note: HandoffNote {
+                next_action: "change the output layer".into(),
+                stop_condition: "the tests pass".into(),
+                evidence: vec![],
+            },
+            grant_reason: None,
+        })
+    }
+
     second_turn_under_one_lease => "turn_in_flight" {
         let mut w = turn_in_flight(edit());
         w.refuse(&ag("a"), begin("edit", 1, "t2"))

@@ -8,9 +8,9 @@ use loopx_kernel::facts::research::{Finding, Hypothesis};
 use loopx_kernel::testkit::roster;
 use loopx_kernel::testkit::scenario::{self, ScenarioStep};
 use loopx_kernel::{
-    Actor, AgentId, Amounts, Command, Continuation, GateAnswer, GateId, ObligationId, Observation,
-    ObservationKey, PersonId, PlanChange, Settlement, TodoId, Transition, TurnId, Verdict,
-    VerdictOutcome,
+    Actor, AgentId, Amendment, Amounts, Command, Continuation, GateAnswer, GateId, ObligationId,
+    Observation, ObservationKey, PersonId, PlanChange, Settlement, TodoId, Transition, TurnId,
+    Verdict, VerdictOutcome,
 };
 
 /// One step of a table: the testkit's step.
@@ -123,15 +123,50 @@ pub fn discharge_by_superseding(agent: &str, obligation: &str, todo: &str) -> St
 /// `agent` claims `todo` (its first lease), runs turn `turn` and settles it as completed, with
 /// an independent validator's passing verdict.
 pub fn complete(agent: &str, todo: &str, turn: &str) -> Vec<Step> {
+    let claim = Command::Claim {
+        todo: TodoId::new(todo).expect("valid todo"),
+        ttl: None,
+        workspace: None,
+        grant_reason: None,
+    };
+    let mut steps = vec![ScenarioStep::Command(Actor::Agent(agent_id(agent)), claim)];
+    steps.extend(complete_held(agent, todo, turn, 1));
+    steps
+}
+
+/// `agent`, holding `todo` under `epoch` (it was handed the todo), runs turn `turn` and
+/// settles it as completed, with an independent validator's passing verdict.
+pub fn complete_held(agent: &str, todo: &str, turn: &str, epoch: u64) -> Vec<Step> {
     let actor = Actor::Agent(agent_id(agent));
-    let todo = TodoId::new(todo).expect("valid todo");
-    let turn = TurnId::new(turn).expect("valid turn");
-    let settlement = Settlement {
-        todo: todo.clone(),
-        epoch: 1,
-        turn: turn.clone(),
+    let settlement = settlement(todo, turn, epoch, Actor::Validator(roster::validator()));
+    vec![
+        begin(agent, todo, turn, epoch),
+        ScenarioStep::Command(actor, Command::SettleTurn(settlement)),
+    ]
+}
+
+/// `agent` begins turn `turn` on `todo` under `epoch`.
+pub fn begin(agent: &str, todo: &str, turn: &str, epoch: u64) -> Step {
+    ScenarioStep::Command(
+        Actor::Agent(agent_id(agent)),
+        Command::BeginTurn {
+            todo: TodoId::new(todo).expect("valid todo"),
+            epoch,
+            turn: TurnId::new(turn).expect("valid turn"),
+            reserve: None,
+        },
+    )
+}
+
+/// A completing settlement of `turn` on `todo` under `epoch`, passed by `validator`, with no
+/// evidence or observations.
+pub fn settlement(todo: &str, turn: &str, epoch: u64, validator: Actor) -> Settlement {
+    Settlement {
+        todo: TodoId::new(todo).expect("valid todo"),
+        epoch,
+        turn: TurnId::new(turn).expect("valid turn"),
         verdict: Verdict {
-            validator: Actor::Validator(roster::validator()),
+            validator,
             outcome: VerdictOutcome::Passed,
             summary: "ran".into(),
             signature: None,
@@ -143,25 +178,43 @@ pub fn complete(agent: &str, todo: &str, turn: &str) -> Vec<Step> {
         },
         usage: Amounts::default(),
         failure: None,
-    };
-    vec![
-        Command::Claim {
-            todo: todo.clone(),
-            ttl: None,
-            workspace: None,
-            grant_reason: None,
-        },
-        Command::BeginTurn {
-            todo,
-            epoch: 1,
-            turn,
-            reserve: None,
-        },
-        Command::SettleTurn(settlement),
-    ]
-    .into_iter()
-    .map(|command| ScenarioStep::Command(actor.clone(), command))
-    .collect()
+    }
+}
+
+/// `agent` settles its turn `turn` on `todo` under `epoch`, validated by `validator`, with
+/// the holdout evidence built for finding `finding` from the goal as it stands.
+pub fn settle_with_holdout_evidence(
+    agent: &'static str,
+    todo: &'static str,
+    turn: &'static str,
+    epoch: u64,
+    validator: Actor,
+    finding: &'static str,
+) -> Step {
+    ScenarioStep::derived(move |state, _| {
+        let key = ObservationKey::new(finding).expect("test keys are valid");
+        let mut settled = settlement(todo, turn, epoch, validator.clone());
+        settled.evidence = vec![holdout_evidence(state, &key).ok()?];
+        Some(ScenarioStep::Command(
+            Actor::Agent(agent_id(agent)),
+            Command::SettleTurn(settled),
+        ))
+    })
+}
+
+/// The goal owner unregisters `agent`.
+pub fn unregister(agent: &'static str) -> Step {
+    ScenarioStep::derived(move |state, _| {
+        Some(ScenarioStep::Command(
+            Actor::Person(roster::owner()),
+            Command::AmendGoal {
+                expected_revision: state.goal_revision,
+                amendments: vec![Amendment::UnregisterAgent {
+                    agent: agent_id(agent),
+                }],
+            },
+        ))
+    })
 }
 
 /// An agent id from a test literal.

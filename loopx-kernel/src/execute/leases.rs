@@ -211,9 +211,9 @@ impl Ctx<'_> {
     ) -> Result<Vec<Event>, Refusal> {
         let todo = self.todo(id)?;
         current_epoch(todo, epoch)?;
-        let lease = todo
-            .live_lease(self.now)
-            .ok_or_else(|| Refusal::NoLiveLease { todo: id.clone() })?;
+        let Some(lease) = todo.live_lease(self.now) else {
+            return self.hand_over(todo, to, note, grant_reason);
+        };
         let grant_reason =
             self.holder_or_take_over(todo, &lease.holder, grant_reason, "handoff")?;
         // Only the holder knows whether its turn's effect happened; anyone else moving the
@@ -239,6 +239,84 @@ impl Ctx<'_> {
                 todo: id.clone(),
             });
         }
+        self.check_note(note)?;
+        let workspace = self.state.workspaces.get(to);
+        self.guard(todo, to, workspace)?;
+        Ok(vec![Event::LeaseHandedOff {
+            todo: id.clone(),
+            from: Some(lease.holder.clone()),
+            to: to.clone(),
+            epoch: todo.last_epoch + 1,
+            expires_at: self.now.plus(self.state.spec.policy.lease_ttl),
+            workspace: workspace.cloned(),
+            note: note.clone(),
+            grant_reason,
+        }])
+    }
+
+    /// A handoff of work no live lease holds — planned for an agent that is gone, or whose
+    /// lease expired: whoever may reassign the todo moves it to `to`, who becomes its
+    /// assignee and holds it under a new epoch with the note. The todo must be open and
+    /// runnable for the receiver, and a turn whose outcome is unknown is read back first
+    /// (`resolve_outcome`), never handed over.
+    fn hand_over(
+        &self,
+        todo: &Todo,
+        to: &AgentId,
+        note: &HandoffNote,
+        grant_reason: Option<&str>,
+    ) -> Result<Vec<Event>, Refusal> {
+        let id = &todo.id;
+        let grant_reason =
+            self.todo_authority(todo, GrantedAction::Reassign, grant_reason, "handoff")?;
+        if todo.outcome_unknown(self.now)
+            && let Some(turn) = todo.lease.as_ref().and_then(|l| l.turn.as_ref())
+        {
+            return Err(Refusal::OutcomeUnknown {
+                todo: id.clone(),
+                turn: turn.id.clone(),
+            });
+        }
+        if !matches!(todo.status, TodoStatus::Open) {
+            return Err(Refusal::TodoNotOpen {
+                todo: id.clone(),
+                status: todo.status.name(),
+                needed: "open",
+            });
+        }
+        self.registered(to)?;
+        self.runnable_for(todo, to)?;
+        self.check_note(note)?;
+        let workspace = self.state.workspaces.get(to);
+        self.guard(todo, to, workspace)?;
+        let from = todo
+            .lease
+            .as_ref()
+            .map(|l| l.holder.clone())
+            .or_else(|| todo.assignee.clone());
+        let mut events = Vec::new();
+        if todo.assignee.as_ref() != Some(to) {
+            events.push(Event::TodoReassigned {
+                todo: id.clone(),
+                to: Some(to.clone()),
+                grant_reason: grant_reason.clone(),
+            });
+        }
+        events.push(Event::LeaseHandedOff {
+            todo: id.clone(),
+            from,
+            to: to.clone(),
+            epoch: todo.last_epoch + 1,
+            expires_at: self.now.plus(self.state.spec.policy.lease_ttl),
+            workspace: workspace.cloned(),
+            note: note.clone(),
+            grant_reason,
+        });
+        Ok(events)
+    }
+
+    /// A handoff note says what to do next and when to stop, and cites only recorded evidence.
+    fn check_note(&self, note: &HandoffNote) -> Result<(), Refusal> {
         text("note.next_action", &note.next_action)?;
         text("note.stop_condition", &note.stop_condition)?;
         for evidence in &note.evidence {
@@ -249,17 +327,6 @@ impl Ctx<'_> {
                 });
             }
         }
-        let workspace = self.state.workspaces.get(to);
-        self.guard(todo, to, workspace)?;
-        Ok(vec![Event::LeaseHandedOff {
-            todo: id.clone(),
-            from: lease.holder.clone(),
-            to: to.clone(),
-            epoch: todo.last_epoch + 1,
-            expires_at: self.now.plus(self.state.spec.policy.lease_ttl),
-            workspace: workspace.cloned(),
-            note: note.clone(),
-            grant_reason,
-        }])
+        Ok(())
     }
 }

@@ -786,7 +786,7 @@ fn step_event(
             workspace,
             ..
         } => {
-            handed_off(before, after, now, todo, from, *epoch, out);
+            handed_off(before, after, now, todo, from.as_ref(), *epoch, out);
             acquired(before, now, todo, to, workspace.as_ref(), true, out);
         }
         Event::TurnTakenOver {
@@ -942,16 +942,27 @@ fn handed_off(
     after: &GoalState,
     now: Timestamp,
     id: &TodoId,
-    from: &AgentId,
+    from: Option<&AgentId>,
     epoch: u64,
     out: &mut Out,
 ) {
-    let old = before.todos.get(id).and_then(|t| live(t, now));
-    out.check(old.is_some_and(|l| &l.holder == from), "17 handoff", || {
-        format!("handoff of {id} from {from}, but the live lease was {old:?}")
-    });
-    let Some(old) = old else { return };
     let new = after.todos.get(id).and_then(|t| t.lease.as_ref());
+    let old = before.todos.get(id).and_then(|t| live(t, now));
+    let Some(old) = old else {
+        // Work no live lease held is handed over: the receiver is its one holder and assignee.
+        let last = before.todos.get(id).map_or(0, |t| t.last_epoch);
+        let assignee = after.todos.get(id).and_then(|t| t.assignee.as_ref());
+        out.check(
+            new.is_some_and(|l| l.epoch == epoch && epoch > last && assignee == Some(&l.holder)),
+            "17 handoff",
+            || format!("after the handover of {id} the lease is {new:?}, assignee {assignee:?}"),
+        );
+        return;
+    };
+    out.check(Some(&old.holder) == from, "17 handoff", || {
+        format!("handoff of {id} from {from:?}, but the live lease was {old:?}")
+    });
+    let Some(from) = from else { return };
     out.check(
         new.is_some_and(|l| l.epoch == epoch && l.epoch > old.epoch),
         "17 handoff",

@@ -1467,7 +1467,9 @@ impl LifecycleModel {
         if epoch != todo.last_epoch {
             return Err("stale epoch");
         }
-        let lease = todo.live_lease(self.now).ok_or("no live lease")?;
+        let Some(lease) = todo.live_lease(self.now) else {
+            return self.hand_over(actor, id, to, note, grant);
+        };
         if actor.agent() != Some(&lease.holder) && !self.is_owner(actor) {
             let agent = self.registered_agent(actor)?;
             self.granted(agent, GrantedAction::TakeOver, grant)?;
@@ -1503,6 +1505,56 @@ impl LifecycleModel {
             turn: None,
         });
         Ok(vec!["lease_handed_off"])
+    }
+
+    /// A handoff of work no live lease holds: whoever may reassign it gives it to a receiver
+    /// that could claim it, who becomes its assignee and holder under a new epoch.
+    fn hand_over(
+        &mut self,
+        actor: &Actor,
+        id: &TodoId,
+        to: &AgentId,
+        note: &HandoffNote,
+        grant: Option<&str>,
+    ) -> Verdict {
+        let todo = self.todos.get(id).ok_or("unknown todo")?;
+        self.may_act_on(actor, todo, GrantedAction::Reassign, grant)?;
+        if todo.outcome_unknown(self.now) {
+            return Err("outcome of the last turn unknown");
+        }
+        if !matches!(todo.status, MStatus::Open) {
+            return Err("only open work is handed over");
+        }
+        if !self.agents.contains(to) {
+            return Err("receiver not registered");
+        }
+        self.takeable(todo, to, id)?;
+        if !text_ok(&note.next_action) || !text_ok(&note.stop_condition) {
+            return Err("empty handoff note");
+        }
+        if note.evidence.iter().any(|e| !self.evidence.contains_key(e)) {
+            return Err("note cites unknown evidence");
+        }
+        let workspace = self.workspaces.get(to).cloned();
+        self.guard(id, todo, to, workspace.as_ref(), true)?;
+        let reassigned = todo.assignee.as_ref() != Some(to);
+        self.drop_lease(id);
+        let expires = self.now.plus(self.policy.lease_ttl);
+        let todo = self.todo_mut(id);
+        todo.assignee = Some(to.clone());
+        todo.last_epoch += 1;
+        todo.lease = Some(MLease {
+            holder: to.clone(),
+            epoch: todo.last_epoch,
+            expires,
+            workspace,
+            turn: None,
+        });
+        Ok(if reassigned {
+            vec!["todo_reassigned", "lease_handed_off"]
+        } else {
+            vec!["lease_handed_off"]
+        })
     }
 
     fn begin(
