@@ -1044,6 +1044,35 @@ impl LifecycleModel {
         Ok(())
     }
 
+    /// A login speaks for one person: mapping one that is malformed or taken, or withdrawing
+    /// one never mapped, is refused.
+    fn change_logins(&mut self, amendment: &Amendment) -> Result<(), &'static str> {
+        match amendment {
+            Amendment::MapLogin {
+                person,
+                provider,
+                login,
+            } => {
+                if crate::login::check_login(login).is_err() {
+                    return Err("malformed login");
+                }
+                let key = (provider.clone(), login.to_ascii_lowercase());
+                if self.logins.contains_key(&key) {
+                    return Err("login mapped already");
+                }
+                self.logins.insert(key, person.clone());
+            }
+            Amendment::UnmapLogin { provider, login } => {
+                let key = (provider.clone(), login.to_ascii_lowercase());
+                if self.logins.remove(&key).is_none() {
+                    return Err("login never mapped");
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
     fn amend(&mut self, actor: &Actor, expected: u64, amendments: &[Amendment]) -> Verdict {
         if !self.is_owner(actor) {
             return Err("only the owner amends");
@@ -1131,25 +1160,8 @@ impl LifecycleModel {
                 Amendment::RegisterValidator { .. } | Amendment::UnregisterValidator { .. } => {
                     self.change_validators(amendment)?;
                 }
-                Amendment::MapLogin {
-                    person,
-                    provider,
-                    login,
-                } => {
-                    if crate::login::check_login(login).is_err() {
-                        return Err("malformed login");
-                    }
-                    let key = (provider.clone(), login.to_ascii_lowercase());
-                    if self.logins.contains_key(&key) {
-                        return Err("login mapped already");
-                    }
-                    self.logins.insert(key, person.clone());
-                }
-                Amendment::UnmapLogin { provider, login } => {
-                    let key = (provider.clone(), login.to_ascii_lowercase());
-                    if self.logins.remove(&key).is_none() {
-                        return Err("login never mapped");
-                    }
+                Amendment::MapLogin { .. } | Amendment::UnmapLogin { .. } => {
+                    self.change_logins(amendment)?;
                 }
             }
         }
