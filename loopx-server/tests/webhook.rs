@@ -507,11 +507,17 @@ fn permutations(n: usize) -> Vec<Vec<usize>> {
 /// GitHub's `issue_comment` fixture, moved onto pull request #1 and rewritten: `login` wrote
 /// `body`.
 fn comment_on_the_pull(login: &str, id: u64, body: &str) -> Vec<u8> {
+    comment_on(1, login, id, body)
+}
+
+/// The same on pull request `number`.
+fn comment_on(number: u64, login: &str, id: u64, body: &str) -> Vec<u8> {
     let raw = std::fs::read(fixtures().join("github-webhooks/issue_comment/created.payload.json"))
         .expect("read");
     let mut payload: Value = serde_json::from_slice(&raw).expect("JSON");
+    payload["issue"]["number"] = json!(number);
     payload["issue"]["pull_request"] = json!({
-        "url": "https://api.github.com/repos/Codertocat/Hello-World/pulls/1"
+        "url": format!("https://api.github.com/repos/Codertocat/Hello-World/pulls/{number}")
     });
     payload["comment"]["id"] = json!(id);
     payload["comment"]["user"]["login"] = json!(login);
@@ -692,4 +698,66 @@ async fn a_review_carrying_the_command_answers_and_an_unknown_gate_answers_nothi
         panic!("the gate is rejected");
     };
     assert_eq!(reason, "call it `code`");
+}
+
+/// The maintainer's question in the pull request becomes the agent's todo in the same pass,
+/// through the goal's capability: it cannot be dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reviewers_question_in_the_pull_request_becomes_the_agents_todo() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let base = serve(store.clone()).await;
+    follow(
+        &*store,
+        "q",
+        "pr:Codertocat/Hello-World#2",
+        Some(json!({ "pulls": ["Codertocat/Hello-World#2"] })),
+    )
+    .await;
+    let opened = std::fs::read(fixtures().join("github-webhooks/pull_request/opened.payload.json"))
+        .expect("read");
+    let (status, answer) = post(
+        &base,
+        Some("pull_request"),
+        Some("q1"),
+        sign(&opened),
+        opened,
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    let question = comment_on(
+        2,
+        "maintainer",
+        7005,
+        "Is `error_code` a stable field name?",
+    );
+    let (status, answer) = post(
+        &base,
+        Some("issue_comment"),
+        Some("q2"),
+        sign(&question),
+        question,
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    assert!(
+        answer["goals"][0]["proposed"]
+            .as_array()
+            .expect("proposed")
+            .iter()
+            .any(|p| p == "add_todo"),
+        "{answer}"
+    );
+    let state = store
+        .load(&"q".parse().expect("an id"))
+        .await
+        .expect("loads")
+        .expect("exists");
+    let todo = state
+        .pending_todos()
+        .find(|t| t.id.as_str() == "question:Codertocat/Hello-World#2/comment-7005")
+        .expect("the question is the agent's todo");
+    assert_eq!(
+        todo.title,
+        "answer @maintainer: Is `error_code` a stable field name?"
+    );
 }
