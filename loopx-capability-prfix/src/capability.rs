@@ -22,6 +22,7 @@ use crate::facts::{
 };
 use crate::ids::{self, short};
 use crate::lifecycle::{Phase, PullFacts, ReviewStanding, ci_at_head, phase, review_standing};
+use crate::questions;
 use crate::route::{Route, route};
 
 /// Issue and pull-request fixing as a [`Capability`]. Holds only its name and configuration;
@@ -110,6 +111,46 @@ impl PrFix {
                     line.advance(out, step);
                 }
             }
+        }
+    }
+
+    /// Each question a reviewer asked in the pull request becomes a todo for whoever works it
+    /// ("answer @reviewer: …", one per comment or review), and is retired once the author
+    /// answered it, it was deleted, or the pull request ended ([`questions`]).
+    fn plan_questions(&self, out: &mut Proposals, pull: &Observation, now: Timestamp) {
+        let Some(thread) = Thread::parse(pull.key.as_str(), PullRequest::PREFIX) else {
+            return;
+        };
+        let Some(author) = PullRequest::read(&pull.facts).author.into_known() else {
+            return;
+        };
+        let ended = matches!(
+            PullStatus::read(pull),
+            PullStatus::Merged | PullStatus::Closed
+        );
+        let worker = Line::new(self, out.state(), &PullRequest::key(&thread), now).owner();
+        let pr = thread.key("");
+        for question in questions::questions(out.state(), &thread, &author) {
+            let reason = match (question.settled, ended) {
+                (Some(why), _) => format!("{why} in {pr}"),
+                (None, true) => format!("{pr} ended"),
+                (None, false) => {
+                    let mut todo = NewTodo::advance(
+                        question.id.clone(),
+                        format!("answer @{}: {}", question.who, question.quote),
+                    )
+                    .with_priority(Priority::P1);
+                    if let Some(agent) = &worker {
+                        todo = todo.for_agent(agent.clone());
+                    }
+                    out.add_todo(
+                        todo,
+                        format!("@{} asked in {pr} and waits for an answer", question.who),
+                    );
+                    continue;
+                }
+            };
+            out.retire(&question.id, reason);
         }
     }
 
@@ -308,6 +349,7 @@ impl Capability for PrFix {
         }
         for pull in state.observations_with_prefix(PullRequest::PREFIX) {
             self.plan_pull(&mut out, pull, now);
+            self.plan_questions(&mut out, pull, now);
         }
         for triage in state.observations_with_prefix(github::Triage::PREFIX) {
             self.plan_issue(&mut out, triage, now);

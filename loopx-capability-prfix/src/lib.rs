@@ -9,6 +9,9 @@
 //!   precedence ([`phase`]) and turned into one open todo per pull request (a P0 repair, a P1
 //!   branch update, a quiet monitor) or a gate owned by a person (ready for review, merge).
 //!   The capability never merges and never proposes work that merges.
+//! - **Questions answered**: a reviewer's comment or `commented`/`changes_requested` review
+//!   becomes a todo for the agent ("answer @reviewer: …"), retired once the pull request's
+//!   author answered it; the unanswered question of the chapter cannot be dropped.
 //! - **Exact-head CI evidence**: [`ci_evidence`] builds the evidence the GitHub provider records,
 //!   bound to `pr:<repo>#<n>` at `git:<sha>`; a new push makes it stale by the kernel's
 //!   revision rule.
@@ -31,6 +34,7 @@ mod evidence;
 pub mod facts;
 mod ids;
 mod lifecycle;
+mod questions;
 mod route;
 
 pub use capability::PrFix;

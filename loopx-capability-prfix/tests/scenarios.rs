@@ -564,7 +564,138 @@ fn cases() -> Vec<Case> {
                 format!("supersede {} -> none", route("1-fix")),
             ],
         ),
+        case(
+            "a_reviewers_question_in_a_comment_becomes_the_agents_todo",
+            vec![observe(vec![
+                opened(),
+                comment("maintainer", 7001, WHY, "15:30"),
+            ])],
+            "continue",
+            &[
+                add("await-checks", HEAD),
+                defer("await-checks", HEAD),
+                format!("add_todo {}", question("comment-7001")),
+            ],
+        ),
+        case(
+            "the_authors_reply_retires_the_question",
+            vec![
+                observe(vec![opened(), comment("maintainer", 7001, WHY, "15:30")]),
+                observe(vec![comment(
+                    "Codertocat",
+                    7002,
+                    "`code` clashes with HTTP codes",
+                    "15:40",
+                )]),
+            ],
+            "wait",
+            &[
+                add("await-checks", HEAD),
+                defer("await-checks", HEAD),
+                format!("add_todo {}", question("comment-7001")),
+                format!("supersede {} -> none", question("comment-7001")),
+            ],
+        ),
+        case(
+            "a_reply_before_the_question_does_not_answer_it_and_a_command_is_no_question",
+            vec![observe(vec![
+                opened(),
+                comment("Codertocat", 7000, "pushed the JSON output", "15:25"),
+                comment("maintainer", 7001, WHY, "15:30"),
+                comment("maintainer", 7003, "/loopx answer naming yes", "15:31"),
+            ])],
+            "continue",
+            &[
+                add("await-checks", HEAD),
+                defer("await-checks", HEAD),
+                format!("add_todo {}", question("comment-7001")),
+            ],
+        ),
+        case(
+            "a_commented_review_with_a_question_becomes_a_todo_and_a_deleted_comment_retires",
+            vec![
+                observe(vec![
+                    opened(),
+                    asked_in_review("COMMENTED"),
+                    comment("maintainer", 7001, WHY, "15:30"),
+                ]),
+                observe(vec![seen(
+                    "issue_comment",
+                    &edited(
+                        comment_payload("maintainer", 7001, WHY, "15:50"),
+                        &[("/action", json!("deleted"))],
+                    ),
+                )]),
+            ],
+            "continue",
+            &[
+                add("await-checks", HEAD),
+                defer("await-checks", HEAD),
+                format!("add_todo {}", question("comment-7001")),
+                format!("add_todo {}", question("review-237895671")),
+                format!("supersede {} -> none", question("comment-7001")),
+            ],
+        ),
+        case(
+            "changes_requested_with_a_question_asks_the_agent_beside_the_review_fix",
+            vec![observe(vec![
+                opened(),
+                check_passed(),
+                asked_in_review("CHANGES_REQUESTED"),
+            ])],
+            "continue",
+            &[
+                add("review-fix", HEAD),
+                format!("add_todo {}", question("review-237895671")),
+            ],
+        ),
     ]
+}
+
+/// The maintainer's question of the chapter.
+const WHY: &str = "Why `error_code` and not `code`?\nThe other commands say `code`.";
+
+/// `question:…#2/<what>`, the id of a question todo.
+fn question(what: &str) -> String {
+    format!("question:{REPO}#2/{what}")
+}
+
+/// GitHub's `issue_comment` fixture moved onto pull request #2 (GitHub marks a pull
+/// request's issue with `pull_request`): `login` wrote `body` at `hh:mm` on the fixture's day.
+fn comment_payload(login: &str, id: u64, body: &str, at: &str) -> serde_json::Value {
+    let mut payload = edited(
+        payload("issue_comment", "created.payload.json"),
+        &[
+            ("/issue/number", json!(2)),
+            ("/comment/id", json!(id)),
+            ("/comment/user/login", json!(login)),
+            ("/comment/body", json!(body)),
+            ("/comment/updated_at", json!(format!("2019-05-15T{at}:00Z"))),
+        ],
+    );
+    payload["issue"]["pull_request"] =
+        json!({ "url": "https://api.github.com/repos/Codertocat/Hello-World/pulls/2" });
+    payload
+}
+
+fn comment(login: &str, id: u64, body: &str, at: &str) -> loopx_kernel::Observation {
+    seen("issue_comment", &comment_payload(login, id, body, at))
+}
+
+/// A review of the head by `maintainer`, in `state`, asking the chapter's question.
+fn asked_in_review(state: &str) -> loopx_kernel::Observation {
+    seen(
+        "pull_request_review",
+        &edited(
+            payload("pull_request_review", "submitted.payload.json"),
+            &[
+                ("/review/state", state.into()),
+                ("/review/commit_id", HEAD.into()),
+                ("/review/user/login", json!("maintainer")),
+                ("/review/body", json!(WHY)),
+            ],
+        ),
+    )
 }
 
 fn fixable() -> Triage {

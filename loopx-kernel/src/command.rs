@@ -11,6 +11,7 @@ use crate::gate::NewGate;
 use crate::goal::{Amendment, GoalSpec};
 use crate::identity::Signature;
 use crate::ids::{AgentId, EffectId, GateId, ObligationId, TodoId, TurnId};
+use crate::login::Relay;
 use crate::obligation::ObligationKind;
 use crate::outbox::{EffectIntent, EffectOutcome};
 use crate::retry::TurnFailure;
@@ -223,6 +224,18 @@ pub enum Command {
         /// What its owner decided: resolved with a text, or rejected.
         answer: GateAnswer,
     },
+    /// Answer a gate on its owner's behalf, as a provider relays it from where the owner
+    /// wrote it (a `/loopx answer` comment in a pull request): accepted only from a provider
+    /// actor, and only when the login that wrote it is mapped to the gate's owner under that
+    /// provider ([`Amendment::MapLogin`]); anyone else's words are `relay_not_gate_owner`.
+    RelayGateAnswer {
+        /// The pending gate answered.
+        gate: GateId,
+        /// What the owner wrote: resolved with a text, or rejected.
+        answer: GateAnswer,
+        /// Who wrote it at the provider, and where.
+        relay: Relay,
+    },
     /// Withdraw a pending gate (whoever opened it, or the goal owner).
     WithdrawGate {
         /// The pending gate withdrawn; what it covered runs again.
@@ -292,6 +305,7 @@ impl Command {
             Command::RecordEffect { .. } => "record_effect",
             Command::OpenGate { .. } => "open_gate",
             Command::AnswerGate { .. } => "answer_gate",
+            Command::RelayGateAnswer { .. } => "relay_gate_answer",
             Command::WithdrawGate { .. } => "withdraw_gate",
             Command::RecordObservation { .. } => "record_observation",
             Command::RecordEvidence { .. } => "record_evidence",
@@ -322,9 +336,9 @@ impl Command {
             Command::RecordEffect { id, .. } => Some(id.as_str()),
             Command::SettleTurn(settlement) => Some(settlement.todo.as_str()),
             Command::OpenGate { gate } => Some(gate.id.as_str()),
-            Command::AnswerGate { gate, .. } | Command::WithdrawGate { gate, .. } => {
-                Some(gate.as_str())
-            }
+            Command::AnswerGate { gate, .. }
+            | Command::RelayGateAnswer { gate, .. }
+            | Command::WithdrawGate { gate, .. } => Some(gate.as_str()),
             Command::RecordObservation { observation } => Some(observation.key.as_str()),
             Command::RecordEvidence { evidence } => Some(evidence.id.as_str()),
             Command::RaiseObligation { id, .. } => Some(id.as_str()),

@@ -5,12 +5,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::actor::Actor;
 use crate::budget::Amounts;
-use crate::command::Verdict;
+use crate::command::{GateAnswer, Verdict};
 use crate::evidence::{NewEvidence, Observation};
 use crate::gate::NewGate;
 use crate::goal::{Amendment, GoalSpec};
 use crate::ids::Fingerprint;
-use crate::ids::{AgentId, EffectId, GateId, ObligationId, TodoId, TurnId};
+use crate::ids::{AgentId, EffectId, GateId, ObligationId, PersonId, TodoId, TurnId};
+use crate::login::Relay;
 use crate::obligation::{ObligationCause, ObligationKind};
 use crate::outbox::{EffectIntent, EffectOutcome};
 use crate::retry::TurnResult;
@@ -275,6 +276,18 @@ pub enum Event {
         /// Why, in the words given with the command.
         reason: String,
     },
+    /// A gate was answered on its owner's behalf, relayed by the event's actor (a provider)
+    /// from the owner's mapped login there.
+    GateAnswerRelayed {
+        /// The gate it happened to.
+        gate: GateId,
+        /// The answer, in the owner's words.
+        answer: GateAnswer,
+        /// The gate's owner, for whom the login speaks.
+        person: PersonId,
+        /// The login that wrote it and the provider's references to the message.
+        relay: Relay,
+    },
     /// A gate was withdrawn.
     GateWithdrawn {
         /// The gate it happened to.
@@ -373,6 +386,7 @@ impl Event {
             Event::GateOpened { .. } => "gate_opened",
             Event::GateResolved { .. } => "gate_resolved",
             Event::GateRejected { .. } => "gate_rejected",
+            Event::GateAnswerRelayed { .. } => "gate_answer_relayed",
             Event::GateWithdrawn { .. } => "gate_withdrawn",
             Event::ObservationRecorded { .. } => "observation_recorded",
             Event::EvidenceRecorded { .. } => "evidence_recorded",

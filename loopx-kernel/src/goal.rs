@@ -490,4 +490,24 @@ pub enum Amendment {
         /// The binding, or `None` to bind none.
         capability: Option<CapabilityBinding>,
     },
+    /// Say that `login` at `provider` is `person`: an answer that provider relays from that
+    /// login (a `/loopx answer` comment on GitHub, say) answers the gates `person` owns, and
+    /// the gate is delivered to them there. A login speaks for one person; a person may have
+    /// several. Refused when the login does not read as one (`login_malformed`) or is mapped
+    /// to someone else already (`login_taken`).
+    MapLogin {
+        /// The person the login speaks for.
+        person: PersonId,
+        /// The provider whose login it is, as its actor is named (`github`).
+        provider: SourceId,
+        /// The login, compared case-insensitively.
+        login: String,
+    },
+    /// Withdraw a login's mapping: what that provider relays from it answers nothing any more.
+    UnmapLogin {
+        /// The provider.
+        provider: SourceId,
+        /// The login.
+        login: String,
+    },
 }

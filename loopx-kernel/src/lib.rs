@@ -47,6 +47,7 @@ mod goal;
 pub mod identity;
 pub mod ids;
 mod invariants;
+pub mod login;
 mod obligation;
 pub mod outbox;
 pub mod persistent;
@@ -120,6 +121,7 @@ pub use ids::{
     Revision, SourceId, Subject, TodoId, TurnId,
 };
 pub use invariants::{Violation, check_invariants};
+pub use login::{Relay, check_login};
 pub use obligation::{Discharge, Obligation, ObligationCause, ObligationKind};
 pub use outbox::{EffectIntent, EffectOutcome, PendingEffect};
 pub use proposals::Proposals;

@@ -6,7 +6,10 @@ use serde::Serialize;
 use crate::actor::Actor;
 use crate::budget::Dimension;
 use crate::gate::GateState;
-use crate::ids::{AgentId, CheckId, DecisionScope, GateId, GoalId, ObligationId, TodoId, TurnId};
+use crate::ids::{
+    AgentId, CheckId, DecisionScope, GateId, GoalId, ObligationId, PersonId, SourceId, TodoId,
+    TurnId,
+};
 use crate::time::{Duration, Timestamp};
 
 /// Why a command was refused.
@@ -183,6 +186,41 @@ pub enum Refusal {
         gate: GateId,
         /// Its owner.
         owner: Actor,
+    },
+    /// The relaying provider's login is not mapped to the gate's owner: someone else wrote
+    /// the answer, or the owner's login was never mapped.
+    #[error(
+        "`{provider}` login `{login}` does not speak for `{owner}`, who owns gate `{gate}`; only the gate's owner answers it, and the goal owner maps their login with `amend_goal` (`map_login`)"
+    )]
+    RelayNotGateOwner {
+        /// The gate the refused answer named.
+        gate: GateId,
+        /// The provider that relayed it.
+        provider: SourceId,
+        /// The login that wrote it.
+        login: String,
+        /// The gate's owner.
+        owner: Actor,
+    },
+    /// A login mapped in an amendment does not read as one.
+    #[error("not a `{provider}` login: {problem}")]
+    LoginMalformed {
+        /// The provider the login was given for.
+        provider: SourceId,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// The login is mapped to another person already.
+    #[error(
+        "`{provider}` login `{login}` already speaks for `person:{person}`; withdraw that mapping first (`unmap_login`)"
+    )]
+    LoginTaken {
+        /// The provider.
+        provider: SourceId,
+        /// The login.
+        login: String,
+        /// Whom it is mapped to.
+        person: PersonId,
     },
     /// Only the goal owner may do this.
     #[error("only the goal owner `{owner}` may do this")]
@@ -478,6 +516,9 @@ impl Refusal {
             Refusal::GateNotPending { .. } => "gate_not_pending",
             Refusal::NotGateOwner { .. } => "not_gate_owner",
             Refusal::NotGoalOwner { .. } => "not_goal_owner",
+            Refusal::RelayNotGateOwner { .. } => "relay_not_gate_owner",
+            Refusal::LoginMalformed { .. } => "login_malformed",
+            Refusal::LoginTaken { .. } => "login_taken",
             Refusal::UnregisteredAgent { .. } => "unregistered_agent",
             Refusal::ExcludedAgent { .. } => "excluded_agent",
             Refusal::ActorNotPermitted { .. } => "actor_not_permitted",
@@ -534,6 +575,9 @@ impl Refusal {
         "gate_not_pending",
         "not_gate_owner",
         "not_goal_owner",
+        "relay_not_gate_owner",
+        "login_malformed",
+        "login_taken",
         "unregistered_agent",
         "excluded_agent",
         "actor_not_permitted",

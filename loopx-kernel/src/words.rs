@@ -9,6 +9,7 @@
 
 use std::fmt::Write as _;
 
+use crate::actor::Actor;
 use crate::budget::{Amounts, Dimension};
 use crate::decide::{
     Decision, LeaseStep, Question, RepairIssue, ReplanReason, Stuck, TerminalOutcome, WaitReason,
@@ -554,6 +555,36 @@ pub fn refusal_words(refusal: &Refusal) -> (String, String) {
         Refusal::NotGateOwner { owner, .. } => (
             kernel.clone(),
             format!("act as the gate's owner: --as {owner}"),
+        ),
+        Refusal::RelayNotGateOwner {
+            gate,
+            provider,
+            login,
+            owner,
+        } => (
+            kernel.clone(),
+            match owner {
+                Actor::Person(person) => format!(
+                    "only {owner} answers gate `{gate}`; if `{login}` is theirs, the goal owner maps it: `loopx goal amend --map-login {person}={provider}:{login}`"
+                ),
+                _ => {
+                    format!("only {owner} answers gate `{gate}`: `loopx gate answer --as {owner}`")
+                }
+            },
+        ),
+        Refusal::LoginMalformed { provider, .. } => (
+            kernel.clone(),
+            format!(
+                "map a login as it reads at `{provider}`: `loopx goal amend --map-login PERSON={provider}:LOGIN`"
+            ),
+        ),
+        Refusal::LoginTaken {
+            provider, login, ..
+        } => (
+            kernel.clone(),
+            format!(
+                "the goal owner withdraws that mapping first: `loopx goal amend --unmap-login {provider}:{login}`"
+            ),
         ),
         Refusal::NotGoalOwner { owner } => (
             kernel.clone(),

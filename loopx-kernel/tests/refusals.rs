@@ -84,6 +84,28 @@ fn supersede(todo: &str, grant_reason: Option<&str>) -> Command {
     }
 }
 
+fn map_login(person: &str, login: &str) -> loopx_kernel::Amendment {
+    loopx_kernel::Amendment::MapLogin {
+        person: loopx_kernel::PersonId::new(person).unwrap(),
+        provider: loopx_kernel::SourceId::new("github").unwrap(),
+        login: login.into(),
+    }
+}
+
+fn relay(gate: &str, login: &str) -> Command {
+    Command::RelayGateAnswer {
+        gate: gid(gate),
+        answer: GateAnswer::Resolve {
+            answer: "yes".into(),
+        },
+        relay: loopx_kernel::Relay {
+            login: login.into(),
+            delivery: "delivery-1".into(),
+            message: None,
+        },
+    }
+}
+
 fn answer(gate: &str) -> Command {
     Command::AnswerGate {
         gate: gid(gate),
@@ -663,6 +685,52 @@ refusals! {
         w.gate(gate("naming", "is error_code acceptable as a stable field?").whole_goal());
         let stranger = loopx_kernel::Actor::Person(loopx_kernel::PersonId::new("stranger").unwrap());
         w.refuse(&stranger, answer("naming"))
+    }
+
+    relayed_answer_from_a_login_mapped_to_someone_else => "relay_not_gate_owner" {
+        let mut w = World::new();
+        w.amend(vec![map_login("stranger", "stranger-gh")]);
+        w.gate(gate("naming", "is error_code acceptable as a stable field?").whole_goal());
+        w.refuse(&provider(), relay("naming", "Stranger-GH"))
+    }
+
+    relayed_answer_from_an_unmapped_login => "relay_not_gate_owner" {
+        let mut w = World::new();
+        w.gate(gate("naming", "is error_code acceptable as a stable field?").whole_goal());
+        w.refuse(&provider(), relay("naming", "maintainer-gh"))
+    }
+
+    relayed_answer_by_an_agent => "actor_not_permitted" {
+        let mut w = World::new();
+        w.amend(vec![map_login("maintainer", "maintainer-gh")]);
+        w.gate(gate("naming", "is error_code acceptable as a stable field?").whole_goal());
+        w.refuse(&ag("a"), relay("naming", "maintainer-gh"))
+    }
+
+    login_mapped_by_someone_other_than_the_owner => "not_goal_owner" {
+        let mut w = World::new();
+        let stranger = loopx_kernel::Actor::Person(loopx_kernel::PersonId::new("stranger").unwrap());
+        w.refuse(
+            &stranger,
+            Command::AmendGoal { expected_revision: 0, amendments: vec![map_login("stranger", "stranger-gh")] },
+        )
+    }
+
+    login_that_does_not_read_as_one => "login_malformed" {
+        let mut w = World::new();
+        w.refuse(
+            &owner(),
+            Command::AmendGoal { expected_revision: 0, amendments: vec![map_login("maintainer", "@maintainer")] },
+        )
+    }
+
+    login_mapped_to_someone_else_already => "login_taken" {
+        let mut w = World::new();
+        w.amend(vec![map_login("stranger", "shared-gh")]);
+        w.refuse(
+            &owner(),
+            Command::AmendGoal { expected_revision: 1, amendments: vec![map_login("maintainer", "Shared-GH")] },
+        )
     }
 
     gate_answered_twice => "gate_not_pending" {

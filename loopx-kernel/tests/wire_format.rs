@@ -17,7 +17,7 @@ use loopx_kernel::{
 };
 use world::{
     EvidenceExt, GateExt, TodoExt, World, ag, agent, capability, criterion, ev, gate, gid, key,
-    obs, owner, tid, todo, ts, turn, ws,
+    obs, owner, provider, tid, todo, ts, turn, ws,
 };
 
 /// Every stored variant, by an exhaustive match: a new variant does not compile until the
@@ -53,9 +53,10 @@ fn variant(event: &Event) -> usize {
         Event::TurnTakenOver { .. } => 26,
         Event::EffectIntended { .. } => 27,
         Event::EffectRecorded { .. } => 28,
+        Event::GateAnswerRelayed { .. } => 29,
     }
 }
-const VARIANTS: usize = 29;
+const VARIANTS: usize = 30;
 
 fn run_turn(
     w: &mut World,
@@ -101,6 +102,11 @@ fn history() -> World {
         Amendment::Grant {
             agent: agent("b"),
             action: GrantedAction::TakeOver,
+        },
+        Amendment::MapLogin {
+            person: loopx_kernel::PersonId::new("maintainer").unwrap(),
+            provider: loopx_kernel::SourceId::new("github").unwrap(),
+            login: "Maintainer-GH".into(),
         },
     ]);
     w.report("a", ws("/src/cli", "/src/cli/.git"));
@@ -171,6 +177,7 @@ fn history() -> World {
     );
     w.gate(gate("yaml", "should --format yaml ship too?").on_decision("scope:yaml"));
     w.gate(gate("rename", "may the flag become --output?").on_decision("api:flag-name"));
+    w.gate(gate("fields", "are the field names final?").on_decision("api:fields"));
 
     w.at("10:05");
     w.claim("a", "edit");
@@ -266,6 +273,20 @@ fn history() -> World {
             gate: gid("yaml"),
             answer: GateAnswer::Reject {
                 reason: "not in this release".into(),
+            },
+        },
+    );
+    w.run(
+        &provider(),
+        Command::RelayGateAnswer {
+            gate: gid("fields"),
+            answer: GateAnswer::Resolve {
+                answer: "yes, they are final".into(),
+            },
+            relay: loopx_kernel::Relay {
+                login: "maintainer-gh".into(),
+                delivery: "72d3162e-cc78-11e3-81ab-4c9367dc0958".into(),
+                message: Some("1984".into()),
             },
         },
     );

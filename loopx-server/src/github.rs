@@ -12,6 +12,13 @@
 //! key when the keyring holds one), and judged in the same pass by the capability the goal is
 //! bound to, for each agent registered with it, the proposals submitted as the capability.
 //!
+//! A comment or review whose body carries `/loopx answer <gate> …` or `/loopx reject <gate> …`
+//! ([`Routed::answers`]) is relayed, after the fact, to each of those goals that holds the gate:
+//! `relay_gate_answer` as `provider:github`, naming the login that wrote it. The delivery's
+//! signature proves it came from GitHub; whether that login speaks for the gate's owner is the
+//! kernel's rule (the goal owner's login mapping), so anyone else's comment is refused and
+//! changes nothing. Each outcome is in the delivery's answer ([`AnswerOutcome`]).
+//!
 //! The `X-GitHub-Delivery` id is the idempotency key: the observation is committed under an
 //! operation id derived from it, so a redelivery replays what the first delivery committed and
 //! never conflicts. A store failure answers `503` before the delivery is acknowledged, so
@@ -30,7 +37,10 @@ use loopx_kernel::ids::bounded_id;
 use loopx_kernel::prelude::*;
 use loopx_kernel::seams::{Clock, Store, StoreError};
 use loopx_kernel::write::{SubmitError, Submitted};
-use loopx_kernel::{Actor, Command, Keyring, Observation, OperationId, Refusal, SourceId};
+use loopx_kernel::{
+    Actor, Command, GateId, Keyring, Observation, OperationId, Refusal, Relay, SourceId,
+};
+use loopx_provider::github::commands::RelayedAnswer;
 use loopx_provider::github::webhook::WebhookVerifier;
 use loopx_provider::github::webhook::{Delivery, MAX_BODY_BYTES, Routed, WebhookError};
 use serde::Serialize;
@@ -131,6 +141,33 @@ pub struct Received {
     pub outcome: &'static str,
     /// What each goal that follows the fact's subjects made of it, in id order.
     pub goals: Vec<GoalOutcome>,
+    /// What became of each `/loopx answer` or `/loopx reject` the delivery carried, on each
+    /// goal that follows the pull request and holds the gate it names; left out when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub answers: Vec<AnswerOutcome>,
+    /// Why each `/loopx` line that is not a command was passed over; left out when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ignored: Vec<String>,
+}
+
+/// What one goal made of an answer relayed from a pull request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AnswerOutcome {
+    /// The goal, or `None` when no goal that follows the pull request holds the gate.
+    pub goal: Option<GoalId>,
+    /// The gate the command named.
+    pub gate: GateId,
+    /// The login that wrote it.
+    pub login: String,
+    /// `answered` (the gate is resolved or rejected as its owner's answer), `refused` (the
+    /// goal refused it: `refused` says why, e.g. `relay_not_gate_owner` for anyone but the
+    /// owner's mapped login, and nothing changed) or `unknown_gate`.
+    pub outcome: &'static str,
+    /// True when this delivery's answer had already been recorded: nothing was written.
+    pub replayed: bool,
+    /// The refusal's code when refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused: Option<&'static str>,
 }
 
 /// What one goal made of a delivery's fact.
@@ -227,10 +264,14 @@ impl Deliveries {
             event: headers.event.to_owned(),
             outcome,
             goals,
+            answers: Vec::new(),
+            ignored: Vec::new(),
         };
         let Routed {
             observation,
             subjects,
+            answers,
+            ignored,
         } = match routed {
             Delivery::Fact(routed) => routed,
             Delivery::Ping { .. } => return Ok(received("ping", Vec::new())),
@@ -242,11 +283,77 @@ impl Deliveries {
             .await
             .map_err(DeliveryError::Store)?;
         let mut outcomes = Vec::with_capacity(goals.len());
-        for goal in goals {
-            outcomes.push(self.deliver_to(&goal, &observation, &operation).await?);
+        for goal in &goals {
+            outcomes.push(self.deliver_to(goal, &observation, &operation).await?);
         }
-        tracing::info!(goals = outcomes.len(), "delivery recorded");
-        Ok(received("recorded", outcomes))
+        let mut relayed = Vec::new();
+        for (index, answer) in answers.iter().enumerate() {
+            let relay = Relay {
+                login: answer.login.clone(),
+                delivery: headers.delivery.to_owned(),
+                message: Some(answer.message.clone()),
+            };
+            let operation = answer_operation(&operation, index)?;
+            relayed.extend(self.relay(&goals, answer, relay, &operation).await?);
+        }
+        tracing::info!(
+            goals = outcomes.len(),
+            answers = relayed.len(),
+            "delivery recorded"
+        );
+        Ok(Received {
+            answers: relayed,
+            ignored: ignored.into_iter().map(|i| i.reason).collect(),
+            ..received("recorded", outcomes)
+        })
+    }
+
+    /// Submits a relayed answer to each of `goals` that holds its gate, as `provider:github`:
+    /// the kernel answers the gate only when the login is mapped to the gate's owner.
+    #[tracing::instrument(name = "relay", skip_all, fields(gate = %answer.gate))]
+    async fn relay(
+        &self,
+        goals: &[GoalId],
+        answer: &RelayedAnswer,
+        relay: Relay,
+        operation: &OperationId,
+    ) -> Result<Vec<AnswerOutcome>, DeliveryError> {
+        let provider = Actor::Provider(source(PROVIDER));
+        let command = Command::RelayGateAnswer {
+            gate: answer.gate.clone(),
+            answer: answer.answer.clone(),
+            relay,
+        };
+        let outcome = |goal: Option<&GoalId>, outcome, replayed, refused| AnswerOutcome {
+            goal: goal.cloned(),
+            gate: answer.gate.clone(),
+            login: answer.login.clone(),
+            outcome,
+            replayed,
+            refused,
+        };
+        let mut outcomes = Vec::new();
+        for goal in goals {
+            let state = self
+                .store
+                .goal(goal)
+                .state()
+                .await
+                .map_err(DeliveryError::Store)?;
+            if !state.gates.contains_key(&answer.gate) {
+                continue;
+            }
+            outcomes.push(
+                match self.submit(goal, &provider, &command, operation).await? {
+                    Ok(submitted) => outcome(Some(goal), "answered", submitted.replayed, None),
+                    Err(refusal) => outcome(Some(goal), "refused", false, Some(refusal.code())),
+                },
+            );
+        }
+        if outcomes.is_empty() {
+            outcomes.push(outcome(None, "unknown_gate", false, None));
+        }
+        Ok(outcomes)
     }
 
     /// Records the fact on `goal` and judges the goal in the same pass.
@@ -359,6 +466,17 @@ impl Deliveries {
             })),
         }
     }
+}
+
+/// The operation the `index`th answer a delivery carries commits under: derived from the
+/// delivery's, so a redelivery replays the answer as it replays the fact.
+fn answer_operation(delivery: &OperationId, index: usize) -> Result<OperationId, DeliveryError> {
+    OperationId::new(bounded_id(&format!("{delivery}-answer-{index}"))).map_err(|_| {
+        DeliveryError::Header {
+            header: "X-GitHub-Delivery",
+            problem: "not a delivery id (up to 64 letters, digits and dashes)",
+        }
+    })
 }
 
 /// The operation a delivery's fact commits under on every goal: derived from the delivery id

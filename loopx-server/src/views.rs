@@ -273,9 +273,23 @@ pub fn board(state: &GoalState) -> Value {
     Value::Object(board)
 }
 
+/// The logins the owner mapped to people (`goal amend --map-login`), by provider and login:
+/// `{"provider": "github", "login": "maria-gh", "person": "maria"}` each.
+pub fn logins(state: &GoalState) -> Vec<Value> {
+    state
+        .logins
+        .iter()
+        .flat_map(|(provider, mapped)| {
+            mapped.iter().map(move |(login, person)| {
+                json!({ "provider": provider, "login": login, "person": person })
+            })
+        })
+        .collect()
+}
+
 /// The document of `status`: the board, open gates, budget, criteria and evidence freshness
 /// at `now`, and the outbox when it holds something (so a board without effects reads as it
-/// always did).
+/// always did), and the mapped logins when there are any.
 pub fn status(state: &GoalState, now: Timestamp) -> Value {
     let gates: Vec<Value> = state
         .gates
@@ -304,6 +318,12 @@ pub fn status(state: &GoalState, now: Timestamp) -> Value {
     // The capability is said only when the goal is bound to one.
     if let (Some(binding), Some(map)) = (&state.spec.capability, status.as_object_mut()) {
         map.insert("capability".into(), json!(binding));
+    }
+    // The people the owner mapped to provider logins, when there are any.
+    if !state.logins.is_empty()
+        && let Some(map) = status.as_object_mut()
+    {
+        map.insert("logins".into(), Value::Array(logins(state)));
     }
     if !state.pending_effects.is_empty()
         && let Some(map) = status.as_object_mut()

@@ -9,8 +9,11 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use loopx_kernel::Subject;
 use loopx_kernel::prelude::*;
+use loopx_kernel::{
+    Actor, Amendment, Command, Event, ExpiryPolicy, GateId, GateScope, GateStatus, NewGate,
+    PersonId, SourceId, Subject,
+};
 use loopx_provider::clock::SystemClock;
 use loopx_provider::github::webhook::{Delivery, WebhookVerifier};
 use loopx_server::Service;
@@ -499,4 +502,262 @@ fn permutations(n: usize) -> Vec<Vec<usize>> {
         }
     }
     out
+}
+
+/// GitHub's `issue_comment` fixture, moved onto pull request #1 and rewritten: `login` wrote
+/// `body`.
+fn comment_on_the_pull(login: &str, id: u64, body: &str) -> Vec<u8> {
+    comment_on(1, login, id, body)
+}
+
+/// The same on pull request `number`.
+fn comment_on(number: u64, login: &str, id: u64, body: &str) -> Vec<u8> {
+    let raw = std::fs::read(fixtures().join("github-webhooks/issue_comment/created.payload.json"))
+        .expect("read");
+    let mut payload: Value = serde_json::from_slice(&raw).expect("JSON");
+    payload["issue"]["number"] = json!(number);
+    payload["issue"]["pull_request"] = json!({
+        "url": format!("https://api.github.com/repos/Codertocat/Hello-World/pulls/{number}")
+    });
+    payload["comment"]["id"] = json!(id);
+    payload["comment"]["user"]["login"] = json!(login);
+    payload["comment"]["body"] = json!(body);
+    serde_json::to_vec(&payload).expect("JSON")
+}
+
+/// A goal that follows pull request #1 with a pending gate of its owner's, `olivia`, whose
+/// GitHub login the owner mapped.
+async fn gated(store: &dyn Store) -> GoalId {
+    follow(store, "g", "pr:Codertocat/Hello-World#1", None).await;
+    let goal: GoalId = "g".parse().expect("an id");
+    let olivia = Actor::Person(PersonId::new("olivia").expect("an id"));
+    let handle = store.goal(&goal);
+    handle
+        .submit(
+            &olivia,
+            SystemClock.now(),
+            &Command::AmendGoal {
+                expected_revision: 0,
+                amendments: vec![Amendment::MapLogin {
+                    person: PersonId::new("olivia").expect("an id"),
+                    provider: SourceId::new("github").expect("an id"),
+                    login: "Codertocat".into(),
+                }],
+            },
+        )
+        .await
+        .expect("mapped");
+    let gate = NewGate {
+        id: GateId::new("naming").expect("an id"),
+        question: "is error_code acceptable as a stable field?".into(),
+        owner: olivia.clone(),
+        scope: GateScope {
+            whole_goal: true,
+            ..GateScope::default()
+        },
+        deadline: None,
+        on_expiry: ExpiryPolicy::Expire,
+    };
+    handle
+        .submit(&olivia, SystemClock.now(), &Command::OpenGate { gate })
+        .await
+        .expect("opened");
+    goal
+}
+
+async fn gate_status(store: &dyn Store, goal: &GoalId) -> GateStatus {
+    let state = store.load(goal).await.expect("loads").expect("exists");
+    state.gates[&GateId::new("naming").expect("an id")]
+        .status
+        .clone()
+}
+
+/// The chapter's unanswered question, answered where it was asked: the owner's `/loopx answer`
+/// comment resolves the gate as the owner; someone else's is refused and changes nothing; a
+/// redelivery replays; a `/loopx` line that is no command is passed over with its reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_owners_answer_in_the_pull_request_answers_the_gate_and_nobody_elses_does() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let store: Arc<dyn Store> =
+        Arc::new(SqliteStore::create(dir.path().join("loopx.db")).expect("a store"));
+    let base = serve(store.clone()).await;
+    let goal = gated(&*store).await;
+
+    let theirs = comment_on_the_pull(
+        "someone-else",
+        7001,
+        "I think so.\n/loopx answer naming yes, ship it\n/loopx approve naming",
+    );
+    let (status, answer) = post(
+        &base,
+        Some("issue_comment"),
+        Some("d-theirs"),
+        sign(&theirs),
+        theirs,
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["answers"][0]["goal"], "g", "{answer}");
+    assert_eq!(answer["answers"][0]["login"], "someone-else", "{answer}");
+    assert_eq!(answer["answers"][0]["outcome"], "refused", "{answer}");
+    assert_eq!(
+        answer["answers"][0]["refused"], "relay_not_gate_owner",
+        "{answer}"
+    );
+    let ignored = answer["ignored"][0].as_str().expect("a reason");
+    assert!(
+        ignored.contains("`/loopx approve` is not a command"),
+        "{answer}"
+    );
+    assert_eq!(gate_status(&*store, &goal).await, GateStatus::Pending);
+
+    let owners = comment_on_the_pull(
+        "Codertocat",
+        7002,
+        "/loopx answer naming error_code is fine",
+    );
+    let delivery = "72d3162e-cc78-11e3-81ab-4c9367dc0958";
+    let (status, answer) = post(
+        &base,
+        Some("issue_comment"),
+        Some(delivery),
+        sign(&owners),
+        owners.clone(),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["answers"][0]["outcome"], "answered", "{answer}");
+    assert_eq!(answer["answers"][0]["replayed"], false, "{answer}");
+    let GateStatus::Resolved {
+        answer: text, by, ..
+    } = gate_status(&*store, &goal).await
+    else {
+        panic!("the gate is resolved");
+    };
+    assert_eq!(text, "error_code is fine");
+    assert_eq!(by.to_string(), "person:olivia");
+    let after = revision(&*store, "g").await;
+    let log = store.events(&goal, 0, 100).await.expect("the log");
+    let relayed = log
+        .iter()
+        .find(|e| e.event.name() == "gate_answer_relayed")
+        .expect("the relayed answer is in the log");
+    assert_eq!(relayed.actor.to_string(), "provider:github");
+    let Event::GateAnswerRelayed { relay, person, .. } = &relayed.event else {
+        unreachable!()
+    };
+    assert_eq!(person.as_str(), "olivia");
+    assert_eq!(relay.login, "Codertocat");
+    assert_eq!(relay.delivery, delivery);
+    assert_eq!(relay.message.as_deref(), Some("comment:7002"));
+
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let (status, again) = post(
+        &base,
+        Some("issue_comment"),
+        Some(delivery),
+        sign(&owners),
+        owners,
+    )
+    .await;
+    assert_eq!(status, 200, "{again}");
+    assert_eq!(again["answers"][0]["outcome"], "answered", "{again}");
+    assert_eq!(again["answers"][0]["replayed"], true, "{again}");
+    assert_eq!(revision(&*store, "g").await, after, "nothing twice");
+}
+
+/// A review whose body carries the command answers like a comment; one naming a gate no goal
+/// following the pull request holds answers nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_review_carrying_the_command_answers_and_an_unknown_gate_answers_nothing() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let base = serve(store.clone()).await;
+    let goal = gated(&*store).await;
+    let raw = std::fs::read(
+        fixtures().join("github-webhooks/pull_request_review/submitted.payload.json"),
+    )
+    .expect("read");
+    let mut review: Value = serde_json::from_slice(&raw).expect("JSON");
+    review["pull_request"]["number"] = json!(1);
+    review["review"]["body"] =
+        json!("/loopx reject naming call it `code`\n/loopx answer ghost yes");
+    let body = serde_json::to_vec(&review).expect("JSON");
+    let (status, answer) = post(
+        &base,
+        Some("pull_request_review"),
+        Some("d-review"),
+        sign(&body),
+        body,
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["answers"][0]["outcome"], "answered", "{answer}");
+    assert_eq!(answer["answers"][1]["gate"], "ghost", "{answer}");
+    assert_eq!(answer["answers"][1]["outcome"], "unknown_gate", "{answer}");
+    let GateStatus::Rejected { reason, .. } = gate_status(&*store, &goal).await else {
+        panic!("the gate is rejected");
+    };
+    assert_eq!(reason, "call it `code`");
+}
+
+/// The maintainer's question in the pull request becomes the agent's todo in the same pass,
+/// through the goal's capability: it cannot be dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reviewers_question_in_the_pull_request_becomes_the_agents_todo() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let base = serve(store.clone()).await;
+    follow(
+        &*store,
+        "q",
+        "pr:Codertocat/Hello-World#2",
+        Some(json!({ "pulls": ["Codertocat/Hello-World#2"] })),
+    )
+    .await;
+    let opened = std::fs::read(fixtures().join("github-webhooks/pull_request/opened.payload.json"))
+        .expect("read");
+    let (status, answer) = post(
+        &base,
+        Some("pull_request"),
+        Some("q1"),
+        sign(&opened),
+        opened,
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    let question = comment_on(
+        2,
+        "maintainer",
+        7005,
+        "Is `error_code` a stable field name?",
+    );
+    let (status, answer) = post(
+        &base,
+        Some("issue_comment"),
+        Some("q2"),
+        sign(&question),
+        question,
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    assert!(
+        answer["goals"][0]["proposed"]
+            .as_array()
+            .expect("proposed")
+            .iter()
+            .any(|p| p == "add_todo"),
+        "{answer}"
+    );
+    let state = store
+        .load(&"q".parse().expect("an id"))
+        .await
+        .expect("loads")
+        .expect("exists");
+    let todo = state
+        .pending_todos()
+        .find(|t| t.id.as_str() == "question:Codertocat/Hello-World#2/comment-7005")
+        .expect("the question is the agent's todo");
+    assert_eq!(
+        todo.title,
+        "answer @maintainer: Is `error_code` a stable field name?"
+    );
 }

@@ -7,7 +7,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use loopx_kernel::{
     Actor, AgentId, Amendment, BudgetExhaustion, CheckId, Command, Criterion, CriterionId,
     Duration, GoalId, GoalSpec, Identity, Limits, PersonId, Policy, PublicKey, RegisteredKey,
-    Subject,
+    SourceId, Subject,
 };
 use serde_json::{Value, json};
 
@@ -108,6 +108,52 @@ fn actor_key(text: &str) -> Result<RegisteredKey, CliError> {
     let actor = parse_actor(actor.trim())?;
     let key = PublicKey::parse(key.trim()).map_err(|e| bad(format!("`{text}`: {e}")))?;
     Ok(RegisteredKey { actor, key })
+}
+
+/// The amendments of `--map-login` and `--unmap-login`, in that order.
+fn login_amendments(map: &[String], unmap: &[String]) -> Result<Vec<Amendment>, CliError> {
+    let mut amendments = Vec::new();
+    for text in map {
+        amendments.push(map_login(text)?);
+    }
+    for text in unmap {
+        let (provider, login) = provider_login(text)?;
+        amendments.push(Amendment::UnmapLogin { provider, login });
+    }
+    Ok(amendments)
+}
+
+/// `PERSON=PROVIDER:LOGIN` as the amendment mapping the login to the person; the kernel
+/// checks the login itself.
+fn map_login(text: &str) -> Result<Amendment, CliError> {
+    let (person, login) = text
+        .split_once('=')
+        .ok_or_else(|| login_usage(format!("`{text}` is not PERSON=PROVIDER:LOGIN")))?;
+    let person = PersonId::new(person.trim()).map_err(|e| login_usage(format!("`{text}`: {e}")))?;
+    let (provider, login) = provider_login(login)?;
+    Ok(Amendment::MapLogin {
+        person,
+        provider,
+        login,
+    })
+}
+
+/// `PROVIDER:LOGIN`, e.g. `github:maria-gh`.
+fn provider_login(text: &str) -> Result<(SourceId, String), CliError> {
+    let (provider, login) = text
+        .split_once(':')
+        .ok_or_else(|| login_usage(format!("`{text}` is not PROVIDER:LOGIN")))?;
+    let provider =
+        SourceId::new(provider.trim()).map_err(|e| login_usage(format!("`{text}`: {e}")))?;
+    Ok((provider, login.trim().to_owned()))
+}
+
+fn login_usage(problem: String) -> CliError {
+    CliError::usage(
+        "invalid_login",
+        problem,
+        "pass PERSON=PROVIDER:LOGIN to --map-login (e.g. maria=github:maria-gh) and PROVIDER:LOGIN to --unmap-login",
+    )
 }
 
 /// The key of `actor` this machine signs with, made in the key directory when it has none (an
@@ -293,6 +339,14 @@ pub struct AmendArgs {
     /// Withdraw an actor's key: ACTOR=KEY (repeatable); the owner keeps at least one.
     #[arg(long = "revoke-key", value_name = "ACTOR=KEY")]
     revoke_keys: Vec<String>,
+    /// Say who a provider's login is: PERSON=PROVIDER:LOGIN, e.g. maria=github:maria-gh
+    /// (repeatable). Her `/loopx answer` comments in the pull request, relayed by `loopx serve`,
+    /// then answer the gates she owns, and those gates are delivered to her there.
+    #[arg(long = "map-login", value_name = "PERSON=PROVIDER:LOGIN")]
+    map_logins: Vec<String>,
+    /// Withdraw a login's mapping: PROVIDER:LOGIN (repeatable).
+    #[arg(long = "unmap-login", value_name = "PROVIDER:LOGIN")]
+    unmap_logins: Vec<String>,
     /// New budget limits (unnamed dimensions keep their current limit).
     #[command(flatten)]
     limits: LimitArgs,
@@ -561,6 +615,7 @@ async fn amend(ctx: &Ctx, args: AmendArgs) -> Result<Exit, CliError> {
         let RegisteredKey { actor, key } = actor_key(text)?;
         amendments.push(Amendment::RevokeKey { actor, key });
     }
+    amendments.extend(login_amendments(&args.map_logins, &args.unmap_logins)?);
     let backend = ctx.open().await?;
     let state = ctx.load(&backend, &goal).await?;
     // An agent registered on a signed goal gets its key as at creation: the key directory's,

@@ -103,6 +103,7 @@ fn human(out: &Output, state: &GoalState, now: Timestamp) -> String {
         }
         text.push_str(&table.render(out));
     }
+    text.push_str(&logins(out, state));
     text.push('\n');
     let ledger = &state.ledger;
     let remaining = ledger.remaining();
@@ -155,4 +156,21 @@ fn human(out: &Output, state: &GoalState, now: Timestamp) -> String {
         text.push_str(&pending);
     }
     text
+}
+
+/// The logins the owner mapped to people, as a table after a blank line; nothing without any.
+fn logins(out: &Output, state: &GoalState) -> String {
+    if state.logins.is_empty() {
+        return String::new();
+    }
+    let mut table = Table::new(&["LOGIN", "PERSON"]);
+    for (provider, mapped) in &state.logins {
+        for (login, person) in mapped {
+            table.row(vec![
+                format!("{provider}:{login}"),
+                format!("person:{person}"),
+            ]);
+        }
+    }
+    format!("\n{}", table.render(out))
 }

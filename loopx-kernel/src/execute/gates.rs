@@ -5,6 +5,7 @@ use crate::command::GateAnswer;
 use crate::event::Event;
 use crate::gate::NewGate;
 use crate::ids::{AgentId, ObligationId};
+use crate::login::{Relay, check_login};
 use crate::obligation::{ObligationCause, ObligationKind};
 use crate::refusal::Refusal;
 
@@ -76,21 +77,58 @@ impl Ctx<'_> {
                 owner: gate.owner.clone(),
             });
         }
+        check_answer(answer)?;
         Ok(vec![match answer {
-            GateAnswer::Resolve { answer } => {
-                text("answer", answer)?;
-                Event::GateResolved {
-                    gate: id.clone(),
-                    answer: answer.clone(),
-                }
+            GateAnswer::Resolve { answer } => Event::GateResolved {
+                gate: id.clone(),
+                answer: answer.clone(),
+            },
+            GateAnswer::Reject { reason } => Event::GateRejected {
+                gate: id.clone(),
+                reason: reason.clone(),
+            },
+        }])
+    }
+
+    /// A provider relays an answer its login wrote: the provider authenticated the login (a
+    /// delivery's signature), and the owner's mapping says whom it speaks for. Nobody but the
+    /// gate's owner answers, through a relay or not.
+    pub(super) fn relay_gate_answer(
+        &self,
+        id: &crate::ids::GateId,
+        answer: &GateAnswer,
+        relay: &Relay,
+    ) -> Result<Vec<Event>, Refusal> {
+        let Actor::Provider(provider) = self.actor else {
+            return Err(self.not_permitted("relay_gate_answer"));
+        };
+        let gate = self.pending_gate(id)?;
+        check_login(&relay.login).map_err(|problem| invalid("relay.login", problem))?;
+        text("relay.delivery", &relay.delivery)?;
+        if let Some(message) = &relay.message {
+            text("relay.message", message)?;
+        }
+        let person = match &gate.owner {
+            Actor::Person(owner)
+                if self.state.person_of_login(provider, &relay.login) == Some(owner) =>
+            {
+                owner
             }
-            GateAnswer::Reject { reason } => {
-                text("reason", reason)?;
-                Event::GateRejected {
+            _ => {
+                return Err(Refusal::RelayNotGateOwner {
                     gate: id.clone(),
-                    reason: reason.clone(),
-                }
+                    provider: provider.clone(),
+                    login: relay.login.clone(),
+                    owner: gate.owner.clone(),
+                });
             }
+        };
+        check_answer(answer)?;
+        Ok(vec![Event::GateAnswerRelayed {
+            gate: id.clone(),
+            answer: answer.clone(),
+            person: person.clone(),
+            relay: relay.clone(),
         }])
     }
 
@@ -178,5 +216,13 @@ impl Ctx<'_> {
             obligation: id.clone(),
         });
         Ok(events)
+    }
+}
+
+/// An answer's text, or a rejection's reason, is checked like every free text.
+fn check_answer(answer: &GateAnswer) -> Result<(), Refusal> {
+    match answer {
+        GateAnswer::Resolve { answer } => text("answer", answer),
+        GateAnswer::Reject { reason } => text("reason", reason),
     }
 }

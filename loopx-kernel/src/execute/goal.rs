@@ -7,7 +7,9 @@ use crate::budget::Limits;
 use crate::event::Event;
 use crate::goal::Amendment;
 use crate::identity::{Identity, RegisteredKey};
-use crate::ids::CheckId;
+use crate::ids::{CheckId, PersonId, SourceId};
+use crate::login::{check_login, login_key};
+use crate::persistent::Map;
 use crate::refusal::Refusal;
 
 use super::{Ctx, invalid, positive, text};
@@ -33,6 +35,7 @@ impl Ctx<'_> {
         let mut criteria: BTreeSet<_> = self.state.spec.criteria.iter().map(|c| &c.id).collect();
         let mut keys = self.state.spec.keys.clone();
         let mut validators = self.state.spec.validators.clone();
+        let mut logins = self.state.logins.clone();
         for amendment in amendments {
             match amendment {
                 Amendment::SetObjective { objective } => text("objective", objective)?,
@@ -80,6 +83,9 @@ impl Ctx<'_> {
                     change_validators(&mut validators, amendment)?;
                 }
                 Amendment::SetBudget { limits } => self.check_limits(*limits)?,
+                Amendment::MapLogin { .. } | Amendment::UnmapLogin { .. } => {
+                    change_logins(&mut logins, amendment)?;
+                }
                 Amendment::RegisterAgent { .. }
                 | Amendment::UnregisterAgent { .. }
                 | Amendment::Grant { .. }
@@ -167,6 +173,56 @@ fn change_validators(
                 kind: "validator",
                 id: format!("{check} {validator}"),
             })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Applies a login amendment to `logins`, the mappings as amended so far in this batch: a
+/// login that does not read as one, one mapped to someone else, the same mapping twice and
+/// withdrawing one never made are refused.
+fn change_logins(
+    logins: &mut Map<SourceId, Map<String, PersonId>>,
+    amendment: &Amendment,
+) -> Result<(), Refusal> {
+    match amendment {
+        Amendment::MapLogin {
+            person,
+            provider,
+            login,
+        } => {
+            check_login(login).map_err(|problem| Refusal::LoginMalformed {
+                provider: provider.clone(),
+                problem,
+            })?;
+            let mapped = logins.get_or_default(provider.clone());
+            match mapped.get(&login_key(login)) {
+                Some(holder) if holder == person => Err(Refusal::DuplicateId {
+                    kind: "login",
+                    id: format!("{provider}:{login}"),
+                }),
+                Some(holder) => Err(Refusal::LoginTaken {
+                    provider: provider.clone(),
+                    login: login.clone(),
+                    person: holder.clone(),
+                }),
+                None => {
+                    mapped.insert(login_key(login), person.clone());
+                    Ok(())
+                }
+            }
+        }
+        Amendment::UnmapLogin { provider, login } => {
+            let removed = logins
+                .get_mut(provider)
+                .and_then(|mapped| mapped.remove(&login_key(login)));
+            match removed {
+                Some(_) => Ok(()),
+                None => Err(Refusal::UnknownReference {
+                    kind: "login",
+                    id: format!("{provider}:{login}"),
+                }),
+            }
         }
         _ => Ok(()),
     }

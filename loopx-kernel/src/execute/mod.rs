@@ -286,6 +286,11 @@ impl Ctx<'_> {
             } => self.record_effect(id, *outcome, note.as_deref(), grant_reason.as_deref()),
             Command::OpenGate { gate } => self.open_gate(gate),
             Command::AnswerGate { gate, answer } => self.answer_gate(gate, answer),
+            Command::RelayGateAnswer {
+                gate,
+                answer,
+                relay,
+            } => self.relay_gate_answer(gate, answer, relay),
             Command::WithdrawGate { gate, reason } => self.withdraw_gate(gate, reason),
             Command::RecordObservation { observation } => self.record_observation(observation),
             Command::RecordEvidence { evidence } => self.record_evidence(evidence),

@@ -259,6 +259,10 @@ fact_schema! {
         req commit_id: String,
         /// The pull request number.
         req pull: u64,
+        /// GitHub's id of the review, when the provider read it.
+        opt review_id: u64,
+        /// What the reviewer wrote with it, when anything.
+        opt body: String,
     }
 }
 
@@ -344,6 +348,20 @@ impl IssueComment {
     pub fn key(repo: &str, id: u64) -> String {
         format!("{}{}/{id}", Self::PREFIX, id_component(repo))
     }
+
+    /// `comment:<repo>/`: the start of every comment stream of the thread's repository.
+    pub fn streams(thread: &Thread) -> String {
+        format!("{}{}/", Self::PREFIX, thread.repo)
+    }
+
+    /// The comment's id, from its stream's key.
+    pub fn id_of(key: &str) -> Option<u64> {
+        key.strip_prefix(Self::PREFIX)?
+            .rsplit_once('/')?
+            .1
+            .parse()
+            .ok()
+    }
 }
 
 fact_schema! {
@@ -405,6 +423,21 @@ impl ReviewComment {
     /// The stream `review-comment:<repo>/<id>` (the repository encoded here).
     pub fn key(repo: &str, id: u64) -> String {
         format!("{}{}/{id}", Self::PREFIX, id_component(repo))
+    }
+
+    /// `review-comment:<repo>/`: the start of every review comment stream of the thread's
+    /// repository.
+    pub fn streams(thread: &Thread) -> String {
+        format!("{}{}/", Self::PREFIX, thread.repo)
+    }
+
+    /// The comment's id, from its stream's key.
+    pub fn id_of(key: &str) -> Option<u64> {
+        key.strip_prefix(Self::PREFIX)?
+            .rsplit_once('/')?
+            .1
+            .parse()
+            .ok()
     }
 }
 

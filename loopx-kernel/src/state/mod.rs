@@ -11,15 +11,17 @@ use serde::{Deserialize, Serialize};
 
 use crate::actor::Actor;
 use crate::budget::{Amounts, Ledger, Overrun};
+use crate::command::GateAnswer;
 use crate::event::{Event, RecordedEvent, SCHEMA_VERSION, SettledTransition};
 use crate::evidence::{Evidence, Freshness, NewEvidence, Observation, SubjectHead};
 use crate::gate::{Gate, GateStatus, NewGate};
 use crate::goal::{Amendment, GoalSpec};
 use crate::identity::RegisteredKey;
 use crate::ids::{
-    AgentId, CheckId, EffectId, EvidenceId, GateId, ObligationId, ObservationKey, Revision,
-    Subject, TodoId, TurnId,
+    AgentId, CheckId, EffectId, EvidenceId, GateId, ObligationId, ObservationKey, PersonId,
+    Revision, SourceId, Subject, TodoId, TurnId,
 };
+use crate::login::login_key;
 use crate::obligation::{Discharge, Obligation, ObligationCause};
 use crate::outbox::PendingEffect;
 use crate::persistent::{Arena, Map, Set};
@@ -97,6 +99,10 @@ pub struct GoalState {
     /// the budget or the policy; left out of the JSON when there is none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overrun: Option<Box<Overrun>>,
+    /// The logins the owner mapped to people, by provider and then by login in lower case
+    /// ([`Amendment::MapLogin`]); left out of the JSON when there is none.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub logins: Map<SourceId, Map<String, PersonId>>,
     #[serde(skip)]
     index: Index,
 }
@@ -166,6 +172,8 @@ struct Unindexed {
     used_effects: Set<EffectId>,
     #[serde(default)]
     overrun: Option<Box<Overrun>>,
+    #[serde(default)]
+    logins: Map<SourceId, Map<String, PersonId>>,
 }
 
 impl Unindexed {
@@ -268,6 +276,7 @@ impl TryFrom<Unindexed> for GoalState {
             pending_effects: raw.pending_effects,
             used_effects: raw.used_effects,
             overrun: raw.overrun,
+            logins: raw.logins,
             index: Index::default(),
         };
         state.rebuild_index();
@@ -426,6 +435,7 @@ impl GoalState {
             pending_effects: Map::new(),
             used_effects: Set::new(),
             overrun: None,
+            logins: Map::new(),
             index: Index::default(),
         })
     }
@@ -722,6 +732,27 @@ impl GoalState {
                 };
                 self.gate_mut(gate, recorded)?.status = status;
             }
+            Event::GateAnswerRelayed {
+                gate,
+                answer,
+                person,
+                ..
+            } => {
+                let by = Actor::Person(person.clone());
+                let status = match answer {
+                    GateAnswer::Resolve { answer } => GateStatus::Resolved {
+                        answer: answer.clone(),
+                        by,
+                        at,
+                    },
+                    GateAnswer::Reject { reason } => GateStatus::Rejected {
+                        reason: reason.clone(),
+                        by,
+                        at,
+                    },
+                };
+                self.gate_mut(gate, recorded)?.status = status;
+            }
             Event::GateWithdrawn { gate, reason } => {
                 let status = GateStatus::Withdrawn {
                     reason: reason.clone(),
@@ -865,6 +896,23 @@ impl GoalState {
             }
             Amendment::SetCapability { capability } => {
                 spec.capability = capability.clone().map(Box::new);
+            }
+            Amendment::MapLogin {
+                person,
+                provider,
+                login,
+            } => {
+                self.logins
+                    .get_or_default(provider.clone())
+                    .insert(login_key(login), person.clone());
+            }
+            Amendment::UnmapLogin { provider, login } => {
+                if let Some(logins) = self.logins.get_mut(provider) {
+                    logins.remove(&login_key(login));
+                    if logins.is_empty() {
+                        self.logins.remove(provider);
+                    }
+                }
             }
         }
     }

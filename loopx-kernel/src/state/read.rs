@@ -11,11 +11,28 @@ use crate::budget::{Amounts, Dimension, Overrun};
 use crate::evidence::{Evidence, Freshness, NewEvidence, Observation, Outcome};
 use crate::gate::Gate;
 use crate::identity::may_establish;
-use crate::ids::{AgentId, CriterionId, EvidenceId, ObservationKey, Subject};
+use crate::ids::{AgentId, CriterionId, EvidenceId, ObservationKey, PersonId, SourceId, Subject};
+use crate::login::login_key;
 use crate::time::Timestamp;
 use crate::todo::Todo;
 
 impl GoalState {
+    /// The person `login` speaks for at `provider`, as the owner mapped it
+    /// ([`Amendment::MapLogin`](crate::Amendment::MapLogin)); logins compare case-insensitively.
+    pub fn person_of_login(&self, provider: &SourceId, login: &str) -> Option<&PersonId> {
+        self.logins.get(provider)?.get(&login_key(login))
+    }
+
+    /// `person`'s login at `provider`, the first in order when the owner mapped several; in
+    /// lower case, as the kernel keeps it.
+    pub fn login_of(&self, person: &PersonId, provider: &SourceId) -> Option<&str> {
+        self.logins
+            .get(provider)?
+            .iter()
+            .find(|(_, mapped)| *mapped == person)
+            .map(|(login, _)| login.as_str())
+    }
+
     /// Todos that are not done or superseded, in frontier order (priority, then age).
     pub fn pending_todos(&self) -> impl Iterator<Item = &Todo> + '_ {
         self.index

@@ -17,7 +17,7 @@ use crate::goal::{Amendment, GoalSpec, GrantedAction, Policy};
 use crate::identity::{Identity, RegisteredKey};
 use crate::ids::{
     AgentId, CheckId, CriterionId, DecisionScope, EffectId, EvidenceId, Fingerprint, GateId,
-    ObligationId, ObservationKey, Revision, Subject, TodoId, TurnId,
+    ObligationId, ObservationKey, PersonId, Revision, SourceId, Subject, TodoId, TurnId,
 };
 use crate::obligation::{ObligationCause, ObligationKind};
 use crate::outbox::EffectIntent;
@@ -192,6 +192,8 @@ pub struct LifecycleModel {
     pub(crate) keys: Vec<RegisteredKey>,
     /// Who may establish evidence of which check (applied on signed goals only).
     pub(crate) validators: BTreeMap<CheckId, BTreeSet<Actor>>,
+    /// Whom each (provider, login in lower case) speaks for, as the owner mapped it.
+    pub(crate) logins: BTreeMap<(SourceId, String), PersonId>,
     pub(crate) limits: Limits,
     pub(crate) spent: Amounts,
     pub(crate) reserved: Amounts,
@@ -358,6 +360,7 @@ impl LifecycleModel {
             goal_idle: 0,
             overrun: Amounts::ZERO,
             unanswered_overrun: None,
+            logins: BTreeMap::new(),
             steps: 0,
             drive: 20,
             expect: Expect::Nothing,
@@ -922,6 +925,11 @@ impl LifecycleModel {
                 self.open_gate(actor, gate)
             }
             Command::AnswerGate { gate, answer } => self.answer(actor, gate, answer),
+            Command::RelayGateAnswer {
+                gate,
+                answer,
+                relay,
+            } => self.relay(actor, gate, answer, &relay.login),
             Command::WithdrawGate { gate, reason } => self.withdraw(actor, gate, reason),
             Command::RecordObservation { observation } => {
                 match actor {
@@ -1036,6 +1044,35 @@ impl LifecycleModel {
         Ok(())
     }
 
+    /// A login speaks for one person: mapping one that is malformed or taken, or withdrawing
+    /// one never mapped, is refused.
+    fn change_logins(&mut self, amendment: &Amendment) -> Result<(), &'static str> {
+        match amendment {
+            Amendment::MapLogin {
+                person,
+                provider,
+                login,
+            } => {
+                if crate::login::check_login(login).is_err() {
+                    return Err("malformed login");
+                }
+                let key = (provider.clone(), login.to_ascii_lowercase());
+                if self.logins.contains_key(&key) {
+                    return Err("login mapped already");
+                }
+                self.logins.insert(key, person.clone());
+            }
+            Amendment::UnmapLogin { provider, login } => {
+                let key = (provider.clone(), login.to_ascii_lowercase());
+                if self.logins.remove(&key).is_none() {
+                    return Err("login never mapped");
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
     fn amend(&mut self, actor: &Actor, expected: u64, amendments: &[Amendment]) -> Verdict {
         if !self.is_owner(actor) {
             return Err("only the owner amends");
@@ -1122,6 +1159,9 @@ impl LifecycleModel {
                 }
                 Amendment::RegisterValidator { .. } | Amendment::UnregisterValidator { .. } => {
                     self.change_validators(amendment)?;
+                }
+                Amendment::MapLogin { .. } | Amendment::UnmapLogin { .. } => {
+                    self.change_logins(amendment)?;
                 }
             }
         }
@@ -2228,6 +2268,25 @@ impl LifecycleModel {
         Ok(vec![event])
     }
 
+    /// A provider's relay speaks for the gate's owner only through a login the owner mapped
+    /// to them under that provider.
+    fn relay(&mut self, actor: &Actor, id: &GateId, answer: &GateAnswer, login: &str) -> Verdict {
+        let Actor::Provider(provider) = actor else {
+            return Err("only a provider relays");
+        };
+        let gate = self.waiting_gate(id)?;
+        let speaks_for = self
+            .logins
+            .get(&(provider.clone(), login.to_ascii_lowercase()))
+            .map(|person| Actor::Person(person.clone()));
+        if crate::login::check_login(login).is_err() || speaks_for.as_ref() != Some(&gate.owner) {
+            return Err("the login does not speak for the gate's owner");
+        }
+        let owner = gate.owner.clone();
+        self.answer(&owner, id, answer)?;
+        Ok(vec!["gate_answer_relayed"])
+    }
+
     fn withdraw(&mut self, actor: &Actor, id: &GateId, reason: &str) -> Verdict {
         let gate = self.waiting_gate(id)?;
         if &gate.opened_by != actor && !self.is_owner(actor) {
@@ -2527,6 +2586,21 @@ impl LifecycleModel {
     }
 
     fn diff_facts(&self, state: &GoalState, out: &mut Vec<Finding>) {
+        let logins: BTreeMap<(SourceId, String), PersonId> = state
+            .logins
+            .iter()
+            .flat_map(|(provider, mapped)| {
+                mapped
+                    .iter()
+                    .map(|(login, person)| ((provider.clone(), login.clone()), person.clone()))
+            })
+            .collect();
+        if logins != self.logins {
+            out.push(Finding::new(
+                "model",
+                format!("logins: model has {:?}, goal has {logins:?}", self.logins),
+            ));
+        }
         same_keys("gates", &self.gates, state.gates.keys(), out);
         for (id, m) in &self.gates {
             let Some(g) = state.gates.get(id) else {

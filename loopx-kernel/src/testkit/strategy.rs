@@ -425,6 +425,7 @@ enum Kind {
     Reassign,
     OpenGate,
     AnswerGate,
+    RelayAnswer,
     WithdrawGate,
     Observe,
     Evidence,
@@ -485,6 +486,7 @@ fn weights(m: &LifecycleModel) -> Vec<(u32, Kind)> {
         (when(has_todos, 2, 1), Kind::Reassign),
         (4, Kind::OpenGate),
         (when(waiting_gate, 5, 1), Kind::AnswerGate),
+        (when(waiting_gate, 4, 1), Kind::RelayAnswer),
         (when(waiting_gate, 2, 1), Kind::WithdrawGate),
         (4, Kind::Observe),
         (5, Kind::Evidence),
@@ -855,6 +857,7 @@ fn build(m: &LifecycleModel, kind: Kind, p: &mut Picker) -> Step {
             },
         ),
         Kind::AnswerGate | Kind::WithdrawGate => gate_answer(m, p, kind),
+        Kind::RelayAnswer => relay_answer(m, p),
         Kind::Observe => {
             let key = if p.chance(35) { KEY_PR } else { KEY_CI };
             let changed = !p.chance(25);
@@ -1549,6 +1552,57 @@ fn gate_answer(m: &LifecycleModel, p: &mut Picker, kind: Kind) -> Step {
     issue(actor, command)
 }
 
+/// The logins the machine maps: the owner's, a stranger's, and one that does not read as a
+/// login at all.
+const LOGINS: [&str; 3] = ["Olivia-GH", "sam-gh", "not a login"];
+
+/// A provider relays an answer from one of the logins (in any case), usually to a waiting gate
+/// and usually as the provider; whether it speaks for the gate's owner is the mapping's to say.
+fn relay_answer(m: &LifecycleModel, p: &mut Picker) -> Step {
+    let waiting: Vec<_> = m
+        .gates
+        .iter()
+        .filter(|(_, g)| m.gate_waiting(g))
+        .map(|(id, _)| id.clone())
+        .collect();
+    let gate = match p.pick(&waiting) {
+        Some(g) if !p.chance(10) => g.clone(),
+        _ => id("g-unknown"),
+    };
+    let login = LOGINS[p.below(3)];
+    let login = if p.chance(30) {
+        login.to_ascii_lowercase()
+    } else {
+        login.to_owned()
+    };
+    let actor = if p.chance(85) {
+        Actor::Provider(roster::provider())
+    } else {
+        any_actor(p)
+    };
+    let answer = if p.chance(30) {
+        GateAnswer::Reject {
+            reason: text(p, "rename error_code"),
+        }
+    } else {
+        GateAnswer::Resolve {
+            answer: text(p, "error_code is fine"),
+        }
+    };
+    issue(
+        actor,
+        Command::RelayGateAnswer {
+            gate,
+            answer,
+            relay: crate::login::Relay {
+                login,
+                delivery: format!("delivery-{}", m.steps),
+                message: None,
+            },
+        },
+    )
+}
+
 /// A live monitor poll in flight whose quiet settlement would raise a stalled-monitor
 /// obligation, if there is one.
 fn stalling_poll(m: &LifecycleModel) -> Option<TodoId> {
@@ -1750,7 +1804,8 @@ fn amend(m: &LifecycleModel, p: &mut Picker) -> Step {
         GrantedAction::Reassign,
     ][p.below(3)];
     let criteria: Vec<_> = m.criteria.keys().cloned().collect();
-    let amendment = match p.below(11) {
+    let login = LOGINS[p.below(3)].to_owned();
+    let amendment = match p.below(13) {
         0 => Amendment::RegisterAgent { agent: carol },
         1 => Amendment::UnregisterAgent { agent: carol },
         2 | 3 => Amendment::SetBudget { limits: limits(p) },
@@ -1787,6 +1842,19 @@ fn amend(m: &LifecycleModel, p: &mut Picker) -> Step {
         },
         9 => Amendment::SetObjective {
             objective: text(p, "ship json output"),
+        },
+        10 => Amendment::MapLogin {
+            person: if p.chance(75) {
+                roster::owner()
+            } else {
+                roster::stranger()
+            },
+            provider: roster::provider(),
+            login,
+        },
+        11 => Amendment::UnmapLogin {
+            provider: roster::provider(),
+            login,
         },
         _ => Amendment::Grant {
             agent: roster::outsider(),

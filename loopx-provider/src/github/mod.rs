@@ -35,6 +35,7 @@
 //! its stream holds: a late `opened` after `closed` changes nothing.
 
 pub mod body;
+pub mod commands;
 pub mod rest;
 pub mod webhook;
 
@@ -132,6 +133,9 @@ pub struct Review {
     /// When it was submitted.
     #[serde(default)]
     pub submitted_at: Option<String>,
+    /// What the reviewer wrote with it (`None` when nothing).
+    #[serde(default)]
+    pub body: Option<String>,
 }
 
 impl Review {
@@ -639,6 +643,51 @@ fn app_name(app: Option<&App>) -> String {
 }
 
 impl GitHubEvent {
+    /// The `/loopx` commands the fact carries ([`commands`]), with the login that wrote them:
+    /// those of a comment on a pull request when it is created (an edit or a deletion answers
+    /// nothing; a new comment does), and those of a review's body unless it is dismissed or
+    /// pending. Every other fact carries none. Lines that start with `/loopx` but are not
+    /// commands come back as [`commands::Ignored`], with their reasons.
+    pub fn commands(&self) -> (Vec<commands::RelayedAnswer>, Vec<commands::Ignored>) {
+        let (user, body, message) = match self {
+            GitHubEvent::IssueComment {
+                action,
+                on_pull_request: true,
+                comment,
+                ..
+            } if action.as_deref().is_none_or(|a| a == "created") => (
+                comment.user.as_ref(),
+                comment.body.as_deref(),
+                format!("comment:{}", comment.id),
+            ),
+            GitHubEvent::Review { review, .. }
+                if !matches!(review.normalized_state().as_str(), "dismissed" | "pending") =>
+            {
+                (
+                    review.user.as_ref(),
+                    review.body.as_deref(),
+                    format!("review:{}", review.id),
+                )
+            }
+            _ => return (Vec::new(), Vec::new()),
+        };
+        let (Some(user), Some(body)) = (user, body) else {
+            return (Vec::new(), Vec::new());
+        };
+        let read = commands::parse(body);
+        let answers = read
+            .answers
+            .into_iter()
+            .map(|(gate, answer)| commands::RelayedAnswer {
+                gate,
+                answer,
+                login: user.login.clone(),
+                message: message.clone(),
+            })
+            .collect();
+        (answers, read.ignored)
+    }
+
     /// The fact's place in GitHub's own order, from the object's own times (see
     /// [`SourceOrder`]): a pull request, issue, comment, suite, status or workflow run by its
     /// `updated_at`, a review by its `submitted_at`, a check run or job by its `completed_at`
@@ -762,6 +811,8 @@ impl GitHubEvent {
                         state: review.normalized_state(),
                         commit_id: sha.to_owned(),
                         pull: *number,
+                        review_id: Some(review.id),
+                        body: review.body.clone().filter(|b| !b.trim().is_empty()),
                     })
             }
             GitHubEvent::CheckRun { repo, run } => {

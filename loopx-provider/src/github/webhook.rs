@@ -18,6 +18,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use sha2::Sha256;
 
+use super::commands::{Ignored, RelayedAnswer};
 use super::{
     CheckRun, CheckSuite, Comment, CommitStatus, GitHubEvent, Issue, PullRequest, Push, Review,
     ReviewComment, ReviewThread, WorkflowJob, WorkflowRun,
@@ -141,6 +142,13 @@ pub struct Routed {
     pub observation: Observation,
     /// Its own subject first, then each pull request it concerns.
     pub subjects: Vec<Subject>,
+    /// The `/loopx answer` and `/loopx reject` commands it carries, with the login that wrote
+    /// them ([`GitHubEvent::commands`]): the delivery's signature proves they came from GitHub,
+    /// and a host relays them to the goals that follow the pull request, where the kernel
+    /// decides whether that login speaks for the gate's owner.
+    pub answers: Vec<RelayedAnswer>,
+    /// The `/loopx` lines that are not commands, each with the reason it was passed over.
+    pub ignored: Vec<Ignored>,
 }
 
 /// Why a delivery was refused.
@@ -315,9 +323,12 @@ impl WebhookVerifier {
                 subjects.push(subject);
             }
         }
+        let (answers, ignored) = typed.commands();
         Ok(Delivery::Fact(Routed {
             observation,
             subjects,
+            answers,
+            ignored,
         }))
     }
 

@@ -1,0 +1,176 @@
+//! `/loopx` commands written in a pull request: a gate's owner answers it where the question
+//! was delivered, with a line of its own in a comment or a review.
+//!
+//! ```text
+//! /loopx answer <gate> <text…>     resolves the gate with the rest of the line
+//! /loopx reject <gate> <reason…>   rejects it
+//! ```
+//!
+//! Parsing is strict and never fails a delivery: a line that starts with `/loopx` but is not
+//! one of these (an unknown sub-command, a gate id that does not read as one, no text) is
+//! [`Ignored`] with its reason, and every other line is prose. A quoted line (`> /loopx …`)
+//! is prose too, so quoting someone's command does not repeat it. Who may answer is not
+//! decided here: the provider relays the command with the login that wrote it
+//! ([`RelayedAnswer`]), and the kernel accepts it only from the login the goal's owner mapped
+//! to the gate's owner.
+
+use loopx_kernel::{GateAnswer, GateId};
+
+/// The command word a line must start with.
+pub const PREFIX: &str = "/loopx";
+
+/// An answer to a gate written in a pull request, to relay to the goals that follow it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RelayedAnswer {
+    /// The gate it names.
+    pub gate: GateId,
+    /// Resolve with the text, or reject with the reason.
+    pub answer: GateAnswer,
+    /// The login that wrote it, as the delivery names it.
+    pub login: String,
+    /// The comment's or review's id, e.g. `comment:1984` or `review:77`.
+    pub message: String,
+}
+
+/// A `/loopx` line that is not a command, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ignored {
+    /// Why it was not read as a command, naming the commands that exist.
+    pub reason: String,
+}
+
+/// What the `/loopx` lines of one message came to.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Commands {
+    /// The commands read, in order.
+    pub answers: Vec<(GateId, GateAnswer)>,
+    /// The `/loopx` lines that are not commands.
+    pub ignored: Vec<Ignored>,
+}
+
+/// How to write a command, for the reasons of ignored lines.
+const USAGE: &str = "write `/loopx answer <gate> <text>` or `/loopx reject <gate> <reason>`";
+
+/// Reads the `/loopx` lines of a comment's or review's body.
+pub fn parse(body: &str) -> Commands {
+    let mut commands = Commands::default();
+    for line in body.lines() {
+        match parse_line(line.trim()) {
+            None => {}
+            Some(Ok(answer)) => commands.answers.push(answer),
+            Some(Err(reason)) => commands.ignored.push(Ignored { reason }),
+        }
+    }
+    commands
+}
+
+/// `None` for prose; a command, or why a `/loopx` line is not one.
+fn parse_line(line: &str) -> Option<Result<(GateId, GateAnswer), String>> {
+    let rest = line.strip_prefix(PREFIX)?;
+    if !(rest.is_empty() || rest.starts_with(char::is_whitespace)) {
+        return None; // `/loopxyz` is another word
+    }
+    let (verb, rest) = split_word(rest.trim_start());
+    let (gate, text) = split_word(rest.trim_start());
+    let text = text.trim();
+    Some(match verb {
+        "answer" | "reject" if gate.is_empty() => {
+            Err(format!("`/loopx {verb}` names no gate; {USAGE}"))
+        }
+        "answer" | "reject" => match GateId::new(gate) {
+            Err(_) => Err(format!("`{}` is not a gate id; {USAGE}", clip(gate))),
+            Ok(_) if text.is_empty() => {
+                Err(format!("`/loopx {verb} {gate}` says nothing; {USAGE}"))
+            }
+            Ok(gate) if verb == "answer" => Ok((
+                gate,
+                GateAnswer::Resolve {
+                    answer: text.to_owned(),
+                },
+            )),
+            Ok(gate) => Ok((
+                gate,
+                GateAnswer::Reject {
+                    reason: text.to_owned(),
+                },
+            )),
+        },
+        "" => Err(format!("`/loopx` alone is not a command; {USAGE}")),
+        other => Err(format!(
+            "`/loopx {}` is not a command; {USAGE}",
+            clip(other)
+        )),
+    })
+}
+
+/// The first word of `text` and what follows it.
+fn split_word(text: &str) -> (&str, &str) {
+    text.split_once(char::is_whitespace).unwrap_or((text, ""))
+}
+
+/// A word of the payload, cut short for a reason (never the whole text of a comment).
+fn clip(word: &str) -> String {
+    word.chars().take(32).filter(|c| !c.is_control()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resolve(text: &str) -> GateAnswer {
+        GateAnswer::Resolve {
+            answer: text.into(),
+        }
+    }
+
+    #[test]
+    fn answers_and_rejections_are_read_line_by_line() {
+        let commands = parse(
+            "Thanks!\n/loopx answer naming error_code is fine\n  /loopx reject yaml not now  \n",
+        );
+        assert_eq!(
+            commands.answers,
+            vec![
+                (
+                    GateId::new("naming").unwrap(),
+                    resolve("error_code is fine")
+                ),
+                (
+                    GateId::new("yaml").unwrap(),
+                    GateAnswer::Reject {
+                        reason: "not now".into()
+                    }
+                ),
+            ]
+        );
+        assert!(commands.ignored.is_empty());
+    }
+
+    #[test]
+    fn prose_and_quotes_are_not_commands() {
+        let commands = parse("> /loopx answer naming yes\nuse `/loopx answer naming yes`\n/loopxy");
+        assert_eq!(commands, Commands::default());
+    }
+
+    #[test]
+    fn a_line_that_is_not_a_command_is_ignored_with_its_reason() {
+        let commands = parse(
+            "/loopx approve naming\n/loopx answer\n/loopx answer naming\n/loopx reject ../x no\n/loopx",
+        );
+        assert!(commands.answers.is_empty());
+        let reasons: Vec<&str> = commands.ignored.iter().map(|i| i.reason.as_str()).collect();
+        assert_eq!(reasons.len(), 5, "{reasons:?}");
+        assert!(
+            reasons[0].contains("`/loopx approve` is not a command"),
+            "{reasons:?}"
+        );
+        assert!(reasons[1].contains("names no gate"), "{reasons:?}");
+        assert!(reasons[2].contains("says nothing"), "{reasons:?}");
+        assert!(reasons[3].contains("is not a gate id"), "{reasons:?}");
+        assert!(
+            reasons
+                .iter()
+                .all(|r| r.contains("/loopx answer <gate> <text>"))
+        );
+    }
+}
