@@ -27,6 +27,11 @@ use ops::Sqlite;
 pub use schema::SCHEMA_VERSION;
 pub use wal::WalDamage;
 
+/// The first and the last pause of the re-reads after a wake that found nothing moved (see
+/// [`SqliteStore`]'s `changed`).
+const SETTLE_FIRST: StdDuration = StdDuration::from_millis(1);
+const SETTLE_LAST: StdDuration = StdDuration::from_millis(512);
+
 /// How many goals' folded states a handle keeps to skip decoding on the next load or append.
 const STATE_CACHE_GOALS: usize = 64;
 
@@ -604,6 +609,8 @@ impl Store for SqliteStore {
     ) -> Result<Vec<GoalId>, StoreError> {
         let deadline = crate::watch::deadline(timeout)?;
         let mut commits = self.shared.wake.subscribe();
+        // After a wake that found nothing: the next re-read, sooner than the fallback.
+        let mut settle: Option<StdDuration> = None;
         loop {
             if !watch.is_empty() {
                 let watched = watch.to_vec();
@@ -620,11 +627,22 @@ impl Store for SqliteStore {
             if now >= deadline {
                 return Ok(Vec::new());
             }
-            let fallback = deadline.min(now + self.shared.options.change_poll);
-            if let Ok(Err(_)) = tokio::time::timeout_at(fallback, commits.changed()).await {
-                // No sender left (not while this handle lives): wait out the interval.
-                tokio::time::sleep_until(fallback).await;
-            }
+            let poll = self.shared.options.change_poll;
+            let until = deadline.min(now + settle.map_or(poll, |pause| pause.min(poll)));
+            settle = match tokio::time::timeout_at(until, commits.changed()).await {
+                // Another process's log changes before its commit becomes visible (SQLite
+                // publishes it in the shared-memory index, which reports nothing): a wake that
+                // finds nothing reads again after 1, 2, 4 … 512 ms.
+                Ok(Ok(())) => Some(SETTLE_FIRST),
+                Ok(Err(_)) => {
+                    // No sender left (not while this handle lives): wait out the interval.
+                    tokio::time::sleep_until(until).await;
+                    None
+                }
+                Err(_) => settle
+                    .map(|pause| pause * 2)
+                    .filter(|pause| *pause <= SETTLE_LAST),
+            };
         }
     }
 }
