@@ -256,7 +256,12 @@ fn story(lx: &Loopx) {
     );
     assert_eq!(created.code, 0, "{}{}", created.stdout, created.stderr);
     let created = created.json();
-    let binding = json!({ "name": "prfix", "config": { "pulls": ["acme/cli#42"] } });
+    // It follows its pull request from now on: the first delivery about it reaches the goal.
+    let binding = json!({
+        "name": "prfix",
+        "config": { "pulls": ["acme/cli#42"] },
+        "follows": ["pr:acme/cli#42"],
+    });
     assert_eq!(created["goal"]["capability"], binding);
     let registered: Vec<&str> = created["goal"]["keys"]
         .as_array()

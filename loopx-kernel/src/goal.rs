@@ -82,6 +82,13 @@ pub struct CapabilityBinding {
     /// Its configuration, as the capability reads it.
     #[serde(default = "empty_config")]
     pub config: serde_json::Value,
+    /// Subjects the host asks the goal to follow from its creation on, before it has observed
+    /// anything about them: a goal bound to fix `acme/cli#42` follows `pr:acme/cli#42`, so
+    /// the first webhook delivery about that PR reaches it. The kernel carries them and counts
+    /// them among [`GoalState::watched_subjects`](crate::GoalState::watched_subjects); it
+    /// never interprets them. Left out of the JSON when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub follows: Vec<Subject>,
 }
 
 fn empty_config() -> serde_json::Value {
@@ -100,7 +107,16 @@ impl CapabilityBinding {
         Ok(CapabilityBinding {
             name: name.into_id()?,
             config,
+            follows: Vec::new(),
         })
+    }
+
+    /// The binding with `follows` as the subjects it asks the goal to follow (see
+    /// [`CapabilityBinding::follows`]).
+    #[must_use]
+    pub fn following(mut self, follows: impl IntoIterator<Item = Subject>) -> CapabilityBinding {
+        self.follows = follows.into_iter().collect();
+        self
     }
 
     /// The capability `name` with an empty configuration (every field at its default).
@@ -249,10 +265,22 @@ impl GoalSpecBuilder {
     }
 
     /// Binds the goal to the capability `name`, built from `config` by the host's registry
-    /// (see [`GoalSpec::capability`]).
+    /// (see [`GoalSpec::capability`]). The binding follows no subject of its own; a host that
+    /// knows what the capability watches binds with [`GoalSpecBuilder::bound`] instead, so
+    /// that the goal follows those subjects from its creation on.
     pub fn capability(self, name: impl IntoId<SourceId>, config: serde_json::Value) -> Self {
         self.with(|spec| {
             spec.capability = Some(Box::new(CapabilityBinding::new(name, config)?));
+            Ok(())
+        })
+    }
+
+    /// Binds the goal to `binding` as given, its [`CapabilityBinding::follows`] included (a
+    /// host's registry fills them from what the capability watches: `loopx_server`'s
+    /// `Registry::follow`).
+    pub fn bound(self, binding: CapabilityBinding) -> Self {
+        self.with(|spec| {
+            spec.capability = Some(Box::new(binding));
             Ok(())
         })
     }

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use loopx_kernel::Timestamp;
+use loopx_kernel::facts::github::subject_of;
 use loopx_provider::github::webhook::{
     Delivery, MAX_BODY_BYTES, SUPPORTED_EVENTS, WebhookError, WebhookVerifier, parse_delivery,
     parse_event,
@@ -79,6 +80,12 @@ fn every_fixture_parses_into_an_observation_and_matches_its_snapshot() {
         }
         match &delivery {
             Delivery::Fact(observation) => {
+                // What a goal follows before it observed the stream is what it is about.
+                assert_eq!(
+                    subject_of(observation.key.as_str()),
+                    observation.subject.as_str(),
+                    "{event}/{stem}"
+                );
                 insta::assert_json_snapshot!(format!("{event}.{stem}"), observation);
             }
             other => insta::assert_json_snapshot!(format!("{event}.{stem}"), shown(other)),

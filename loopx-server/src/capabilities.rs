@@ -13,6 +13,12 @@
 //! the provider named `github`). [`Bound::wire`] adds both to an [`EngineBuilder`], so every
 //! host (`loopx run`, the service, an embedded host) wires a goal the same way.
 //!
+//! A goal bound to a capability should follow what those streams are about from the moment it
+//! is created, before anything was observed on them: the first webhook delivery about its pull
+//! request must reach it. [`Registry::follow`] returns the binding with
+//! [`CapabilityBinding::follows`] filled from the streams ([`Bound::follows`]); bind a goal
+//! with that binding (`loopx goal create --capability` does).
+//!
 //! ```
 //! use loopx_kernel::{CapabilityBinding, GoalSpec};
 //! use loopx_server::capabilities::Registry;
@@ -24,6 +30,15 @@
 //! let bound = Registry::shipped().bind(spec.capability.as_ref().expect("bound"))?;
 //! assert_eq!(bound.actor().to_string(), "capability:prfix");
 //! assert_eq!(bound.watches()[0].key.as_str(), "pr:acme/cli#42");
+//!
+//! // Bound so that it follows its pull request before it observed anything of it.
+//! let binding = CapabilityBinding::new("prfix", serde_json::json!({ "pulls": ["acme/cli#42"] }))?;
+//! let binding = Registry::shipped().follow(&binding)?;
+//! assert_eq!(binding.follows[0].as_str(), "pr:acme/cli#42");
+//! let spec = GoalSpec::builder("fix-42", "CI of acme/cli#42 is green", "olivia")
+//!     .bound(binding)
+//!     .build()?;
+//! assert_eq!(spec.capability.expect("bound").follows.len(), 1);
 //!
 //! let unknown = CapabilityBinding::named("triage")?;
 //! let error = Registry::shipped().bind(&unknown).err().expect("unknown");
@@ -43,8 +58,11 @@ use loopx_capability_automl::{AutoMl, ExperimentContract};
 use loopx_capability_prfix::{PrFix, PrFixConfig};
 use loopx_capability_research::{Research, ResearchConfig};
 use loopx_kernel::engine::EngineBuilder;
+use loopx_kernel::facts::github::subject_of;
 use loopx_kernel::seams::{Capability, Provider};
-use loopx_kernel::{Actor, CapabilityBinding, Duration, GoalSpec, ObservationKey, SourceId};
+use loopx_kernel::{
+    Actor, CapabilityBinding, Duration, GoalSpec, ObservationKey, SourceId, Subject,
+};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -105,6 +123,41 @@ impl Bound {
     /// The streams it asks its host to poll, in the order asked.
     pub fn watches(&self) -> &[Watched] {
         &self.watches
+    }
+
+    /// The subjects the streams it asks for are about, each once, in the order asked: what a
+    /// goal bound to it follows before it observed anything ([`CapabilityBinding::follows`]).
+    /// A stream polled through [`GITHUB_PROVIDER`] is about the subject its observations name
+    /// ([`subject_of`]: a pull request's stream `pr:acme/cli#42` is about `pr:acme/cli#42`,
+    /// the subject a webhook delivery about that pull request is routed by); a stream of
+    /// another provider about its own key.
+    pub fn follows(&self) -> Vec<Subject> {
+        let mut follows: Vec<Subject> = Vec::new();
+        for watched in &self.watches {
+            let about = if watched.provider.as_str() == GITHUB_PROVIDER {
+                subject_of(watched.key.as_str())
+            } else {
+                watched.key.as_str().to_owned()
+            };
+            if let Ok(subject) = Subject::new(about)
+                && !follows.contains(&subject)
+            {
+                follows.push(subject);
+            }
+        }
+        follows
+    }
+
+    /// `binding` (the one this was built from) following what its streams are about: its own
+    /// [`CapabilityBinding::follows`] kept, [`Bound::follows`] added after them.
+    pub fn following(&self, binding: &CapabilityBinding) -> CapabilityBinding {
+        let mut follows = binding.follows.clone();
+        for subject in self.follows() {
+            if !follows.contains(&subject) {
+                follows.push(subject);
+            }
+        }
+        binding.clone().following(follows)
     }
 
     /// The actor its proposals are recorded as (`capability:<source>`).
@@ -324,6 +377,16 @@ impl Registry {
                 detail,
             },
         })
+    }
+
+    /// `binding`, checked by building it, with [`CapabilityBinding::follows`] filled from the
+    /// streams its capability asks for (see [`Bound::following`]): the binding to create a goal
+    /// with, so that it follows its subjects before it observed anything.
+    ///
+    /// # Errors
+    /// As [`Registry::bind`].
+    pub fn follow(&self, binding: &CapabilityBinding) -> Result<CapabilityBinding, RegistryError> {
+        Ok(self.bind(binding)?.following(binding))
     }
 
     /// The capability `binding` names, as [`Registry::bind`] builds it.

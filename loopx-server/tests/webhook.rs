@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use loopx_kernel::prelude::*;
 use loopx_kernel::{
-    Actor, Amendment, Command, Event, ExpiryPolicy, GateId, GateScope, GateStatus, NewGate,
-    PersonId, SourceId, Subject,
+    Actor, Amendment, CapabilityBinding, Command, Event, ExpiryPolicy, GateId, GateScope,
+    GateStatus, NewGate, PersonId, SourceId, Subject,
 };
 use loopx_provider::clock::SystemClock;
 use loopx_provider::github::webhook::{Delivery, WebhookVerifier};
@@ -429,6 +429,93 @@ async fn a_failing_check_at_the_head_becomes_the_fix_todo_in_the_same_pass() {
         revision(&*store, "other").await,
         other,
         "a goal following another pull request heard nothing"
+    );
+}
+
+/// A goal created bound to prfix for its pull request, with nothing observed yet, follows the
+/// pull request from its creation on (the registry fills its binding's `follows`): the first
+/// delivery about the pull request reaches it, and the failing check at its head becomes the
+/// fix todo. Without `follows` the same goal hears nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_goal_created_bound_hears_the_first_delivery_for_its_pull_request() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let store: Arc<dyn Store> =
+        Arc::new(SqliteStore::create(dir.path().join("loopx.db")).expect("a store"));
+    let base = serve(store.clone()).await;
+    let config = json!({ "pulls": ["Codertocat/Hello-World#2"] });
+    let registry = loopx_server::capabilities::Registry::shipped();
+    for (goal, binding) in [
+        (
+            "bound",
+            registry
+                .follow(&CapabilityBinding::new("prfix", config.clone()).expect("a name"))
+                .expect("binds"),
+        ),
+        (
+            "unfollowed",
+            CapabilityBinding::new("prfix", config.clone()).expect("a name"),
+        ),
+    ] {
+        let spec = GoalSpec::builder(goal, "the pull request is green", "olivia")
+            .agent("agent-a")
+            .budget(Limits::turns(10))
+            .declared_identity()
+            .bound(binding)
+            .build()
+            .expect("valid ids");
+        store
+            .goal(&spec.id)
+            .create(&spec, SystemClock.now())
+            .await
+            .expect("created");
+    }
+    let unfollowed = revision(&*store, "unfollowed").await;
+
+    let opened = std::fs::read(fixtures().join("github-webhooks/pull_request/opened.payload.json"))
+        .expect("read");
+    let (status, answer) = post(
+        &base,
+        Some("pull_request"),
+        Some("b1"),
+        sign(&opened),
+        opened,
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    let goals = answer["goals"].as_array().expect("goals");
+    assert_eq!(
+        goals.len(),
+        1,
+        "the first delivery reaches the bound goal: {answer}"
+    );
+    assert_eq!(goals[0]["goal"], "bound");
+
+    let failing =
+        std::fs::read(fixtures().join("github-webhooks/check_run/completed.1.payload.json"))
+            .expect("read");
+    let (status, answer) = post(
+        &base,
+        Some("check_run"),
+        Some("b2"),
+        sign(&failing),
+        failing,
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    let state = store
+        .load(&"bound".parse().expect("an id"))
+        .await
+        .expect("loads")
+        .expect("exists");
+    let fix = "pr:Codertocat/Hello-World#2/ci-fix@ec26c3e57ca3";
+    assert!(
+        state.pending_todos().any(|t| t.id.as_str() == fix),
+        "the fix todo is on the goal: {answer}"
+    );
+    assert_eq!(
+        revision(&*store, "unfollowed").await,
+        unfollowed,
+        "a binding that follows nothing heard nothing"
     );
 }
 

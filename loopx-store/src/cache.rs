@@ -11,10 +11,10 @@
 //! commit can tell which rows change without reading them back (see [`StateCache::known`]).
 
 use std::borrow::Cow;
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use loopx_kernel::{AgentId, GoalId, GoalState};
+use loopx_kernel::{GoalId, GoalState};
 
 use crate::index::Projection;
 
@@ -34,6 +34,8 @@ pub(crate) struct Known {
     pub snapshot_revision: u64,
     /// Whether the goal's registered agents are the ones asked about.
     pub same_agents: bool,
+    /// Whether the subjects the goal follows are the ones asked about.
+    pub same_subjects: bool,
     /// The index rows this handle wrote with the commit that made the state, if it did.
     #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
     pub rows: Option<Arc<Projection>>,
@@ -100,17 +102,13 @@ impl StateCache {
     }
 
     /// What the cache knows of `goal` at `revision`: the revision of its latest snapshot when
-    /// the state was cached, whether its registered agents are `agents`, and the index rows
+    /// the state was cached, whether its registered agents and followed subjects are `next`'s
+    /// (the state after the commit), and the index rows
     /// this handle's commit wrote when it made that revision. Rows for a revision are the same
     /// at every instant of their window, and the window's start (`valid_from`) names it, so
     /// they are the stored rows whenever the goal row still shows that revision and that start;
     /// a refresh recomputes rows only outside their window, and so writes another start.
-    pub(crate) fn known(
-        &self,
-        goal: &GoalId,
-        revision: u64,
-        agents: &BTreeSet<AgentId>,
-    ) -> Option<Known> {
+    pub(crate) fn known(&self, goal: &GoalId, revision: u64, next: &GoalState) -> Option<Known> {
         let inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         inner
             .states
@@ -118,7 +116,8 @@ impl StateCache {
             .filter(|entry| entry.state.revision == revision)
             .map(|entry| Known {
                 snapshot_revision: entry.snapshot_revision,
-                same_agents: &entry.state.spec.agents == agents,
+                same_agents: entry.state.spec.agents == next.spec.agents,
+                same_subjects: entry.state.watched_subjects() == next.watched_subjects(),
                 rows: entry.rows.clone(),
             })
     }

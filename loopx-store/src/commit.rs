@@ -43,7 +43,7 @@ pub(crate) struct Prepared {
 /// [`Prepared::plan_snapshot`].
 pub(crate) fn prepare(commit: Commit, cache: &StateCache) -> Result<Prepared, StoreError> {
     let (request, state) = commit.into_parts();
-    let known = cache.known(&request.goal, request.expected_revision, &state.spec.agents);
+    let known = cache.known(&request.goal, request.expected_revision, &state);
     let projection = Projection::compute(&state, request.at);
     let events = request
         .events
@@ -84,6 +84,12 @@ impl Prepared {
     /// this handle does not know the goal's previous state).
     pub(crate) fn agents_changed(&self) -> bool {
         self.known.as_ref().is_none_or(|known| !known.same_agents)
+    }
+
+    /// Whether the subjects the goal follows may differ from those before the commit (they do,
+    /// or this handle does not know the goal's previous state).
+    pub(crate) fn subjects_changed(&self) -> bool {
+        self.known.as_ref().is_none_or(|known| !known.same_subjects)
     }
 
     /// The index rows the goal was committed with at the expected revision, when this handle

@@ -147,6 +147,9 @@ macro_rules! conformance_suite {
             time_is_bounded_by_the_store_clock,
             a_test_clock_follows_the_given_times,
             commits_keep_their_authorship,
+            watching_finds_each_kind_of_subject,
+            watching_lists_many_goals_in_order,
+            watching_agrees_with_a_scan_of_every_goal,
         );
     };
     (@cases $backend:expr; $($case:ident),* $(,)?) => {
@@ -2328,7 +2331,8 @@ pub async fn derived_rows_changed_outside_are_found<B: Tamper>(backend: &B) {
             &store,
             "UPDATE goals SET status = 'accepted', objective = 'changed' WHERE goal = 'dmg';
              DELETE FROM goal_agents WHERE goal = 'dmg' AND agent = 'b';
-             DELETE FROM frontier WHERE goal = 'dmg' AND agent = 'a'",
+             DELETE FROM frontier WHERE goal = 'dmg' AND agent = 'a';
+             INSERT INTO goal_subjects (subject, goal) VALUES ('pr:acme/cli#7', 'dmg')",
             true,
         )
         .await;
@@ -2346,6 +2350,13 @@ pub async fn derived_rows_changed_outside_are_found<B: Tamper>(backend: &B) {
     );
     assert!(
         found.iter().any(|d| matches!(d, RowDamage::Frontier { agent, stored: None, expected: Some(_), .. } if agent == "a")),
+        "{found:?}"
+    );
+    assert!(
+        found
+            .iter()
+            .any(|d| matches!(d, RowDamage::Subjects { stored, expected, .. }
+            if stored == &vec!["pr:acme/cli#7".to_owned()] && expected.is_empty())),
         "{found:?}"
     );
     assert!(found.iter().all(|d| d.goal() == &goal), "{found:?}");
@@ -2403,4 +2414,352 @@ pub async fn derived_rows_match_the_history<B: Backend>(backend: &B) {
         vec![]
     );
     assert_eq!(ok(store.orphans().await, "orphans"), vec![]);
+}
+
+// ----- routing by subject -------------------------------------------------------------------
+
+fn github() -> Actor {
+    Actor::Provider(id::<SourceId>("github"))
+}
+
+fn subject(text: &str) -> Subject {
+    id(text)
+}
+
+/// A criterion `name` about `about`.
+fn criterion(name: &str, about: &str) -> loopx_kernel::Criterion {
+    loopx_kernel::Criterion {
+        id: id(name),
+        text: format!("{name} holds"),
+        check: id("build"),
+        subject: subject(about),
+    }
+}
+
+/// An observation on stream `key` about `about`, at `minutes`.
+fn observed(key: &str, about: &str, minutes: i64) -> Command {
+    Command::RecordObservation {
+        observation: Observation {
+            key: id::<ObservationKey>(key),
+            subject: subject(about),
+            revision: id::<Revision>("git:abc"),
+            fingerprint: id::<Fingerprint>(&format!("{key}-{about}-{minutes}")),
+            observed_at: at(minutes),
+            summary: String::new(),
+            facts: BTreeMap::new(),
+            order: None,
+            etag: None,
+        },
+    }
+}
+
+/// A binding to a capability that asks the goal to follow `follows`.
+fn following(follows: &[&str]) -> loopx_kernel::CapabilityBinding {
+    match loopx_kernel::CapabilityBinding::named("prfix") {
+        Ok(binding) => binding.following(follows.iter().map(|s| subject(s))),
+        Err(error) => panic!("`prfix` is a valid capability name: {error}"),
+    }
+}
+
+async fn amend<S: Store + ?Sized>(
+    goal: &mut Goal<'_, S>,
+    now: Timestamp,
+    amendments: Vec<loopx_kernel::Amendment>,
+) {
+    let expected_revision = goal.state().await.goal_revision;
+    goal.run(
+        &owner(),
+        now,
+        Command::AmendGoal {
+            expected_revision,
+            amendments,
+        },
+    )
+    .await;
+}
+
+async fn watching<S: Store + ?Sized>(store: &S, subjects: &[&str], now: Timestamp) -> Vec<GoalId> {
+    let subjects: Vec<Subject> = subjects.iter().map(|s| subject(s)).collect();
+    ok(store.watching(&subjects, now).await, "watching")
+}
+
+/// What `Store::watching` answers by definition: every goal read, abandoned goals left out.
+async fn scanned<S: Store + ?Sized>(
+    store: &S,
+    subjects: &[Subject],
+    now: Timestamp,
+) -> Vec<GoalId> {
+    let mut found = Vec::new();
+    for summary in ok(store.goals(now).await, "goals") {
+        if summary.status == GoalStatus::Abandoned {
+            continue;
+        }
+        let state = load(store, &summary.goal).await;
+        let watched = state.watched_subjects();
+        if subjects.iter().any(|s| watched.contains(s)) {
+            found.push(summary.goal);
+        }
+    }
+    found.sort();
+    found
+}
+
+/// A goal is found by each kind of subject it follows — a criterion's, one it recorded a
+/// revision of, its latest observations', those its capability binding asks it to follow —
+/// and no longer once it stops following it or is abandoned; an unknown subject finds none.
+/// The rows survive a reopen.
+pub async fn watching_finds_each_kind_of_subject<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let mut crit = Goal::create(&store, spec("crit", &["a"]), at(0)).await;
+    amend(
+        &mut crit,
+        at(1),
+        vec![loopx_kernel::Amendment::AddCriterion {
+            criterion: criterion("green", "pr:acme/cli#1"),
+        }],
+    )
+    .await;
+    let mut obs = Goal::create(&store, spec("obs", &["a"]), at(0)).await;
+    obs.run(
+        &github(),
+        at(2),
+        observed("check:x", "commit:acme/cli@abc", 2),
+    )
+    .await;
+    let mut rev = Goal::create(&store, spec("rev", &["a"]), at(0)).await;
+    rev.run(&github(), at(2), observed("stream", "repo:old", 2))
+        .await;
+    // The stream now speaks of another subject: the old one is followed by its revision alone.
+    rev.run(&github(), at(3), observed("stream", "repo:new", 3))
+        .await;
+    let mut bound = spec("fol", &["a"]);
+    bound.capability = Some(Box::new(following(&["pr:acme/cli#42"])));
+    let mut fol = Goal::create(&store, bound, at(0)).await;
+
+    let now = at(5);
+    let one = |goal: &str| vec![id::<GoalId>(goal)];
+    assert_eq!(watching(&store, &["pr:acme/cli#1"], now).await, one("crit"));
+    assert_eq!(
+        watching(&store, &["commit:acme/cli@abc"], now).await,
+        one("obs")
+    );
+    assert_eq!(watching(&store, &["repo:old"], now).await, one("rev"));
+    assert_eq!(watching(&store, &["repo:new"], now).await, one("rev"));
+    assert_eq!(watching(&store, &["pr:acme/cli#42"], now).await, one("fol"));
+    assert_eq!(
+        watching(&store, &["pr:acme/cli#404"], now).await,
+        Vec::<GoalId>::new()
+    );
+    assert_eq!(watching(&store, &[], now).await, Vec::<GoalId>::new());
+    assert_eq!(
+        watching(&store, &["pr:acme/cli#42", "pr:acme/cli#1", "nothing"], now).await,
+        vec![id::<GoalId>("crit"), id("fol")]
+    );
+
+    amend(
+        &mut crit,
+        at(6),
+        vec![loopx_kernel::Amendment::RemoveCriterion { id: id("green") }],
+    )
+    .await;
+    amend(
+        &mut fol,
+        at(6),
+        vec![loopx_kernel::Amendment::SetCapability { capability: None }],
+    )
+    .await;
+    obs.run(
+        &owner(),
+        at(6),
+        Command::AbandonGoal {
+            reason: "not needed".into(),
+        },
+    )
+    .await;
+    let now = at(7);
+    for gone in ["pr:acme/cli#1", "pr:acme/cli#42", "commit:acme/cli@abc"] {
+        assert_eq!(
+            watching(&store, &[gone], now).await,
+            Vec::<GoalId>::new(),
+            "{gone}"
+        );
+    }
+    assert_eq!(watching(&store, &["repo:old"], now).await, one("rev"));
+
+    // Bound again: followed again, and still after a reopen.
+    amend(
+        &mut fol,
+        at(8),
+        vec![loopx_kernel::Amendment::SetCapability {
+            capability: Some(following(&["pr:acme/cli#43"])),
+        }],
+    )
+    .await;
+    let store = backend.reopen(store).await;
+    assert_eq!(
+        watching(&store, &["pr:acme/cli#43"], at(9)).await,
+        one("fol")
+    );
+    assert_eq!(
+        watching(&store, &["pr:acme/cli#42"], at(9)).await,
+        Vec::<GoalId>::new()
+    );
+    assert_eq!(
+        watching(&store, &["commit:acme/cli@abc"], at(9)).await,
+        Vec::<GoalId>::new()
+    );
+}
+
+/// Many goals following the same subjects come back each once, in id order, whatever order
+/// they were created in.
+pub async fn watching_lists_many_goals_in_order<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let mut expected = Vec::new();
+    for n in [7, 3, 11, 0, 5, 9, 1, 10, 2, 8, 4, 6] {
+        let name = format!("many-{n:02}");
+        let mut bound = spec(&name, &["a"]);
+        let follows: &[&str] = if n % 2 == 0 {
+            &["pr:acme/cli#1", "pr:acme/cli#2"]
+        } else {
+            &["pr:acme/cli#2"]
+        };
+        bound.capability = Some(Box::new(following(follows)));
+        Goal::create(&store, bound, at(0)).await;
+        expected.push(id::<GoalId>(&name));
+    }
+    expected.sort();
+    let found = watching(&store, &["pr:acme/cli#1", "pr:acme/cli#2"], at(1)).await;
+    assert_eq!(found, expected);
+    let evens: Vec<GoalId> = expected.iter().step_by(2).cloned().collect();
+    assert_eq!(watching(&store, &["pr:acme/cli#1"], at(1)).await, evens);
+}
+
+/// On a random workload (criteria added and removed, observations moving between subjects,
+/// bindings rebound, goals abandoned, through two handles when the backend has them), the
+/// index answers exactly what reading every goal answers, for every subject and for pairs.
+pub async fn watching_agrees_with_a_scan_of_every_goal<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let second = backend.second(&store).await;
+    let subjects = ["s:0", "s:1", "s:2", "s:3", "s:4", "s:5"];
+    let names = ["r0", "r1", "r2", "r3", "r4", "r5"];
+    let mut seed: u64 = 0x5eed_1dea;
+    let mut next = |bound: usize| {
+        // A linear congruential generator: the same workload on every run and backend.
+        seed = seed
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        usize::try_from(seed >> 33).unwrap_or(0) % bound
+    };
+    let mut goals = Vec::new();
+    for name in names {
+        goals.push(Goal::create(&store, spec(name, &["a"]), at(0)).await);
+    }
+    let mut abandoned = [false; 6];
+    for step in 0..60_i64 {
+        let now = at(step + 1);
+        let g = next(goals.len());
+        let about = subjects[next(subjects.len())];
+        let via_second = next(2) == 0;
+        let goal = &mut goals[g];
+        if abandoned[g] {
+            continue;
+        }
+        match (next(5), via_second, &second) {
+            (0, _, _) => {
+                amend(
+                    goal,
+                    now,
+                    vec![loopx_kernel::Amendment::AddCriterion {
+                        criterion: criterion(&format!("c{step}"), about),
+                    }],
+                )
+                .await;
+            }
+            (1, _, _) => {
+                let state = goal.state().await;
+                if let Some(first) = state.spec.criteria.first() {
+                    amend(
+                        goal,
+                        now,
+                        vec![loopx_kernel::Amendment::RemoveCriterion {
+                            id: first.id.clone(),
+                        }],
+                    )
+                    .await;
+                }
+            }
+            (2, true, Some(other)) => {
+                let mut there = Goal {
+                    store: other,
+                    id: goal.id.clone(),
+                    ops: 10_000 + u64::try_from(step).unwrap_or(0),
+                };
+                there
+                    .run(
+                        &github(),
+                        now,
+                        observed(&format!("k{}", next(3)), about, step),
+                    )
+                    .await;
+            }
+            (2, _, _) => {
+                goal.run(
+                    &github(),
+                    now,
+                    observed(&format!("k{}", next(3)), about, step),
+                )
+                .await;
+            }
+            (3, _, _) => {
+                let binding = (next(3) > 0).then(|| following(&[about]));
+                amend(
+                    goal,
+                    now,
+                    vec![loopx_kernel::Amendment::SetCapability {
+                        capability: binding,
+                    }],
+                )
+                .await;
+            }
+            _ => {
+                if next(4) == 0 {
+                    goal.run(
+                        &owner(),
+                        now,
+                        Command::AbandonGoal {
+                            reason: "random".into(),
+                        },
+                    )
+                    .await;
+                    abandoned[g] = true;
+                }
+            }
+        }
+        let handles: Vec<&B::Store> = std::iter::once(&store).chain(second.as_ref()).collect();
+        for handle in handles {
+            for about in subjects {
+                let one = [subject(about)];
+                assert_eq!(
+                    ok(handle.watching(&one, now).await, "watching"),
+                    scanned(handle, &one, now).await,
+                    "step {step}, subject {about}"
+                );
+            }
+            let pair = [subject(subjects[next(6)]), subject(subjects[next(6)])];
+            assert_eq!(
+                ok(handle.watching(&pair, now).await, "watching"),
+                scanned(handle, &pair, now).await,
+                "step {step}, subjects {pair:?}"
+            );
+        }
+    }
+    let store = backend.reopen(store).await;
+    for about in subjects {
+        let one = [subject(about)];
+        assert_eq!(
+            ok(store.watching(&one, at(100)).await, "watching"),
+            scanned(&store, &one, at(100)).await,
+            "after a reopen, subject {about}"
+        );
+    }
 }

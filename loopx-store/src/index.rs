@@ -1,5 +1,6 @@
 //! The per-goal index rows both backends keep: the goal's standing, the agents registered with
-//! it and each agent's frontier, computed with the kernel's own functions.
+//! it, each agent's frontier and the subjects it follows, computed with the kernel's own
+//! functions.
 //!
 //! Standing and frontier depend on time. The kernel's [`next_wake`] is the earliest instant
 //! after `t` at which time alone can change any decision on the goal, and its [`last_change`]
@@ -14,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use loopx_kernel::seams::{GoalStatus, GoalSummary};
 use loopx_kernel::{
-    AgentId, GoalId, GoalState, Priority, TerminalOutcome, Timestamp, TodoId, frontier,
+    AgentId, GoalId, GoalState, Priority, Subject, TerminalOutcome, Timestamp, TodoId, frontier,
     last_change, next_wake, terminal,
 };
 
@@ -35,6 +36,9 @@ pub(crate) struct Projection {
     /// Each registered agent's frontier, as (priority, todo) in the kernel's order (priority
     /// 0 is the most urgent); agents with an empty frontier are absent.
     pub frontier: BTreeMap<AgentId, Vec<(u8, TodoId)>>,
+    /// The subjects the goal follows ([`GoalState::watched_subjects`]): they change with its
+    /// history only, never with time.
+    pub subjects: BTreeSet<Subject>,
 }
 
 impl Projection {
@@ -68,8 +72,14 @@ impl Projection {
             valid_from: last_change(state, at).unwrap_or(SINCE_EVER),
             agents,
             frontier: rows,
+            subjects: subjects(state),
         }
     }
+}
+
+/// The subjects `state` follows, as the index keeps them.
+pub(crate) fn subjects(state: &GoalState) -> BTreeSet<Subject> {
+    state.watched_subjects().into_iter().cloned().collect()
 }
 
 /// True when rows whose window is `[valid_from, valid_until)` are exact at `now`.

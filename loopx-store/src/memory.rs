@@ -5,9 +5,9 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use async_trait::async_trait;
 use loopx_kernel::Duration;
-use loopx_kernel::seams::{Appended, Commit, GoalSummary, Receipt, Store, StoreError};
+use loopx_kernel::seams::{Appended, Commit, GoalStatus, GoalSummary, Receipt, Store, StoreError};
 use loopx_kernel::{
-    AgentId, GoalId, GoalState, OperationId, RecordedEvent, Snapshot, Timestamp, TodoId,
+    AgentId, GoalId, GoalState, OperationId, RecordedEvent, Snapshot, Subject, Timestamp, TodoId,
 };
 
 use crate::clock::StoreClock;
@@ -45,6 +45,8 @@ struct Inner {
     goals: BTreeMap<GoalId, Goal>,
     /// Goals by registered agent.
     by_agent: BTreeMap<AgentId, BTreeSet<GoalId>>,
+    /// Goals by followed subject.
+    by_subject: BTreeMap<Subject, BTreeSet<GoalId>>,
     /// Goals by the start of their index window.
     from: BTreeSet<(Timestamp, GoalId)>,
     /// Goals by the end of their index window (goals without one are absent).
@@ -117,6 +119,14 @@ impl Inner {
                     goals.remove(id);
                 }
             }
+            for subject in old.subjects.difference(&projection.subjects) {
+                if let Some(goals) = self.by_subject.get_mut(subject) {
+                    goals.remove(id);
+                    if goals.is_empty() {
+                        self.by_subject.remove(subject);
+                    }
+                }
+            }
         }
         self.from.insert((projection.valid_from, id.clone()));
         if let Some(until) = projection.summary.next_wake {
@@ -125,6 +135,12 @@ impl Inner {
         for agent in &projection.agents {
             self.by_agent
                 .entry(agent.clone())
+                .or_default()
+                .insert(id.clone());
+        }
+        for subject in &projection.subjects {
+            self.by_subject
+                .entry(subject.clone())
                 .or_default()
                 .insert(id.clone());
         }
@@ -277,6 +293,28 @@ impl Store for MemoryStore {
         Ok(inner.until.first().map(|(until, _)| *until))
     }
 
+    /// From the store's index of goals by followed subject.
+    async fn watching(
+        &self,
+        subjects: &[Subject],
+        now: Timestamp,
+    ) -> Result<Vec<GoalId>, StoreError> {
+        let mut inner = self.lock();
+        inner.refresh(now);
+        let found: BTreeSet<&GoalId> = subjects
+            .iter()
+            .filter_map(|subject| inner.by_subject.get(subject))
+            .flatten()
+            .filter(|id| {
+                inner
+                    .goals
+                    .get(*id)
+                    .is_some_and(|g| g.projection.summary.status != GoalStatus::Abandoned)
+            })
+            .collect();
+        Ok(found.into_iter().cloned().collect())
+    }
+
     async fn changed(
         &self,
         watch: &[(GoalId, u64)],
@@ -399,6 +437,11 @@ impl Retention for MemoryStore {
                 .map(|a| a.as_str().to_owned())
                 .collect(),
             frontier,
+            subjects: projection
+                .subjects
+                .iter()
+                .map(|s| s.as_str().to_owned())
+                .collect(),
         };
         compare(&stored, state, now)
     }

@@ -1,6 +1,6 @@
 //! Checking a store's derived rows against the fold of its history: every goal row, the agents
 //! registered with each goal, each agent's frontier row and the snapshot bookkeeping are
-//! computed from the history when a commit writes them, so a row that differs from what the
+//! computed from the history when a commit writes them (so are the subjects each goal follows), so a row that differs from what the
 //! history gives was changed outside loopx. [`Retention::check_rows`](crate::Retention::check_rows)
 //! and [`Retention::orphans`](crate::Retention::orphans) report each difference as a
 //! [`RowDamage`]; `loopx doctor` runs both.
@@ -25,7 +25,7 @@ pub enum RowDamage {
         /// The goal the rows belong to.
         goal: GoalId,
         /// The tables that hold them (`events`, `snapshots`, `receipts`, `goal_agents`,
-        /// `frontier`).
+        /// `frontier`, `goal_subjects`).
         tables: Vec<String>,
     },
     /// A column of the goal's row differs from what the goal's history gives.
@@ -49,6 +49,16 @@ pub enum RowDamage {
         /// The agents the history gives.
         expected: Vec<String>,
     },
+    /// The subjects the goal is indexed as following differ from those its history gives
+    /// (`GoalState::watched_subjects`): a fact about them would be routed wrongly.
+    Subjects {
+        /// The goal.
+        goal: GoalId,
+        /// The subjects the rows hold.
+        stored: Vec<String>,
+        /// The subjects the history gives.
+        expected: Vec<String>,
+    },
     /// An agent's frontier row differs from the frontier the history gives.
     Frontier {
         /// The goal.
@@ -69,6 +79,7 @@ impl RowDamage {
             RowDamage::Orphaned { .. } => "orphaned_rows",
             RowDamage::GoalRow { .. } => "goal_row_mismatch",
             RowDamage::Agents { .. } => "agents_mismatch",
+            RowDamage::Subjects { .. } => "subjects_mismatch",
             RowDamage::Frontier { .. } => "frontier_mismatch",
         }
     }
@@ -79,6 +90,7 @@ impl RowDamage {
             RowDamage::Orphaned { goal, .. }
             | RowDamage::GoalRow { goal, .. }
             | RowDamage::Agents { goal, .. }
+            | RowDamage::Subjects { goal, .. }
             | RowDamage::Frontier { goal, .. } => goal,
         }
     }
@@ -109,6 +121,16 @@ impl fmt::Display for RowDamage {
             } => write!(
                 f,
                 "goal `{goal}` has agents [{}] registered; its history gives [{}]",
+                stored.join(", "),
+                expected.join(", ")
+            ),
+            RowDamage::Subjects {
+                goal,
+                stored,
+                expected,
+            } => write!(
+                f,
+                "goal `{goal}` is indexed as following [{}]; its history gives [{}]",
                 stored.join(", "),
                 expected.join(", ")
             ),
@@ -150,6 +172,8 @@ pub(crate) struct StoredRows {
     pub agents: BTreeSet<String>,
     /// Each agent's frontier row (JSON).
     pub frontier: BTreeMap<String, String>,
+    /// The subjects it is indexed as following.
+    pub subjects: BTreeSet<String>,
 }
 
 /// Every difference between `stored` and the rows `state` (the fold of the goal's history)
@@ -232,6 +256,18 @@ pub(crate) fn compare(
         found.push(RowDamage::Agents {
             goal: goal.clone(),
             stored: stored.agents.iter().cloned().collect(),
+            expected: expected.into_iter().collect(),
+        });
+    }
+    let expected: BTreeSet<String> = projection
+        .subjects
+        .iter()
+        .map(|s| s.as_str().to_owned())
+        .collect();
+    if stored.subjects != expected {
+        found.push(RowDamage::Subjects {
+            goal: goal.clone(),
+            stored: stored.subjects.iter().cloned().collect(),
             expected: expected.into_iter().collect(),
         });
     }

@@ -454,6 +454,7 @@ async fn rewrite_as_schema_4(client: &tokio_postgres::Client) {
     client
         .batch_execute(&format!(
             "DROP FUNCTION IF EXISTS loopx_append_clocked;
+             DROP TABLE IF EXISTS goal_subjects;
              DROP TABLE IF EXISTS store_settings;
              DROP VIEW IF EXISTS commits;
              ALTER TABLE events DROP COLUMN IF EXISTS authorship;

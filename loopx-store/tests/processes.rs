@@ -1,7 +1,8 @@
 //! The durable backends under real processes: a crash test (a child settles turns in a loop and
 //! is killed with SIGKILL at random moments; on PostgreSQL the server is also stopped with an
 //! immediate shutdown mid-load a few times) and a race test (16 threads and 4 processes compete
-//! for leases over 1,000 todos), on SQLite and, with the `postgres` feature, on PostgreSQL.
+//! for leases over 1,000 todos), on SQLite and, with the `postgres` feature, on PostgreSQL; and
+//! a SQLite waiter woken by another process's commit.
 //!
 //! The binary re-executes itself as the child processes: with `LOOPX_STORE_CHILD` set it runs
 //! one child role instead of the tests. `LOOPX_TEST_SEED` replays a run's random choices (each
@@ -43,6 +44,7 @@ fn main() -> ExitCode {
         let code = match role.as_str() {
             "crash" => crash_child(&args),
             "race" => race_child(&args),
+            "wake" => wake_child(&args),
             other => {
                 eprintln!("unknown child role `{other}`");
                 2
@@ -53,6 +55,10 @@ fn main() -> ExitCode {
     let tests: Vec<(&str, fn())> = vec![
         ("crash_loses_no_acknowledged_commit", crash),
         ("races_never_double_lease_or_settle_stale", races),
+        (
+            "a_sqlite_waiter_wakes_on_another_process_commit_before_the_fallback",
+            wake_across_processes,
+        ),
         #[cfg(feature = "postgres")]
         (
             "postgres_crash_loses_no_acknowledged_commit",
@@ -291,6 +297,86 @@ fn stderr_of(child: &mut Child) -> String {
         let _ = err.read_to_string(&mut text);
     }
     text
+}
+
+// ----- wake ---------------------------------------------------------------------------------
+
+/// How long the waiter's fallback re-read waits: the waiter must wake well before it.
+const WAKE_FALLBACK: StdDuration = StdDuration::from_secs(10);
+
+/// A child that opens the SQLite store at `args[0]`, adds a todo to goal `args[1]` and exits.
+fn wake_child(args: &[String]) -> u8 {
+    let (Some(path), Some(goal)) = (args.first(), args.get(1)) else {
+        eprintln!("wake: a store path and a goal");
+        return 2;
+    };
+    let goal: GoalId = goal.parse().unwrap();
+    runtime().block_on(async {
+        let store = SqliteStore::open(path).unwrap();
+        let todo = NewTodo::advance(TodoId::new("woken").unwrap(), "wake the waiter");
+        store
+            .goal(&goal)
+            .submit(&owner(), wall_clock(), &Command::AddTodo { todo })
+            .await
+            .unwrap();
+    });
+    0
+}
+
+/// A waiter on a SQLite store whose fallback re-read comes only every 10 s returns the goal
+/// another process committed to before the fallback could have seen it: the commit woke it
+/// (the file watch on the write-ahead log), and what it returns really moved.
+fn wake_across_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("wake.db");
+    let goal = GoalId::new("waited-on").unwrap();
+    runtime().block_on(async {
+        let options = SqliteOptions::default().change_poll(Duration::seconds(10));
+        let store = SqliteStore::create_with(&path, options).unwrap();
+        let created = store
+            .goal(&goal)
+            .create(&spec(&goal, &[worker_agent()]), wall_clock())
+            .await
+            .unwrap();
+        let revision = created.state.revision;
+        let waiter = {
+            let store = store.clone();
+            let goal = goal.clone();
+            tokio::spawn(async move {
+                let started = Instant::now();
+                let moved = store
+                    .changed(&[(goal, revision)], Duration::seconds(30))
+                    .await
+                    .unwrap();
+                (moved, started.elapsed())
+            })
+        };
+        // The waiter is asleep (its first read found nothing) before the child starts.
+        tokio::time::sleep(StdDuration::from_millis(200)).await;
+        let mut child = spawn_child(
+            "wake",
+            &[path.display().to_string(), goal.as_str().to_owned()],
+        );
+        let status = tokio::task::spawn_blocking(move || {
+            let status = child.wait().unwrap();
+            (status, stderr_of(&mut child))
+        })
+        .await
+        .unwrap();
+        assert!(status.0.success(), "the child failed: {}", status.1);
+        let (moved, waited) = waiter.await.unwrap();
+        assert_eq!(
+            moved,
+            vec![goal.clone()],
+            "the waiter returns the moved goal"
+        );
+        assert!(
+            waited < WAKE_FALLBACK,
+            "woken by the commit, not by the fallback re-read ({waited:?})"
+        );
+        let state = store.load(&goal).await.unwrap().unwrap();
+        assert!(state.revision > revision);
+    });
 }
 
 // ----- crash --------------------------------------------------------------------------------

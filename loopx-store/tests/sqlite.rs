@@ -270,12 +270,13 @@ fn concurrent_creates_and_opens_agree() {
     }
 }
 
-/// Turns a store written by this build back into what schema 5 wrote: no authorship with the
-/// receipts; version 5.
+/// Turns a store written by this build back into what schema 5 wrote: no goal subjects
+/// (schema 8), no authorship with the receipts; version 5.
 fn rewrite_as_schema_5(path: &Path) {
     let conn = Connection::open(path).unwrap();
     conn.execute_batch(
-        "DROP VIEW commits;
+        "DROP TABLE goal_subjects;
+         DROP VIEW commits;
          ALTER TABLE events DROP COLUMN authorship;
          ALTER TABLE receipts DROP COLUMN authorship;
          CREATE VIEW commits AS
@@ -674,4 +675,104 @@ fn migration_5_chains_a_compacted_history_so_later_damage_is_found() {
         matches!(loaded, Err(StoreError::HistoryDamaged { revision: 10, .. })),
         "{loaded:?}"
     );
+}
+
+/// A waiter on one handle wakes as soon as another handle of the same file (opened through
+/// another spelling of its path) commits: well before its fallback re-read, set to 10 s, could
+/// have seen the commit. What it returns really moved.
+#[test]
+fn a_waiter_on_another_handle_wakes_before_the_fallback() {
+    let dir = tempfile::tempdir().unwrap();
+    let fallback = std::time::Duration::from_secs(10);
+    let options = SqliteOptions::default().change_poll(loopx_kernel::Duration::seconds(10));
+    let writer = SqliteStore::create_with(dir.path().join("wake.db"), options.clone()).unwrap();
+    let waiter = SqliteStore::open_with(dir.path().join(".").join("wake.db"), options).unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let revision = create_goal(&writer).await.state.revision;
+        let started = std::time::Instant::now();
+        let watched = [(goal_id(), revision)];
+        let wait = waiter.changed(&watched, loopx_kernel::Duration::seconds(30));
+        let commit = async {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            let todo = NewTodo::advance(TodoId::new("woken").unwrap(), "wake the waiter");
+            submit(
+                &writer,
+                &goal_id(),
+                &owner(),
+                now(),
+                &Command::AddTodo { todo },
+                &OperationId::new("wake").unwrap(),
+            )
+            .await
+            .unwrap();
+        };
+        let (moved, ()) = tokio::join!(wait, commit);
+        let waited = started.elapsed();
+        assert_eq!(moved.unwrap(), vec![goal_id()]);
+        assert!(waited < fallback, "woken by the commit ({waited:?})");
+        assert!(revision_of(&waiter).await > revision);
+    });
+}
+
+async fn revision_of(store: &SqliteStore) -> u64 {
+    store.load(&goal_id()).await.unwrap().unwrap().revision
+}
+
+/// A store written by schema 7 (no `goal_subjects` index) opens at the current schema with
+/// every goal's subjects indexed from its history: a goal that follows a subject is found by
+/// it, its derived rows check clean, and a second open does nothing more.
+#[test]
+fn a_store_written_by_schema_7_indexes_the_subjects_of_its_goals() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v7.db");
+    let pull = loopx_kernel::Subject::new("pr:acme/cli#42").unwrap();
+    let state = {
+        let store = SqliteStore::create(&path).unwrap();
+        let mut spec = spec();
+        spec.criteria.push(loopx_kernel::Criterion {
+            id: loopx_kernel::CriterionId::new("green").unwrap(),
+            text: "CI is green".into(),
+            check: loopx_kernel::CheckId::new("ci.green").unwrap(),
+            subject: pull.clone(),
+        });
+        block_on(submit(
+            &store,
+            &goal_id(),
+            &owner(),
+            now(),
+            &Command::CreateGoal { spec },
+            &OperationId::new("create").unwrap(),
+        ))
+        .unwrap()
+        .state
+    };
+    let conn = Connection::open(&path).unwrap();
+    conn.execute_batch("DROP TABLE goal_subjects; UPDATE schema_version SET version = 7;")
+        .unwrap();
+    drop(conn);
+
+    for _ in 0..2 {
+        let store = SqliteStore::open(&path).unwrap();
+        let found = block_on(store.watching(std::slice::from_ref(&pull), now())).unwrap();
+        assert_eq!(found, vec![goal_id()]);
+        assert_eq!(block_on(store.check_rows(&state, now())).unwrap(), vec![]);
+    }
+    let conn = Connection::open(&path).unwrap();
+    let version: u32 = conn
+        .query_row("SELECT version FROM schema_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, SQLITE_SCHEMA_VERSION);
+    let pending: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM store_settings WHERE name = 'goal_subjects'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(pending, 0, "the mark is removed with the rows");
 }

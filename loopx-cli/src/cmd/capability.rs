@@ -39,7 +39,9 @@ pub struct CapabilityArgs {
 }
 
 impl CapabilityArgs {
-    /// The binding the flags ask for, checked by building it; `None` without `--capability`.
+    /// The binding the flags ask for, checked by building it and following what its
+    /// capability watches (a prfix goal follows its pull requests from its creation on, so the
+    /// first delivery about one reaches it); `None` without `--capability`.
     pub fn binding(&self) -> Result<Option<CapabilityBinding>, CliError> {
         let Some(name) = &self.capability else {
             if self.repo.is_some() {
@@ -61,9 +63,9 @@ impl CapabilityArgs {
         let binding = CapabilityBinding {
             name: name.clone(),
             config,
+            follows: Vec::new(),
         };
-        bind(&binding)?;
-        Ok(Some(binding))
+        follow(&binding).map(Some)
     }
 }
 
@@ -98,6 +100,13 @@ fn add_pulls(
     };
     pulls.extend(numbers.iter().map(|n| json!(format!("{repo}#{n}"))));
     Ok(())
+}
+
+/// `binding` following what its shipped capability watches ([`Registry::follow`]).
+pub fn follow(binding: &CapabilityBinding) -> Result<CapabilityBinding, CliError> {
+    Registry::shipped()
+        .follow(binding)
+        .map_err(|error| registry_error(&error))
 }
 
 /// The shipped capability `binding` names, built from its configuration.

@@ -453,7 +453,7 @@ fn bind_capability(flags: &CapabilityArgs, spec: &mut GoalSpec) -> Result<(), Cl
     if let Some(binding) = flags.binding()? {
         spec.capability = Some(Box::new(binding));
     } else if let Some(binding) = &spec.capability {
-        capability::bind(binding)?;
+        spec.capability = Some(Box::new(capability::follow(binding)?));
     }
     Ok(())
 }

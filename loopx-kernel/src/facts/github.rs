@@ -46,6 +46,40 @@ impl Thread {
     }
 }
 
+/// The subject the observations of the GitHub stream `key` are about, as the GitHub provider
+/// records them: a CI roll-up (`ci:<repo>#<n>`) is about its pull request (`pr:<repo>#<n>`);
+/// a check run, check suite, commit status, workflow run or job
+/// (`<kind>:<repo>@<sha>/…`) about its commit (`commit:<repo>@<sha>`); every other stream
+/// (a pull request, review, issue, comment, push, thread) about itself. A host that asks a
+/// goal to follow what a stream is about before anything was observed on it
+/// (`CapabilityBinding::follows`) follows this subject, so that the first fact about it
+/// reaches the goal.
+pub fn subject_of(key: &str) -> String {
+    if let Some(thread) = Thread::parse(key, CiRollup::PREFIX) {
+        return PullRequest::key(&thread);
+    }
+    let per_commit = [
+        CheckRun::PREFIX,
+        CheckSuite::PREFIX,
+        CommitStatus::PREFIX,
+        WorkflowRun::PREFIX,
+        WorkflowJob::PREFIX,
+    ];
+    for prefix in per_commit {
+        // `<repo>@<sha>/<name>`: a repository has no `@`, a sha no `/`.
+        if let Some((repo, rest)) = key.strip_prefix(prefix).and_then(|r| r.split_once('@'))
+            && let Some((sha, _)) = rest.split_once('/')
+        {
+            return Commit {
+                repo: repo.to_owned(),
+                sha: sha.to_owned(),
+            }
+            .subject();
+        }
+    }
+    key.to_owned()
+}
+
 /// One commit of a repository as keys name it: `<repo>@<sha>`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Commit {

@@ -47,16 +47,19 @@ impl GoalState {
     }
 
     /// Every subject the goal follows: those its criteria are about, those it has recorded a
-    /// revision of, and those its latest observations are about. A fact about any of them may
+    /// revision of, those its latest observations are about, and those its capability binding
+    /// asks it to follow ([`CapabilityBinding::follows`](crate::CapabilityBinding::follows)). A fact about any of them may
     /// change what the goal needs, so a host routes a fact from outside (a webhook delivery) to
     /// every goal whose watched subjects hold the fact's subject
     /// ([`Store::watching`](crate::seams::Store::watching)).
     pub fn watched_subjects(&self) -> BTreeSet<&Subject> {
         let criteria = self.spec.criteria.iter().map(|c| &c.subject);
         let observed = self.observations.values().map(|o| &o.subject);
+        let followed = self.spec.capability.iter().flat_map(|c| &c.follows);
         criteria
             .chain(self.subjects.keys())
             .chain(observed)
+            .chain(followed)
             .collect()
     }
 

@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 
 use loopx_kernel::seams::{Receipt, StoreError};
-use loopx_kernel::{AgentId, GoalId, GoalState, OperationId, Timestamp};
+use loopx_kernel::{AgentId, GoalId, GoalState, OperationId, Subject, Timestamp};
 
 use crate::cache::StateCache;
 use crate::commit::Prepared;
@@ -28,13 +28,14 @@ use crate::rows::StoredRows;
 /// The tables of a store's data, in both schemas (besides `schema_version`).
 // Read by the PostgreSQL schema check and the SQLite plan tests only.
 #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
-pub(crate) const TABLES: [&str; 6] = [
+pub(crate) const TABLES: [&str; 7] = [
     "goals",
     "events",
     "receipts",
     "snapshots",
     "goal_agents",
     "frontier",
+    "goal_subjects",
 ];
 
 /// What a transaction is for.
@@ -282,6 +283,28 @@ pub(crate) trait Dialect: Send {
         agent: &AgentId,
     ) -> impl Future<Output = Result<Vec<AgentGoal>, StoreError>> + Send;
 
+    /// The goal rows of the goals that follow any of `subjects` (from the `goal_subjects`
+    /// index; a goal may come more than once), one consistent read.
+    fn subject_goals(
+        &mut self,
+        subjects: &[&str],
+    ) -> impl Future<Output = Result<Vec<ListedGoal>, StoreError>> + Send;
+
+    /// Inside a write transaction: replaces the subjects `goal` follows by `subjects`.
+    fn write_subjects(
+        &mut self,
+        goal: &GoalId,
+        subjects: &BTreeSet<Subject>,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Inside a write transaction: whether the subjects of goals written before the
+    /// `goal_subjects` index existed are still to be indexed (the migration's mark; on
+    /// PostgreSQL it stays locked until the transaction ends, so one host does the work).
+    fn subjects_pending(&mut self) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// Inside a write transaction: removes that mark.
+    fn subjects_indexed(&mut self) -> impl Future<Output = Result<(), StoreError>> + Send;
+
     /// The goals whose rows' window does not cover `now` (a goal may come twice).
     fn stale_goals(
         &mut self,
@@ -510,6 +533,7 @@ pub(crate) fn stored_goal_row(r: &impl Columns) -> Result<StoredRows, StoreError
         snapshots: BTreeSet::new(),
         agents: BTreeSet::new(),
         frontier: BTreeMap::new(),
+        subjects: BTreeSet::new(),
     })
 }
 

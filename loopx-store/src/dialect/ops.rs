@@ -2,9 +2,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use loopx_kernel::seams::{Appended, Commit, GoalSummary, Receipt, StoreError};
+use loopx_kernel::seams::{Appended, Commit, GoalStatus, GoalSummary, Receipt, StoreError};
 use loopx_kernel::{
-    AgentId, GoalId, GoalState, OperationId, RecordedEvent, Snapshot, Timestamp, TodoId,
+    AgentId, GoalId, GoalState, OperationId, RecordedEvent, Snapshot, Subject, Timestamp, TodoId,
 };
 
 use super::{Dialect, GoalRow, Kept, Mode, Outcome, damaged};
@@ -14,7 +14,7 @@ use crate::fold::{
     EventRow, check_loaded, decode_event, encode, fold_stored, missing_base, same_operation,
     tail_usable, verify_head, verify_row,
 };
-use crate::index::{Projection, merge_frontiers, parse_status};
+use crate::index::{Projection, merge_frontiers, parse_status, subjects};
 use crate::retention::{
     Compaction, OperationRecord, audit, covering, decode_authorship, decode_operation,
     fill_from_events, pending_spans,
@@ -440,12 +440,7 @@ pub(crate) async fn goals<D: Dialect>(
             continue;
         }
         let goal = row.goal;
-        let status = parse_status(&row.status).ok_or_else(|| StoreError::Corrupt {
-            detail: format!(
-                "goal `{goal}` has an unknown status `{}`; restore the store from a backup",
-                row.status
-            ),
-        })?;
+        let status = stored_status(&goal, &row.status)?;
         let summary = GoalSummary {
             goal: goal.clone(),
             objective: row.objective,
@@ -459,6 +454,76 @@ pub(crate) async fn goals<D: Dialect>(
         summaries.insert(projection.summary.goal.clone(), projection.summary);
     }
     Ok(summaries.into_values().collect())
+}
+
+/// A goal row's stored standing.
+fn stored_status(goal: &GoalId, name: &str) -> Result<GoalStatus, StoreError> {
+    parse_status(name).ok_or_else(|| StoreError::Corrupt {
+        detail: format!(
+            "goal `{goal}` has an unknown status `{name}`; restore the store from a backup"
+        ),
+    })
+}
+
+/// The goals that follow any of `subjects`, abandoned goals left out, each once, in id order:
+/// an index lookup by subject, and a recomputation of the standing of only those found whose
+/// rows' window does not cover `now`.
+pub(crate) async fn watching<D: Dialect>(
+    d: &mut D,
+    subjects: &[Subject],
+    now: Timestamp,
+) -> Result<Vec<GoalId>, StoreError> {
+    if subjects.is_empty() {
+        return Ok(Vec::new());
+    }
+    let keys: Vec<&str> = subjects.iter().map(Subject::as_str).collect();
+    let mut standing = BTreeMap::new();
+    let mut stale = BTreeSet::new();
+    for row in d.subject_goals(&keys).await? {
+        if standing.contains_key(&row.goal) || stale.contains(&row.goal) {
+            continue;
+        }
+        if row.window.covers(now) {
+            let status = stored_status(&row.goal, &row.status)?;
+            standing.insert(row.goal, status);
+        } else {
+            stale.insert(row.goal);
+        }
+    }
+    let stale: Vec<GoalId> = stale.into_iter().collect();
+    for projection in refresh(d, now, &stale).await? {
+        standing.insert(projection.summary.goal, projection.summary.status);
+    }
+    Ok(standing
+        .into_iter()
+        .filter(|(_, status)| *status != GoalStatus::Abandoned)
+        .map(|(goal, _)| goal)
+        .collect())
+}
+
+/// Indexes the subjects of the goals written before the `goal_subjects` index existed, when
+/// the migration marked them pending: in one write transaction, each goal's row locked while
+/// its state is read and its rows written, the mark removed at the end. A goal whose history
+/// cannot be read (damaged) is left unindexed: it can be neither read nor written, and
+/// `loopx doctor` reports it.
+pub(crate) async fn index_subjects<D: Dialect>(d: &mut D) -> Result<(), StoreError> {
+    d.begin(Mode::Write).await?;
+    if !d.subjects_pending().await? {
+        return d.rollback().await;
+    }
+    for row in d.listing().await? {
+        let loaded = match d.goal_row(&row.goal, true).await {
+            Ok(_) => load_state(d, &row.goal).await,
+            Err(error) => Err(error),
+        };
+        match loaded {
+            Ok(Some((state, _))) => d.write_subjects(&row.goal, &subjects(&state)).await?,
+            Ok(None) | Err(StoreError::HistoryDamaged { .. } | StoreError::Corrupt { .. }) => {}
+            Err(error) => return Err(error),
+        }
+    }
+    d.subjects_indexed().await?;
+    d.commit().await
 }
 
 /// The cross-goal frontier of `agent` at `now`.

@@ -13,7 +13,8 @@ use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod};
 use loopx_kernel::seams::{Appended, Commit, GoalSummary, Receipt, Store, StoreError};
 use loopx_kernel::{
-    AgentId, Duration, GoalId, GoalState, OperationId, RecordedEvent, Snapshot, Timestamp, TodoId,
+    AgentId, Duration, GoalId, GoalState, OperationId, RecordedEvent, Snapshot, Subject, Timestamp,
+    TodoId,
 };
 use tokio::sync::broadcast::error::RecvError;
 use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
@@ -280,6 +281,8 @@ impl PostgresStore {
         let created_with = store.shared.options.clock;
         let clock = schema::migrate(&mut client, &store.shared.target, created_with).await?;
         store.shared.clock.get_or_init(|| clock);
+        drop(client);
+        shared::index_subjects(&mut store.dialect().await?).await?;
         Ok(store)
     }
 
@@ -397,6 +400,15 @@ impl Store for PostgresStore {
 
     async fn next_wake(&self, now: Timestamp) -> Result<Option<Timestamp>, StoreError> {
         shared::next_wake(&mut self.dialect().await?, now).await
+    }
+
+    /// From the `goal_subjects` index: one statement for all the subjects.
+    async fn watching(
+        &self,
+        subjects: &[Subject],
+        now: Timestamp,
+    ) -> Result<Vec<GoalId>, StoreError> {
+        shared::watching(&mut self.dialect().await?, subjects, now).await
     }
 
     /// Waits on `LISTEN`: subscribes to the handle's notification connection, re-reads the

@@ -3,11 +3,11 @@
 //! Every statement is parameterised; a write transaction locks the goal's row
 //! (`SELECT ... FOR UPDATE`) for its compare-and-set.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use deadpool_postgres::Object;
 use loopx_kernel::seams::{AppendRequest, Receipt, StoreError};
-use loopx_kernel::{AgentId, GoalId, GoalState, OperationId, Timestamp};
+use loopx_kernel::{AgentId, GoalId, GoalState, OperationId, Subject, Timestamp};
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
@@ -72,22 +72,32 @@ const GOAL_AGENTS: &str = "SELECT agent FROM goal_agents WHERE goal = $1";
 const GOAL_FRONTIER: &str = "SELECT agent, todos FROM frontier WHERE goal = $1";
 /// The revisions of a goal's snapshots.
 const SNAPSHOT_REVISIONS: &str = "SELECT revision FROM snapshots WHERE goal = $1";
+/// The rows of the goals that follow any of several subjects.
+const SUBJECT_GOALS: &str = "SELECT g.goal, g.objective, g.status, g.revision, g.valid_from, g.valid_until FROM goal_subjects s JOIN goals g ON g.goal = s.goal WHERE s.subject = ANY($1::text[])";
+/// The subjects a goal follows.
+const GOAL_SUBJECTS: &str = "SELECT subject FROM goal_subjects WHERE goal = $1";
+/// The mark of goals whose subjects are still to be indexed (schema 8), locked: of the hosts
+/// that connect together, one indexes them while the others wait, then find no mark.
+const SUBJECTS_PENDING: &str =
+    "SELECT value FROM store_settings WHERE name = 'goal_subjects' FOR UPDATE";
 /// `(goal, table)` for the rows of goals without a goal row (it walks every table by
 /// definition; only a doctor asks).
 const ORPHAN_ROWS: &str = "SELECT DISTINCT t.goal, 'events' FROM events t WHERE NOT EXISTS (SELECT 1 FROM goals g WHERE g.goal = t.goal)
      UNION ALL SELECT DISTINCT t.goal, 'snapshots' FROM snapshots t WHERE NOT EXISTS (SELECT 1 FROM goals g WHERE g.goal = t.goal)
      UNION ALL SELECT DISTINCT t.goal, 'receipts' FROM receipts t WHERE NOT EXISTS (SELECT 1 FROM goals g WHERE g.goal = t.goal)
      UNION ALL SELECT DISTINCT t.goal, 'goal_agents' FROM goal_agents t WHERE NOT EXISTS (SELECT 1 FROM goals g WHERE g.goal = t.goal)
-     UNION ALL SELECT DISTINCT t.goal, 'frontier' FROM frontier t WHERE NOT EXISTS (SELECT 1 FROM goals g WHERE g.goal = t.goal)";
+     UNION ALL SELECT DISTINCT t.goal, 'frontier' FROM frontier t WHERE NOT EXISTS (SELECT 1 FROM goals g WHERE g.goal = t.goal)
+     UNION ALL SELECT DISTINCT t.goal, 'goal_subjects' FROM goal_subjects t WHERE NOT EXISTS (SELECT 1 FROM goals g WHERE g.goal = t.goal)";
 /// Every goal row, for the listing (it walks the table by definition).
 const LISTING: &str =
     "SELECT goal, objective, status, revision, valid_from, valid_until FROM goals";
 
 /// The statement that commits through the `loopx_append` function behind the server's clock
-/// (`loopx_append_clocked`, schema 6, keeping the commit's authorship from schema 7).
+/// (`loopx_append_clocked`, schema 6, keeping the commit's authorship from schema 7 and
+/// rewriting the goal's followed subjects from schema 8).
 const APPEND: &str = "SELECT r_outcome, r_digest, r_revision, r_events, r_committed_at, r_chain FROM loopx_append_clocked(
     $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
-    $21, $22, $23)";
+    $21, $22, $23, $24)";
 /// A receipt by operation with the attempt id of the append that wrote it.
 const RECEIPT_ATTEMPT: &str = "SELECT digest, revision, commit_events, at, attempt FROM events WHERE hashtextextended(operation, 0) = hashtextextended($2, 0) AND operation IS NOT NULL AND goal = $1 AND operation = $2
      UNION ALL SELECT digest, revision, events, committed_at, attempt FROM receipts WHERE hashtextextended(operation, 0) = hashtextextended($2, 0) AND goal = $1 AND operation = $2";
@@ -193,6 +203,9 @@ impl<'a> Pg<'a> {
         let agents: Option<Vec<&str>> = prepared
             .agents_changed()
             .then(|| projection.agents.iter().map(AgentId::as_str).collect());
+        let subjects: Option<Vec<&str>> = prepared
+            .subjects_changed()
+            .then(|| projection.subjects.iter().map(Subject::as_str).collect());
         let status = status_name(projection.summary.status);
         let valid_until = projection.summary.next_wake.map(Timestamp::as_millis);
         let note = payload(&request.goal, prepared.state.revision);
@@ -220,6 +233,7 @@ impl<'a> Pg<'a> {
             &prepared.attempt,
             &request.clock_skew.as_millis(),
             &prepared.authorship,
+            &subjects,
         ];
         let client = self.client()?;
         let statement = client.prepare_cached(APPEND).await.map_err(self.err())?;
@@ -537,6 +551,44 @@ impl Dialect for Pg<'_> {
             .collect()
     }
 
+    /// One statement for all the subjects.
+    async fn subject_goals(&mut self, subjects: &[&str]) -> Result<Vec<ListedGoal>, StoreError> {
+        let rows = self.query(SUBJECT_GOALS, &[&subjects]).await?;
+        rows.iter().map(dialect::listed_goal).collect()
+    }
+
+    async fn write_subjects(
+        &mut self,
+        goal: &GoalId,
+        subjects: &BTreeSet<Subject>,
+    ) -> Result<(), StoreError> {
+        let subjects: Vec<&str> = subjects.iter().map(Subject::as_str).collect();
+        self.execute(
+            "DELETE FROM goal_subjects WHERE goal = $1",
+            &[&goal.as_str()],
+        )
+        .await?;
+        self.execute(
+            "INSERT INTO goal_subjects (subject, goal) SELECT s, $1 FROM unnest($2::text[]) AS x(s)",
+            &[&goal.as_str(), &subjects],
+        )
+        .await
+        .map(drop)
+    }
+
+    async fn subjects_pending(&mut self) -> Result<bool, StoreError> {
+        Ok(!self.query(SUBJECTS_PENDING, &[]).await?.is_empty())
+    }
+
+    async fn subjects_indexed(&mut self) -> Result<(), StoreError> {
+        self.execute(
+            "DELETE FROM store_settings WHERE name = 'goal_subjects'",
+            &[],
+        )
+        .await
+        .map(drop)
+    }
+
     async fn stale_goals(&mut self, now: Timestamp) -> Result<Vec<GoalId>, StoreError> {
         let rows = self.query(STALE_GOALS, &[&now.as_millis()]).await?;
         rows.iter()
@@ -709,6 +761,9 @@ impl Dialect for Pg<'_> {
         };
         for r in &self.query(GOAL_AGENTS, &[&g]).await? {
             stored.agents.insert(r.text(0)?);
+        }
+        for r in &self.query(GOAL_SUBJECTS, &[&g]).await? {
+            stored.subjects.insert(r.text(0)?);
         }
         for r in &self.query(GOAL_FRONTIER, &[&g]).await? {
             stored.frontier.insert(r.text(0)?, r.text(1)?);
@@ -883,6 +938,9 @@ mod tests {
                 ("GOAL_AGENTS", GOAL_AGENTS),
                 ("GOAL_FRONTIER", GOAL_FRONTIER),
                 ("SNAPSHOT_REVISIONS", SNAPSHOT_REVISIONS),
+                ("SUBJECT_GOALS", SUBJECT_GOALS),
+                ("GOAL_SUBJECTS", GOAL_SUBJECTS),
+                ("SUBJECTS_PENDING", SUBJECTS_PENDING),
                 ("RECEIPT_ROWS_TO_NAME", RECEIPT_ROWS_TO_NAME),
                 ("RECEIPTS_TO_KEEP", RECEIPTS_TO_KEEP),
                 ("SNAPSHOT_AT", SNAPSHOT_AT),

@@ -2,6 +2,7 @@
 
 mod ops;
 mod schema;
+mod wake;
 mod wal;
 
 use std::path::{Path, PathBuf};
@@ -11,7 +12,8 @@ use std::time::Duration as StdDuration;
 use async_trait::async_trait;
 use loopx_kernel::seams::{Appended, Commit, GoalSummary, Receipt, Store, StoreError};
 use loopx_kernel::{
-    AgentId, Duration, GoalId, GoalState, OperationId, RecordedEvent, Snapshot, Timestamp, TodoId,
+    AgentId, Duration, GoalId, GoalState, OperationId, RecordedEvent, Snapshot, Subject, Timestamp,
+    TodoId,
 };
 use rusqlite::Connection;
 use tokio::runtime::RuntimeFlavor;
@@ -24,6 +26,11 @@ use ops::Sqlite;
 
 pub use schema::SCHEMA_VERSION;
 pub use wal::WalDamage;
+
+/// The first and the last pause of the re-reads after a wake that found nothing moved (see
+/// [`SqliteStore`]'s `changed`).
+const SETTLE_FIRST: StdDuration = StdDuration::from_millis(1);
+const SETTLE_LAST: StdDuration = StdDuration::from_millis(512);
 
 /// How many goals' folded states a handle keeps to skip decoding on the next load or append.
 const STATE_CACHE_GOALS: usize = 64;
@@ -60,7 +67,7 @@ impl Default for SqliteOptions {
             busy_timeout: StdDuration::from_secs(5),
             snapshot_every: 100,
             max_connections: 8,
-            change_poll: StdDuration::from_millis(25),
+            change_poll: StdDuration::from_secs(1),
             accept_wal_loss: false,
             clock: StoreClock::System,
         }
@@ -99,10 +106,13 @@ impl SqliteOptions {
         self
     }
 
-    /// How often [`Store::changed`] reads the watched goals' revisions while it waits
-    /// (default 25 ms, at least 1 ms). Other processes commit to the same file without telling
-    /// this one, so waiting is polling: a change is seen at most this long after its commit,
-    /// and each poll is one small indexed read.
+    /// The fallback interval of [`Store::changed`]: how often a waiter re-reads the watched
+    /// goals' revisions (one small indexed read) even when nothing woke it (default 1 s, at
+    /// least 1 ms). A waiter wakes at once on a commit through any handle of the file in this
+    /// process, and on one of another process when the platform reports changes to the file's
+    /// write-ahead log (inotify on Linux, FSEvents on macOS, Windows' directory changes); this
+    /// interval bounds the latency where it cannot (a file system that reports nothing, the
+    /// platform's watch limits reached) and is the safety net against a missed report.
     #[must_use]
     pub fn change_poll(mut self, interval: Duration) -> Self {
         self.change_poll = interval.to_std().max(StdDuration::from_millis(1));
@@ -147,8 +157,10 @@ impl SqliteOptions {
 ///   program or was written by a newer schema is refused at [`open`](SqliteStore::open) with
 ///   nothing written; so is a write-ahead log damaged before committed frames (see
 ///   [`SqliteStore::wal_damage`]); a damaged row is [`StoreError::Corrupt`] when read.
-/// - **Waiting**: [`Store::changed`] polls the watched goals' revisions every
-///   [`SqliteOptions::change_poll`] (25 ms by default) until one moved or the timeout passed.
+/// - **Waiting**: [`Store::changed`] wakes when a commit lands — through any handle of the
+///   file in this process at once, from another process when the platform reports the change
+///   to the file's write-ahead log (inotify on Linux) — and re-reads the watched revisions
+///   every [`SqliteOptions::change_poll`] (1 s by default) as a fallback.
 /// - **Owner-only**: a new database file is created with mode `0600` on Unix (its `-wal` and
 ///   `-shm` companions inherit it); an existing file keeps the mode it has.
 ///
@@ -175,6 +187,9 @@ struct Shared {
     pool: Mutex<Pool>,
     returned: Condvar,
     cache: crate::cache::StateCache,
+    /// How this handle's waiters learn of commits, shared by every handle of the file in this
+    /// process.
+    wake: Arc<wake::Wake>,
 }
 
 #[derive(Debug, Default)]
@@ -315,8 +330,10 @@ impl SqliteStore {
         let mut conn = schema::connect(&path, &options)?;
         schema::migrate(&mut conn, false)?;
         let clock = schema::read_clock(&conn)?;
-        Ok(SqliteStore {
+        let wake = wake::Wake::of(&path);
+        let store = SqliteStore {
             shared: Arc::new(Shared {
+                wake,
                 path,
                 options,
                 created,
@@ -328,7 +345,21 @@ impl SqliteStore {
                 returned: Condvar::new(),
                 cache: crate::cache::StateCache::new(STATE_CACHE_GOALS),
             }),
-        })
+        };
+        store.index_subjects()?;
+        Ok(store)
+    }
+
+    /// Indexes the subjects of goals written before schema 8, once (see
+    /// [`shared::index_subjects`]).
+    fn index_subjects(&self) -> Result<(), StoreError> {
+        let mut checkout = self.shared.checkout()?;
+        let Some(conn) = checkout.conn.as_mut() else {
+            return Err(StoreError::Unavailable {
+                detail: "no database connection".into(),
+            });
+        };
+        ops::block(shared::index_subjects(&mut Sqlite::new(conn, &self.shared)))
     }
 
     /// True when this handle (or the one it was cloned from) came from the
@@ -464,9 +495,17 @@ impl Store for SqliteStore {
         self.shared.cache.newest(goal)
     }
 
+    /// A commit that moved the goal wakes this process's waiters on the file at once.
     async fn append(&self, commit: Commit) -> Result<Appended, StoreError> {
-        self.run(move |conn, cx| ops::block(shared::append(&mut Sqlite::new(conn, cx), commit)))
-            .await
+        let appended = self
+            .run(move |conn, cx| ops::block(shared::append(&mut Sqlite::new(conn, cx), commit)))
+            .await?;
+        if let Appended::Committed(receipt) = &appended
+            && receipt.events > 0
+        {
+            self.shared.wake.committed();
+        }
+        Ok(appended)
     }
 
     async fn resolve(
@@ -546,14 +585,32 @@ impl Store for SqliteStore {
             .await
     }
 
-    /// Polls the watched goals' revisions every [`SqliteOptions::change_poll`]: several
-    /// processes share the file and none tells the others about its commits.
+    /// From the `goal_subjects` index: one indexed read per subject.
+    async fn watching(
+        &self,
+        subjects: &[Subject],
+        now: Timestamp,
+    ) -> Result<Vec<GoalId>, StoreError> {
+        let subjects = subjects.to_vec();
+        self.run(move |conn, cx| {
+            ops::block(shared::watching(&mut Sqlite::new(conn, cx), &subjects, now))
+        })
+        .await
+    }
+
+    /// Wakes as soon as a commit lands: one through any handle of the file in this process at
+    /// once, one of another process when the file's write-ahead log changes (where the
+    /// platform reports file changes); and re-reads the watched revisions every
+    /// [`SqliteOptions::change_poll`] as well, in case a change went unreported.
     async fn changed(
         &self,
         watch: &[(GoalId, u64)],
         timeout: Duration,
     ) -> Result<Vec<GoalId>, StoreError> {
         let deadline = crate::watch::deadline(timeout)?;
+        let mut commits = self.shared.wake.subscribe();
+        // After a wake that found nothing: the next re-read, sooner than the fallback.
+        let mut settle: Option<StdDuration> = None;
         loop {
             if !watch.is_empty() {
                 let watched = watch.to_vec();
@@ -570,7 +627,22 @@ impl Store for SqliteStore {
             if now >= deadline {
                 return Ok(Vec::new());
             }
-            tokio::time::sleep_until(deadline.min(now + self.shared.options.change_poll)).await;
+            let poll = self.shared.options.change_poll;
+            let until = deadline.min(now + settle.map_or(poll, |pause| pause.min(poll)));
+            settle = match tokio::time::timeout_at(until, commits.changed()).await {
+                // Another process's log changes before its commit becomes visible (SQLite
+                // publishes it in the shared-memory index, which reports nothing): a wake that
+                // finds nothing reads again after 1, 2, 4 … 512 ms.
+                Ok(Ok(())) => Some(SETTLE_FIRST),
+                Ok(Err(_)) => {
+                    // No sender left (not while this handle lives): wait out the interval.
+                    tokio::time::sleep_until(until).await;
+                    None
+                }
+                Err(_) => settle
+                    .map(|pause| pause * 2)
+                    .filter(|pause| *pause <= SETTLE_LAST),
+            };
         }
     }
 }

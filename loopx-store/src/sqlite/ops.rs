@@ -3,12 +3,12 @@
 //! to completion in place ([`block`]), since every primitive is synchronous. Every statement
 //! is parameterised; every write runs in one `BEGIN IMMEDIATE` transaction.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::task::{Context, Poll, Waker};
 
 use loopx_kernel::seams::{Receipt, StoreError};
-use loopx_kernel::{AgentId, GoalId, GoalState, OperationId, Timestamp, TodoId};
+use loopx_kernel::{AgentId, GoalId, GoalState, OperationId, Subject, Timestamp, TodoId};
 use rusqlite::{Connection, Params, TransactionBehavior, params};
 
 use super::Shared;
@@ -81,13 +81,22 @@ const STORED_GOAL_ROW: &str = "SELECT revision, objective, status, valid_from, v
 const GOAL_AGENTS: &str = "SELECT agent FROM goal_agents WHERE goal = ?1";
 /// The revisions of a goal's snapshots.
 const SNAPSHOT_REVISIONS: &str = "SELECT revision FROM snapshots WHERE goal = ?1";
+/// The rows of the goals that follow a subject.
+const SUBJECT_GOALS: &str =
+    "SELECT g.goal, g.objective, g.status, g.revision, g.valid_from, g.valid_until
+     FROM goal_subjects s JOIN goals g ON g.goal = s.goal WHERE s.subject = ?1";
+/// The subjects a goal follows.
+const GOAL_SUBJECTS: &str = "SELECT subject FROM goal_subjects WHERE goal = ?1";
+/// The mark of goals whose subjects are still to be indexed (schema 8).
+const SUBJECTS_PENDING: &str = "SELECT value FROM store_settings WHERE name = 'goal_subjects'";
 /// `(goal, table)` for the rows of goals without a goal row (it walks every table by
 /// definition; only a doctor asks).
 const ORPHAN_ROWS: &str = "SELECT DISTINCT t.goal, 'events' FROM events t WHERE NOT EXISTS (SELECT 1 FROM goals g WHERE g.goal = t.goal)
      UNION ALL SELECT DISTINCT t.goal, 'snapshots' FROM snapshots t WHERE NOT EXISTS (SELECT 1 FROM goals g WHERE g.goal = t.goal)
      UNION ALL SELECT DISTINCT t.goal, 'receipts' FROM receipts t WHERE NOT EXISTS (SELECT 1 FROM goals g WHERE g.goal = t.goal)
      UNION ALL SELECT DISTINCT t.goal, 'goal_agents' FROM goal_agents t WHERE NOT EXISTS (SELECT 1 FROM goals g WHERE g.goal = t.goal)
-     UNION ALL SELECT DISTINCT t.goal, 'frontier' FROM frontier t WHERE NOT EXISTS (SELECT 1 FROM goals g WHERE g.goal = t.goal)";
+     UNION ALL SELECT DISTINCT t.goal, 'frontier' FROM frontier t WHERE NOT EXISTS (SELECT 1 FROM goals g WHERE g.goal = t.goal)
+     UNION ALL SELECT DISTINCT t.goal, 'goal_subjects' FROM goal_subjects t WHERE NOT EXISTS (SELECT 1 FROM goals g WHERE g.goal = t.goal)";
 /// Every goal row, for the listing (it walks the table by definition).
 const LISTING: &str =
     "SELECT goal, objective, status, revision, valid_from, valid_until FROM goals";
@@ -470,6 +479,40 @@ impl Dialect for Sqlite<'_> {
             .collect())
     }
 
+    /// One statement per subject, in one read transaction.
+    async fn subject_goals(&mut self, subjects: &[&str]) -> Result<Vec<ListedGoal>, StoreError> {
+        let tx = self.conn.transaction().map_err(sql)?;
+        let mut found = Vec::new();
+        for subject in subjects {
+            found.extend(rows(&tx, SUBJECT_GOALS, [subject], |r| {
+                dialect::listed_goal(r)
+            })?);
+        }
+        tx.finish().map_err(sql)?;
+        Ok(found)
+    }
+
+    async fn write_subjects(
+        &mut self,
+        goal: &GoalId,
+        subjects: &BTreeSet<Subject>,
+    ) -> Result<(), StoreError> {
+        replace_subjects(self.conn, goal.as_str(), subjects)
+    }
+
+    async fn subjects_pending(&mut self) -> Result<bool, StoreError> {
+        Ok(first(self.conn, SUBJECTS_PENDING, [], |r| r.text(0))?.is_some())
+    }
+
+    async fn subjects_indexed(&mut self) -> Result<(), StoreError> {
+        run(
+            self.conn,
+            "DELETE FROM store_settings WHERE name = 'goal_subjects'",
+            [],
+        )
+        .map(drop)
+    }
+
     async fn stale_goals(&mut self, now: Timestamp) -> Result<Vec<GoalId>, StoreError> {
         rows(self.conn, STALE_GOALS, [now.as_millis()], |r| {
             stored_id(r.text(0)?, "goal id")
@@ -616,6 +659,9 @@ impl Dialect for Sqlite<'_> {
             return Ok(None);
         };
         stored.agents = rows(self.conn, GOAL_AGENTS, [g], |r| r.text(0))?
+            .into_iter()
+            .collect();
+        stored.subjects = rows(self.conn, GOAL_SUBJECTS, [g], |r| r.text(0))?
             .into_iter()
             .collect();
         stored.frontier = rows(self.conn, GOAL_FRONTIER, [g], |r| {
@@ -780,6 +826,9 @@ fn write_commit(
             insert.execute([agent.as_str(), goal]).map_err(sql)?;
         }
     }
+    if prepared.subjects_changed() {
+        replace_subjects(tx, goal, &projection.subjects)?;
+    }
     let known = prepared.known_rows().filter(|known| {
         row.is_some_and(|row| {
             row.row.revision == known.summary.revision
@@ -787,6 +836,22 @@ fn write_commit(
         })
     });
     write_frontier(tx, projection, known.map(|known| &known.frontier))
+}
+
+/// Replaces the subjects `goal` follows.
+fn replace_subjects(
+    tx: &Connection,
+    goal: &str,
+    subjects: &BTreeSet<Subject>,
+) -> Result<(), StoreError> {
+    run(tx, "DELETE FROM goal_subjects WHERE goal = ?1", [goal])?;
+    let mut insert = tx
+        .prepare_cached("INSERT INTO goal_subjects (subject, goal) VALUES (?1, ?2)")
+        .map_err(sql)?;
+    for subject in subjects {
+        insert.execute([subject.as_str(), goal]).map_err(sql)?;
+    }
+    Ok(())
 }
 
 /// Writes the goal's row after a commit. An existing row is updated column by column: the
@@ -997,6 +1062,9 @@ mod tests {
             ("STORED_GOAL_ROW", STORED_GOAL_ROW),
             ("GOAL_AGENTS", GOAL_AGENTS),
             ("SNAPSHOT_REVISIONS", SNAPSHOT_REVISIONS),
+            ("SUBJECT_GOALS", SUBJECT_GOALS),
+            ("GOAL_SUBJECTS", GOAL_SUBJECTS),
+            ("SUBJECTS_PENDING", SUBJECTS_PENDING),
         ];
         for (name, statement) in reads {
             let steps = plan(&conn, statement);

@@ -14,7 +14,7 @@ use super::{Durability, SqliteOptions, wal};
 use crate::clock::StoreClock;
 
 /// The newest database schema this build reads and writes.
-pub const SCHEMA_VERSION: u32 = 7;
+pub const SCHEMA_VERSION: u32 = 8;
 
 /// The migrations, in order: migration `n` takes the schema from `n - 1` to `n`.
 const MIGRATIONS: &[(u32, &str)] = &[
@@ -42,6 +42,10 @@ const MIGRATIONS: &[(u32, &str)] = &[
     (
         7,
         include_str!("../../migrations/sqlite/0007_authorship.sql"),
+    ),
+    (
+        8,
+        include_str!("../../migrations/sqlite/0008_goal_subjects.sql"),
     ),
 ];
 
