@@ -320,7 +320,7 @@ async fn a_past_revision_shows_the_goal_as_it_stood_then() {
     assert_eq!(status, 200);
     let notice = texts(&html, ".notice.past");
     assert!(
-        notice[0].starts_with(&format!("As it stood at revision 4"))
+        notice[0].starts_with("As it stood at revision 4")
             && notice[0].contains(&format!("now at revision {head}")),
         "{notice:?}"
     );

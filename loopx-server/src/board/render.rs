@@ -72,10 +72,7 @@ pub(super) fn time(at: Timestamp) -> Markup {
 
 /// A time if there is one, a dash otherwise.
 pub(super) fn maybe_time(at: Option<Timestamp>) -> Markup {
-    match at {
-        Some(at) => time(at),
-        None => html! { "—" },
-    }
+    at.map_or_else(|| html! { "—" }, time)
 }
 
 /// A standing or state as a badge, styled by its name.
