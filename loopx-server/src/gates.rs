@@ -67,21 +67,61 @@ async fn answer(
             );
         }
     };
-    let now = answers.clock.now();
+    match answer_as(
+        &*answers.store,
+        &*answers.clock,
+        &acting,
+        &goal,
+        &gate,
+        answer,
+    )
+    .await
+    {
+        Ok(shown) => (StatusCode::OK, axum::Json(shown)).into_response(),
+        Err(refused) => failure(
+            refused.status,
+            refused.code,
+            &refused.message,
+            &refused.hint,
+        ),
+    }
+}
+
+/// Why an answer was not recorded, in the kernel's words, with the HTTP status it maps to.
+#[derive(Debug, Clone)]
+pub(crate) struct AnswerRefused {
+    /// `404` for an unknown goal or gate, `409` for any other refusal, `503` for the store.
+    pub status: StatusCode,
+    /// The kernel's stable code.
+    pub code: &'static str,
+    /// What happened.
+    pub message: String,
+    /// What to do about it.
+    pub hint: String,
+}
+
+/// Submits `answer` to `gate` of `goal` as `acting` (signed with its key when it has one),
+/// timed by `clock`: the one path by which a person's answer reaches the kernel over HTTP,
+/// shared by this route and the board's inbox. `Ok` is the gate as it stands afterwards.
+pub(crate) async fn answer_as(
+    store: &dyn Store,
+    clock: &dyn Clock,
+    acting: &Acting,
+    goal: &GoalId,
+    gate: &GateId,
+    answer: GateAnswer,
+) -> Result<serde_json::Value, AnswerRefused> {
+    let now = clock.now();
     let command = Command::AnswerGate {
         gate: gate.clone(),
         answer,
     };
-    let mut handle = answers.store.goal(&goal).paced(&*answers.clock);
+    let mut handle = store.goal(goal).paced(clock);
     if let Some(signer) = acting.signer() {
         handle = handle.signed_by(signer);
     }
     match handle.submit(acting.actor(), now, &command).await {
-        Ok(done) => (
-            StatusCode::OK,
-            axum::Json(views::gate_written(&done, &gate, now)),
-        )
-            .into_response(),
+        Ok(done) => Ok(views::gate_written(&done, gate, now)),
         Err(error) => {
             let status = match &error {
                 SubmitError::Refused(Refusal::UnknownGoal | Refusal::UnknownGate { .. }) => {
@@ -91,7 +131,12 @@ async fn answer(
                 _ => StatusCode::SERVICE_UNAVAILABLE,
             };
             let (code, message, hint) = words::submit_error(&error);
-            failure(status, code, &message, &hint)
+            Err(AnswerRefused {
+                status,
+                code,
+                message,
+                hint,
+            })
         }
     }
 }

@@ -6,6 +6,7 @@
 //! Nothing here decides: every change still goes through the kernel's one write path
 //! (`GoalHandle::submit`), signed by the actor it is made for.
 
+pub mod board;
 pub mod capabilities;
 pub mod gates;
 pub mod github;

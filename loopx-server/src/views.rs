@@ -5,7 +5,8 @@
 
 use loopx_kernel::{
     AgentId, Decision, Evidence, Freshness, Gate, GoalId, GoalState, Ledger, ObligationId,
-    Observation, PendingEffect, RecordedEvent, Submitted, Timestamp, Todo, TodoId, terminal,
+    Observation, PendingEffect, RecordedEvent, Submitted, TerminalOutcome, Timestamp, Todo, TodoId,
+    decide, terminal,
 };
 use serde_json::{Map, Value, json};
 
@@ -18,6 +19,43 @@ pub const COLUMNS: [&str; 6] = [
     "done",
     "superseded",
 ];
+
+/// The standings a goal can have on the board, in the order a filter lists them.
+pub const STANDINGS: [&str; 5] = ["active", "waiting", "repair", "accepted", "abandoned"];
+
+/// The decision for each agent registered with the goal, at `now`, in agent order.
+pub fn decisions(state: &GoalState, now: Timestamp) -> Vec<(AgentId, Decision)> {
+    state
+        .spec
+        .agents
+        .iter()
+        .map(|agent| (agent.clone(), decide(state, agent, now)))
+        .collect()
+}
+
+/// How a goal stands at `now`, one of [`STANDINGS`]: `accepted` or `abandoned` once terminal;
+/// otherwise `repair` when any registered agent's decision is to repair, `waiting` when a gate
+/// waits on a person (or any decision asks one), and `active` for the rest. `decisions` are
+/// the goal's [`decisions`] at `now`.
+pub fn standing(
+    state: &GoalState,
+    decisions: &[(AgentId, Decision)],
+    now: Timestamp,
+) -> &'static str {
+    match terminal(state, now) {
+        Some(TerminalOutcome::Accepted) => return "accepted",
+        Some(TerminalOutcome::Abandoned) => return "abandoned",
+        None => {}
+    }
+    let any = |kind: &str| decisions.iter().any(|(_, d)| d.kind() == kind);
+    if any("repair") {
+        "repair"
+    } else if any("ask") || state.gates.values().any(|g| g.state_at(now).is_pending()) {
+        "waiting"
+    } else {
+        "active"
+    }
+}
 
 /// Merges the fields of `extra` (an object) into `base` (an object).
 pub fn merge(mut base: Value, extra: Value) -> Value {
@@ -190,6 +228,31 @@ pub fn criteria(state: &GoalState, now: Timestamp) -> Value {
             )
         })
         .collect()
+}
+
+/// What a gate blocks, in words: `whole goal`, or its todos and decisions
+/// (`todo edit, decision api:error_code`).
+pub fn scope_text(scope: &loopx_kernel::GateScope) -> String {
+    if scope.whole_goal {
+        return "whole goal".to_owned();
+    }
+    let mut parts: Vec<String> = scope.todos.iter().map(|t| format!("todo {t}")).collect();
+    parts.extend(scope.decisions.iter().map(|d| format!("decision {d}")));
+    parts.join(", ")
+}
+
+/// A gate's effective state as a word, as its JSON says it (`pending`, `overdue`, `resolved`,
+/// `rejected`, `expired`, `withdrawn`).
+pub fn gate_state_word(state: loopx_kernel::GateState) -> &'static str {
+    use loopx_kernel::GateState;
+    match state {
+        GateState::Pending => "pending",
+        GateState::Overdue => "overdue",
+        GateState::Resolved => "resolved",
+        GateState::Rejected => "rejected",
+        GateState::Expired => "expired",
+        GateState::Withdrawn => "withdrawn",
+    }
 }
 
 /// A gate with its effective state at `now`.

@@ -202,12 +202,7 @@ async fn list(ctx: &Ctx) -> Result<Exit, CliError> {
 
 /// What a gate blocks, in words.
 pub fn scope_text(scope: &GateScope) -> String {
-    if scope.whole_goal {
-        return "whole goal".to_owned();
-    }
-    let mut parts: Vec<String> = scope.todos.iter().map(|t| format!("todo {t}")).collect();
-    parts.extend(scope.decisions.iter().map(|d| format!("decision {d}")));
-    parts.join(", ")
+    loopx_server::views::scope_text(scope)
 }
 
 async fn write(ctx: &Ctx, gate: &GateId, command: &Command, what: &str) -> Result<Exit, CliError> {

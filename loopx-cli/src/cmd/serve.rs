@@ -1,6 +1,7 @@
 //! `loopx serve`: the service over the store, on one address, until SIGTERM or SIGINT — health,
-//! metrics, loopx's MCP tools over streamable HTTP (`/mcp`) for the actors given a token, and
-//! GitHub's deliveries (`/github/webhook`) when given the webhook's secret.
+//! metrics, the board (`/`, `/goals/GOAL`, `/inbox`, `/events`), loopx's MCP tools over
+//! streamable HTTP (`/mcp`) for the actors given a token, and GitHub's deliveries
+//! (`/github/webhook`) when given the webhook's secret.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -10,10 +11,10 @@ use loopx_kernel::Keyring;
 use loopx_provider::clock::SystemClock;
 use loopx_provider::github::webhook::WebhookVerifier;
 use loopx_server::capabilities::Registry;
-use loopx_server::gates;
 use loopx_server::github::Deliveries;
 use loopx_server::mcp::{Acting, LoopxMcp, Tokens, http};
 use loopx_server::{Service, serve, shutdown_signal};
+use loopx_server::{board, gates};
 use serde_json::json;
 use tokio::net::TcpListener;
 
@@ -26,8 +27,8 @@ pub struct ServeArgs {
     /// The address to listen on (port 0: any free port, printed on start).
     #[arg(long, default_value = "127.0.0.1:7468", value_name = "ADDR:PORT")]
     listen: SocketAddr,
-    /// Serve the MCP tools at `/mcp`, and gate answers at `POST /goals/GOAL/gates/GATE/answer`,
-    /// to ACTOR, who presents the bearer token held in the
+    /// Serve the MCP tools at `/mcp`, gate answers at `POST /goals/GOAL/gates/GATE/answer` and
+    /// the board's inbox (signed in at `/inbox` with the token) to ACTOR, who presents the bearer token held in the
     /// environment variable ENV (never the token itself on the command line, where `ps` shows
     /// it); its commands are signed with ACTOR's key from the key directory. Repeatable.
     #[arg(long = "mcp-token", value_name = "ACTOR=ENV")]
@@ -63,6 +64,12 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Exit, CliError> {
             .keyring(delivery_keyring(ctx)?);
         service = service.mount(deliveries.router());
     }
+    let inbox = tokens.clone().unwrap_or_default();
+    service = service.mount(board::router(
+        Arc::clone(&store),
+        Arc::new(SystemClock),
+        inbox,
+    ));
     if let Some(tokens) = tokens {
         let answers = gates::router(Arc::clone(&store), Arc::new(SystemClock), tokens.clone());
         let tools = LoopxMcp::new(Arc::clone(&store), Arc::new(SystemClock));
