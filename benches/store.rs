@@ -76,6 +76,9 @@ const AGED_TURNS: usize = 40;
 
 type Failure = Box<dyn std::error::Error + Send + Sync>;
 
+#[path = "peers/peers.rs"]
+mod peers;
+
 fn main() -> Result<(), Failure> {
     if std::env::args().any(|a| a == "--list") {
         return Ok(());
@@ -96,6 +99,9 @@ fn main() -> Result<(), Failure> {
     }
     if only("postgres") {
         return postgres_figures(&runtime, &cluster);
+    }
+    if only("peers") {
+        return peers::figures(&cluster, dir.path());
     }
     sqlite_figures(dir.path())?;
     if only("sqlite") {
@@ -867,6 +873,8 @@ struct SettleFigures {
     raw: f64,
     /// Median raw commit latency over median settle commit latency.
     median_ratio: f64,
+    /// Median settle commit latency.
+    settle_median: StdDuration,
     /// Stored bytes per settled turn.
     bytes: f64,
     /// Stored bytes per settled turn, by part (table).
@@ -945,6 +953,7 @@ fn settle_commits<S: Store>(
         raw: per_second(raw_times.len(), raw_times.iter().sum()),
         median_ratio: median(&mut raw_times).as_secs_f64()
             / median(&mut settling).as_secs_f64().max(1e-9),
+        settle_median: median(&mut settling),
         bytes: by_part.iter().map(|(_, b)| b).sum(),
         by_part,
     })
