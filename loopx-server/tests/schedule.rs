@@ -108,8 +108,15 @@ fn seen(server: &standin::Server) -> Vec<Seen> {
     server.seen.lock().expect("log").clone()
 }
 
+/// The SQLite store in `dir`: created on the first call, opened again on the next ones.
 fn sqlite(dir: &tempfile::TempDir) -> Arc<dyn Store> {
-    Arc::new(SqliteStore::open(dir.path().join("loopx.db")).expect("a SQLite store"))
+    let path = dir.path().join("loopx.db");
+    let store = if path.exists() {
+        SqliteStore::open(&path)
+    } else {
+        SqliteStore::create(&path)
+    };
+    Arc::new(store.expect("a SQLite store"))
 }
 
 /// With no delivery at all, the service's poller polls the bound goal's pull request, records
@@ -157,12 +164,14 @@ async fn a_failing_check_is_polled_and_becomes_the_fix_todo_without_a_delivery()
         "the check runs of the head were read"
     );
 
-    let metrics = reqwest::get(format!("{base}/metrics"))
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("a body");
+    let (status, metrics) = support::answer(
+        reqwest::get(format!("{base}/metrics"))
+            .await
+            .expect("metrics"),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let metrics = metrics.as_str().expect("Prometheus text").to_owned();
     assert!(
         metrics.contains(r#"loopx_polls_total{source="github",outcome="changed"} 1"#),
         "{metrics}"
