@@ -370,9 +370,11 @@ impl Poller {
             .take(self.max_goals)
             .cloned()
             .collect();
-        memory.after = (chosen.len() < goals.len())
-            .then(|| chosen.last().cloned())
-            .flatten();
+        memory.after = if chosen.len() < goals.len() {
+            chosen.last().cloned()
+        } else {
+            None
+        };
         Ok(chosen)
     }
 
