@@ -361,12 +361,15 @@ async fn a_pass_is_bounded_and_the_next_goes_on_where_it_stopped() {
     let poller = Poller::new(Arc::clone(&store), clock.clone())
         .provider(client("github", &server.base, clock.clone()))
         .max_goals(2);
-    let polled = |pass: Pass| {
+    let goals_polled = |pass: Pass| {
         pass.polls
             .into_iter()
             .map(|poll| poll.goal.to_string())
             .collect::<Vec<_>>()
     };
-    assert_eq!(polled(poller.pass().await.expect("a pass")), ["g1", "g2"]);
-    assert_eq!(polled(poller.pass().await.expect("a pass")), ["g3"]);
+    assert_eq!(
+        goals_polled(poller.pass().await.expect("a pass")),
+        ["g1", "g2"]
+    );
+    assert_eq!(goals_polled(poller.pass().await.expect("a pass")), ["g3"]);
 }

@@ -139,7 +139,7 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Exit, CliError> {
     match &polling {
         Some(polling) => tracing::info!("{polling}"),
         None => {
-            tracing::info!("not polling: no --github-token-env, so watches wait for deliveries")
+            tracing::info!("not polling: no --github-token-env, so watches wait for deliveries");
         }
     }
     // One signal stops both: the server drains its requests, the poller stops between commits.
