@@ -1,7 +1,7 @@
 //! The schedules: every watch polled when it falls due, across all goals.
 //!
 //! A [`Poller`] reads the goals of the store, builds the capability each active goal is bound
-//! to ([`Registry::bind_goal`]) and polls each stream it asks for ([`Bound::watches`]) through
+//! to ([`Registry::bind_goal`]) and polls each stream it asks for ([`Bound::watches`](crate::capabilities::Bound::watches)) through
 //! the provider of that source, once the stream's last observation is `every` old (as the
 //! engine polls for one goal). The request carries the observation's durable tag
 //! ([`Observation::etag`](loopx_kernel::Observation::etag)), so an unchanged stream costs a
