@@ -1,9 +1,13 @@
 //! `loopx serve --webhook-secret-env` as a real process: GitHub's signed deliveries reach a
 //! signed goal bound to prfix, a failing check at the head becomes the fix todo, and a service
 //! killed with SIGKILL while a delivery is in flight loses nothing and records nothing twice
-//! when the delivery comes again.
+//! when the delivery comes again. `loopx serve --github-token-env` polls the same goal's pull
+//! request on a loopback stand-in of GitHub's REST API with no delivery at all.
 
 mod support;
+
+#[path = "../../loopx-provider/tests/support/github.rs"]
+mod standin;
 
 use std::io::Write as _;
 use std::net::TcpStream;
@@ -186,4 +190,127 @@ fn serve_names_the_webhook_secret_variable_it_cannot_read() {
     let said = format!("{}{}", run.stdout, run.stderr);
     assert!(said.contains("webhook_secret_missing"), "{said}");
     assert!(said.contains("LOOPX_TEST_NO_SUCH_SECRET"), "{said}");
+}
+
+const TOKEN_VAR: &str = "LOOPX_TEST_POLL_TOKEN";
+const TOKEN: &str = "ghp_poll_test_token_never_shown";
+const FIX: &str = "pr:Codertocat/Hello-World#2/ci-fix@ec26c3e57ca3";
+
+/// GitHub's REST API for `Codertocat/Hello-World#2` on loopback, its head's check failing, on
+/// a runtime of its own (kept alive with the server).
+fn failing_github() -> (standin::Server, tokio::runtime::Runtime) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let handler: standin::Handler = std::sync::Arc::new(|seen: &standin::Seen| {
+        standin::pull_request(
+            seen,
+            "Codertocat/Hello-World",
+            2,
+            "ec26c3e57ca3a959ca5aad62de7213c562f8c821",
+            "failure",
+        )
+        .unwrap_or_else(standin::not_found)
+    });
+    let server = runtime.block_on(standin::serve(handler));
+    (server, runtime)
+}
+
+/// The first document `serve` prints.
+fn first_document(stdout: impl std::io::Read) -> Value {
+    use std::io::BufRead as _;
+    let mut reader = std::io::BufReader::new(stdout);
+    let mut text = String::new();
+    loop {
+        let read = reader.read_line(&mut text).expect("a line");
+        assert!(read > 0, "serve ended before its first document: {text}");
+        if let Ok(said) = serde_json::from_str(&text) {
+            return said;
+        }
+    }
+}
+
+#[test]
+fn serve_with_a_github_token_polls_the_pull_request_and_proposes_the_fix_without_a_delivery() {
+    let lx = setup();
+    let (github, _runtime) = failing_github();
+    let mut child = lx.spawn_env(
+        &[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--github-token-env",
+            TOKEN_VAR,
+            "--github-api-url",
+            &github.base,
+            "--poll-every",
+            "1s",
+        ],
+        &[(TOKEN_VAR, TOKEN)],
+    );
+    let said = first_document(child.stdout.take().expect("piped stdout"));
+    assert_eq!(said["polling"]["api"], github.base.as_str(), "{said}");
+    assert_eq!(said["polling"]["every_ms"], 1000, "{said}");
+
+    let mut proposed = false;
+    for _ in 0..100 {
+        if todo_ids(&lx).iter().any(|id| id == FIX) {
+            proposed = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        proposed,
+        "the poll made the fix todo, signed as capability:prfix"
+    );
+    let seen = github.seen.lock().expect("the log").clone();
+    assert!(!seen.is_empty(), "the stand-in was polled");
+    assert!(
+        seen.iter()
+            .all(|s| s.headers.get("authorization") == Some(&format!("Bearer {TOKEN}"))),
+        "every request carries the token from the variable"
+    );
+
+    signal(child.id(), "TERM");
+    let run = support::finish(child);
+    assert_eq!(
+        run.code, 0,
+        "the service and its poller stop on SIGTERM: {}",
+        run.stderr
+    );
+    assert!(!run.stderr.contains(TOKEN), "the token is never logged");
+}
+
+#[test]
+fn serve_without_a_github_token_says_it_does_not_poll() {
+    let lx = Loopx::sqlite();
+    lx.ok(&["init"]);
+    let mut child = lx.spawn(&["serve", "--listen", "127.0.0.1:0"]);
+    let said = first_document(child.stdout.take().expect("piped stdout"));
+    assert!(said["listening"].is_string(), "{said}");
+    assert_eq!(said["polling"], Value::Null, "{said}");
+    signal(child.id(), "TERM");
+    let run = support::finish(child);
+    assert!(run.stderr.contains("not polling"), "{}", run.stderr);
+}
+
+#[test]
+fn serve_names_the_github_token_variable_it_cannot_read() {
+    let lx = Loopx::sqlite();
+    lx.ok(&["init"]);
+    let run = lx.run(&[
+        "--json",
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--github-token-env",
+        "LOOPX_TEST_NO_SUCH_TOKEN",
+    ]);
+    assert_ne!(run.code, 0);
+    let said = format!("{}{}", run.stdout, run.stderr);
+    assert!(said.contains("github_token_missing"), "{said}");
+    assert!(said.contains("LOOPX_TEST_NO_SUCH_TOKEN"), "{said}");
 }

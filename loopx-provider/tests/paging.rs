@@ -12,7 +12,7 @@ use loopx_provider::github::rest::{GitHubClient, GitHubError, Token};
 
 #[path = "support/github.rs"]
 mod standin;
-use standin::{Reply, Seen, ok, paged, review_threads, route, serve};
+use standin::{Reply, Seen, not_found, ok, paged, review_threads, route, serve};
 
 const SHA: &str = "ec26c3e57ca3a959ca5aad62de7213c562f8c821";
 
@@ -35,15 +35,6 @@ fn client_on(base: &str, clock: Arc<ManualClock>) -> GitHubClient {
         clock,
     )
     .expect("client")
-}
-
-fn not_found() -> Reply {
-    Reply {
-        status: 404,
-        headers: vec![],
-        body: r#"{"message": "Not Found"}"#.into(),
-        delay: std::time::Duration::ZERO,
-    }
 }
 
 fn pull() -> String {

@@ -32,14 +32,11 @@ use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use loopx_kernel::engine::{JudgeRound, Submission};
+use loopx_kernel::engine::Submission;
 use loopx_kernel::ids::bounded_id;
 use loopx_kernel::prelude::*;
 use loopx_kernel::seams::{Clock, Store, StoreError};
-use loopx_kernel::write::{SubmitError, Submitted};
-use loopx_kernel::{
-    Actor, Command, GateId, Keyring, Observation, OperationId, Refusal, Relay, SourceId,
-};
+use loopx_kernel::{Actor, Command, Keyring, Observation, OperationId, Relay, SourceId};
 use loopx_provider::github::commands::RelayedAnswer;
 use loopx_provider::github::webhook::WebhookVerifier;
 use loopx_provider::github::webhook::{Delivery, MAX_BODY_BYTES, Routed, WebhookError};
@@ -47,12 +44,10 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::capabilities::Registry;
+use crate::judging::Judging;
 
 /// The longest delivery id accepted: GitHub's are 36-character GUIDs.
 const MAX_DELIVERY_ID: usize = 64;
-
-/// How many judgement rounds one delivery may run on a goal.
-const MAX_ROUNDS: usize = 8;
 
 /// The provider deliveries are recorded as.
 const PROVIDER: &str = "github";
@@ -60,11 +55,8 @@ const PROVIDER: &str = "github";
 /// Receives GitHub's deliveries into the goals that follow their subjects.
 #[derive(Clone)]
 pub struct Deliveries {
-    store: Arc<dyn Store>,
-    clock: Arc<dyn Clock>,
+    judging: Judging,
     verifier: WebhookVerifier,
-    registry: Arc<Registry>,
-    keyring: Arc<Keyring>,
 }
 
 impl std::fmt::Debug for Deliveries {
@@ -200,18 +192,20 @@ impl Deliveries {
     /// given ([`Deliveries::keyring`]).
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, verifier: WebhookVerifier) -> Self {
         Deliveries {
-            store,
-            clock,
+            judging: Judging {
+                store,
+                clock,
+                registry: Arc::new(Registry::shipped()),
+                keyring: Arc::new(Keyring::new()),
+            },
             verifier,
-            registry: Arc::new(Registry::shipped()),
-            keyring: Arc::new(Keyring::new()),
         }
     }
 
     /// The same, judging with `registry`'s capabilities.
     #[must_use]
     pub fn registry(mut self, registry: Registry) -> Self {
-        self.registry = Arc::new(registry);
+        self.judging.registry = Arc::new(registry);
         self
     }
 
@@ -219,7 +213,7 @@ impl Deliveries {
     /// facts, `capability:<name>` for each capability's proposals.
     #[must_use]
     pub fn keyring(mut self, keyring: Keyring) -> Self {
-        self.keyring = Arc::new(keyring);
+        self.judging.keyring = Arc::new(keyring);
         self
     }
 
@@ -255,7 +249,7 @@ impl Deliveries {
     #[tracing::instrument(name = "delivery", skip_all, fields(event = headers.event, delivery = headers.delivery))]
     async fn take(&self, headers: &Headers<'_>, body: &[u8]) -> Result<Received, DeliveryError> {
         let operation = delivery_operation(headers.delivery)?;
-        let now = self.clock.now();
+        let now = self.judging.clock.now();
         let routed = self
             .verifier
             .route(headers.event, headers.signature, body, now)?;
@@ -278,6 +272,7 @@ impl Deliveries {
             _ => return Ok(received("ignored", Vec::new())),
         };
         let goals = self
+            .judging
             .store
             .watching(&subjects, now)
             .await
@@ -335,6 +330,7 @@ impl Deliveries {
         let mut outcomes = Vec::new();
         for goal in goals {
             let state = self
+                .judging
                 .store
                 .goal(goal)
                 .state()
@@ -344,7 +340,12 @@ impl Deliveries {
                 continue;
             }
             outcomes.push(
-                match self.submit(goal, &provider, &command, operation).await? {
+                match self
+                    .judging
+                    .submit(goal, &provider, &command, operation)
+                    .await
+                    .map_err(DeliveryError::Store)?
+                {
                     Ok(submitted) => outcome(Some(goal), "answered", submitted.replayed, None),
                     Err(refusal) => outcome(Some(goal), "refused", false, Some(refusal.code())),
                 },
@@ -364,107 +365,17 @@ impl Deliveries {
         observation: &Observation,
         operation: &OperationId,
     ) -> Result<GoalOutcome, DeliveryError> {
-        let provider = Actor::Provider(source(PROVIDER));
-        let command = Command::RecordObservation {
-            observation: observation.clone(),
+        let record = Submission {
+            actor: Actor::Provider(source(PROVIDER)),
+            command: Command::RecordObservation {
+                observation: observation.clone(),
+            },
+            operation: operation.clone(),
         };
-        let mut outcome = GoalOutcome {
-            goal: goal.clone(),
-            changed: false,
-            replayed: false,
-            refused: None,
-            proposed: Vec::new(),
-        };
-        let state = match self.submit(goal, &provider, &command, operation).await? {
-            Ok(submitted) => {
-                outcome.changed = !submitted.events.is_empty();
-                outcome.replayed = submitted.replayed;
-                submitted.state
-            }
-            Err(refusal) => {
-                outcome.refused = Some(refusal.code());
-                return Ok(outcome);
-            }
-        };
-        outcome.proposed = self.judge(goal, state).await?;
-        Ok(outcome)
-    }
-
-    /// One judgement round of the goal's capability for each registered agent; the commands
-    /// the goal accepted, by name. A goal bound to no capability, or to one the registry cannot
-    /// build, is not judged (the latter is logged: `loopx run` reports it to the agent).
-    #[tracing::instrument(name = "judge", skip_all, fields(goal = %goal))]
-    async fn judge(
-        &self,
-        goal: &GoalId,
-        mut state: GoalState,
-    ) -> Result<Vec<String>, DeliveryError> {
-        let bound = match self.registry.bind_goal(&state.spec) {
-            Ok(Some(bound)) => bound,
-            Ok(None) => return Ok(Vec::new()),
-            Err(error) => {
-                tracing::warn!(error = %error, "the goal's capability cannot be built");
-                return Ok(Vec::new());
-            }
-        };
-        let mut accepted = Vec::new();
-        let agents: Vec<AgentId> = state.spec.agents.iter().cloned().collect();
-        // A capability moves a line of work one transition per judgement (the fix todo comes
-        // after the todo it replaces is superseded), so rounds repeat until one changes
-        // nothing, a bounded number of times.
-        for _ in 0..MAX_ROUNDS {
-            let before = accepted.len();
-            for agent in &agents {
-                let mut round = JudgeRound::new([bound.capability()], agent, self.clock.now());
-                while let Some(proposed) = round.next_proposal(&state) {
-                    let Submission {
-                        actor,
-                        command,
-                        operation,
-                    } = proposed.submission;
-                    match self.submit(goal, &actor, &command, &operation).await? {
-                        Ok(submitted) if !submitted.events.is_empty() => {
-                            state = submitted.state;
-                            accepted.push(command.name().to_owned());
-                        }
-                        Ok(submitted) => state = submitted.state,
-                        Err(refusal) => {
-                            tracing::debug!(code = refusal.code(), "a proposal was refused");
-                        }
-                    }
-                }
-            }
-            if accepted.len() == before {
-                break;
-            }
-        }
-        Ok(accepted)
-    }
-
-    /// Submits through the kernel's write path, signed when the keyring holds `actor`'s key.
-    /// A refusal is the inner error; a store failure the outer one.
-    async fn submit(
-        &self,
-        goal: &GoalId,
-        actor: &Actor,
-        command: &Command,
-        operation: &OperationId,
-    ) -> Result<Result<Submitted, Refusal>, DeliveryError> {
-        let mut handle = self.store.goal(goal).paced(&*self.clock);
-        if let Some(signer) = self.keyring.signer(actor) {
-            handle = handle.signed_by(signer);
-        }
-        match handle
-            .submit_operation(actor, self.clock.now(), command, operation)
+        self.judging
+            .record_and_judge(goal, vec![record])
             .await
-        {
-            Ok(submitted) => Ok(Ok(submitted)),
-            Err(SubmitError::Refused(refusal)) => Ok(Err(refusal)),
-            Err(SubmitError::Store(error)) => Err(DeliveryError::Store(error)),
-            Err(other) => Err(DeliveryError::Store(StoreError::Unavailable {
-                detail: other.to_string(),
-            })),
-        }
+            .map_err(DeliveryError::Store)
     }
 }
 

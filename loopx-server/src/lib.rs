@@ -10,7 +10,9 @@ pub mod board;
 pub mod capabilities;
 pub mod gates;
 pub mod github;
+mod judging;
 pub mod mcp;
+pub mod schedule;
 pub mod service;
 pub mod views;
 

@@ -101,7 +101,9 @@ struct Shared {
 
 /// The service over one store: the house routes and whatever a host mounts beside them.
 pub struct Service {
-    shared: Shared,
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    metrics: Metrics,
     mounted: Router,
 }
 
@@ -109,14 +111,21 @@ impl Service {
     /// The service over `store`, reading time from `clock` (the system clock in a deployment).
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Service {
         Service {
-            shared: Shared {
-                store,
-                clock,
-                metrics: Arc::new(Metrics::new()),
-                scrape: Arc::new(Mutex::new(())),
-            },
+            store,
+            clock,
+            metrics: Metrics::new(),
             mounted: Router::new(),
         }
+    }
+
+    /// Counts `poller`'s polls on `/metrics`: `loopx_polls_total` by provider source and
+    /// outcome (`changed`, `unchanged`, `error`, `backed_off`, `refused`). The poller runs
+    /// beside the service ([`Poller::run`](crate::schedule::Poller::run)), stopped by the same
+    /// signal.
+    #[must_use]
+    pub fn poller(mut self, poller: &crate::schedule::Poller) -> Service {
+        poller.metrics().register(&mut self.metrics.registry);
+        self
     }
 
     /// Mounts `router`'s routes beside the house routes (an MCP endpoint, GitHub's deliveries,
@@ -129,7 +138,12 @@ impl Service {
 
     /// The whole service as one router, ready to serve or to merge into a host's own.
     pub fn router(self) -> Router {
-        let shared = self.shared;
+        let shared = Shared {
+            store: self.store,
+            clock: self.clock,
+            metrics: Arc::new(self.metrics),
+            scrape: Arc::new(Mutex::new(())),
+        };
         Router::new()
             .route("/healthz", get(healthz))
             .route("/metrics", get(metrics))

@@ -1,24 +1,29 @@
 //! `loopx serve`: the service over the store, on one address, until SIGTERM or SIGINT — health,
 //! metrics, the board (`/`, `/goals/GOAL`, `/inbox`, `/events`), loopx's MCP tools over
-//! streamable HTTP (`/mcp`) for the actors given a token, and GitHub's deliveries
-//! (`/github/webhook`) when given the webhook's secret.
+//! streamable HTTP (`/mcp`) for the actors given a token, GitHub's deliveries
+//! (`/github/webhook`) when given the webhook's secret, and the poller of every goal's watches
+//! when given a GitHub token.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use clap::Args;
 use loopx_kernel::Keyring;
+use loopx_kernel::seams::Store;
+use loopx_kernel::{Duration, SourceId};
 use loopx_provider::clock::SystemClock;
+use loopx_provider::github::rest::{GITHUB_API, GitHubClient, Token};
 use loopx_provider::github::webhook::WebhookVerifier;
-use loopx_server::capabilities::Registry;
+use loopx_server::capabilities::{GITHUB_PROVIDER, Registry};
 use loopx_server::github::Deliveries;
 use loopx_server::mcp::{Acting, LoopxMcp, Tokens, http};
+use loopx_server::schedule::Poller;
 use loopx_server::{Service, serve, shutdown_signal};
 use loopx_server::{board, gates};
 use serde_json::json;
 use tokio::net::TcpListener;
 
-use crate::context::Ctx;
+use crate::context::{Ctx, parse_duration};
 use crate::error::{CliError, Exit};
 
 /// Flags of `loopx serve`.
@@ -39,7 +44,21 @@ pub struct ServeArgs {
     /// with those actors' keys from the key directory.
     #[arg(long = "webhook-secret-env", value_name = "NAME")]
     webhook_secret_env: Option<String>,
+    /// Poll every watch of the goals bound to a capability when it falls due, through
+    /// GitHub's REST API with the token held in the environment variable NAME (never the
+    /// token itself on the command line). Without it nothing is polled.
+    #[arg(long = "github-token-env", value_name = "NAME")]
+    github_token_env: Option<String>,
+    /// The GitHub REST API the poller reads (a GitHub Enterprise `https://HOST/api/v3`).
+    #[arg(long = "github-api-url", value_name = "URL", default_value = GITHUB_API)]
+    github_api_url: String,
+    /// How often each watched stream is polled: once its last observation is this old.
+    #[arg(long = "poll-every", value_parser = parse_duration, default_value = "1m", value_name = "DURATION")]
+    poll_every: Duration,
 }
+
+/// How long one request to GitHub may take.
+const REQUEST_TIMEOUT: Duration = Duration::seconds(30);
 
 /// The variable that filters the service's log (`tracing`'s directives, e.g. `debug` or
 /// `loopx_server=debug,info`); `info` when unset.
@@ -57,6 +76,14 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Exit, CliError> {
         .try_init();
     let tokens = mcp_tokens(ctx, &args.mcp_tokens)?;
     let verifier = webhook_verifier(args.webhook_secret_env.as_deref())?;
+    let github_token = github_token(args.github_token_env.as_deref())?;
+    if args.poll_every.as_millis() <= 0 {
+        return Err(CliError::usage(
+            "poll_every_invalid",
+            format!("--poll-every {} polls without pause", args.poll_every),
+            "give a positive interval, e.g. --poll-every 1m",
+        ));
+    }
     let store = ctx.open().await?.into_store();
     let mut service = Service::new(Arc::clone(&store), Arc::new(SystemClock));
     if let Some(verifier) = verifier {
@@ -70,6 +97,13 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Exit, CliError> {
         Arc::new(SystemClock),
         inbox,
     ));
+    let poller = match github_token {
+        Some(token) => Some(github_poller(ctx, args, &store, token)?),
+        None => None,
+    };
+    if let Some(poller) = &poller {
+        service = service.poller(poller);
+    }
     if let Some(tokens) = tokens {
         let answers = gates::router(Arc::clone(&store), Arc::new(SystemClock), tokens.clone());
         let tools = LoopxMcp::new(Arc::clone(&store), Arc::new(SystemClock));
@@ -93,13 +127,45 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Exit, CliError> {
         )
     })?;
     let address = listener.local_addr().map_or(args.listen, |address| address);
+    let polling = poller
+        .as_ref()
+        .map(|_| format!("polling {} every {}", args.github_api_url, args.poll_every));
     // The first line says where the service is, so a supervisor (or a test) that asked for
-    // port 0 can reach it.
-    ctx.out
-        .emit(&json!({ "listening": format!("http://{address}") }), |_| {
-            format!("listening on http://{address}\n")
-        });
-    serve(listener, router, shutdown).await.map_err(|error| {
+    // port 0 can reach it, and whether it polls.
+    let document = json!({
+        "listening": format!("http://{address}"),
+        "polling": polling.as_ref().map(|_| json!({
+            "api": args.github_api_url,
+            "every_ms": args.poll_every.as_millis(),
+        })),
+    });
+    ctx.out.emit(&document, |_| match &polling {
+        Some(polling) => format!("listening on http://{address}; {polling}\n"),
+        None => format!("listening on http://{address}; not polling (no --github-token-env)\n"),
+    });
+    match &polling {
+        Some(polling) => tracing::info!("{polling}"),
+        None => {
+            tracing::info!("not polling: no --github-token-env, so watches wait for deliveries");
+        }
+    }
+    // One signal stops both: the server drains its requests, the poller stops between commits.
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let polling = poller.map(|poller| {
+        let mut stopped = stopped.clone();
+        tokio::spawn(poller.run(async move {
+            let _ = stopped.wait_for(|stop| *stop).await;
+        }))
+    });
+    let signalled = async move {
+        shutdown.await;
+        let _ = stop.send(true);
+    };
+    let served = serve(listener, router, signalled).await;
+    if let Some(polling) = polling {
+        let _ = polling.await;
+    }
+    served.map_err(|error| {
         CliError::new(
             Exit::Other,
             "serve_failed",
@@ -131,6 +197,52 @@ fn webhook_verifier(variable: Option<&str>) -> Result<Option<WebhookVerifier>, C
             )
         })?;
     Ok(Some(WebhookVerifier::new(secret)))
+}
+
+/// The token of `--github-token-env NAME`, read from NAME; `None` without the flag (nothing
+/// polled). A missing or empty variable is an error naming it, never a value.
+fn github_token(variable: Option<&str>) -> Result<Option<Token>, CliError> {
+    let Some(variable) = variable else {
+        return Ok(None);
+    };
+    Token::from_env(variable).map(Some).ok_or_else(|| {
+        CliError::usage(
+            "github_token_missing",
+            format!("--github-token-env: the environment variable {variable} holds no token"),
+            format!("export {variable} with a GitHub token that can read the pull requests"),
+        )
+    })
+}
+
+/// The poller of the goals' watches: GitHub's REST API at `--github-api-url` as the provider
+/// `github`, each stream polled `--poll-every`, signed as deliveries are.
+fn github_poller(
+    ctx: &Ctx,
+    args: &ServeArgs,
+    store: &Arc<dyn Store>,
+    token: Token,
+) -> Result<Poller, CliError> {
+    let source = SourceId::new(GITHUB_PROVIDER)
+        .map_err(|error| CliError::new(Exit::Other, "github_unavailable", error.to_string(), ""))?;
+    let client = GitHubClient::new(
+        source,
+        args.github_api_url.as_str(),
+        Some(token),
+        REQUEST_TIMEOUT,
+        Arc::new(SystemClock),
+    )
+    .map_err(|error| {
+        CliError::new(
+            Exit::Other,
+            "github_unavailable",
+            format!("cannot build the GitHub client: {error}"),
+            "",
+        )
+    })?;
+    Ok(Poller::new(Arc::clone(store), Arc::new(SystemClock))
+        .provider(Arc::new(client))
+        .every(args.poll_every)
+        .keyring(delivery_keyring(ctx)?))
 }
 
 /// The keys deliveries are signed with: `provider:github`'s and each shipped capability's that

@@ -270,3 +270,62 @@ pub fn conditional(seen: &Seen, reply: Reply) -> Reply {
     reply.headers.push(("etag".to_owned(), etag));
     reply
 }
+
+/// Pull request `number` of `repo` as GitHub's REST API serves it to a poll, each answer a
+/// conditional `GET`'s ([`conditional`]): open, its head at `sha` with one check run `test`
+/// concluding `conclusion`, no review, a green combined status. `None` for any other path.
+pub fn pull_request(
+    seen: &Seen,
+    repo: &str,
+    number: u64,
+    sha: &str,
+    conclusion: &str,
+) -> Option<Reply> {
+    let pull = format!("/repos/{repo}/pulls/{number}");
+    let path = route(seen);
+    let body = if path == pull {
+        format!(
+            r#"{{"number": {number}, "state": "open", "title": "Update the README", "draft": false,
+            "user": {{"login": "Codertocat"}}, "head": {{"ref": "changes", "sha": "{sha}"}},
+            "base": {{"ref": "master", "sha": "f95f852bd8fca8fcc58a9a2d6c842781e32a215e"}},
+            "updated_at": "2026-11-29T09:00:00Z"}}"#
+        )
+    } else if path == format!("{pull}/reviews") {
+        "[]".to_owned()
+    } else if path == format!("/repos/{repo}/commits/{sha}/check-runs") {
+        format!(
+            r#"{{"total_count": 1, "check_runs": [{{"id": 1, "name": "test", "head_sha": "{sha}",
+            "status": "completed", "conclusion": "{conclusion}", "app": {{"slug": "github-actions"}},
+            "pull_requests": [{{"number": {number}}}]}}]}}"#
+        )
+    } else if path == format!("/repos/{repo}/commits/{sha}/status") {
+        r#"{"state": "success", "statuses": []}"#.to_owned()
+    } else {
+        return None;
+    };
+    Some(conditional(seen, ok(&body)))
+}
+
+/// GitHub's answer once the rate limit is spent: `403` with `x-ratelimit-remaining: 0` and
+/// `x-ratelimit-reset` at `reset` (seconds since the epoch).
+pub fn rate_limited(reset: i64) -> Reply {
+    Reply {
+        status: 403,
+        headers: vec![
+            ("x-ratelimit-remaining".into(), "0".into()),
+            ("x-ratelimit-reset".into(), reset.to_string()),
+        ],
+        body: r#"{"message": "API rate limit exceeded"}"#.into(),
+        delay: Duration::ZERO,
+    }
+}
+
+/// `404 Not Found`, as GitHub answers a path it does not serve.
+pub fn not_found() -> Reply {
+    Reply {
+        status: 404,
+        headers: vec![],
+        body: r#"{"message": "Not Found"}"#.into(),
+        delay: Duration::ZERO,
+    }
+}

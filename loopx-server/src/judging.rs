@@ -1,0 +1,147 @@
+//! The one path a fact from outside takes into a goal, shared by GitHub's deliveries and the
+//! schedules that poll watches: the observations recorded as their provider (signed with its
+//! key when the keyring holds one), then the goal judged in rounds by the capability it is
+//! bound to, for each registered agent, each proposal submitted as the capability.
+
+use std::sync::Arc;
+
+use loopx_kernel::engine::{JudgeRound, Submission};
+use loopx_kernel::prelude::*;
+use loopx_kernel::seams::StoreError;
+use loopx_kernel::write::{SubmitError, Submitted};
+use loopx_kernel::{Keyring, OperationId, Refusal};
+
+use crate::capabilities::Registry;
+use crate::github::GoalOutcome;
+
+/// How many judgement rounds one recorded fact may run on a goal.
+const MAX_ROUNDS: usize = 8;
+
+/// What recording and judging needs: where, when, which capabilities, signed by whom.
+#[derive(Clone)]
+pub(crate) struct Judging {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) registry: Arc<Registry>,
+    pub(crate) keyring: Arc<Keyring>,
+}
+
+impl Judging {
+    /// Submits each of `records` on `goal` (a provider's `RecordObservation`, as
+    /// [`record_observation`](loopx_kernel::engine::record_observation) or a delivery builds
+    /// it), then judges the goal. The first refusal ends the pass (nothing after it is recorded
+    /// or judged) and is named in the outcome.
+    ///
+    /// # Errors
+    /// The store's failure; what committed before it stays committed and replays.
+    pub(crate) async fn record_and_judge(
+        &self,
+        goal: &GoalId,
+        records: Vec<Submission>,
+    ) -> Result<GoalOutcome, StoreError> {
+        let mut outcome = GoalOutcome {
+            goal: goal.clone(),
+            changed: false,
+            replayed: false,
+            refused: None,
+            proposed: Vec::new(),
+        };
+        let mut state = None;
+        for Submission {
+            actor,
+            command,
+            operation,
+        } in records
+        {
+            match self.submit(goal, &actor, &command, &operation).await? {
+                Ok(submitted) => {
+                    outcome.changed |= !submitted.events.is_empty();
+                    outcome.replayed |= submitted.replayed;
+                    state = Some(submitted.state);
+                }
+                Err(refusal) => {
+                    outcome.refused = Some(refusal.code());
+                    return Ok(outcome);
+                }
+            }
+        }
+        if let Some(state) = state {
+            outcome.proposed = self.judge(goal, state).await?;
+        }
+        Ok(outcome)
+    }
+
+    /// One judgement round of the goal's capability for each registered agent, repeated while
+    /// a round changes something (at most [`MAX_ROUNDS`]); the commands the goal accepted, by
+    /// name. A goal bound to no capability, or to one the registry cannot build, is not judged
+    /// (the latter is logged: `loopx run` reports it to the agent).
+    #[tracing::instrument(name = "judge", skip_all, fields(goal = %goal))]
+    async fn judge(&self, goal: &GoalId, mut state: GoalState) -> Result<Vec<String>, StoreError> {
+        let bound = match self.registry.bind_goal(&state.spec) {
+            Ok(Some(bound)) => bound,
+            Ok(None) => return Ok(Vec::new()),
+            Err(error) => {
+                tracing::warn!(error = %error, "the goal's capability cannot be built");
+                return Ok(Vec::new());
+            }
+        };
+        let mut accepted = Vec::new();
+        let agents: Vec<AgentId> = state.spec.agents.iter().cloned().collect();
+        // A capability moves a line of work one transition per judgement (the fix todo comes
+        // after the todo it replaces is superseded), so rounds repeat until one changes
+        // nothing, a bounded number of times.
+        for _ in 0..MAX_ROUNDS {
+            let before = accepted.len();
+            for agent in &agents {
+                let mut round = JudgeRound::new([bound.capability()], agent, self.clock.now());
+                while let Some(proposed) = round.next_proposal(&state) {
+                    let Submission {
+                        actor,
+                        command,
+                        operation,
+                    } = proposed.submission;
+                    match self.submit(goal, &actor, &command, &operation).await? {
+                        Ok(submitted) if !submitted.events.is_empty() => {
+                            state = submitted.state;
+                            accepted.push(command.name().to_owned());
+                        }
+                        Ok(submitted) => state = submitted.state,
+                        Err(refusal) => {
+                            tracing::debug!(code = refusal.code(), "a proposal was refused");
+                        }
+                    }
+                }
+            }
+            if accepted.len() == before {
+                break;
+            }
+        }
+        Ok(accepted)
+    }
+
+    /// Submits through the kernel's write path, signed when the keyring holds `actor`'s key.
+    /// A refusal is the inner error; a store failure the outer one.
+    pub(crate) async fn submit(
+        &self,
+        goal: &GoalId,
+        actor: &Actor,
+        command: &Command,
+        operation: &OperationId,
+    ) -> Result<Result<Submitted, Refusal>, StoreError> {
+        let mut handle = self.store.goal(goal).paced(&*self.clock);
+        if let Some(signer) = self.keyring.signer(actor) {
+            handle = handle.signed_by(signer);
+        }
+        match handle
+            .submit_operation(actor, self.clock.now(), command, operation)
+            .await
+        {
+            Ok(submitted) => Ok(Ok(submitted)),
+            Err(SubmitError::Refused(refusal)) => Ok(Err(refusal)),
+            Err(SubmitError::Store(error)) => Err(error),
+            Err(other) => Err(StoreError::Unavailable {
+                detail: other.to_string(),
+            }),
+        }
+    }
+}
