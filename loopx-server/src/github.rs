@@ -36,7 +36,7 @@ use loopx_kernel::engine::Submission;
 use loopx_kernel::ids::bounded_id;
 use loopx_kernel::prelude::*;
 use loopx_kernel::seams::{Clock, Store, StoreError};
-use loopx_kernel::{Actor, Command, Keyring, Observation, OperationId, Relay, SourceId};
+use loopx_kernel::{Actor, Command, GateId, Keyring, Observation, OperationId, Relay, SourceId};
 use loopx_provider::github::commands::RelayedAnswer;
 use loopx_provider::github::webhook::WebhookVerifier;
 use loopx_provider::github::webhook::{Delivery, MAX_BODY_BYTES, Routed, WebhookError};
