@@ -317,6 +317,21 @@ fn every_refusal() -> Vec<Refusal> {
             gate: id("g1"),
             owner: owner.clone(),
         },
+        Refusal::RelayNotGateOwner {
+            gate: id("g1"),
+            provider: id("github"),
+            login: "mallory".into(),
+            owner: owner.clone(),
+        },
+        Refusal::LoginMalformed {
+            provider: id("github"),
+            problem: "empty".into(),
+        },
+        Refusal::LoginTaken {
+            provider: id("github"),
+            login: "maria-gh".into(),
+            person: id("maria"),
+        },
         Refusal::NotGoalOwner {
             owner: owner.clone(),
         },
