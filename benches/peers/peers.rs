@@ -176,7 +176,7 @@ fn print_table(rows: &[Row], sqlite_raw: f64, postgres_raw: f64) {
         };
         let rss = row.rss_kib.map_or_else(
             || "?".to_owned(),
-            |kib| format!("{:.0} MiB", kib as f64 / 1024.0),
+            |kib| format!("{} MiB", kib.div_ceil(1024)),
         );
         println!(
             "| {} | {} | {:.0} | {:.2}x | {:.2} | {:.0} | {} | {} |",

@@ -247,6 +247,18 @@ pub(crate) fn compare(
             "the revision of a stored base snapshot".into(),
         );
     }
+    index_rows(stored, &projection, goal, &mut found)?;
+    Ok(found)
+}
+
+/// The differences between the stored index rows (agents, subjects, frontier) of `goal` and
+/// those of `projection`, appended to `found`.
+fn index_rows(
+    stored: &StoredRows,
+    projection: &Projection,
+    goal: &GoalId,
+    found: &mut Vec<RowDamage>,
+) -> Result<(), loopx_kernel::seams::StoreError> {
     let expected: BTreeSet<String> = projection
         .agents
         .iter()
@@ -287,7 +299,7 @@ pub(crate) fn compare(
             });
         }
     }
-    Ok(found)
+    Ok(())
 }
 
 /// The goals with rows in some table but no goal row, from `(goal, table)` pairs.

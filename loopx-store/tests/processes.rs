@@ -364,15 +364,15 @@ fn wake_across_processes() {
         .await
         .unwrap();
         assert!(status.0.success(), "the child failed: {}", status.1);
-        let (moved, waited) = waiter.await.unwrap();
+        let (moved, slept) = waiter.await.unwrap();
         assert_eq!(
             moved,
             vec![goal.clone()],
             "the waiter returns the moved goal"
         );
         assert!(
-            waited < WAKE_FALLBACK,
-            "woken by the commit, not by the fallback re-read ({waited:?})"
+            slept < WAKE_FALLBACK,
+            "woken by the commit, not by the fallback re-read ({slept:?})"
         );
         let state = store.load(&goal).await.unwrap().unwrap();
         assert!(state.revision > revision);

@@ -712,9 +712,9 @@ fn a_waiter_on_another_handle_wakes_before_the_fallback() {
             .unwrap();
         };
         let (moved, ()) = tokio::join!(wait, commit);
-        let waited = started.elapsed();
+        let slept = started.elapsed();
         assert_eq!(moved.unwrap(), vec![goal_id()]);
-        assert!(waited < fallback, "woken by the commit ({waited:?})");
+        assert!(slept < fallback, "woken by the commit ({slept:?})");
         assert!(revision_of(&waiter).await > revision);
     });
 }

@@ -65,15 +65,7 @@ const REQUEST_TIMEOUT: Duration = Duration::seconds(30);
 const LOG_FILTER: &str = "LOOPX_LOG";
 
 pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Exit, CliError> {
-    let filter = tracing_subscriber::EnvFilter::try_from_env(LOG_FILTER)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    // The log goes to standard error; standard output keeps the one line (or document) that
-    // says where the service listens.
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .try_init();
+    init_log();
     let tokens = mcp_tokens(ctx, &args.mcp_tokens)?;
     let verifier = webhook_verifier(args.webhook_secret_env.as_deref())?;
     let github_token = github_token(args.github_token_env.as_deref())?;
@@ -295,4 +287,16 @@ fn mcp_tokens(ctx: &Ctx, given: &[String]) -> Result<Option<Tokens>, CliError> {
         tokens = tokens.with(&token, acting);
     }
     Ok(Some(tokens))
+}
+
+/// The log goes to standard error, filtered by `LOOPX_LOG`; standard output keeps the one line
+/// (or document) that says where the service listens.
+fn init_log() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env(LOG_FILTER)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .try_init();
 }

@@ -1,7 +1,7 @@
 //! The board: loopx's goals as server-rendered pages, and the inbox where a person answers the
 //! gates that wait on them.
 //!
-//! - `GET /`: every goal with its standing ([`views::standing`]), the decision of each
+//! - `GET /`: every goal with its standing ([`views::standing`](crate::views::standing)), the decision of each
 //!   registered agent, its budget as gauges and its next wake; `?state=` and `?agent=` filter.
 //! - `GET /goals/{goal}`: one goal — criteria with their evidence and freshness, the todo graph
 //!   with leases and each agent's frontier, gates, obligations and the timeline of its events;

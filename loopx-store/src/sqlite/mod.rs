@@ -110,7 +110,7 @@ impl SqliteOptions {
     /// goals' revisions (one small indexed read) even when nothing woke it (default 1 s, at
     /// least 1 ms). A waiter wakes at once on a commit through any handle of the file in this
     /// process, and on one of another process when the platform reports changes to the file's
-    /// write-ahead log (inotify on Linux, FSEvents on macOS, Windows' directory changes); this
+    /// write-ahead log (inotify on Linux, `FSEvents` on macOS, Windows' directory changes); this
     /// interval bounds the latency where it cannot (a file system that reports nothing, the
     /// platform's watch limits reached) and is the safety net against a missed report.
     #[must_use]

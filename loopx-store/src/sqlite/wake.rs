@@ -4,7 +4,7 @@
 //! canonical path): a commit through any of them bumps its counter at once. Commits of other
 //! processes write the file's write-ahead log (or its rollback journal); while something waits,
 //! the directory of the file is watched with the platform's file notifications (inotify on
-//! Linux, FSEvents on macOS, `ReadDirectoryChangesW` on Windows, through the `notify` crate),
+//! Linux, `FSEvents` on macOS, `ReadDirectoryChangesW` on Windows, through the `notify` crate),
 //! and a change to the log, the journal or the database bumps the counter too. A bump only
 //! makes waiters re-read the revisions they watch, so a change that was not a commit (a
 //! checkpoint, this process's own write) costs one small read and is never reported.
