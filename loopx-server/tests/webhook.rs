@@ -131,14 +131,17 @@ async fn follow(store: &dyn Store, id: &str, subject: &str, capability: Option<V
 }
 
 async fn revision(store: &dyn Store, goal: &str) -> u64 {
-    let goal: GoalId = goal.parse().expect("an id");
-    store
-        .load(&goal)
-        .await
-        .expect("loads")
-        .expect("exists")
-        .revision
+    state_of(store, goal).await.revision
 }
+
+/// The state of `goal`, which exists.
+async fn state_of(store: &dyn Store, goal: &str) -> GoalState {
+    let goal: GoalId = goal.parse().expect("an id");
+    store.load(&goal).await.expect("loads").expect("exists")
+}
+
+/// The fix todo prfix plans for the failing check at the fixtures' pull request head.
+const FIX_TODO: &str = "pr:Codertocat/Hello-World#2/ci-fix@ec26c3e57ca3";
 
 /// The subjects a payload is routed by, as the webhook module reads them.
 fn routed(event: &str, body: &[u8]) -> Option<Vec<Subject>> {
@@ -415,14 +418,9 @@ async fn a_failing_check_at_the_head_becomes_the_fix_todo_in_the_same_pass() {
         "prfix judged the goal in the same pass: {answer}"
     );
 
-    let state = store
-        .load(&"fix".parse().expect("an id"))
-        .await
-        .expect("loads")
-        .expect("exists");
-    let fix = "pr:Codertocat/Hello-World#2/ci-fix@ec26c3e57ca3";
+    let state = state_of(&*store, "fix").await;
     assert!(
-        state.pending_todos().any(|t| t.id.as_str() == fix),
+        state.pending_todos().any(|t| t.id.as_str() == FIX_TODO),
         "the fix todo is on the goal"
     );
     assert_eq!(
@@ -502,14 +500,9 @@ async fn a_goal_created_bound_hears_the_first_delivery_for_its_pull_request() {
     )
     .await;
     assert_eq!(status, 200, "{answer}");
-    let state = store
-        .load(&"bound".parse().expect("an id"))
-        .await
-        .expect("loads")
-        .expect("exists");
-    let fix = "pr:Codertocat/Hello-World#2/ci-fix@ec26c3e57ca3";
+    let state = state_of(&*store, "bound").await;
     assert!(
-        state.pending_todos().any(|t| t.id.as_str() == fix),
+        state.pending_todos().any(|t| t.id.as_str() == FIX_TODO),
         "the fix todo is on the goal: {answer}"
     );
     assert_eq!(
@@ -551,11 +544,7 @@ async fn deliveries_out_of_order_end_in_the_same_state() {
             .await;
             assert_eq!(status, 200, "{order:?}: {answer}");
         }
-        let state = store
-            .load(&"g".parse().expect("an id"))
-            .await
-            .expect("loads")
-            .expect("exists");
+        let state = state_of(&*store, "g").await;
         let pull = state
             .observations
             .get(&"pr:Codertocat/Hello-World#2".parse().expect("a key"))
@@ -834,11 +823,7 @@ async fn a_reviewers_question_in_the_pull_request_becomes_the_agents_todo() {
             .any(|p| p == "add_todo"),
         "{answer}"
     );
-    let state = store
-        .load(&"q".parse().expect("an id"))
-        .await
-        .expect("loads")
-        .expect("exists");
+    let state = state_of(&*store, "q").await;
     let todo = state
         .pending_todos()
         .find(|t| t.id.as_str() == "question:Codertocat/Hello-World#2/comment-7005")
