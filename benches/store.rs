@@ -138,19 +138,7 @@ fn sqlite_figures(dir: &Path) -> Result<(), Failure> {
             Durability::Full => "full",
             Durability::Normal => "normal",
         };
-        let raw_db = raw_sqlite(&dir.join(format!("raw-{file}.db")), synchronous)?;
-        let path = dir.join(format!("settle-{file}.db"));
-        let options = SqliteOptions::default().durability(durability);
-        let store = SqliteStore::create_with(&path, options)?;
-        let figures = settle_commits(
-            &runtime,
-            &store,
-            &mut |n| raw_sqlite_commits(&raw_db, n),
-            &|| {
-                checkpoint(&path)?;
-                Ok(vec![("file".to_owned(), file_bytes(&path))])
-            },
-        )?;
+        let figures = sqlite_settles(&runtime, dir, &file, durability, synchronous)?;
         let (settles, raw, bytes) = (figures.settles, figures.raw, figures.bytes);
         let medians = figures.median_ratio;
         // The target is set for the durable default; without an fsync per commit the store's own
@@ -257,17 +245,7 @@ fn postgres_cold(runtime: &Runtime, cluster: &Cluster) -> Result<(), Failure> {
 /// per figure.
 fn postgres_figures(runtime: &Runtime, cluster: &Cluster) -> Result<(), Failure> {
     println!("store @postgres (loopback, fsync on), figures from one run on this machine's disk");
-    let (raw_client, insert) = runtime.block_on(raw_postgres(&cluster.create_database("raw")?))?;
-    let url = cluster.create_database("settle")?;
-    let store = runtime.block_on(PostgresStore::connect(&url))?;
-    let (client, connection) = runtime.block_on(tokio_postgres::connect(&url, NoTls))?;
-    runtime.spawn(connection);
-    let figures = settle_commits(
-        runtime,
-        &store,
-        &mut |n| runtime.block_on(raw_postgres_commits(&raw_client, &insert, n)),
-        &|| runtime.block_on(stored_bytes(&client)),
-    )?;
+    let figures = postgres_settles(runtime, cluster, "")?;
     let (settles, raw, bytes) = (figures.settles, figures.raw, figures.bytes);
     println!(
         "settle-turn commits @postgres: {settles:.0}/s vs raw single-row commits {raw:.0}/s = {:.2}x (target ≥ 0.5x: {}; median latencies {:.2}x)",
@@ -304,6 +282,50 @@ fn postgres_figures(runtime: &Runtime, cluster: &Cluster) -> Result<(), Failure>
         batched.0, batched.1, batched.2
     );
     postgres_cold(runtime, cluster)
+}
+
+/// The settle figure on a SQLite file of `file`'s name at `durability`, against raw commits at
+/// the same `synchronous`, bytes measured after a checkpoint.
+fn sqlite_settles(
+    runtime: &Runtime,
+    dir: &Path,
+    file: &str,
+    durability: Durability,
+    synchronous: &str,
+) -> Result<SettleFigures, Failure> {
+    let raw_db = raw_sqlite(&dir.join(format!("raw-{file}.db")), synchronous)?;
+    let path = dir.join(format!("settle-{file}.db"));
+    let options = SqliteOptions::default().durability(durability);
+    let store = SqliteStore::create_with(&path, options)?;
+    settle_commits(
+        runtime,
+        &store,
+        &mut |n| raw_sqlite_commits(&raw_db, n),
+        &|| {
+            checkpoint(&path)?;
+            Ok(vec![("file".to_owned(), file_bytes(&path))])
+        },
+    )
+}
+
+/// The settle figure on PostgreSQL, in databases named `{prefix}raw` and `{prefix}settle`.
+fn postgres_settles(
+    runtime: &Runtime,
+    cluster: &Cluster,
+    prefix: &str,
+) -> Result<SettleFigures, Failure> {
+    let raw = cluster.create_database(&format!("{prefix}raw"))?;
+    let (raw_client, insert) = runtime.block_on(raw_postgres(&raw))?;
+    let url = cluster.create_database(&format!("{prefix}settle"))?;
+    let store = runtime.block_on(PostgresStore::connect(&url))?;
+    let (client, connection) = runtime.block_on(tokio_postgres::connect(&url, NoTls))?;
+    runtime.spawn(connection);
+    settle_commits(
+        runtime,
+        &store,
+        &mut |n| runtime.block_on(raw_postgres_commits(&raw_client, &insert, n)),
+        &|| runtime.block_on(stored_bytes(&client)),
+    )
 }
 
 /// The raw baseline's connection on the same server: one tokio-postgres connection (no pool),

@@ -9,16 +9,12 @@
 use std::path::Path;
 use std::process::Command;
 
+use loopx_store::Durability;
 use loopx_store::test_cluster::Cluster;
-use loopx_store::{Durability, PostgresStore, SqliteOptions, SqliteStore};
 use serde_json::Value;
 use tokio::runtime::Builder;
-use tokio_postgres::NoTls;
 
-use super::{
-    Failure, SettleFigures, checkpoint, file_bytes, raw_postgres, raw_postgres_commits, raw_sqlite,
-    raw_sqlite_commits, settle_commits, stored_bytes,
-};
+use super::{Failure, SettleFigures, postgres_settles, sqlite_settles};
 
 /// Steps each peer times, as many as loopx's settle figure times turns.
 const STEPS: usize = super::TURNS;
@@ -45,33 +41,8 @@ pub(super) fn figures(cluster: &Cluster, dir: &Path) -> Result<(), Failure> {
         .enable_all()
         .build()?;
 
-    let raw_path = dir.join("peers-raw.db");
-    let raw_db = raw_sqlite(&raw_path, "full")?;
-    let path = dir.join("peers-settle.db");
-    let store =
-        SqliteStore::create_with(&path, SqliteOptions::default().durability(Durability::Full))?;
-    let sqlite = settle_commits(
-        &runtime,
-        &store,
-        &mut |n| raw_sqlite_commits(&raw_db, n),
-        &|| {
-            checkpoint(&path)?;
-            Ok(vec![("file".to_owned(), file_bytes(&path))])
-        },
-    )?;
-
-    let (raw_client, insert) =
-        runtime.block_on(raw_postgres(&cluster.create_database("peers_raw")?))?;
-    let url = cluster.create_database("peers_settle")?;
-    let store = runtime.block_on(PostgresStore::connect(&url))?;
-    let (client, connection) = runtime.block_on(tokio_postgres::connect(&url, NoTls))?;
-    runtime.spawn(connection);
-    let postgres = settle_commits(
-        &runtime,
-        &store,
-        &mut |n| runtime.block_on(raw_postgres_commits(&raw_client, &insert, n)),
-        &|| runtime.block_on(stored_bytes(&client)),
-    )?;
+    let sqlite = sqlite_settles(&runtime, dir, "peers", Durability::Full, "full")?;
+    let postgres = postgres_settles(&runtime, cluster, "peers_")?;
     let loopx_rss = peak_rss_kib();
 
     let mut rows = vec![
