@@ -18,6 +18,11 @@ use loopx_kernel::{GoalId, GoalState};
 
 use crate::index::Projection;
 
+/// How many goals' folded states a store handle keeps by default: enough for a host or a
+/// service watching a thousand goals to list them all from memory (each entry is one goal's
+/// folded state).
+pub const DEFAULT_CACHED_GOALS: usize = 1024;
+
 /// Bounded: the oldest entry goes when it is full.
 #[derive(Debug)]
 pub(crate) struct StateCache {

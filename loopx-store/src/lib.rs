@@ -107,6 +107,7 @@ pub mod conformance;
 #[cfg(feature = "test-cluster")]
 pub mod test_cluster;
 
+pub use cache::DEFAULT_CACHED_GOALS;
 pub use chain::HistoryChain;
 pub use clock::StoreClock;
 pub use hooked::{AppendHook, Hooked};

@@ -776,3 +776,27 @@ fn a_store_written_by_schema_7_indexes_the_subjects_of_its_goals() {
         .unwrap();
     assert_eq!(pending, 0, "the mark is removed with the rows");
 }
+
+#[test]
+fn a_handle_without_a_state_cache_reads_what_a_caching_handle_wrote() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let uncached =
+        SqliteStore::create_with(&path, SqliteOptions::default().cached_goals(0)).unwrap();
+    let state = populate(&uncached, 3);
+    let caching = SqliteStore::open(&path).unwrap();
+    assert_eq!(block_on(caching.load(&goal_id())).unwrap(), Some(state));
+    let todo = NewTodo::advance(TodoId::new("late").unwrap(), "work");
+    let later = block_on(submit(
+        &caching,
+        &goal_id(),
+        &owner(),
+        now(),
+        &Command::AddTodo { todo },
+        &OperationId::new("late").unwrap(),
+    ))
+    .unwrap()
+    .state;
+    assert_eq!(later.revision, 5);
+    assert_eq!(block_on(uncached.load(&goal_id())).unwrap(), Some(later));
+}

@@ -30,9 +30,6 @@ use listen::{Connector, Listener, Signal};
 
 pub use schema::SCHEMA_VERSION;
 
-/// How many goals' folded states a handle keeps to skip decoding on the next load or append.
-const STATE_CACHE_GOALS: usize = 64;
-
 /// How many times one `changed` call reopens a lost notification connection before it gives up.
 const LISTEN_ATTEMPTS: u32 = 3;
 
@@ -59,6 +56,7 @@ pub struct PostgresOptions {
     wait_timeout: StdDuration,
     snapshot_every: u64,
     clock: StoreClock,
+    cached_goals: usize,
 }
 
 impl Default for PostgresOptions {
@@ -69,11 +67,22 @@ impl Default for PostgresOptions {
             wait_timeout: StdDuration::from_secs(30),
             snapshot_every: 100,
             clock: StoreClock::System,
+            cached_goals: crate::cache::DEFAULT_CACHED_GOALS,
         }
     }
 }
 
 impl PostgresOptions {
+    /// How many goals' folded states this handle keeps in memory, so that loading or
+    /// committing to one of them reads only its revision and skips decoding (default
+    /// [`DEFAULT_CACHED_GOALS`](crate::DEFAULT_CACHED_GOALS); `0` keeps none). Size it to the
+    /// goals a host touches: the board lists every goal on each request.
+    #[must_use]
+    pub fn cached_goals(mut self, goals: usize) -> Self {
+        self.cached_goals = goals;
+        self
+    }
+
     /// How many pooled connections this handle opens at most (default 16, at least 1); a
     /// handle that waits on [`Store::changed`] opens one more, for notifications. Size it so
     /// that hosts × (pool + 1) stays under the server's `max_connections`.
@@ -266,13 +275,14 @@ impl PostgresStore {
             .map_err(|error| StoreError::Unavailable {
                 detail: format!("cannot set up the connection pool for {target}: {error}"),
             })?;
+        let cached_goals = options.cached_goals;
         let store = PostgresStore {
             shared: Arc::new(Shared {
                 pool,
                 connect_listener: listen::connector(config, tls, target.clone()),
                 target,
                 options,
-                cache: StateCache::new(STATE_CACHE_GOALS),
+                cache: StateCache::new(cached_goals),
                 listener: tokio::sync::Mutex::new(None),
                 clock: std::sync::OnceLock::new(),
             }),

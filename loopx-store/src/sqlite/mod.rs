@@ -32,9 +32,6 @@ pub use wal::WalDamage;
 const SETTLE_FIRST: StdDuration = StdDuration::from_millis(1);
 const SETTLE_LAST: StdDuration = StdDuration::from_millis(512);
 
-/// How many goals' folded states a handle keeps to skip decoding on the next load or append.
-const STATE_CACHE_GOALS: usize = 64;
-
 /// How hard a commit waits for the disk before it returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Durability {
@@ -58,6 +55,7 @@ pub struct SqliteOptions {
     change_poll: StdDuration,
     accept_wal_loss: bool,
     clock: StoreClock,
+    cached_goals: usize,
 }
 
 impl Default for SqliteOptions {
@@ -70,11 +68,22 @@ impl Default for SqliteOptions {
             change_poll: StdDuration::from_secs(1),
             accept_wal_loss: false,
             clock: StoreClock::System,
+            cached_goals: crate::cache::DEFAULT_CACHED_GOALS,
         }
     }
 }
 
 impl SqliteOptions {
+    /// How many goals' folded states this handle keeps in memory, so that loading or
+    /// committing to one of them reads only its revision and skips decoding (default
+    /// [`DEFAULT_CACHED_GOALS`](crate::DEFAULT_CACHED_GOALS); `0` keeps none). Size it to the
+    /// goals a host touches: the board lists every goal on each request.
+    #[must_use]
+    pub fn cached_goals(mut self, goals: usize) -> Self {
+        self.cached_goals = goals;
+        self
+    }
+
     /// How hard commits wait for the disk (default [`Durability::Full`]).
     #[must_use]
     pub fn durability(mut self, durability: Durability) -> Self {
@@ -331,6 +340,7 @@ impl SqliteStore {
         schema::migrate(&mut conn, false)?;
         let clock = schema::read_clock(&conn)?;
         let wake = wake::Wake::of(&path);
+        let cached_goals = options.cached_goals;
         let store = SqliteStore {
             shared: Arc::new(Shared {
                 wake,
@@ -343,7 +353,7 @@ impl SqliteStore {
                     open: 1,
                 }),
                 returned: Condvar::new(),
-                cache: crate::cache::StateCache::new(STATE_CACHE_GOALS),
+                cache: crate::cache::StateCache::new(cached_goals),
             }),
         };
         store.index_subjects()?;
