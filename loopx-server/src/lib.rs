@@ -14,6 +14,7 @@ mod judging;
 pub mod mcp;
 pub mod schedule;
 pub mod service;
+pub mod telemetry;
 pub mod views;
 
 pub use service::{Service, serve, shutdown_signal};

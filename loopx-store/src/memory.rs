@@ -172,6 +172,7 @@ impl Store for MemoryStore {
 
     /// Under the store's one lock: the first append of an operation commits, every later one
     /// replays. Never ambiguous, so [`Store::resolve`] keeps its default.
+    #[tracing::instrument(name = "commit", skip_all, fields(goal = %commit.request().goal, revision = commit.state().revision))]
     async fn append(&self, commit: Commit) -> Result<Appended, StoreError> {
         let (request, state) = commit.into_parts();
         let mut inner = self.lock();

@@ -366,6 +366,7 @@ impl Store for PostgresStore {
         self.shared.cache.newest(goal)
     }
 
+    #[tracing::instrument(name = "commit", skip_all, fields(goal = %commit.request().goal, revision = commit.state().revision))]
     async fn append(&self, commit: Commit) -> Result<Appended, StoreError> {
         shared::append(&mut self.dialect().await?, commit).await
     }

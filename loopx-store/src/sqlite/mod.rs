@@ -506,6 +506,7 @@ impl Store for SqliteStore {
     }
 
     /// A commit that moved the goal wakes this process's waiters on the file at once.
+    #[tracing::instrument(name = "commit", skip_all, fields(goal = %commit.request().goal, revision = commit.state().revision))]
     async fn append(&self, commit: Commit) -> Result<Appended, StoreError> {
         let appended = self
             .run(move |conn, cx| ops::block(shared::append(&mut Sqlite::new(conn, cx), commit)))
