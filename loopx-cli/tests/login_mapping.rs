@@ -48,7 +48,11 @@ fn a_mapped_login_shows_in_status_and_unmapping_takes_it_away() {
     let lx = goal();
     assert!(!status(&lx).contains("github:maria-gh"), "{}", status(&lx));
 
-    let run = amend(&lx, "person:owner", &["--map-login", "maria=github:maria-gh"]);
+    let run = amend(
+        &lx,
+        "person:owner",
+        &["--map-login", "maria=github:maria-gh"],
+    );
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
     let shown = status(&lx);
     assert!(shown.contains("github:maria-gh"), "{shown}");

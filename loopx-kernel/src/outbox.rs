@@ -228,12 +228,13 @@ impl GateNotice {
     /// The effect to hand an effector: no lease authorises it, so its todo is named after the
     /// gate and its epoch is 0 (the effector finds it by its idempotency key alone).
     pub fn effect(&self, goal: &GoalId, gate: &crate::ids::GateId) -> Effect {
-        let todo = TodoId::new(bounded_id(&format!("gate-{gate}"))).unwrap_or_else(|_| {
-            match TodoId::new(format!("h-{}", &sha256_hex(gate.as_str().as_bytes())[..32])) {
+        let todo =
+            TodoId::new(bounded_id(&format!("gate-{gate}"))).unwrap_or_else(|_| match TodoId::new(
+                format!("h-{}", &sha256_hex(gate.as_str().as_bytes())[..32]),
+            ) {
                 Ok(id) => id,
                 Err(_) => unreachable!("`h-` and 32 hexadecimal digits form a valid id"),
-            }
-        });
+            });
         self.effect.effect(goal, &todo, 0)
     }
 }

@@ -587,11 +587,15 @@ pub fn refusal_words(refusal: &Refusal) -> (String, String) {
         ),
         Refusal::GateNoticeExists { gate } => (
             kernel.clone(),
-            format!("nothing to do: the notice of gate `{gate}` is on its way or delivered; `loopx status` shows it"),
+            format!(
+                "nothing to do: the notice of gate `{gate}` is on its way or delivered; `loopx status` shows it"
+            ),
         ),
         Refusal::GateNoticeNotPending { gate } => (
             kernel.clone(),
-            format!("nothing to record: gate `{gate}` has no pending notice; `loopx status` shows it"),
+            format!(
+                "nothing to record: gate `{gate}` has no pending notice; `loopx status` shows it"
+            ),
         ),
         Refusal::LoginMalformed { provider, .. } => (
             kernel.clone(),

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use loopx_kernel::ids::bounded_id;
 use loopx_kernel::outbox::gate_notice_key;
 use loopx_kernel::prelude::*;
-use loopx_kernel::seams::{Effector, EffectStatus, StoreError};
+use loopx_kernel::seams::{EffectStatus, Effector, StoreError};
 use loopx_kernel::{
     Command, EffectId, EffectIntent, EffectOutcome, GateId, GateNotice, OperationId, Refusal,
 };
@@ -84,7 +84,12 @@ impl Judging {
                 effect,
             };
             let submitted = match self
-                .submit(goal, &Actor::Provider(provider.clone()), &command, &operation(goal, &gate.id, "intend"))
+                .submit(
+                    goal,
+                    &Actor::Provider(provider.clone()),
+                    &command,
+                    &operation(goal, &gate.id, "intend"),
+                )
                 .await?
             {
                 Ok(submitted) => submitted,
@@ -124,7 +129,11 @@ impl Judging {
             .await
             .unwrap_or(EffectStatus::Unknown);
         let (outcome, step, note) = match status {
-            EffectStatus::Committed => (EffectOutcome::Performed, "read_back", "read back: it happened"),
+            EffectStatus::Committed => (
+                EffectOutcome::Performed,
+                "read_back",
+                "read back: it happened",
+            ),
             EffectStatus::Absent if open => match notifier.perform(&effect).await {
                 Ok(EffectStatus::Committed) => (EffectOutcome::Performed, "posted", "performed"),
                 other => {
@@ -145,7 +154,12 @@ impl Judging {
             note: Some(note.to_owned()),
         };
         if let Err(refusal) = self
-            .submit(goal, &Actor::Provider(source()), &command, &operation(goal, gate, outcome.name()))
+            .submit(
+                goal,
+                &Actor::Provider(source()),
+                &command,
+                &operation(goal, gate, outcome.name()),
+            )
             .await?
         {
             log_refusal(&refusal);
@@ -196,12 +210,12 @@ fn intent(goal: &GoalId, gate: &GateId, question: &str, repo: &str, number: u64)
 }
 
 fn effect_id(gate: &GateId) -> EffectId {
-    EffectId::new(bounded_id(&format!("gate-notice-{gate}"))).unwrap_or_else(|_| {
-        match EffectId::new("gate-notice") {
+    EffectId::new(bounded_id(&format!("gate-notice-{gate}"))).unwrap_or_else(
+        |_| match EffectId::new("gate-notice") {
             Ok(id) => id,
             Err(_) => unreachable!("`gate-notice` is a valid id"),
-        }
-    })
+        },
+    )
 }
 
 fn operation(goal: &GoalId, gate: &GateId, step: &str) -> OperationId {

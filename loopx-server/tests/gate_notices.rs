@@ -127,12 +127,16 @@ impl World {
             .header("content-type", "application/json")
             .header("X-GitHub-Event", "issue_comment")
             .header("X-GitHub-Delivery", delivery)
-            .header("X-Hub-Signature-256", WebhookVerifier::new(SECRET).sign(&body))
+            .header(
+                "X-Hub-Signature-256",
+                WebhookVerifier::new(SECRET).sign(&body),
+            )
             .body(body)
             .send()
             .await
             .expect("the service answers");
-        assert_eq!(response.status(), 200, "{:?}", response.text().await);
+        let (status, answer) = support::answer(response).await;
+        assert_eq!(status, 200, "{answer}");
     }
 
     /// One poll pass with the GitHub client as provider and notifier.
@@ -170,10 +174,9 @@ fn provider() -> Actor {
 
 /// GitHub's `issue_comment` fixture, moved onto pull request #1: `login` wrote `body`.
 fn comment(login: &str, id: u64, body: &str) -> Vec<u8> {
-    let raw = std::fs::read(
-        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../loopx-provider/tests/fixtures/github-webhooks/issue_comment/created.payload.json"),
-    )
+    let raw = std::fs::read(std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(
+        "../loopx-provider/tests/fixtures/github-webhooks/issue_comment/created.payload.json",
+    ))
     .expect("read");
     let mut payload: Value = serde_json::from_slice(&raw).expect("JSON");
     payload["issue"]["number"] = json!(1);
@@ -194,8 +197,13 @@ async fn gated(store: &dyn Store, mapped: bool) {
         .budget(Limits::turns(10))
         .declared_identity()
         .criterion(
-            Criterion::new("green", "CI is green", "ci.green", format!("pr:{REPO}#1").as_str())
-                .expect("ids"),
+            Criterion::new(
+                "green",
+                "CI is green",
+                "ci.green",
+                format!("pr:{REPO}#1").as_str(),
+            )
+            .expect("ids"),
         )
         .capability("prfix", json!({ "pulls": [format!("{REPO}#1")] }))
         .build()

@@ -83,9 +83,8 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Exit, CliError> {
     };
     let mut service = Service::new(Arc::clone(&store), Arc::new(SystemClock));
     if let Some(verifier) = verifier {
-        let mut deliveries =
-            Deliveries::new(Arc::clone(&store), Arc::new(SystemClock), verifier)
-                .keyring(delivery_keyring(ctx)?);
+        let mut deliveries = Deliveries::new(Arc::clone(&store), Arc::new(SystemClock), verifier)
+            .keyring(delivery_keyring(ctx)?);
         // With a GitHub token, each pending gate of an owner whose login is mapped is noticed
         // once in the goal's pull request.
         if let Some(client) = &client {

@@ -1,7 +1,7 @@
 //! The outbox: an effect's intent under a live lease, and the record of what became of it.
 
-use crate::event::Event;
 use crate::actor::Actor;
+use crate::event::Event;
 use crate::ids::{EffectId, GateId, TodoId};
 use crate::outbox::{EffectIntent, EffectOutcome};
 use crate::refusal::Refusal;
@@ -159,40 +159,39 @@ impl Ctx<'_> {
 
 /// An intent's fields read as text within their bounds, and its digest is theirs.
 fn check_intent(effect: &EffectIntent) -> Result<(), Refusal> {
-        for (field, value) in [
-            ("effect.kind", &effect.kind),
-            ("effect.target", &effect.target),
-            ("effect.key", &effect.key),
-            ("effect.digest", &effect.digest),
-        ] {
-            text(field, value)?;
-            if value.len() > MAX_NAME {
-                return Err(invalid(field, format!("longer than {MAX_NAME} bytes")));
-            }
+    for (field, value) in [
+        ("effect.kind", &effect.kind),
+        ("effect.target", &effect.target),
+        ("effect.key", &effect.key),
+        ("effect.digest", &effect.digest),
+    ] {
+        text(field, value)?;
+        if value.len() > MAX_NAME {
+            return Err(invalid(field, format!("longer than {MAX_NAME} bytes")));
         }
-        if effect.params.len() > MAX_PARAMS {
+    }
+    if effect.params.len() > MAX_PARAMS {
+        return Err(invalid(
+            "effect.params",
+            format!("more than {MAX_PARAMS} parameters"),
+        ));
+    }
+    for (name, value) in &effect.params {
+        text("effect.params", name)?;
+        if name.len() > MAX_NAME {
             return Err(invalid(
                 "effect.params",
-                format!("more than {MAX_PARAMS} parameters"),
+                format!("a name longer than {MAX_NAME} bytes"),
             ));
         }
-        for (name, value) in &effect.params {
-            text("effect.params", name)?;
-            if name.len() > MAX_NAME {
-                return Err(invalid(
-                    "effect.params",
-                    format!("a name longer than {MAX_NAME} bytes"),
-                ));
-            }
-            optional_text("effect.params", value)?;
-        }
-        let digest =
-            EffectIntent::digest_of(&effect.kind, &effect.target, &effect.key, &effect.params);
-        if effect.digest != digest {
-            return Err(invalid(
-                "effect.digest",
-                "does not match the effect's kind, target, key and parameters",
-            ));
-        }
+        optional_text("effect.params", value)?;
+    }
+    let digest = EffectIntent::digest_of(&effect.kind, &effect.target, &effect.key, &effect.params);
+    if effect.digest != digest {
+        return Err(invalid(
+            "effect.digest",
+            "does not match the effect's kind, target, key and parameters",
+        ));
+    }
     Ok(())
 }

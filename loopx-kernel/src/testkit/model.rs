@@ -2318,7 +2318,12 @@ impl LifecycleModel {
             || effect.params.len() > 16
             || !effect.params.iter().all(|(k, v)| named(k) && bounded(v))
             || effect.digest
-                != EffectIntent::digest_of(&effect.kind, &effect.target, &effect.key, &effect.params)
+                != EffectIntent::digest_of(
+                    &effect.kind,
+                    &effect.target,
+                    &effect.key,
+                    &effect.params,
+                )
         {
             return Err("bad notice effect");
         }
@@ -2341,7 +2346,8 @@ impl LifecycleModel {
         if note.is_some_and(|n| !bounded(n)) {
             return Err("bad note");
         }
-        self.gate_notices.insert(id.clone(), (provider.clone(), false));
+        self.gate_notices
+            .insert(id.clone(), (provider.clone(), false));
         Ok(vec!["gate_notice_recorded"])
     }
 
