@@ -323,6 +323,13 @@ fn every_refusal() -> Vec<Refusal> {
             login: "mallory".into(),
             owner: owner.clone(),
         },
+        Refusal::GateNoticeUnmapped {
+            gate: id("g1"),
+            provider: id("github"),
+            owner: owner.clone(),
+        },
+        Refusal::GateNoticeExists { gate: id("g1") },
+        Refusal::GateNoticeNotPending { gate: id("g1") },
         Refusal::LoginMalformed {
             provider: id("github"),
             problem: "empty".into(),

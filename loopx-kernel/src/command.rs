@@ -236,6 +236,26 @@ pub enum Command {
         /// Who wrote it at the provider, and where.
         relay: Relay,
     },
+    /// Commit the intent of a pending gate's one notice to its owner where they work (a
+    /// pull-request comment naming the gate and how to answer it): accepted only from a provider
+    /// actor, only while the gate is pending and its owner is a person whose login at that
+    /// provider the goal owner mapped, and only once per gate (`gate_notice_intended`).
+    IntendGateNotice {
+        /// The pending gate the notice is about.
+        gate: GateId,
+        /// The effect, its id new to the goal.
+        effect: EffectIntent,
+    },
+    /// Record what became of a gate's pending notice (the provider that intended it only).
+    RecordGateNotice {
+        /// The gate whose notice it is.
+        gate: GateId,
+        /// Performed, or absent for good.
+        outcome: EffectOutcome,
+        /// What the readback showed, in words.
+        #[serde(default)]
+        note: Option<String>,
+    },
     /// Withdraw a pending gate (whoever opened it, or the goal owner).
     WithdrawGate {
         /// The pending gate withdrawn; what it covered runs again.
@@ -306,6 +326,8 @@ impl Command {
             Command::OpenGate { .. } => "open_gate",
             Command::AnswerGate { .. } => "answer_gate",
             Command::RelayGateAnswer { .. } => "relay_gate_answer",
+            Command::IntendGateNotice { .. } => "intend_gate_notice",
+            Command::RecordGateNotice { .. } => "record_gate_notice",
             Command::WithdrawGate { .. } => "withdraw_gate",
             Command::RecordObservation { .. } => "record_observation",
             Command::RecordEvidence { .. } => "record_evidence",
@@ -338,6 +360,8 @@ impl Command {
             Command::OpenGate { gate } => Some(gate.id.as_str()),
             Command::AnswerGate { gate, .. }
             | Command::RelayGateAnswer { gate, .. }
+            | Command::IntendGateNotice { gate, .. }
+            | Command::RecordGateNotice { gate, .. }
             | Command::WithdrawGate { gate, .. } => Some(gate.as_str()),
             Command::RecordObservation { observation } => Some(observation.key.as_str()),
             Command::RecordEvidence { evidence } => Some(evidence.id.as_str()),

@@ -10,7 +10,7 @@ use crate::evidence::{NewEvidence, Observation};
 use crate::gate::NewGate;
 use crate::goal::{Amendment, GoalSpec};
 use crate::ids::Fingerprint;
-use crate::ids::{AgentId, EffectId, GateId, ObligationId, PersonId, TodoId, TurnId};
+use crate::ids::{AgentId, EffectId, GateId, ObligationId, PersonId, SourceId, TodoId, TurnId};
 use crate::login::Relay;
 use crate::obligation::{ObligationCause, ObligationKind};
 use crate::outbox::{EffectIntent, EffectOutcome};
@@ -257,6 +257,25 @@ pub enum Event {
         /// The recorded reason when a grant was used.
         grant_reason: Option<String>,
     },
+    /// The intent of a pending gate's one notice to its owner committed (the outbox, fenced by
+    /// the gate rather than a lease).
+    GateNoticeIntended {
+        /// The gate the notice is about.
+        gate: GateId,
+        /// The provider that intended it.
+        provider: SourceId,
+        /// What is to be performed.
+        effect: EffectIntent,
+    },
+    /// What became of a gate's notice was recorded; it is pending no more.
+    GateNoticeRecorded {
+        /// The gate whose notice it is.
+        gate: GateId,
+        /// Performed, or absent for good.
+        outcome: EffectOutcome,
+        /// What the readback showed, in words.
+        note: Option<String>,
+    },
     /// A gate was opened.
     GateOpened {
         /// The gate it happened to.
@@ -383,6 +402,8 @@ impl Event {
             Event::OutcomeAbsent { .. } => "outcome_absent",
             Event::EffectIntended { .. } => "effect_intended",
             Event::EffectRecorded { .. } => "effect_recorded",
+            Event::GateNoticeIntended { .. } => "gate_notice_intended",
+            Event::GateNoticeRecorded { .. } => "gate_notice_recorded",
             Event::GateOpened { .. } => "gate_opened",
             Event::GateResolved { .. } => "gate_resolved",
             Event::GateRejected { .. } => "gate_rejected",

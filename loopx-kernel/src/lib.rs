@@ -123,7 +123,7 @@ pub use ids::{
 pub use invariants::{Violation, check_invariants};
 pub use login::{Relay, check_login};
 pub use obligation::{Discharge, Obligation, ObligationCause, ObligationKind};
-pub use outbox::{EffectIntent, EffectOutcome, PendingEffect};
+pub use outbox::{EffectIntent, EffectOutcome, GateNotice, PendingEffect};
 pub use proposals::Proposals;
 pub use readiness::{GateHold, GuardBlock};
 pub use refusal::Refusal;

@@ -197,3 +197,49 @@ pub fn effect_id(turn: &TurnId, epoch: u64, n: usize) -> EffectId {
 pub fn idempotency_key(goal: &GoalId, turn: &TurnId, n: usize) -> String {
     format!("{goal}/{turn}/{n}")
 }
+
+/// The one notice a gate's owner gets where they work (a pull-request comment naming the gate
+/// and how to answer it), intended by a provider (`intend_gate_notice`) while the gate is
+/// pending and its owner's login at that provider is mapped, keyed by the gate: a gate has at
+/// most one notice, ever. There is no lease: the notice is fenced by the gate instead. A notice
+/// still pending is resolved by reading it back: committed → `performed`; absent while the gate
+/// is pending → performed once, then `performed`; absent once the gate is answered or withdrawn
+/// → `absent` (nobody needs it any more).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GateNotice {
+    /// What is to be performed (e.g. a `github.comment` with its idempotency key).
+    pub effect: EffectIntent,
+    /// The provider that intended it, the only one that records it.
+    pub provider: crate::ids::SourceId,
+    /// When the intent committed.
+    pub intended_at: Timestamp,
+    /// What became of it; `None` while it is pending.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<EffectOutcome>,
+}
+
+impl GateNotice {
+    /// True while nobody recorded what became of it.
+    pub fn is_pending(&self) -> bool {
+        self.outcome.is_none()
+    }
+
+    /// The effect to hand an effector: no lease authorises it, so its todo is named after the
+    /// gate and its epoch is 0 (the effector finds it by its idempotency key alone).
+    pub fn effect(&self, goal: &GoalId, gate: &crate::ids::GateId) -> Effect {
+        let todo =
+            TodoId::new(bounded_id(&format!("gate-{gate}"))).unwrap_or_else(|_| match TodoId::new(
+                format!("h-{}", &sha256_hex(gate.as_str().as_bytes())[..32]),
+            ) {
+                Ok(id) => id,
+                Err(_) => unreachable!("`h-` and 32 hexadecimal digits form a valid id"),
+            });
+        self.effect.effect(goal, &todo, 0)
+    }
+}
+
+/// The idempotency key of a gate's notice: one per gate and goal.
+pub fn gate_notice_key(goal: &GoalId, gate: &crate::ids::GateId) -> String {
+    format!("{goal}/gate-notice/{gate}")
+}

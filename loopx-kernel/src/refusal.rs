@@ -202,6 +202,31 @@ pub enum Refusal {
         /// The gate's owner.
         owner: Actor,
     },
+    /// A gate's notice goes to its owner's login at the provider, and the goal owner mapped
+    /// none (or the owner is not a person).
+    #[error(
+        "gate `{gate}`'s owner `{owner}` has no `{provider}` login mapped; the goal owner maps it with `amend_goal` (`map_login`)"
+    )]
+    GateNoticeUnmapped {
+        /// The gate the refused notice named.
+        gate: GateId,
+        /// The provider that would deliver it.
+        provider: SourceId,
+        /// The gate's owner.
+        owner: Actor,
+    },
+    /// A gate has one notice, ever, and this one was intended already.
+    #[error("gate `{gate}`'s notice was intended already; a gate is noticed once")]
+    GateNoticeExists {
+        /// The gate.
+        gate: GateId,
+    },
+    /// There is no pending notice of this gate for this provider to record.
+    #[error("gate `{gate}` has no pending notice intended by this provider")]
+    GateNoticeNotPending {
+        /// The gate.
+        gate: GateId,
+    },
     /// A login mapped in an amendment does not read as one.
     #[error("not a `{provider}` login: {problem}")]
     LoginMalformed {
@@ -517,6 +542,9 @@ impl Refusal {
             Refusal::NotGateOwner { .. } => "not_gate_owner",
             Refusal::NotGoalOwner { .. } => "not_goal_owner",
             Refusal::RelayNotGateOwner { .. } => "relay_not_gate_owner",
+            Refusal::GateNoticeUnmapped { .. } => "gate_notice_unmapped",
+            Refusal::GateNoticeExists { .. } => "gate_notice_exists",
+            Refusal::GateNoticeNotPending { .. } => "gate_notice_not_pending",
             Refusal::LoginMalformed { .. } => "login_malformed",
             Refusal::LoginTaken { .. } => "login_taken",
             Refusal::UnregisteredAgent { .. } => "unregistered_agent",
@@ -576,6 +604,9 @@ impl Refusal {
         "not_gate_owner",
         "not_goal_owner",
         "relay_not_gate_owner",
+        "gate_notice_unmapped",
+        "gate_notice_exists",
+        "gate_notice_not_pending",
         "login_malformed",
         "login_taken",
         "unregistered_agent",

@@ -443,6 +443,8 @@ pub fn verb_of(command: &str) -> &'static str {
         "open_gate" => "gate open",
         "answer_gate" => "gate answer",
         "withdraw_gate" => "gate withdraw",
+        // The service relays answers and notices gates from GitHub: `loopx serve` does.
+        "relay_gate_answer" | "intend_gate_notice" | "record_gate_notice" => "serve",
         // Every `observe` verb records one: the group, with `…` for whichever.
         "record_observation" => "observe …",
         "record_evidence" => "evidence add",
@@ -571,6 +573,29 @@ pub fn refusal_words(refusal: &Refusal) -> (String, String) {
                     format!("only {owner} answers gate `{gate}`: `loopx gate answer --as {owner}`")
                 }
             },
+        ),
+        Refusal::GateNoticeUnmapped {
+            owner, provider, ..
+        } => (
+            kernel.clone(),
+            match owner {
+                Actor::Person(person) => format!(
+                    "the goal owner maps the gate owner's login: `loopx goal amend --map-login {person}={provider}:LOGIN`"
+                ),
+                _ => format!("only a gate owned by a person is noticed at `{provider}`"),
+            },
+        ),
+        Refusal::GateNoticeExists { gate } => (
+            kernel.clone(),
+            format!(
+                "nothing to do: the notice of gate `{gate}` is on its way or delivered; `loopx status` shows it"
+            ),
+        ),
+        Refusal::GateNoticeNotPending { gate } => (
+            kernel.clone(),
+            format!(
+                "nothing to record: gate `{gate}` has no pending notice; `loopx status` shows it"
+            ),
         ),
         Refusal::LoginMalformed { provider, .. } => (
             kernel.clone(),

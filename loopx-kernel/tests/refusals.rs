@@ -106,6 +106,27 @@ fn relay(gate: &str, login: &str) -> Command {
     }
 }
 
+fn notice(gate: &str, id: &str) -> Command {
+    Command::IntendGateNotice {
+        gate: gid(gate),
+        effect: loopx_kernel::EffectIntent::new(
+            loopx_kernel::EffectId::new(id).unwrap(),
+            "github.comment",
+            "acme/cli#12",
+            format!("g/gate-notice/{gate}"),
+            std::collections::BTreeMap::new(),
+        ),
+    }
+}
+
+fn record_notice(gate: &str) -> Command {
+    Command::RecordGateNotice {
+        gate: gid(gate),
+        outcome: loopx_kernel::EffectOutcome::Performed,
+        note: None,
+    }
+}
+
 fn answer(gate: &str) -> Command {
     Command::AnswerGate {
         gate: gid(gate),
@@ -705,6 +726,29 @@ refusals! {
         w.amend(vec![map_login("maintainer", "maintainer-gh")]);
         w.gate(gate("naming", "is error_code acceptable as a stable field?").whole_goal());
         w.refuse(&ag("a"), relay("naming", "maintainer-gh"))
+    }
+
+    gate_notice_for_an_owner_with_no_login => "gate_notice_unmapped" {
+        let mut w = World::new();
+        w.gate(gate("naming", "is error_code acceptable as a stable field?").whole_goal());
+        w.refuse(&provider(), notice("naming", "notice-naming"))
+    }
+
+    gate_noticed_twice => "gate_notice_exists" {
+        let mut w = World::new();
+        w.amend(vec![map_login("maintainer", "maintainer-gh")]);
+        w.gate(gate("naming", "is error_code acceptable as a stable field?").whole_goal());
+        w.run(&provider(), notice("naming", "notice-naming"));
+        w.refuse(&provider(), notice("naming", "notice-naming-2"))
+    }
+
+    gate_notice_recorded_twice => "gate_notice_not_pending" {
+        let mut w = World::new();
+        w.amend(vec![map_login("maintainer", "maintainer-gh")]);
+        w.gate(gate("naming", "is error_code acceptable as a stable field?").whole_goal());
+        w.run(&provider(), notice("naming", "notice-naming"));
+        w.run(&provider(), record_notice("naming"));
+        w.refuse(&provider(), record_notice("naming"))
     }
 
     login_mapped_by_someone_other_than_the_owner => "not_goal_owner" {

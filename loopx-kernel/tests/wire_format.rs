@@ -54,9 +54,11 @@ fn variant(event: &Event) -> usize {
         Event::EffectIntended { .. } => 27,
         Event::EffectRecorded { .. } => 28,
         Event::GateAnswerRelayed { .. } => 29,
+        Event::GateNoticeIntended { .. } => 30,
+        Event::GateNoticeRecorded { .. } => 31,
     }
 }
-const VARIANTS: usize = 30;
+const VARIANTS: usize = 32;
 
 fn run_turn(
     w: &mut World,
@@ -274,6 +276,33 @@ fn history() -> World {
             answer: GateAnswer::Reject {
                 reason: "not in this release".into(),
             },
+        },
+    );
+    w.run(
+        &provider(),
+        Command::IntendGateNotice {
+            gate: gid("fields"),
+            effect: loopx_kernel::EffectIntent::new(
+                loopx_kernel::EffectId::new("notice-fields").unwrap(),
+                "github.comment",
+                "acme/cli#12",
+                "g/gate-notice/fields",
+                [
+                    ("repo".to_owned(), "acme/cli".to_owned()),
+                    ("number".to_owned(), "12".to_owned()),
+                    ("body".to_owned(), "gate `fields` waits for you".to_owned()),
+                ]
+                .into_iter()
+                .collect(),
+            ),
+        },
+    );
+    w.run(
+        &provider(),
+        Command::RecordGateNotice {
+            gate: gid("fields"),
+            outcome: loopx_kernel::EffectOutcome::Performed,
+            note: Some("performed".into()),
         },
     );
     w.run(

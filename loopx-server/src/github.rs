@@ -197,6 +197,7 @@ impl Deliveries {
                 clock,
                 registry: Arc::new(Registry::shipped()),
                 keyring: Arc::new(Keyring::new()),
+                notifier: None,
             },
             verifier,
         }
@@ -214,6 +215,15 @@ impl Deliveries {
     #[must_use]
     pub fn keyring(mut self, keyring: Keyring) -> Self {
         self.judging.keyring = Arc::new(keyring);
+        self
+    }
+
+    /// The same, noticing each pending gate whose owner's GitHub login is mapped once in the
+    /// pull request its goal is bound to, through `effector` (the GitHub client): see
+    /// [`crate::notices`].
+    #[must_use]
+    pub fn notifier(mut self, effector: Arc<dyn loopx_kernel::seams::Effector>) -> Self {
+        self.judging.notifier = Some(effector);
         self
     }
 
@@ -290,6 +300,12 @@ impl Deliveries {
             };
             let operation = answer_operation(&operation, index)?;
             relayed.extend(self.relay(&goals, answer, relay, &operation).await?);
+        }
+        for goal in &goals {
+            self.judging
+                .notice_gates(goal)
+                .await
+                .map_err(DeliveryError::Store)?;
         }
         tracing::info!(
             goals = outcomes.len(),

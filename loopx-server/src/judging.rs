@@ -24,6 +24,9 @@ pub(crate) struct Judging {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) registry: Arc<Registry>,
     pub(crate) keyring: Arc<Keyring>,
+    /// What posts gate notices to their owners' pull requests ([`crate::notices`]); none
+    /// without a GitHub client.
+    pub(crate) notifier: Option<crate::notices::Notifier>,
 }
 
 impl Judging {

@@ -12,6 +12,7 @@ pub mod gates;
 pub mod github;
 mod judging;
 pub mod mcp;
+pub mod notices;
 pub mod schedule;
 pub mod service;
 pub mod telemetry;

@@ -214,6 +214,7 @@ impl Poller {
                 clock,
                 registry: Arc::new(Registry::shipped()),
                 keyring: Arc::new(Keyring::new()),
+                notifier: None,
             },
             sources: BTreeMap::new(),
             every: DEFAULT_EVERY,
@@ -252,6 +253,15 @@ impl Poller {
     #[must_use]
     pub fn keyring(mut self, keyring: Keyring) -> Poller {
         self.judging.keyring = Arc::new(keyring);
+        self
+    }
+
+    /// The same, noticing each pending gate whose owner's GitHub login is mapped once in the
+    /// pull request its goal is bound to, after each pass over the goal, through `effector`
+    /// (the GitHub client): see [`crate::notices`].
+    #[must_use]
+    pub fn notifier(mut self, effector: Arc<dyn loopx_kernel::seams::Effector>) -> Poller {
+        self.judging.notifier = Some(effector);
         self
     }
 
@@ -342,6 +352,7 @@ impl Poller {
             for watched in bound.watches() {
                 self.poll_if_due(&state, watched, now, &mut pass).await?;
             }
+            self.judging.notice_gates(&goal).await?;
         }
         Ok(pass)
     }

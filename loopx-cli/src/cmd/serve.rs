@@ -77,10 +77,19 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Exit, CliError> {
         ));
     }
     let store = ctx.open().await?.into_store();
+    let client = match github_token {
+        Some(token) => Some(github_client(args, token)?),
+        None => None,
+    };
     let mut service = Service::new(Arc::clone(&store), Arc::new(SystemClock));
     if let Some(verifier) = verifier {
-        let deliveries = Deliveries::new(Arc::clone(&store), Arc::new(SystemClock), verifier)
+        let mut deliveries = Deliveries::new(Arc::clone(&store), Arc::new(SystemClock), verifier)
             .keyring(delivery_keyring(ctx)?);
+        // With a GitHub token, each pending gate of an owner whose login is mapped is noticed
+        // once in the goal's pull request.
+        if let Some(client) = &client {
+            deliveries = deliveries.notifier(client.clone());
+        }
         service = service.mount(deliveries.router());
     }
     let inbox = tokens.clone().unwrap_or_default();
@@ -89,8 +98,8 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Exit, CliError> {
         Arc::new(SystemClock),
         inbox,
     ));
-    let poller = match github_token {
-        Some(token) => Some(github_poller(ctx, args, &store, token)?),
+    let poller = match &client {
+        Some(client) => Some(github_poller(ctx, args, &store, client)?),
         None => None,
     };
     if let Some(poller) = &poller {
@@ -206,14 +215,8 @@ fn github_token(variable: Option<&str>) -> Result<Option<Token>, CliError> {
     })
 }
 
-/// The poller of the goals' watches: GitHub's REST API at `--github-api-url` as the provider
-/// `github`, each stream polled `--poll-every`, signed as deliveries are.
-fn github_poller(
-    ctx: &Ctx,
-    args: &ServeArgs,
-    store: &Arc<dyn Store>,
-    token: Token,
-) -> Result<Poller, CliError> {
+/// GitHub's REST API at `--github-api-url` as the provider `github`.
+fn github_client(args: &ServeArgs, token: Token) -> Result<Arc<GitHubClient>, CliError> {
     let source = SourceId::new(GITHUB_PROVIDER)
         .map_err(|error| CliError::new(Exit::Other, "github_unavailable", error.to_string(), ""))?;
     let client = GitHubClient::new(
@@ -231,8 +234,20 @@ fn github_poller(
             "",
         )
     })?;
+    Ok(Arc::new(client))
+}
+
+/// The poller of the goals' watches through `client`, each stream polled `--poll-every`,
+/// signed as deliveries are, noticing gates through it as deliveries do.
+fn github_poller(
+    ctx: &Ctx,
+    args: &ServeArgs,
+    store: &Arc<dyn Store>,
+    client: &Arc<GitHubClient>,
+) -> Result<Poller, CliError> {
     Ok(Poller::new(Arc::clone(store), Arc::new(SystemClock))
-        .provider(Arc::new(client))
+        .provider(client.clone())
+        .notifier(client.clone())
         .every(args.poll_every)
         .keyring(delivery_keyring(ctx)?))
 }

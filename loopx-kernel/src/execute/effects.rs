@@ -1,7 +1,8 @@
 //! The outbox: an effect's intent under a live lease, and the record of what became of it.
 
+use crate::actor::Actor;
 use crate::event::Event;
-use crate::ids::{EffectId, TodoId};
+use crate::ids::{EffectId, GateId, TodoId};
 use crate::outbox::{EffectIntent, EffectOutcome};
 use crate::refusal::Refusal;
 
@@ -31,41 +32,7 @@ impl Ctx<'_> {
                 "no turn is in flight under this lease: an effect belongs to a turn; begin one first",
             ));
         };
-        for (field, value) in [
-            ("effect.kind", &effect.kind),
-            ("effect.target", &effect.target),
-            ("effect.key", &effect.key),
-            ("effect.digest", &effect.digest),
-        ] {
-            text(field, value)?;
-            if value.len() > MAX_NAME {
-                return Err(invalid(field, format!("longer than {MAX_NAME} bytes")));
-            }
-        }
-        if effect.params.len() > MAX_PARAMS {
-            return Err(invalid(
-                "effect.params",
-                format!("more than {MAX_PARAMS} parameters"),
-            ));
-        }
-        for (name, value) in &effect.params {
-            text("effect.params", name)?;
-            if name.len() > MAX_NAME {
-                return Err(invalid(
-                    "effect.params",
-                    format!("a name longer than {MAX_NAME} bytes"),
-                ));
-            }
-            optional_text("effect.params", value)?;
-        }
-        let digest =
-            EffectIntent::digest_of(&effect.kind, &effect.target, &effect.key, &effect.params);
-        if effect.digest != digest {
-            return Err(invalid(
-                "effect.digest",
-                "does not match the effect's kind, target, key and parameters",
-            ));
-        }
+        check_intent(effect)?;
         if self.state.used_effects.contains(&effect.id) {
             return Err(Refusal::DuplicateId {
                 kind: "effect",
@@ -125,4 +92,106 @@ impl Ctx<'_> {
             grant_reason,
         }])
     }
+
+    /// A provider commits the intent of a pending gate's one notice to its owner, whose login
+    /// at that provider the goal owner mapped; a gate is noticed once.
+    pub(super) fn intend_gate_notice(
+        &self,
+        gate: &GateId,
+        effect: &EffectIntent,
+    ) -> Result<Vec<Event>, Refusal> {
+        let Actor::Provider(provider) = self.actor else {
+            return Err(self.not_permitted("intend_gate_notice"));
+        };
+        let pending = self.pending_gate(gate)?;
+        let mapped = match &pending.owner {
+            Actor::Person(person) => self.state.login_of(person, provider).is_some(),
+            _ => false,
+        };
+        if !mapped {
+            return Err(Refusal::GateNoticeUnmapped {
+                gate: gate.clone(),
+                provider: provider.clone(),
+                owner: pending.owner.clone(),
+            });
+        }
+        if self.state.gate_notices.contains_key(gate) {
+            return Err(Refusal::GateNoticeExists { gate: gate.clone() });
+        }
+        check_intent(effect)?;
+        if self.state.used_effects.contains(&effect.id) {
+            return Err(Refusal::DuplicateId {
+                kind: "effect",
+                id: effect.id.to_string(),
+            });
+        }
+        Ok(vec![Event::GateNoticeIntended {
+            gate: gate.clone(),
+            provider: provider.clone(),
+            effect: effect.clone(),
+        }])
+    }
+
+    /// The provider that intended a gate's notice records what became of it, once.
+    pub(super) fn record_gate_notice(
+        &self,
+        gate: &GateId,
+        outcome: EffectOutcome,
+        note: Option<&str>,
+    ) -> Result<Vec<Event>, Refusal> {
+        let Actor::Provider(provider) = self.actor else {
+            return Err(self.not_permitted("record_gate_notice"));
+        };
+        match self.state.gate_notices.get(gate) {
+            Some(notice) if notice.is_pending() && &notice.provider == provider => {}
+            _ => return Err(Refusal::GateNoticeNotPending { gate: gate.clone() }),
+        }
+        if let Some(note) = note {
+            optional_text("note", note)?;
+        }
+        Ok(vec![Event::GateNoticeRecorded {
+            gate: gate.clone(),
+            outcome,
+            note: note.map(str::to_owned),
+        }])
+    }
+}
+
+/// An intent's fields read as text within their bounds, and its digest is theirs.
+fn check_intent(effect: &EffectIntent) -> Result<(), Refusal> {
+    for (field, value) in [
+        ("effect.kind", &effect.kind),
+        ("effect.target", &effect.target),
+        ("effect.key", &effect.key),
+        ("effect.digest", &effect.digest),
+    ] {
+        text(field, value)?;
+        if value.len() > MAX_NAME {
+            return Err(invalid(field, format!("longer than {MAX_NAME} bytes")));
+        }
+    }
+    if effect.params.len() > MAX_PARAMS {
+        return Err(invalid(
+            "effect.params",
+            format!("more than {MAX_PARAMS} parameters"),
+        ));
+    }
+    for (name, value) in &effect.params {
+        text("effect.params", name)?;
+        if name.len() > MAX_NAME {
+            return Err(invalid(
+                "effect.params",
+                format!("a name longer than {MAX_NAME} bytes"),
+            ));
+        }
+        optional_text("effect.params", value)?;
+    }
+    let digest = EffectIntent::digest_of(&effect.kind, &effect.target, &effect.key, &effect.params);
+    if effect.digest != digest {
+        return Err(invalid(
+            "effect.digest",
+            "does not match the effect's kind, target, key and parameters",
+        ));
+    }
+    Ok(())
 }

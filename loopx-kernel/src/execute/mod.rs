@@ -291,6 +291,12 @@ impl Ctx<'_> {
                 answer,
                 relay,
             } => self.relay_gate_answer(gate, answer, relay),
+            Command::IntendGateNotice { gate, effect } => self.intend_gate_notice(gate, effect),
+            Command::RecordGateNotice {
+                gate,
+                outcome,
+                note,
+            } => self.record_gate_notice(gate, *outcome, note.as_deref()),
             Command::WithdrawGate { gate, reason } => self.withdraw_gate(gate, reason),
             Command::RecordObservation { observation } => self.record_observation(observation),
             Command::RecordEvidence { evidence } => self.record_evidence(evidence),

@@ -103,6 +103,10 @@ pub struct GoalState {
     /// ([`Amendment::MapLogin`]); left out of the JSON when there is none.
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub logins: Map<SourceId, Map<String, PersonId>>,
+    /// Each gate's one notice to its owner, pending or recorded, by gate
+    /// ([`GateNotice`](crate::outbox::GateNotice)); left out of the JSON when there is none.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub gate_notices: Map<GateId, crate::outbox::GateNotice>,
     #[serde(skip)]
     index: Index,
 }
@@ -174,6 +178,8 @@ struct Unindexed {
     overrun: Option<Box<Overrun>>,
     #[serde(default)]
     logins: Map<SourceId, Map<String, PersonId>>,
+    #[serde(default)]
+    gate_notices: Map<GateId, crate::outbox::GateNotice>,
 }
 
 impl Unindexed {
@@ -277,6 +283,7 @@ impl TryFrom<Unindexed> for GoalState {
             used_effects: raw.used_effects,
             overrun: raw.overrun,
             logins: raw.logins,
+            gate_notices: raw.gate_notices,
             index: Index::default(),
         };
         state.rebuild_index();
@@ -436,6 +443,7 @@ impl GoalState {
             used_effects: Set::new(),
             overrun: None,
             logins: Map::new(),
+            gate_notices: Map::new(),
             index: Index::default(),
         })
     }
@@ -752,6 +760,41 @@ impl GoalState {
                     },
                 };
                 self.gate_mut(gate, recorded)?.status = status;
+            }
+            Event::GateNoticeIntended {
+                gate,
+                provider,
+                effect,
+            } => {
+                self.gate_mut(gate, recorded)?;
+                if !self.used_effects.insert(effect.id.clone())
+                    || self.gate_notices.contains_key(gate)
+                {
+                    return Err(inconsistent(
+                        recorded,
+                        format!("gate `{gate}`'s notice `{}` was intended twice", effect.id),
+                    ));
+                }
+                self.gate_notices.insert(
+                    gate.clone(),
+                    crate::outbox::GateNotice {
+                        effect: effect.clone(),
+                        provider: provider.clone(),
+                        intended_at: at,
+                        outcome: None,
+                    },
+                );
+            }
+            Event::GateNoticeRecorded { gate, outcome, .. } => {
+                match self.gate_notices.get_mut(gate) {
+                    Some(notice) if notice.is_pending() => notice.outcome = Some(*outcome),
+                    _ => {
+                        return Err(inconsistent(
+                            recorded,
+                            format!("gate `{gate}` has no pending notice"),
+                        ));
+                    }
+                }
             }
             Event::GateWithdrawn { gate, reason } => {
                 let status = GateStatus::Withdrawn {

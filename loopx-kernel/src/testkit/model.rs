@@ -194,6 +194,8 @@ pub struct LifecycleModel {
     pub(crate) validators: BTreeMap<CheckId, BTreeSet<Actor>>,
     /// Whom each (provider, login in lower case) speaks for, as the owner mapped it.
     pub(crate) logins: BTreeMap<(SourceId, String), PersonId>,
+    /// Each gate's one notice: the provider that intended it, and whether it is still pending.
+    pub(crate) gate_notices: BTreeMap<GateId, (SourceId, bool)>,
     pub(crate) limits: Limits,
     pub(crate) spent: Amounts,
     pub(crate) reserved: Amounts,
@@ -361,6 +363,7 @@ impl LifecycleModel {
             overrun: Amounts::ZERO,
             unanswered_overrun: None,
             logins: BTreeMap::new(),
+            gate_notices: BTreeMap::new(),
             steps: 0,
             drive: 20,
             expect: Expect::Nothing,
@@ -930,6 +933,10 @@ impl LifecycleModel {
                 answer,
                 relay,
             } => self.relay(actor, gate, answer, &relay.login),
+            Command::IntendGateNotice { gate, effect } => self.intend_notice(actor, gate, effect),
+            Command::RecordGateNotice { gate, note, .. } => {
+                self.record_notice(actor, gate, note.as_deref())
+            }
             Command::WithdrawGate { gate, reason } => self.withdraw(actor, gate, reason),
             Command::RecordObservation { observation } => {
                 match actor {
@@ -2287,6 +2294,63 @@ impl LifecycleModel {
         Ok(vec!["gate_answer_relayed"])
     }
 
+    fn intend_notice(&mut self, actor: &Actor, id: &GateId, effect: &EffectIntent) -> Verdict {
+        let Actor::Provider(provider) = actor else {
+            return Err("only a provider notices a gate");
+        };
+        let gate = self.waiting_gate(id)?;
+        let mapped = match &gate.owner {
+            Actor::Person(person) => self
+                .logins
+                .iter()
+                .any(|((at, _), mapped)| at == provider && mapped == person),
+            _ => false,
+        };
+        if !mapped {
+            return Err("the gate's owner has no login at the provider");
+        }
+        if self.gate_notices.contains_key(id) {
+            return Err("the gate was noticed already");
+        }
+        let named = |t: &str| text_ok(t) && t.len() <= 256;
+        let fields = [&effect.kind, &effect.target, &effect.key, &effect.digest];
+        if !fields.iter().all(|t| named(t))
+            || effect.params.len() > 16
+            || !effect.params.iter().all(|(k, v)| named(k) && bounded(v))
+            || effect.digest
+                != EffectIntent::digest_of(
+                    &effect.kind,
+                    &effect.target,
+                    &effect.key,
+                    &effect.params,
+                )
+        {
+            return Err("bad notice effect");
+        }
+        if !self.effect_ids.insert(effect.id.clone()) {
+            return Err("effect id already intended");
+        }
+        self.gate_notices
+            .insert(id.clone(), (provider.clone(), true));
+        Ok(vec!["gate_notice_intended"])
+    }
+
+    fn record_notice(&mut self, actor: &Actor, id: &GateId, note: Option<&str>) -> Verdict {
+        let Actor::Provider(provider) = actor else {
+            return Err("only a provider records a notice");
+        };
+        match self.gate_notices.get(id) {
+            Some((by, true)) if by == provider => {}
+            _ => return Err("no pending notice of this provider"),
+        }
+        if note.is_some_and(|n| !bounded(n)) {
+            return Err("bad note");
+        }
+        self.gate_notices
+            .insert(id.clone(), (provider.clone(), false));
+        Ok(vec!["gate_notice_recorded"])
+    }
+
     fn withdraw(&mut self, actor: &Actor, id: &GateId, reason: &str) -> Verdict {
         let gate = self.waiting_gate(id)?;
         if &gate.opened_by != actor && !self.is_owner(actor) {
@@ -2599,6 +2663,20 @@ impl LifecycleModel {
             out.push(Finding::new(
                 "model",
                 format!("logins: model has {:?}, goal has {logins:?}", self.logins),
+            ));
+        }
+        let notices: BTreeMap<GateId, (SourceId, bool)> = state
+            .gate_notices
+            .iter()
+            .map(|(gate, n)| (gate.clone(), (n.provider.clone(), n.is_pending())))
+            .collect();
+        if notices != self.gate_notices {
+            out.push(Finding::new(
+                "model",
+                format!(
+                    "gate notices: model has {:?}, goal has {notices:?}",
+                    self.gate_notices
+                ),
             ));
         }
         same_keys("gates", &self.gates, state.gates.keys(), out);

@@ -426,6 +426,7 @@ enum Kind {
     OpenGate,
     AnswerGate,
     RelayAnswer,
+    GateNotice,
     WithdrawGate,
     Observe,
     Evidence,
@@ -487,6 +488,7 @@ fn weights(m: &LifecycleModel) -> Vec<(u32, Kind)> {
         (4, Kind::OpenGate),
         (when(waiting_gate, 5, 1), Kind::AnswerGate),
         (when(waiting_gate, 4, 1), Kind::RelayAnswer),
+        (when(waiting_gate, 3, 1), Kind::GateNotice),
         (when(waiting_gate, 2, 1), Kind::WithdrawGate),
         (4, Kind::Observe),
         (5, Kind::Evidence),
@@ -858,6 +860,7 @@ fn build(m: &LifecycleModel, kind: Kind, p: &mut Picker) -> Step {
         ),
         Kind::AnswerGate | Kind::WithdrawGate => gate_answer(m, p, kind),
         Kind::RelayAnswer => relay_answer(m, p),
+        Kind::GateNotice => gate_notice(m, p),
         Kind::Observe => {
             let key = if p.chance(35) { KEY_PR } else { KEY_CI };
             let changed = !p.chance(25);
@@ -1601,6 +1604,57 @@ fn relay_answer(m: &LifecycleModel, p: &mut Picker) -> Step {
             },
         },
     )
+}
+
+/// A provider intends a gate's notice (usually of a waiting gate, usually as the provider) or
+/// records a notice it intended; whether the owner's login is mapped is the mapping's to say.
+fn gate_notice(m: &LifecycleModel, p: &mut Picker) -> Step {
+    let actor = if p.chance(85) {
+        Actor::Provider(roster::provider())
+    } else {
+        any_actor(p)
+    };
+    let noticed: Vec<_> = m.gate_notices.keys().cloned().collect();
+    if p.chance(35)
+        && let Some(gate) = p.pick(&noticed)
+    {
+        let outcome = if p.chance(50) {
+            EffectOutcome::Performed
+        } else {
+            EffectOutcome::Absent
+        };
+        return issue(
+            actor,
+            Command::RecordGateNotice {
+                gate: gate.clone(),
+                outcome,
+                note: Some(text(p, "read back")),
+            },
+        );
+    }
+    let waiting: Vec<_> = m
+        .gates
+        .iter()
+        .filter(|(_, g)| m.gate_waiting(g))
+        .map(|(id, _)| id.clone())
+        .collect();
+    let gate = match p.pick(&waiting) {
+        Some(g) if !p.chance(10) => g.clone(),
+        _ => id("g-unknown"),
+    };
+    let mut params = BTreeMap::new();
+    params.insert("body".to_owned(), text(p, "gate waiting"));
+    let mut effect = EffectIntent::new(
+        id(&format!("notice-{gate}-{}", m.steps % 3)),
+        "github.comment",
+        "acme/cli#12",
+        format!("g/gate-notice/{gate}"),
+        params,
+    );
+    if p.chance(8) {
+        effect.digest = "sha256:0000".into();
+    }
+    issue(actor, Command::IntendGateNotice { gate, effect })
 }
 
 /// A live monitor poll in flight whose quiet settlement would raise a stalled-monitor
