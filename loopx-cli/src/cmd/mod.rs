@@ -155,7 +155,7 @@ pub async fn run(ctx: &Ctx, verb: Verb) -> Result<Exit, CliError> {
         Verb::Obligation(verb) => obligation::run(ctx, verb).await,
         Verb::Evidence(verb) => evidence::run(ctx, verb).await,
         Verb::Observe(verb) => observe::run(ctx, verb).await,
-        Verb::Run(args) => run::run(ctx, *args).await,
+        Verb::Run(args) => Box::pin(run::run(ctx, *args)).await,
         Verb::Log(args) => log::run(ctx, &args).await,
         Verb::Status(args) => status::run(ctx, &args).await,
         Verb::Doctor(args) => doctor::run(ctx, &args).await,

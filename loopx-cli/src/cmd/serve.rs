@@ -81,35 +81,7 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Exit, CliError> {
         Some(token) => Some(github_client(args, token)?),
         None => None,
     };
-    let mut service = Service::new(Arc::clone(&store), Arc::new(SystemClock));
-    if let Some(verifier) = verifier {
-        let mut deliveries = Deliveries::new(Arc::clone(&store), Arc::new(SystemClock), verifier)
-            .keyring(delivery_keyring(ctx)?);
-        // With a GitHub token, each pending gate of an owner whose login is mapped is noticed
-        // once in the goal's pull request.
-        if let Some(client) = &client {
-            deliveries = deliveries.notifier(client.clone());
-        }
-        service = service.mount(deliveries.router());
-    }
-    let inbox = tokens.clone().unwrap_or_default();
-    service = service.mount(board::router(
-        Arc::clone(&store),
-        Arc::new(SystemClock),
-        inbox,
-    ));
-    let poller = match &client {
-        Some(client) => Some(github_poller(ctx, args, &store, client)?),
-        None => None,
-    };
-    if let Some(poller) = &poller {
-        service = service.poller(poller);
-    }
-    if let Some(tokens) = tokens {
-        let answers = gates::router(Arc::clone(&store), Arc::new(SystemClock), tokens.clone());
-        let tools = LoopxMcp::new(Arc::clone(&store), Arc::new(SystemClock));
-        service = service.mount(http::router(tools, tokens)).mount(answers);
-    }
+    let (service, poller) = routes(ctx, args, &store, client.as_ref(), verifier, tokens)?;
     let router = service.router();
     let listener = TcpListener::bind(args.listen).await.map_err(|error| {
         CliError::new(
@@ -175,6 +147,48 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Exit, CliError> {
         )
     })?;
     Ok(Exit::Ok)
+}
+
+/// The service's routes over `store` (the webhook, the board, the MCP tools and gate answers as
+/// configured) and the poller, when a GitHub client polls.
+fn routes(
+    ctx: &Ctx,
+    args: &ServeArgs,
+    store: &Arc<dyn Store>,
+    client: Option<&Arc<GitHubClient>>,
+    verifier: Option<WebhookVerifier>,
+    tokens: Option<Tokens>,
+) -> Result<(Service, Option<Poller>), CliError> {
+    let mut service = Service::new(Arc::clone(store), Arc::new(SystemClock));
+    if let Some(verifier) = verifier {
+        let mut deliveries = Deliveries::new(Arc::clone(store), Arc::new(SystemClock), verifier)
+            .keyring(delivery_keyring(ctx)?);
+        // With a GitHub token, each pending gate of an owner whose login is mapped is noticed
+        // once in the goal's pull request.
+        if let Some(client) = client {
+            deliveries = deliveries.notifier(client.clone());
+        }
+        service = service.mount(deliveries.router());
+    }
+    let inbox = tokens.clone().unwrap_or_default();
+    service = service.mount(board::router(
+        Arc::clone(store),
+        Arc::new(SystemClock),
+        inbox,
+    ));
+    let poller = match client {
+        Some(client) => Some(github_poller(ctx, args, store, client)?),
+        None => None,
+    };
+    if let Some(poller) = &poller {
+        service = service.poller(poller);
+    }
+    if let Some(tokens) = tokens {
+        let answers = gates::router(Arc::clone(store), Arc::new(SystemClock), tokens.clone());
+        let tools = LoopxMcp::new(Arc::clone(store), Arc::new(SystemClock));
+        service = service.mount(http::router(tools, tokens)).mount(answers);
+    }
+    Ok((service, poller))
 }
 
 /// The verifier of `--webhook-secret-env NAME`, its secret read from NAME; `None` without the

@@ -2649,7 +2649,8 @@ impl LifecycleModel {
         same_keys("turns", &self.turns, state.used_turns.iter(), out);
     }
 
-    fn diff_facts(&self, state: &GoalState, out: &mut Vec<Finding>) {
+    /// Who people are at providers, and the notices their gates got.
+    fn diff_people(&self, state: &GoalState, out: &mut Vec<Finding>) {
         let logins: BTreeMap<(SourceId, String), PersonId> = state
             .logins
             .iter()
@@ -2679,6 +2680,10 @@ impl LifecycleModel {
                 ),
             ));
         }
+    }
+
+    fn diff_facts(&self, state: &GoalState, out: &mut Vec<Finding>) {
+        self.diff_people(state, out);
         same_keys("gates", &self.gates, state.gates.keys(), out);
         for (id, m) in &self.gates {
             let Some(g) = state.gates.get(id) else {
