@@ -8,8 +8,8 @@
 
 use loopx_kernel::ids::bounded_id;
 use loopx_kernel::{
-    CheckId, EvidenceId, Lineage, NewEvidence, Observation, ObservedInput, Outcome, Revision,
-    Subject,
+    CheckId, EvidenceId, GoalState, Lineage, NewEvidence, Observation, ObservedInput, Outcome,
+    Revision, Subject,
 };
 
 use loopx_kernel::facts::git;
@@ -112,6 +112,24 @@ pub fn ci_evidence(ci: &Observation, pull: &Observation) -> Result<NewEvidence, 
     build(ci, &thread, &item, outcome).ok_or_else(|| CiEvidenceError::NotCi {
         key: ci.key.to_string(),
     })
+}
+
+/// The evidence the GitHub provider records for a goal right after it recorded `ci`: CI that
+/// concluded at the exact head of a pull request the goal has observed ([`ci_evidence`] with
+/// that pull request's observation), unless the goal already holds it. `None` for anything
+/// else (not CI, not concluded, another commit, a pull request the goal never observed).
+///
+/// A host calls it after each CI fact it records (`loopx serve` does, through its capability
+/// registry), so that CI at the head meets the criterion that names its check on GitHub's
+/// word, never an agent's.
+pub fn head_ci_evidence(state: &GoalState, ci: &Observation) -> Option<NewEvidence> {
+    CiItem::read(ci)?;
+    state
+        .observations
+        .iter()
+        .filter(|(key, _)| key.as_str().starts_with(PullRequest::PREFIX))
+        .find_map(|(_, pull)| ci_evidence(ci, pull).ok())
+        .filter(|evidence| !state.evidence.contains_key(&evidence.id))
 }
 
 /// True when the CI observation belongs to the pull request's repository (and, for the

@@ -39,7 +39,7 @@ mod route;
 
 pub use capability::PrFix;
 pub use config::{ConfigError, PrFixConfig};
-pub use evidence::{CiEvidenceError, check_name, ci_evidence};
+pub use evidence::{CiEvidenceError, check_name, ci_evidence, head_ci_evidence};
 pub use lifecycle::{Phase, PullFacts, ReviewStanding, ci_at_head, phase, review_standing};
 pub use route::{Route, route};
 

@@ -55,13 +55,14 @@ use std::fmt;
 use std::sync::Arc;
 
 use loopx_capability_automl::{AutoMl, ExperimentContract};
-use loopx_capability_prfix::{PrFix, PrFixConfig};
+use loopx_capability_prfix::{PrFix, PrFixConfig, head_ci_evidence};
 use loopx_capability_research::{Research, ResearchConfig};
 use loopx_kernel::engine::EngineBuilder;
 use loopx_kernel::facts::github::subject_of;
 use loopx_kernel::seams::{Capability, Provider};
 use loopx_kernel::{
-    Actor, CapabilityBinding, Duration, GoalSpec, ObservationKey, SourceId, Subject,
+    Actor, CapabilityBinding, Duration, GoalSpec, GoalState, NewEvidence, Observation,
+    ObservationKey, SourceId, Subject,
 };
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -70,11 +71,20 @@ use serde_json::Value;
 /// GitHub REST client, whose source (the actor its observations are recorded as) is this name.
 pub const GITHUB_PROVIDER: &str = "github";
 
-/// A capability built from a goal's binding, with the streams it asks its host to poll.
+/// A capability built from a goal's binding, with the streams it asks its host to poll and
+/// the evidence its providers' facts establish.
 pub struct Bound {
     capability: Box<dyn Capability>,
     watches: Vec<Watched>,
+    evidence: Option<EvidenceRule>,
 }
+
+/// What a provider's fact establishes for a goal: given the goal's state right after the
+/// provider recorded `observation`, the evidence the same provider records next, if any (for
+/// `prfix`, CI concluded at a pull request's exact head: [`head_ci_evidence`]). A capability may
+/// not record evidence itself; this is how a domain says which facts are evidence, while the
+/// provider, whose word the fact is, records it.
+pub type EvidenceRule = Arc<dyn Fn(&GoalState, &Observation) -> Option<NewEvidence> + Send + Sync>;
 
 /// An observation stream a bound capability asks its host to poll for the goal.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,6 +100,7 @@ impl fmt::Debug for Bound {
         f.debug_struct("Bound")
             .field("capability", self.capability.source())
             .field("watches", &self.watches)
+            .field("evidence", &self.evidence.is_some())
             .finish()
     }
 }
@@ -100,7 +111,24 @@ impl Bound {
         Bound {
             capability: Box::new(capability),
             watches: Vec::new(),
+            evidence: None,
         }
+    }
+
+    /// The same, with the evidence its providers' facts establish decided by `rule`.
+    #[must_use]
+    pub fn evidence_from(
+        mut self,
+        rule: impl Fn(&GoalState, &Observation) -> Option<NewEvidence> + Send + Sync + 'static,
+    ) -> Bound {
+        self.evidence = Some(Arc::new(rule));
+        self
+    }
+
+    /// The evidence the provider that just recorded `observation` records next on the goal in
+    /// `state`; `None` without a rule or when the rule finds none.
+    pub fn evidence(&self, state: &GoalState, observation: &Observation) -> Option<NewEvidence> {
+        self.evidence.as_ref()?(state, observation)
     }
 
     /// The same, asking its host to poll `key` through the provider `provider`.
@@ -301,7 +329,8 @@ impl Registry {
     }
 
     /// The capabilities loopx ships: `prfix` ([`PrFixConfig`], its `pulls` polled through
-    /// [`GITHUB_PROVIDER`]), `automl` ([`ExperimentContract`]) and `research`
+    /// [`GITHUB_PROVIDER`], CI concluded at a pull request's head recorded as evidence by the
+    /// provider that observed it), `automl` ([`ExperimentContract`]) and `research`
     /// ([`ResearchConfig`]; its proposals are recorded under the configuration's `name`,
     /// `research` by default).
     pub fn shipped() -> Registry {
@@ -441,7 +470,8 @@ fn prfix(name: &SourceId, config: PrFixConfig) -> Result<Bound, ConfigProblem> {
     let keys = config.pull_keys();
     let capability = PrFix::new(name.clone(), config).map_err(|e| ConfigProblem::refused(&e))?;
     let github = SourceId::new(GITHUB_PROVIDER).map_err(|e| ConfigProblem::refused(&e))?;
-    Ok(keys.into_iter().fold(Bound::new(capability), |bound, key| {
-        bound.watch(github.clone(), key)
-    }))
+    let bound = Bound::new(capability).evidence_from(head_ci_evidence);
+    Ok(keys
+        .into_iter()
+        .fold(bound, |bound, key| bound.watch(github.clone(), key)))
 }

@@ -6,12 +6,13 @@
 use std::sync::Arc;
 
 use loopx_kernel::engine::{JudgeRound, Submission};
+use loopx_kernel::ids::bounded_id;
 use loopx_kernel::prelude::*;
 use loopx_kernel::seams::StoreError;
 use loopx_kernel::write::{SubmitError, Submitted};
-use loopx_kernel::{Keyring, OperationId, Refusal};
+use loopx_kernel::{Actor, Command, Keyring, OperationId, Refusal};
 
-use crate::capabilities::Registry;
+use crate::capabilities::{Bound, Registry};
 use crate::github::GoalOutcome;
 
 /// How many judgement rounds one recorded fact may run on a goal.
@@ -32,8 +33,10 @@ pub(crate) struct Judging {
 impl Judging {
     /// Submits each of `records` on `goal` (a provider's `RecordObservation`, as
     /// [`record_observation`](loopx_kernel::engine::record_observation) or a delivery builds
-    /// it), then judges the goal. The first refusal ends the pass (nothing after it is recorded
-    /// or judged) and is named in the outcome.
+    /// it), then the evidence each recorded fact establishes by the goal's capability's rule
+    /// ([`Bound::evidence`], recorded as the same provider), then judges the goal. The first
+    /// refusal of a record ends the pass (nothing after it is recorded or judged) and is named
+    /// in the outcome.
     ///
     /// # Errors
     /// The store's failure; what committed before it stays committed and replays.
@@ -50,17 +53,17 @@ impl Judging {
             proposed: Vec::new(),
         };
         let mut state = None;
-        for Submission {
-            actor,
-            command,
-            operation,
-        } in records
-        {
-            match self.submit(goal, &actor, &command, &operation).await? {
+        let mut facts = Vec::new();
+        for record in records {
+            match self
+                .submit(goal, &record.actor, &record.command, &record.operation)
+                .await?
+            {
                 Ok(submitted) => {
                     outcome.changed |= !submitted.events.is_empty();
                     outcome.replayed |= submitted.replayed;
                     state = Some(submitted.state);
+                    facts.push(record);
                 }
                 Err(refusal) => {
                     outcome.refused = Some(refusal.code());
@@ -68,26 +71,75 @@ impl Judging {
                 }
             }
         }
-        if let Some(state) = state {
-            outcome.proposed = self.judge(goal, state).await?;
+        let Some(mut state) = state else {
+            return Ok(outcome);
+        };
+        let Some(bound) = self.bound(&state) else {
+            return Ok(outcome);
+        };
+        for fact in &facts {
+            let (recorded, changed) = self.record_evidence(goal, &bound, state, fact).await?;
+            state = recorded;
+            outcome.changed |= changed;
         }
+        outcome.proposed = self.judge(goal, &bound, state).await?;
         Ok(outcome)
+    }
+
+    /// The capability the goal is bound to, built by the registry; `None` for a goal bound to
+    /// none, or to one the registry cannot build (logged: `loopx run` reports it to the agent).
+    fn bound(&self, state: &GoalState) -> Option<Bound> {
+        match self.registry.bind_goal(&state.spec) {
+            Ok(bound) => bound,
+            Err(error) => {
+                tracing::warn!(error = %error, "the goal's capability cannot be built");
+                None
+            }
+        }
+    }
+
+    /// Records the evidence a provider's recorded fact establishes, as that provider, under an
+    /// operation derived from the fact's (so a redelivery replays it). The goal's state after
+    /// it, and whether anything was written. A refusal is logged and changes nothing.
+    async fn record_evidence(
+        &self,
+        goal: &GoalId,
+        bound: &Bound,
+        state: GoalState,
+        fact: &Submission,
+    ) -> Result<(GoalState, bool), StoreError> {
+        let (Actor::Provider(_), Command::RecordObservation { observation }) =
+            (&fact.actor, &fact.command)
+        else {
+            return Ok((state, false));
+        };
+        let Some(evidence) = bound.evidence(&state, observation) else {
+            return Ok((state, false));
+        };
+        let Ok(operation) = OperationId::new(bounded_id(&format!("{}-evidence", fact.operation)))
+        else {
+            return Ok((state, false));
+        };
+        let command = Command::RecordEvidence { evidence };
+        match self.submit(goal, &fact.actor, &command, &operation).await? {
+            Ok(submitted) => Ok((submitted.state, !submitted.events.is_empty())),
+            Err(refusal) => {
+                tracing::debug!(code = refusal.code(), "the evidence was refused");
+                Ok((state, false))
+            }
+        }
     }
 
     /// One judgement round of the goal's capability for each registered agent, repeated while
     /// a round changes something (at most [`MAX_ROUNDS`]); the commands the goal accepted, by
-    /// name. A goal bound to no capability, or to one the registry cannot build, is not judged
-    /// (the latter is logged: `loopx run` reports it to the agent).
+    /// name.
     #[tracing::instrument(name = "judge", skip_all, fields(goal = %goal))]
-    async fn judge(&self, goal: &GoalId, mut state: GoalState) -> Result<Vec<String>, StoreError> {
-        let bound = match self.registry.bind_goal(&state.spec) {
-            Ok(Some(bound)) => bound,
-            Ok(None) => return Ok(Vec::new()),
-            Err(error) => {
-                tracing::warn!(error = %error, "the goal's capability cannot be built");
-                return Ok(Vec::new());
-            }
-        };
+    async fn judge(
+        &self,
+        goal: &GoalId,
+        bound: &Bound,
+        mut state: GoalState,
+    ) -> Result<Vec<String>, StoreError> {
         let mut accepted = Vec::new();
         let agents: Vec<AgentId> = state.spec.agents.iter().cloned().collect();
         // A capability moves a line of work one transition per judgement (the fix todo comes

@@ -2,7 +2,8 @@
 //! taken with a typed status and routed to the goal that follows its subject; a refused
 //! delivery (too large, truncated, wrongly signed, unsigned, without its headers) writes
 //! nothing; a redelivery replays; a failing check at a pull request's head becomes the bound
-//! capability's fix todo in the same pass; deliveries out of order end in one state.
+//! capability's fix todo in the same pass, and a concluded one the provider's evidence;
+//! deliveries out of order end in one state.
 
 mod support;
 
@@ -11,8 +12,8 @@ use std::sync::Arc;
 
 use loopx_kernel::prelude::*;
 use loopx_kernel::{
-    Actor, Amendment, CapabilityBinding, Command, Event, ExpiryPolicy, GateId, GateScope,
-    GateStatus, NewGate, PersonId, SourceId, Subject,
+    Actor, Amendment, CapabilityBinding, Command, CriterionStatus, Event, ExpiryPolicy, GateId,
+    GateScope, GateStatus, NewGate, PersonId, SourceId, Subject,
 };
 use loopx_provider::clock::SystemClock;
 use loopx_provider::github::webhook::{Delivery, WebhookVerifier};
@@ -427,6 +428,80 @@ async fn a_failing_check_at_the_head_becomes_the_fix_todo_in_the_same_pass() {
         revision(&*store, "other").await,
         other,
         "a goal following another pull request heard nothing"
+    );
+}
+
+/// CI that concluded at the pull request's exact head is recorded as evidence by the provider
+/// whose word it is, in the same pass, and meets the criterion that names its check; CI about
+/// another commit establishes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ci_concluded_at_the_head_is_the_providers_evidence_and_meets_the_criterion() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let base = serve(store.clone()).await;
+    let spec = GoalSpec::builder("fix", "the linter passes at the head", "olivia")
+        .agent("agent-a")
+        .budget(Limits::turns(10))
+        .declared_identity()
+        .criterion(
+            Criterion::new(
+                "linter",
+                "the linter passes",
+                "ci/Octocoders-linter",
+                "pr:Codertocat/Hello-World#2",
+            )
+            .expect("ids"),
+        )
+        .capability("prfix", json!({ "pulls": ["Codertocat/Hello-World#2"] }))
+        .build()
+        .expect("valid ids");
+    store
+        .goal(&spec.id)
+        .create(&spec, SystemClock.now())
+        .await
+        .expect("created");
+    let read = |path: &str| std::fs::read(fixtures().join(path)).expect("read");
+    let mut elsewhere: Value =
+        serde_json::from_slice(&read("github-webhooks/check_run/completed.payload.json"))
+            .expect("JSON");
+    elsewhere["check_run"]["head_sha"] = json!("1111111111111111111111111111111111111111");
+    let elsewhere = serde_json::to_vec(&elsewhere).expect("JSON");
+    let deliveries = [
+        (
+            "pull_request",
+            "d1",
+            read("github-webhooks/pull_request/opened.payload.json"),
+        ),
+        ("check_run", "d2", elsewhere),
+        (
+            "check_run",
+            "d3",
+            read("github-webhooks/check_run/completed.payload.json"),
+        ),
+    ];
+    let mut evidence_after = Vec::new();
+    for (event, delivery, body) in deliveries {
+        let (status, answer) = post(&base, Some(event), Some(delivery), sign(&body), body).await;
+        assert_eq!(status, 200, "{answer}");
+        evidence_after.push(state_of(&*store, "fix").await.evidence.len());
+    }
+
+    assert_eq!(evidence_after, [0, 0, 1], "only CI at the head is evidence");
+    let state = state_of(&*store, "fix").await;
+    let evidence = state.evidence.values().next().expect("the evidence");
+    assert_eq!(evidence.produced_by.to_string(), "provider:github");
+    assert_eq!(evidence.check.as_str(), "ci/Octocoders-linter");
+    assert_eq!(
+        evidence.revision.as_str(),
+        "git:ec26c3e57ca3a959ca5aad62de7213c562f8c821"
+    );
+    let linter = "linter".parse().expect("an id");
+    assert!(
+        matches!(
+            state.criterion_status(&linter, SystemClock.now()),
+            Some(CriterionStatus::Met { .. })
+        ),
+        "{:?}",
+        state.criterion_status(&linter, SystemClock.now())
     );
 }
 
