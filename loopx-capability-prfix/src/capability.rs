@@ -2,7 +2,7 @@
 //! observations, todos and gates on every judgement, so a restarted engine judges the same.
 
 use loopx_kernel::ids::bounded_id;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use loopx_kernel::seams::{Capability, Proposal};
 use loopx_kernel::{
@@ -18,7 +18,8 @@ use loopx_kernel::facts::{Fact, FactSchema};
 
 use crate::config::{ConfigError, PrFixConfig};
 use crate::facts::{
-    CiItem, CiVerdict, PullStatus, Review, Thread, Threads, Triage, branch_blocked, sha_of_revision,
+    CiItem, CiSource, CiVerdict, PullStatus, Review, Thread, Threads, Triage, branch_blocked,
+    sha_of_revision,
 };
 use crate::ids::{self, short};
 use crate::lifecycle::{Phase, PullFacts, ReviewStanding, ci_at_head, phase, review_standing};
@@ -549,16 +550,45 @@ fn route_todo(thread: &Thread, triage: &Observation, route: Route, id: &str) -> 
 }
 
 /// CI items about the exact `head` of the pull request: check runs, suites and statuses of
-/// that commit, and the REST roll-up when it was read at that head.
+/// that commit, and those the REST roll-up lists when it was read at that head (the roll-up as
+/// a whole when it lists none). Of a check run
+/// or status both heard of on its own (a delivery) and listed by the roll-up (a poll), the one
+/// observed last counts: a poll read before a check completed never hides its completion, and a
+/// poll after a re-run shows the re-run.
 fn ci_items(state: &GoalState, thread: &Thread, head: &str) -> Vec<CiItem> {
     let commit = Commit::of(thread, head);
-    [CheckRun::PREFIX, CheckSuite::PREFIX, CommitStatus::PREFIX]
+    let mut items: BTreeMap<(CiSource, String), (Timestamp, CiItem)> = BTreeMap::new();
+    for observation in [CheckRun::PREFIX, CheckSuite::PREFIX, CommitStatus::PREFIX]
         .iter()
         .flat_map(|kind| state.observations_with_prefix(&commit.streams(kind)))
-        .chain(state.observation(&CiRollup::key(thread)))
-        .filter_map(CiItem::read)
-        .filter(|item| item.sha == head)
-        .collect()
+    {
+        if let Some(item) = CiItem::read(observation).filter(|item| item.sha == head) {
+            let key = (item.source, item.name.clone());
+            items.insert(key, (observation.observed_at, item));
+        }
+    }
+    if let Some(rollup) = state.observation(&CiRollup::key(thread)) {
+        let listed = CiItem::rolled_up(rollup);
+        // A roll-up that names none of its items counts as a whole.
+        if listed.is_empty()
+            && let Some(whole) = CiItem::read(rollup).filter(|item| item.sha == head)
+        {
+            items.insert(
+                (whole.source, whole.name.clone()),
+                (rollup.observed_at, whole),
+            );
+        }
+        for item in listed {
+            let key = (item.source, item.name.clone());
+            let newer = items
+                .get(&key)
+                .is_none_or(|(heard, _)| rollup.observed_at > *heard);
+            if item.sha == head && newer {
+                items.insert(key, (rollup.observed_at, item));
+            }
+        }
+    }
+    items.into_values().map(|(_, item)| item).collect()
 }
 
 /// Each reviewer's latest review of the pull request.

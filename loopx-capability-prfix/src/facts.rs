@@ -103,7 +103,7 @@ impl CiVerdict {
 }
 
 /// What kind of CI fact an observation is, by its key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CiSource {
     /// A check run: `check:<repo>@<sha>/<name>`.
@@ -158,6 +158,37 @@ impl CiItem {
             sha,
             verdict,
         })
+    }
+}
+
+impl CiItem {
+    /// The check runs and statuses a roll-up observation lists (`check:<name>`,
+    /// `status:<context>`), each as an item of its own at the roll-up's commit; empty for any
+    /// other observation.
+    pub fn rolled_up(observation: &Observation) -> Vec<CiItem> {
+        let (Some(sha), Some(rollup)) = (
+            sha_of_revision(observation.revision.as_str()),
+            observation.read_facts::<CiRollup>(),
+        ) else {
+            return Vec::new();
+        };
+        rollup
+            .item
+            .iter()
+            .filter_map(|(name, verdict)| {
+                let (source, name) = match name.split_once(':') {
+                    Some(("check", name)) => (CiSource::CheckRun, name),
+                    Some(("status", context)) => (CiSource::Status, context),
+                    _ => return None,
+                };
+                Some(CiItem {
+                    source,
+                    name: name.to_owned(),
+                    sha: sha.to_owned(),
+                    verdict: CiVerdict::from_verdict_fact(verdict),
+                })
+            })
+            .collect()
     }
 }
 
@@ -346,6 +377,36 @@ mod tests {
             &[("verdict", "passing")],
         );
         assert_eq!(CiItem::read(&nameless), None);
+    }
+
+    #[test]
+    fn a_rollup_lists_each_check_and_status_as_its_own_item() {
+        let rollup = seen(
+            "ci:a/b#1",
+            "git:abcdef1",
+            &[
+                ("verdict", "pending"),
+                ("head_sha", "abcdef1"),
+                ("items", "3"),
+                ("item.check:test", "pending"),
+                ("item.status:deploy", "passing"),
+                ("item.other:x", "failing"),
+            ],
+        );
+        let listed: Vec<(CiSource, String, CiVerdict)> = CiItem::rolled_up(&rollup)
+            .into_iter()
+            .map(|i| (i.source, i.name, i.verdict))
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                (CiSource::CheckRun, "test".to_owned(), CiVerdict::Pending),
+                (CiSource::Status, "deploy".to_owned(), CiVerdict::Passing),
+            ],
+            "what is neither a check run nor a status is not listed"
+        );
+        let check = seen("check:a/b@abcdef1/test", "git:abcdef1", &[("name", "test")]);
+        assert!(CiItem::rolled_up(&check).is_empty());
     }
 
     #[test]
