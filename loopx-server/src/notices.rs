@@ -9,7 +9,8 @@
 //! is recorded `performed` (`record_gate_notice`). A notice left pending (a crash between the
 //! intent and the post, or between the post and its record) is resolved on the next pass by
 //! reading it back: found → `performed`; absent while the gate is pending → posted once;
-//! absent once the gate is answered or withdrawn → `absent`. The comment names the gate, its
+//! absent once the gate is answered or withdrawn → `absent`. The passes of one process take
+//! turns, so a pass never reads back a notice whose post another pass has in flight. The comment names the gate, its
 //! question and the exact `/loopx answer GATE …` and `/loopx reject GATE …` lines, which the
 //! webhook route relays as the owner's answer.
 
@@ -32,6 +33,10 @@ const PROVIDER: &str = "github";
 /// What posts the notices: the GitHub client's effector (`github.comment`).
 pub(crate) type Notifier = Arc<dyn Effector>;
 
+/// Held by each notice pass of this process (deliveries and polls alike), so that one posts a
+/// notice while the others wait and then find it performed.
+static NOTICE_PASSES: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 impl Judging {
     /// Notices every pending gate of `goal` that is due one, and resolves every notice left
     /// pending; what became of each, by gate. Nothing happens without a notifier, or for a goal
@@ -46,6 +51,9 @@ impl Judging {
         let Some(notifier) = self.notifier.clone() else {
             return Ok(Vec::new());
         };
+        // One pass at a time in this process: a pass that finds a notice another pass has just
+        // intended would read it back absent while its post is in flight, and post it again.
+        let _one_at_a_time = NOTICE_PASSES.lock().await;
         let Some(state) = self.store.load(goal).await? else {
             return Ok(Vec::new());
         };
@@ -153,12 +161,15 @@ impl Judging {
             outcome,
             note: Some(note.to_owned()),
         };
+        // Keyed by how the outcome was learnt: a record that another service process made
+        // first is then the kernel's refusal (the notice is no longer pending), never an
+        // operation conflict.
         if let Err(refusal) = self
             .submit(
                 goal,
                 &Actor::Provider(source()),
                 &command,
-                &operation(goal, gate, outcome.name()),
+                &operation(goal, gate, step),
             )
             .await?
         {

@@ -35,9 +35,9 @@ const SECRET: &str = "it's a secret to everybody";
 const REPO: &str = "Codertocat/Hello-World";
 const COMMENTS: &str = "/repos/Codertocat/Hello-World/issues/1/comments";
 
-/// GitHub's comments on pull request #1: `POST` appends one, `GET` lists them; anything else
-/// is not found.
-fn github(comments: Arc<Mutex<Vec<String>>>) -> standin::Handler {
+/// GitHub's comments on pull request #1: `POST` appends one (answering after `slow`), `GET`
+/// lists them; anything else is not found.
+fn github(comments: Arc<Mutex<Vec<String>>>, slow: StdDuration) -> standin::Handler {
     Arc::new(move |seen: &Seen| {
         let mut comments = comments.lock().expect("comments");
         if seen.method == "POST" && route(seen) == COMMENTS {
@@ -47,7 +47,7 @@ fn github(comments: Arc<Mutex<Vec<String>>>) -> standin::Handler {
                 status: 201,
                 headers: vec![],
                 body: "{}".into(),
-                delay: StdDuration::ZERO,
+                delay: slow,
             };
         }
         if seen.method == "GET" && route(seen) == COMMENTS {
@@ -85,8 +85,13 @@ impl World {
     /// goal bound to prfix for pull request #1 with a pending gate of its owner's, `olivia`,
     /// whose login is mapped when `mapped`.
     async fn new(mapped: bool) -> World {
+        World::answering(mapped, StdDuration::ZERO).await
+    }
+
+    /// The same, GitHub answering each posted comment after `slow`.
+    async fn answering(mapped: bool, slow: StdDuration) -> World {
         let comments = Arc::new(Mutex::new(Vec::new()));
-        let server = standin::serve(github(Arc::clone(&comments))).await;
+        let server = standin::serve(github(Arc::clone(&comments), slow)).await;
         let dir = tempfile::tempdir().expect("a directory");
         let store: Arc<dyn Store> =
             Arc::new(SqliteStore::create(dir.path().join("loopx.db")).expect("a store"));
@@ -338,6 +343,22 @@ async fn a_crash_between_the_post_and_its_record_is_read_back_not_posted_again()
     assert_eq!(w.comments().len(), 1);
 
     w.deliver("d-1").await;
+    assert_eq!(w.comments().len(), 1, "{:?}", w.comments());
+    assert_eq!(
+        w.state().await.gate_notices[&gate_id()].outcome,
+        Some(EffectOutcome::Performed)
+    );
+}
+
+/// Deliveries and a poll at once, while GitHub is slow to answer the post: one pass posts the
+/// notice, the others wait for it and find it performed; every delivery is taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn passes_at_once_post_one_notice_and_every_delivery_is_taken() {
+    let w = World::answering(true, StdDuration::from_millis(300)).await;
+    let deliveries: Vec<String> = (0..6).map(|i| format!("d-at-once-{i}")).collect();
+    let posting = deliveries.iter().map(|d| w.deliver(d));
+    futures::future::join(futures::future::join_all(posting), w.poll()).await;
+
     assert_eq!(w.comments().len(), 1, "{:?}", w.comments());
     assert_eq!(
         w.state().await.gate_notices[&gate_id()].outcome,
