@@ -10,9 +10,9 @@
 //! intent and the post, or between the post and its record) is resolved on the next pass by
 //! reading it back: found → `performed`; absent while the gate is pending → posted once;
 //! absent once the gate is answered or withdrawn → `absent`. The passes of one process take
-//! turns, so a pass never reads back a notice whose post another pass has in flight. The comment names the gate, its
-//! question and the exact `/loopx answer GATE …` and `/loopx reject GATE …` lines, which the
-//! webhook route relays as the owner's answer.
+//! turns, so a pass never reads back a notice whose post another pass has in flight. The
+//! comment names the gate, its question and the exact `/loopx answer GATE …` and
+//! `/loopx reject GATE …` lines, which the webhook route relays as the owner's answer.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
