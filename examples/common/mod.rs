@@ -28,6 +28,8 @@
 //! # }
 //! ```
 
+pub mod github;
+
 use loopx_kernel::submit;
 use std::error::Error;
 use std::future::Future;

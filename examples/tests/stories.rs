@@ -1,6 +1,6 @@
-//! Runs the quickstart, embed-host, pr-fix, automl and research stories as their binaries and checks that each ends as
-//! told (each also checks itself and exits non-zero when it does not), and the toy trainer on
-//! its own.
+//! Runs the quickstart, embed-host, pr-fix, automl, research and serve stories as their
+//! binaries and checks that each ends as told (each also checks itself and exits non-zero when
+//! it does not), the serve story on SQLite and on PostgreSQL, and the toy trainer on its own.
 
 use std::process::{Command, Output};
 
@@ -120,4 +120,69 @@ fn the_embedded_host_runs_its_goal_to_the_end() {
     let (_, out) = run(env!("CARGO_BIN_EXE_embed-host"), &[]);
     assert!(has_line(&out, &["replan"]), "{out}");
     assert!(has_line(&out, &["terminal (Accepted)"]), "{out}");
+}
+
+/// The lines every run of the serve story prints, whatever its store.
+fn the_night_and_the_morning(out: &str) {
+    assert!(
+        has_line(out, &["gate `json-contract` is posted once"]),
+        "{out}"
+    );
+    assert!(
+        has_line(
+            out,
+            &["the waiting engine woke", "ms after the delivery was sent"]
+        ),
+        "{out}"
+    );
+    assert!(
+        has_line(out, &["criterion tests-green: met", "provider:github"]),
+        "{out}"
+    );
+    assert!(
+        has_line(
+            out,
+            &["field naming", "todo `question:Codertocat/Hello-World#2/"]
+        ),
+        "{out}"
+    );
+    assert!(
+        has_line(out, &["agent-a answers in the pull request"]),
+        "{out}"
+    );
+    assert!(
+        has_line(out, &["mallory-gh", "relay_not_gate_owner"]),
+        "{out}"
+    );
+    assert!(has_line(out, &["maria comments", "answered"]), "{out}");
+    assert!(has_line(out, &["merge gate", "posted once"]), "{out}");
+    assert!(
+        has_line(
+            out,
+            &["agent-a declares the goal closed: terminal (accepted)"]
+        ),
+        "{out}"
+    );
+}
+
+#[test]
+fn the_serve_story_closes_the_night_on_sqlite() {
+    let (_, out) = run(env!("CARGO_BIN_EXE_serve-story"), &[]);
+    the_night_and_the_morning(&out);
+    assert!(has_line(&out, &["loopx's service on SQLite"]), "{out}");
+}
+
+#[test]
+fn the_serve_story_closes_the_night_on_postgres() {
+    let url = loopx_store::test_cluster::cluster()
+        .create_database("serve_story")
+        .expect("a database for the story");
+    let (output, out) = run(env!("CARGO_BIN_EXE_serve-story"), &["--postgres", &url]);
+    assert!(
+        output.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    the_night_and_the_morning(&out);
+    assert!(has_line(&out, &["loopx's service on PostgreSQL"]), "{out}");
 }

@@ -77,12 +77,14 @@ impl Judging {
         let Some(bound) = self.bound(&state) else {
             return Ok(outcome);
         };
+        // Boxed: each holds a write path's future, and the pass that awaits them stays small.
         for fact in &facts {
-            let (recorded, changed) = self.record_evidence(goal, &bound, state, fact).await?;
+            let recording = Box::pin(self.record_evidence(goal, &bound, state, fact));
+            let (recorded, changed) = recording.await?;
             state = recorded;
             outcome.changed |= changed;
         }
-        outcome.proposed = self.judge(goal, &bound, state).await?;
+        outcome.proposed = Box::pin(self.judge(goal, &bound, state)).await?;
         Ok(outcome)
     }
 
