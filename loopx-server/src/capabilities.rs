@@ -57,7 +57,7 @@ use std::sync::Arc;
 use loopx_capability_automl::{AutoMl, ExperimentContract};
 use loopx_capability_prfix::{PrFix, PrFixConfig, head_ci_evidence};
 use loopx_capability_research::{Research, ResearchConfig};
-use loopx_kernel::engine::EngineBuilder;
+use loopx_kernel::engine::{EngineBuilder, EvidenceRule};
 use loopx_kernel::facts::github::subject_of;
 use loopx_kernel::seams::{Capability, Provider};
 use loopx_kernel::{
@@ -78,13 +78,6 @@ pub struct Bound {
     watches: Vec<Watched>,
     evidence: Option<EvidenceRule>,
 }
-
-/// What a provider's fact establishes for a goal: given the goal's state right after the
-/// provider recorded `observation`, the evidence the same provider records next, if any (for
-/// `prfix`, CI concluded at a pull request's exact head: [`head_ci_evidence`]). A capability may
-/// not record evidence itself; this is how a domain says which facts are evidence, while the
-/// provider, whose word the fact is, records it.
-pub type EvidenceRule = Arc<dyn Fn(&GoalState, &Observation) -> Option<NewEvidence> + Send + Sync>;
 
 /// An observation stream a bound capability asks its host to poll for the goal.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,7 +108,9 @@ impl Bound {
         }
     }
 
-    /// The same, with the evidence its providers' facts establish decided by `rule`.
+    /// The same, with the evidence its providers' facts establish decided by `rule` (for
+    /// `prfix`, CI concluded at a pull request's exact head: [`head_ci_evidence`]); the
+    /// provider records it after the fact, in the engine and in the service alike.
     #[must_use]
     pub fn evidence_from(
         mut self,
@@ -125,10 +120,10 @@ impl Bound {
         self
     }
 
-    /// The evidence the provider that just recorded `observation` records next on the goal in
-    /// `state`; `None` without a rule or when the rule finds none.
-    pub fn evidence(&self, state: &GoalState, observation: &Observation) -> Option<NewEvidence> {
-        self.evidence.as_ref()?(state, observation)
+    /// The rule that says what its providers' facts establish (see [`EvidenceRule`]), if it
+    /// has one.
+    pub fn evidence(&self) -> Option<&EvidenceRule> {
+        self.evidence.as_ref()
     }
 
     /// The same, asking its host to poll `key` through the provider `provider`.
@@ -206,9 +201,9 @@ impl Bound {
         actors
     }
 
-    /// Adds the capability to `engine`, and each stream it asks for, polled through the
-    /// provider among `providers` whose source the stream names, at least every `every`
-    /// (a monitor todo that watches the stream is polled through it too).
+    /// Adds the capability to `engine`, its evidence rule, and each stream it asks for, polled
+    /// through the provider among `providers` whose source the stream names, at least every
+    /// `every` (a monitor todo that watches the stream is polled through it too).
     ///
     /// # Errors
     /// [`RegistryError::ProviderMissing`] when `providers` has none of that source; nothing is
@@ -231,6 +226,10 @@ impl Bound {
             polled.push((provider.clone(), watched.key));
         }
         let capability: Arc<dyn Capability> = Arc::from(self.capability);
+        let engine = match self.evidence {
+            Some(rule) => engine.evidence(rule),
+            None => engine,
+        };
         Ok(polled
             .into_iter()
             .fold(engine.capability(capability), |engine, (provider, key)| {

@@ -5,8 +5,7 @@
 
 use std::sync::Arc;
 
-use loopx_kernel::engine::{JudgeRound, Submission};
-use loopx_kernel::ids::bounded_id;
+use loopx_kernel::engine::{JudgeRound, Submission, record_evidence};
 use loopx_kernel::prelude::*;
 use loopx_kernel::seams::StoreError;
 use loopx_kernel::write::{SubmitError, Submitted};
@@ -100,9 +99,9 @@ impl Judging {
         }
     }
 
-    /// Records the evidence a provider's recorded fact establishes, as that provider, under an
-    /// operation derived from the fact's (so a redelivery replays it). The goal's state after
-    /// it, and whether anything was written. A refusal is logged and changes nothing.
+    /// Records the evidence a provider's recorded fact establishes by the capability's rule
+    /// ([`record_evidence`], as the engine does). The goal's state after it, and whether
+    /// anything was written. A refusal is logged and changes nothing.
     async fn record_evidence(
         &self,
         goal: &GoalId,
@@ -110,20 +109,21 @@ impl Judging {
         state: GoalState,
         fact: &Submission,
     ) -> Result<(GoalState, bool), StoreError> {
-        let (Actor::Provider(_), Command::RecordObservation { observation }) =
-            (&fact.actor, &fact.command)
+        let Some(evidence) = bound
+            .evidence()
+            .and_then(|rule| record_evidence(rule, &state, fact))
         else {
             return Ok((state, false));
         };
-        let Some(evidence) = bound.evidence(&state, observation) else {
-            return Ok((state, false));
-        };
-        let Ok(operation) = OperationId::new(bounded_id(&format!("{}-evidence", fact.operation)))
-        else {
-            return Ok((state, false));
-        };
-        let command = Command::RecordEvidence { evidence };
-        match self.submit(goal, &fact.actor, &command, &operation).await? {
+        match self
+            .submit(
+                goal,
+                &evidence.actor,
+                &evidence.command,
+                &evidence.operation,
+            )
+            .await?
+        {
             Ok(submitted) => Ok((submitted.state, !submitted.events.is_empty())),
             Err(refusal) => {
                 tracing::debug!(code = refusal.code(), "the evidence was refused");

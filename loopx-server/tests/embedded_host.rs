@@ -13,7 +13,7 @@ use github::{Reply, Seen, ok};
 use loopx_kernel::engine::TurnOutcome;
 use loopx_kernel::prelude::*;
 use loopx_kernel::seams::Provider;
-use loopx_kernel::{ObservationKey, Workspace};
+use loopx_kernel::{Criterion, CriterionStatus, ObservationKey, Workspace};
 use loopx_provider::clock::SystemClock;
 use loopx_provider::github::rest::GitHubClient;
 use loopx_server::capabilities::{Bound, ConfigProblem, GITHUB_PROVIDER, Registry};
@@ -224,6 +224,65 @@ async fn a_failing_check_at_the_head_becomes_the_fix_todo_the_agent_is_handed() 
             .any(|p| p.starts_with(&format!("/repos/acme/cli/commits/{HEAD}/check-runs"))),
         "the checks were read at the head: {seen:?}"
     );
+}
+
+/// The engine records what the bound capability's evidence rule finds in the facts it polls,
+/// as the provider: CI passing at the head, read by the engine's own poll with no service and
+/// no delivery, meets the criterion on the roll-up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ci_passing_at_the_head_of_a_poll_is_the_providers_evidence() {
+    let server = github::serve(rest("success")).await;
+    let client = GitHubClient::new(
+        SourceId::new(GITHUB_PROVIDER).expect("a valid id"),
+        &server.base,
+        None,
+        Duration::seconds(10),
+        Arc::new(SystemClock),
+    )
+    .expect("a client");
+    let providers: Vec<Arc<dyn Provider>> = vec![Arc::new(client)];
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let spec = GoalSpec::builder("green-42", "CI of acme/cli#42 is green", "olivia")
+        .agent("agent-a")
+        .budget(Limits::turns(10))
+        .declared_identity()
+        .criterion(
+            Criterion::new(
+                "green",
+                "CI passes at the head",
+                "ci/rollup",
+                "pr:acme/cli#42",
+            )
+            .expect("ids"),
+        )
+        .capability("prfix", json!({ "pulls": ["acme/cli#42"] }))
+        .build()
+        .expect("valid ids");
+    store
+        .goal(&spec.id)
+        .create(&spec, SystemClock.now())
+        .await
+        .expect("created");
+
+    engine(store.clone(), &spec, &providers, &Worked::default())
+        .step(&spec.id)
+        .await
+        .expect("a step");
+
+    let state = store.goal(&spec.id).state().await.expect("the goal");
+    let evidence: Vec<(String, String)> = state
+        .evidence
+        .values()
+        .map(|e| (e.produced_by.to_string(), e.revision.to_string()))
+        .collect();
+    assert_eq!(
+        evidence,
+        [("provider:github".to_owned(), format!("git:{HEAD}"))]
+    );
+    assert!(matches!(
+        state.criterion_status(&"green".parse().expect("an id"), SystemClock.now()),
+        Some(CriterionStatus::Met { .. })
+    ));
 }
 
 #[tokio::test]

@@ -10,10 +10,12 @@
 //! operation id); the driver submits it, moves the state it holds to what committed, and asks
 //! for the next.
 
+use std::sync::Arc;
+
 use super::operation;
 use crate::actor::Actor;
 use crate::command::Command;
-use crate::evidence::Observation;
+use crate::evidence::{NewEvidence, Observation};
 use crate::ids::{AgentId, OperationId, SourceId};
 use crate::seams::{Capability, Proposal};
 use crate::state::GoalState;
@@ -49,6 +51,36 @@ pub fn record_observation(provider: &SourceId, observation: Observation) -> Subm
         command: Command::RecordObservation { observation },
         operation,
     }
+}
+
+/// What a provider's fact establishes for a goal: given the goal's state right after the
+/// provider recorded `observation`, the evidence the same provider records next, if any (for a
+/// pull request, CI concluded at its exact head). A capability may not record evidence; this
+/// is how a domain says which facts are evidence while the provider, whose word the fact is,
+/// records it. Pure: it reads the state and the observation, nothing else.
+pub type EvidenceRule = Arc<dyn Fn(&GoalState, &Observation) -> Option<NewEvidence> + Send + Sync>;
+
+/// The evidence `rule` finds in `recorded` (a provider's [`record_observation`] that just
+/// committed, leaving the goal at `state`), as that provider's `RecordEvidence` under an
+/// operation id derived from the record's, so a replayed record replays its evidence too.
+/// `None` when the submission records no observation, is not a provider's, or the rule finds
+/// nothing.
+pub fn record_evidence(
+    rule: &EvidenceRule,
+    state: &GoalState,
+    recorded: &Submission,
+) -> Option<Submission> {
+    let (Actor::Provider(_), Command::RecordObservation { observation }) =
+        (&recorded.actor, &recorded.command)
+    else {
+        return None;
+    };
+    let evidence = rule(state, observation)?;
+    Some(Submission {
+        actor: recorded.actor.clone(),
+        command: Command::RecordEvidence { evidence },
+        operation: operation(&[recorded.operation.as_str(), "evidence"]),
+    })
 }
 
 /// A capability's proposal, ready to submit as the capability.

@@ -60,7 +60,9 @@ use futures::future::{Either, select};
 use futures::pin_mut;
 
 pub use effects::{EffectReport, EffectStep};
-pub use judgement::{JudgeRound, Proposed, Submission, record_observation};
+pub use judgement::{
+    EvidenceRule, JudgeRound, Proposed, Submission, record_evidence, record_observation,
+};
 pub use report::{ProposalOutcome, ProviderFailure, StepReport, TurnOutcome, Until};
 
 use crate::actor::Actor;
@@ -182,6 +184,7 @@ pub struct Engine {
     validator: Arc<dyn Validator>,
     capabilities: Vec<Arc<dyn Capability>>,
     watches: Vec<Watch>,
+    evidence: Vec<EvidenceRule>,
     options: EngineOptions,
     keyring: Keyring,
     effector: Option<Arc<dyn Effector>>,
@@ -197,6 +200,14 @@ impl EngineBuilder {
     #[must_use]
     pub fn capability(mut self, capability: Arc<dyn Capability>) -> Self {
         self.engine.capabilities.push(capability);
+        self
+    }
+
+    /// Records, after each fact a watch observed, the evidence `rule` finds in it, as the
+    /// provider that observed it (see [`EvidenceRule`]); rules apply in the order added.
+    #[must_use]
+    pub fn evidence(mut self, rule: EvidenceRule) -> Self {
+        self.engine.evidence.push(rule);
         self
     }
 
@@ -272,6 +283,7 @@ impl Engine {
                 validator,
                 capabilities: Vec::new(),
                 watches: Vec::new(),
+                evidence: Vec::new(),
                 options: EngineOptions::default(),
                 keyring: Keyring::new(),
                 effector: None,
@@ -433,15 +445,40 @@ impl Engine {
             };
             for observation in observations {
                 let key = observation.key.clone();
-                let Submission {
-                    actor,
-                    command,
-                    operation: op,
-                } = record_observation(watch.provider.source(), observation);
-                let written = self.write(state, &actor, &command, &op).await?;
+                let recorded = record_observation(watch.provider.source(), observation);
+                let written = self
+                    .write(
+                        state,
+                        &recorded.actor,
+                        &recorded.command,
+                        &recorded.operation,
+                    )
+                    .await?;
                 if written.changed() {
                     report.observed.push(key);
                 }
+                self.record_evidence(state, &recorded).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The evidence each of the engine's rules finds in a fact just recorded, recorded as the
+    /// provider that observed it.
+    async fn record_evidence(
+        &self,
+        state: &mut GoalState,
+        recorded: &Submission,
+    ) -> Result<(), EngineError> {
+        for rule in &self.evidence {
+            if let Some(evidence) = record_evidence(rule, state, recorded) {
+                self.write(
+                    state,
+                    &evidence.actor,
+                    &evidence.command,
+                    &evidence.operation,
+                )
+                .await?;
             }
         }
         Ok(())
