@@ -229,7 +229,7 @@ impl OperationRecord {
 }
 
 /// What [`Store::state_at`] found at a revision of a goal.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PastState {
     /// The goal as it stood right after the revision asked for.
     Kept(Box<GoalState>),
