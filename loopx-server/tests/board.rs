@@ -11,7 +11,10 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use loopx_kernel::{Command, GateState, GoalId, GoalSpec, NewTodo, StoreExt};
+use loopx_kernel::{
+    Command, ExpiryPolicy, GateScope, GateState, GoalId, GoalSpec, NewGate, NewTodo, StoreExt,
+    Timestamp,
+};
 use loopx_server::Service;
 use loopx_store::{Retention, SqliteOptions, SqliteStore, StoreClock};
 use scraper::{Html, Selector};
@@ -745,5 +748,58 @@ async fn the_timeline_lists_the_latest_commits_and_links_the_earlier_ones() {
         count(&html, "table.timeline + p.meta"),
         0,
         "nothing earlier"
+    );
+}
+
+#[tokio::test]
+async fn the_inbox_lists_the_most_overdue_gates_first_then_by_deadline_then_the_oldest() {
+    let story = Story::gate_open().await;
+    let base = serve(&story).await;
+    let spec = GoalSpec::builder("fleet", "a goal with several questions", "maintainer")
+        .agent("agent-a")
+        .declared_identity()
+        .build()
+        .expect("a spec");
+    let fleet = story.store.goal(&spec.id);
+    let when = |text: &str| Timestamp::parse(text).expect("a time");
+    let open = async |gate: &str, deadline: Option<&str>, now: &str| {
+        let gate = NewGate {
+            id: gate.parse().expect("an id"),
+            question: format!("Question {gate}?"),
+            owner: spec.owner_actor(),
+            scope: GateScope {
+                decisions: [format!("d:{gate}").parse().expect("an id")].into(),
+                ..GateScope::default()
+            },
+            deadline: deadline.map(when),
+            on_expiry: ExpiryPolicy::KeepAsking,
+        };
+        fleet
+            .submit(&spec.owner_actor(), when(now), &Command::OpenGate { gate })
+            .await
+            .expect("opened");
+    };
+    fleet
+        .create(&spec, when("2026-11-29T10:14:00Z"))
+        .await
+        .expect("created");
+    open("someday", None, "2026-11-29T10:14:00Z").await;
+    open("late", Some("2026-11-29T11:00:00Z"), "2026-11-29T10:15:00Z").await;
+    open("soon", Some("2026-11-30T12:00:00Z"), "2026-11-29T10:16:00Z").await;
+    open("later", None, "2026-11-29T10:17:00Z").await;
+    story.clock.set(when("2026-11-29T12:00:00Z"));
+
+    let (status, html, _) = page(client().get(format!("{base}/inbox"))).await;
+    assert_eq!(status, 200);
+    let selector = Selector::parse("article.gate").expect("a selector");
+    let order: Vec<&str> = html
+        .select(&selector)
+        .filter_map(|a| a.value().attr("data-gate"))
+        .collect();
+    assert_eq!(order, ["late", "soon", GATE, "someday", "later"]);
+    assert!(
+        texts(&html, "article.gate[data-gate=late] h3")[0].ends_with("overdue"),
+        "{:?}",
+        texts(&html, "article.gate h3")
     );
 }
