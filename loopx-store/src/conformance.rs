@@ -1834,9 +1834,26 @@ pub async fn latest_operations_read_the_audit_backwards<B: Backend>(backend: &B)
     });
     ok(store.compact(&goal, u64::MAX).await, "compact");
     assert_eq!(latest(&store, &goal, head, usize::MAX).await, backwards);
-    let store = backend.reopen(store).await;
+    // A wrapper forwards the read.
+    let wrapped = Hooked {
+        inner: store,
+        hook: Unhooked,
+    };
+    assert_eq!(
+        ok(
+            wrapped.latest_operations(&goal, head, 7).await,
+            "latest_operations through a wrapper"
+        ),
+        backwards[..7]
+    );
+    let store = backend.reopen(wrapped.inner).await;
     assert_eq!(latest(&store, &goal, head, usize::MAX).await, backwards);
 }
+
+/// A hook that does nothing: a [`Hooked`] store with it is a plain wrapper.
+struct Unhooked;
+
+impl<S: Store> AppendHook<S> for Unhooked {}
 
 /// The state a [`PastState`] keeps, or a failure naming the revision.
 fn kept(found: Result<Option<PastState>, StoreError>, revision: u64) -> GoalState {
@@ -1844,6 +1861,24 @@ fn kept(found: Result<Option<PastState>, StoreError>, revision: u64) -> GoalStat
         Some(PastState::Kept(state)) => *state,
         other => panic!("revision {revision} is kept, but state_at answered {other:?}"),
     }
+}
+
+/// Every state `goal`'s stored history passed through, by revision (index 0 holds none).
+async fn states_by_revision<S: Store + ?Sized>(store: &S, goal: &GoalId) -> Vec<Option<GoalState>> {
+    let mut states: Vec<Option<GoalState>> = vec![None];
+    for event in all_events(store, goal).await {
+        let next = match states.last().cloned().flatten() {
+            Some(mut state) => {
+                if let Err(error) = state.apply(&event) {
+                    panic!("the stored events do not fold: {error}");
+                }
+                state
+            }
+            None => fold(std::slice::from_ref(&event)),
+        };
+        states.push(Some(next));
+    }
+    states
 }
 
 /// `state_at` shows the goal as it stood right after each revision, equal to the fold of its
@@ -1864,20 +1899,7 @@ pub async fn past_revisions_read_as_they_stood<B: Backend>(backend: &B) {
     }
     let head = goal.state().await.revision;
     assert!(head > 100, "past the first periodic snapshot: {head}");
-    // Every state the history passed through, by revision (index 0 unused).
-    let mut states: Vec<Option<GoalState>> = vec![None];
-    for event in all_events(&store, &goal.id).await {
-        let next = match states.last().cloned().flatten() {
-            Some(mut state) => {
-                if let Err(error) = state.apply(&event) {
-                    panic!("the stored events do not fold: {error}");
-                }
-                state
-            }
-            None => fold(std::slice::from_ref(&event)),
-        };
-        states.push(Some(next));
-    }
+    let states = states_by_revision(&store, &goal.id).await;
     let at_revision = |r: u64| states[usize::try_from(r).unwrap_or(usize::MAX)].clone();
     for revision in 1..=head {
         assert_eq!(
@@ -1932,7 +1954,26 @@ pub async fn past_revisions_read_as_they_stood<B: Backend>(backend: &B) {
         later.state
     );
     let goal = goal.id.clone();
-    let store = backend.reopen(store).await;
+    // A wrapper forwards the read.
+    let wrapped = Hooked {
+        inner: store,
+        hook: Unhooked,
+    };
+    assert_eq!(
+        Some(kept(wrapped.state_at(&goal, head).await, head)),
+        at_revision(head)
+    );
+    assert_eq!(
+        ok(
+            wrapped.state_at(&goal, 1).await,
+            "state_at through a wrapper"
+        ),
+        Some(PastState::Unavailable {
+            earliest: head,
+            head: head + 1
+        })
+    );
+    let store = backend.reopen(wrapped.inner).await;
     assert_eq!(
         Some(kept(store.state_at(&goal, head).await, head)),
         at_revision(head)
