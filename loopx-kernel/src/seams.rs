@@ -199,6 +199,51 @@ pub struct Receipt {
     pub committed_at: Timestamp,
 }
 
+/// One committed operation as a store's audit trail keeps it: its receipt, who issued it and
+/// the names of its events. A store keeps every receipt for as long as it keeps the goal, also
+/// after compaction dropped the operation's events, so the record outlives them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OperationRecord {
+    /// The receipt: operation id, payload digest, the revision it produced, how many events,
+    /// and when.
+    pub receipt: Receipt,
+    /// Who issued it (`None` for a recorded no-op, which has no events).
+    pub actor: Option<Actor>,
+    /// The names of its events, in order (e.g. `lease_acquired`, `turn_settled`); empty for a
+    /// recorded no-op.
+    pub events: Vec<String>,
+    /// The command it was validated from and its actor's signature, as the write path
+    /// submitted them: what a verification re-checks the commit against. `None` for a commit
+    /// the store recorded without them (written by an older store schema, by an import, or
+    /// whose receipt compaction moved).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authorship: Option<Authorship>,
+}
+
+impl OperationRecord {
+    /// The name of the command the operation was validated from (e.g. `answer_gate`), when the
+    /// record keeps its [`authorship`](Self::authorship).
+    pub fn command_name(&self) -> Option<&'static str> {
+        self.authorship.as_ref().map(|a| a.command.name())
+    }
+}
+
+/// What [`Store::state_at`] found at a revision of a goal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PastState {
+    /// The goal as it stood right after the revision asked for.
+    Kept(Box<GoalState>),
+    /// The store cannot show the revision asked for. It can show the goal's revisions from
+    /// `earliest` to `head`: `earliest` is 1, or the revision its history was compacted up to
+    /// (the store keeps the state there as its base snapshot, and the events after it).
+    Unavailable {
+        /// The earliest revision the store can show.
+        earliest: u64,
+        /// The goal's current revision, the latest it can show.
+        head: u64,
+    },
+}
+
 /// What [`Store::append`] did with a commit. The store decides it inside the commit's own
 /// transaction, by which append recorded the operation id first, so of any number of appends
 /// of one operation (concurrent or not, from any process) exactly one is ever answered
@@ -419,6 +464,32 @@ pub trait Store: Send + Sync {
         after: u64,
         limit: usize,
     ) -> Result<Vec<RecordedEvent>, StoreError>;
+
+    /// The goal as it stood right after `revision`: [`PastState::Kept`] for a revision from
+    /// the earliest the store keeps to the goal's head, folded from the newest snapshot at or
+    /// before it and the events after that snapshot (checked as [`load`](Store::load) checks
+    /// them); [`PastState::Unavailable`], naming the revisions it can show, for revision 0, a
+    /// revision beyond the head, or one before a compaction's base. `None` for a goal the store
+    /// does not hold. A goal's state at a revision never changes, so two reads of one revision
+    /// answer alike while the store keeps it. Reads only.
+    ///
+    /// Required, as [`latest_operations`](Store::latest_operations) is, so that a wrapper
+    /// around another store cannot forget to forward it.
+    async fn state_at(&self, goal: &GoalId, revision: u64)
+    -> Result<Option<PastState>, StoreError>;
+
+    /// Up to `limit` of the goal's latest committed operations whose receipt revision is at
+    /// most `up_to`, newest first: the audit trail read backwards from `up_to` (a recorded
+    /// no-op comes before the commit whose revision it kept, as it was recorded after it).
+    /// Operations whose events compaction dropped are listed with the receipt, actor and event
+    /// names the store kept for them. Empty for a goal the store does not hold. Reads only,
+    /// and at most `limit` records, whatever the length of the history.
+    async fn latest_operations(
+        &self,
+        goal: &GoalId,
+        up_to: u64,
+        limit: usize,
+    ) -> Result<Vec<OperationRecord>, StoreError>;
 
     /// Every goal with its standing at `now`.
     async fn goals(&self, now: Timestamp) -> Result<Vec<GoalSummary>, StoreError>;

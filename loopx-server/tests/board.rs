@@ -11,8 +11,12 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use loopx_kernel::GateState;
+use loopx_kernel::{
+    Command, ExpiryPolicy, GateScope, GateState, GoalId, GoalSpec, NewGate, NewTodo, StoreExt,
+    Timestamp,
+};
 use loopx_server::Service;
+use loopx_store::{Retention, SqliteOptions, SqliteStore, StoreClock};
 use scraper::{Html, Selector};
 use story::{GATE, GOAL, MAINTAINER_TOKEN, REVIEWER_TOKEN, Story};
 
@@ -290,24 +294,77 @@ async fn a_goals_page_shows_stale_evidence_with_the_revision_that_made_it_so() {
         decisions[0].starts_with("agent-a: ask: gate error-code-name for person:maintainer"),
         "{decisions:?}"
     );
-    let timeline = texts(&html, "ol.timeline li");
-    let head = story.state().await.revision;
-    assert_eq!(
-        u64::try_from(timeline.len()).ok(),
-        Some(head),
-        "every event listed"
-    );
-    assert!(
-        timeline[0].starts_with(&format!("r{head} ")),
-        "newest first: {timeline:?}"
-    );
-    assert!(
-        timeline
-            .last()
-            .is_some_and(|e| e.contains("person:maintainer goal_created")),
-        "{timeline:?}"
-    );
     assert_eq!(texts(&html, "section h2").len(), 7);
+}
+
+#[tokio::test]
+async fn a_goals_timeline_lists_each_commit_with_its_actor_command_and_receipt() {
+    let story = Story::stale().await;
+    let base = serve(&story).await;
+    let (status, html, _) = page(client().get(format!("{base}/goals/{GOAL}"))).await;
+    assert_eq!(status, 200);
+    // One row per commit, newest first, with who, which command and its events,
+    // and the receipt the store recorded for it.
+    let timeline = texts(&html, "table.timeline tbody tr");
+    let head = story.state().await.revision;
+    let goal: GoalId = GOAL.parse().expect("an id");
+    let audit = story
+        .store
+        .latest_operations(&goal, head, usize::MAX)
+        .await
+        .expect("the audit trail");
+    assert_eq!(
+        timeline.len(),
+        audit.len(),
+        "every commit listed: {timeline:?}"
+    );
+    assert_eq!(
+        u64::try_from(audit.len()).ok(),
+        Some(head),
+        "one event per commit in the story"
+    );
+    let cells = |revision: u64| texts(&html, &format!("tr[data-revision='{revision}'] td"));
+    assert_eq!(
+        cells(head)[..4],
+        [
+            format!("r{head}"),
+            "2026-11-29T10:16:00.000Z".into(),
+            "agent:agent-a".into(),
+            "settle_turn turn_settled".into()
+        ],
+        "newest first"
+    );
+    assert_eq!(
+        cells(1)[..4],
+        [
+            "r1",
+            "2026-11-29T10:02:00.000Z",
+            "person:maintainer",
+            "create_goal goal_created"
+        ]
+    );
+    let rows = texts(&html, "table.timeline tbody tr td:first-child");
+    for (row, record) in rows.iter().zip(&audit) {
+        let receipt = &record.receipt;
+        assert_eq!(row, &format!("r{}", receipt.revision), "newest first");
+        assert_eq!(
+            cells(receipt.revision)[4],
+            format!(
+                "{} digest {}… · revision {} · 1 event",
+                receipt.operation,
+                &receipt.digest[..12],
+                receipt.revision
+            )
+        );
+    }
+    assert_eq!(
+        attribute(&html, "tr[data-revision='8'] td a", "href"),
+        format!("/goals/{GOAL}?revision=8")
+    );
+    assert_eq!(
+        attribute(&html, "form.revision input[name=revision]", "min"),
+        "1"
+    );
 }
 
 #[tokio::test]
@@ -329,7 +386,12 @@ async fn a_past_revision_shows_the_goal_as_it_stood_then() {
         ["change-output-layer"]
     );
     assert_eq!(texts(&html, "table.gates").len(), 0, "no gate yet");
-    assert_eq!(count(&html, "ol.timeline li"), 4);
+    let timeline = texts(&html, "table.timeline tbody tr td:first-child");
+    assert_eq!(
+        timeline,
+        ["r4", "r3", "r2", "r1"],
+        "the commits up to revision 4"
+    );
     assert!(texts(&html, "tr[data-criterion=json-schema-tested] td")[1].contains("no-evidence"));
     for (query, status) in [
         ("revision=0", 400),
@@ -339,6 +401,11 @@ async fn a_past_revision_shows_the_goal_as_it_stood_then() {
         let (got, html, _) = page(client().get(format!("{base}/goals/{GOAL}?{query}"))).await;
         assert_eq!(got, status, "{query}");
         assert_eq!(texts(&html, "h1"), ["No such revision"]);
+        assert!(
+            texts(&html, ".notice")[0].contains(&format!("revisions 1 to {head} can be viewed")),
+            "{query}: {:?}",
+            texts(&html, ".notice")
+        );
     }
     let (status, _, _) = page(client().get(format!("{base}/goals/no-such-goal"))).await;
     assert_eq!(status, 404);
@@ -539,4 +606,200 @@ async fn the_style_sheet_and_the_script_are_served() {
                 .starts_with(kind)
         );
     }
+}
+
+/// The text of each of a goal page's sections but the timeline (whose links a compaction
+/// changes): what the goal looked like.
+fn sections(html: &Html) -> Vec<String> {
+    let mut sections = texts(html, "main section");
+    sections.pop();
+    sections
+}
+
+#[tokio::test]
+#[allow(
+    clippy::too_many_lines,
+    reason = "one story: before, compacted, each page read"
+)]
+async fn a_compacted_goal_shows_its_earliest_kept_revision_and_every_receipt() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let sqlite = Arc::new(
+        SqliteStore::create_with(
+            dir.path().join("loopx.db"),
+            SqliteOptions::default().clock(StoreClock::Test),
+        )
+        .expect("a store"),
+    );
+    let story = Story::stale_on(sqlite.clone()).await;
+    let base = serve(&story).await;
+    let head = story.state().await.revision;
+    let goal: GoalId = GOAL.parse().expect("an id");
+    let (_, at_six, _) = page(client().get(format!("{base}/goals/{GOAL}?revision=6"))).await;
+    let (_, at_eight, _) = page(client().get(format!("{base}/goals/{GOAL}?revision=8"))).await;
+    let (_, before, _) = page(client().get(format!("{base}/goals/{GOAL}"))).await;
+    let receipts = texts(&before, "table.timeline td.receipt");
+    assert_eq!(u64::try_from(receipts.len()).ok(), Some(head));
+
+    let compaction = sqlite.compact(&goal, 6).await.expect("compacts");
+    assert_eq!(compaction.base_revision, 6);
+
+    // Before the base: the earliest revision kept is shown, saying which can be viewed.
+    let (status, html, _) = page(client().get(format!("{base}/goals/{GOAL}?revision=3"))).await;
+    assert_eq!(status, 200, "no error page for a compacted revision");
+    let notice = texts(&html, ".notice.past.compacted");
+    assert_eq!(
+        notice,
+        [format!(
+            "Revision 3 can no longer be shown: the goal's history before revision 6 was compacted. \
+             Revisions 6 to {head} can be viewed; this is revision 6, as it stood at \
+             2026-11-29T10:11:00.000Z. Show the head"
+        )]
+    );
+    assert_eq!(
+        attribute(&html, ".notice.compacted a", "href"),
+        format!("/goals/{GOAL}")
+    );
+    assert_eq!(sections(&html), sections(&at_six), "the goal at revision 6");
+    assert_eq!(
+        attribute(&html, "form.revision input[name=revision]", "min"),
+        "6"
+    );
+    // At and after the base, each revision shows as it did before the compaction.
+    for (revision, then) in [(6, &at_six), (8, &at_eight)] {
+        let (status, html, _) =
+            page(client().get(format!("{base}/goals/{GOAL}?revision={revision}"))).await;
+        assert_eq!(status, 200, "revision {revision}");
+        assert!(
+            texts(&html, ".notice.past")[0]
+                .starts_with(&format!("As it stood at revision {revision} ")),
+            "{:?}",
+            texts(&html, ".notice.past")
+        );
+        assert_eq!(sections(&html), sections(then), "revision {revision}");
+    }
+    // The head's timeline still lists every commit with its receipt; the compacted ones have
+    // no link.
+    let (status, html, _) = page(client().get(format!("{base}/goals/{GOAL}"))).await;
+    assert_eq!(status, 200);
+    assert_eq!(texts(&html, "table.timeline td.receipt"), receipts);
+    assert_eq!(sections(&html), sections(&before));
+    for revision in 1..=head {
+        let cell = texts(
+            &html,
+            &format!("tr[data-revision='{revision}'] td:first-child"),
+        );
+        let links = count(
+            &html,
+            &format!("tr[data-revision='{revision}'] td:first-child a"),
+        );
+        if revision < 6 {
+            assert_eq!(cell, [format!("r{revision} (compacted)")]);
+            assert_eq!(links, 0, "revision {revision}");
+        } else {
+            assert_eq!(cell, [format!("r{revision}")]);
+            assert_eq!(links, 1, "revision {revision}");
+        }
+    }
+    // Outside the goal's revisions: refused, naming the ones that can be viewed.
+    let (status, html, _) = page(client().get(format!("{base}/goals/{GOAL}?revision=0"))).await;
+    assert_eq!(status, 400);
+    assert!(
+        texts(&html, ".notice")[0].contains(&format!("revisions 6 to {head} can be viewed")),
+        "{:?}",
+        texts(&html, ".notice")
+    );
+}
+
+#[tokio::test]
+async fn the_timeline_lists_the_latest_commits_and_links_the_earlier_ones() {
+    let story = Story::planned().await;
+    let base = serve(&story).await;
+    let spec = GoalSpec::builder("long", "a goal of many commits", "maintainer")
+        .agent("agent-a")
+        .declared_identity()
+        .build()
+        .expect("a spec");
+    let long = story.store.goal(&spec.id);
+    let now = story.clock_now();
+    long.create(&spec, now).await.expect("created");
+    for i in 0..110 {
+        let todo = NewTodo::advance(format!("t{i}").parse().expect("an id"), "one more");
+        long.submit(&spec.owner_actor(), now, &Command::AddTodo { todo })
+            .await
+            .expect("added");
+    }
+    let (status, html, _) = page(client().get(format!("{base}/goals/long"))).await;
+    assert_eq!(status, 200);
+    let revisions = texts(&html, "table.timeline tbody tr td:first-child");
+    assert_eq!(revisions.len(), 100, "the latest 100 commits");
+    assert_eq!(
+        (revisions[0].as_str(), revisions[99].as_str()),
+        ("r111", "r12")
+    );
+    assert_eq!(
+        attribute(&html, "table.timeline + p.meta a", "href"),
+        "/goals/long?revision=11"
+    );
+    let (_, html, _) = page(client().get(format!("{base}/goals/long?revision=11"))).await;
+    let revisions = texts(&html, "table.timeline tbody tr td:first-child");
+    assert_eq!(revisions.len(), 11, "the rest: {revisions:?}");
+    assert_eq!(revisions.last().map(String::as_str), Some("r1"));
+    assert_eq!(
+        count(&html, "table.timeline + p.meta"),
+        0,
+        "nothing earlier"
+    );
+}
+
+#[tokio::test]
+async fn the_inbox_lists_the_most_overdue_gates_first_then_by_deadline_then_the_oldest() {
+    let story = Story::gate_open().await;
+    let base = serve(&story).await;
+    let spec = GoalSpec::builder("fleet", "a goal with several questions", "maintainer")
+        .agent("agent-a")
+        .declared_identity()
+        .build()
+        .expect("a spec");
+    let fleet = story.store.goal(&spec.id);
+    let when = |text: &str| Timestamp::parse(text).expect("a time");
+    let open = async |gate: &str, deadline: Option<&str>, now: &str| {
+        let gate = NewGate {
+            id: gate.parse().expect("an id"),
+            question: format!("Question {gate}?"),
+            owner: spec.owner_actor(),
+            scope: GateScope {
+                decisions: [format!("d:{gate}").parse().expect("an id")].into(),
+                ..GateScope::default()
+            },
+            deadline: deadline.map(when),
+            on_expiry: ExpiryPolicy::KeepAsking,
+        };
+        fleet
+            .submit(&spec.owner_actor(), when(now), &Command::OpenGate { gate })
+            .await
+            .expect("opened");
+    };
+    fleet
+        .create(&spec, when("2026-11-29T10:14:00Z"))
+        .await
+        .expect("created");
+    open("someday", None, "2026-11-29T10:14:00Z").await;
+    open("late", Some("2026-11-29T11:00:00Z"), "2026-11-29T10:15:00Z").await;
+    open("soon", Some("2026-11-30T12:00:00Z"), "2026-11-29T10:16:00Z").await;
+    open("later", None, "2026-11-29T10:17:00Z").await;
+    story.clock.set(when("2026-11-29T12:00:00Z"));
+
+    let (status, html, _) = page(client().get(format!("{base}/inbox"))).await;
+    assert_eq!(status, 200);
+    let selector = Selector::parse("article.gate").expect("a selector");
+    let order: Vec<&str> = html
+        .select(&selector)
+        .filter_map(|a| a.value().attr("data-gate"))
+        .collect();
+    assert_eq!(order, ["late", "soon", GATE, "someday", "later"]);
+    assert!(
+        texts(&html, "article.gate[data-gate=late] h3")[0].ends_with("overdue"),
+        "{:?}",
+        texts(&html, "article.gate h3")
+    );
 }

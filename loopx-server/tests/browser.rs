@@ -125,11 +125,12 @@ async fn the_board_in_chromium_follows_the_story_and_answers_the_gate() {
     );
     let report: serde_json::Value = serde_json::from_str(stdout.trim()).expect("one JSON line");
     let passed = report["passed"].as_array().expect("the checks that passed");
-    assert_eq!(passed.len(), 15, "{passed:?}");
+    assert_eq!(passed.len(), 16, "{passed:?}");
     for name in [
         "inbox: no form for someone else's gate",
         "inbox: a forged post is refused",
         "goal: the waiting agent's decision changed, live",
+        "goal: the timeline's newest commit with its actor, command and receipt",
         "goals: accepted",
     ] {
         assert!(

@@ -48,7 +48,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 use loopx_kernel::seams::{
-    AppendRequest, Appended, Commit, GoalStatus, GoalSummary, Receipt, Store, StoreError,
+    AppendRequest, Appended, Commit, GoalStatus, GoalSummary, PastState, Receipt, Store, StoreError,
 };
 use loopx_kernel::{
     Actor, AgentId, Amounts, Command, Continuation, Duration, Event, Fingerprint, GoalId, GoalSpec,
@@ -141,6 +141,8 @@ macro_rules! conformance_suite {
             commits_after_a_refresh_elsewhere_keep_the_rows_exact,
             compaction_keeps_load_and_audit,
             compaction_inside_a_commit_keeps_its_receipt,
+            latest_operations_read_the_audit_backwards,
+            past_revisions_read_as_they_stood,
             reopen_keeps_everything,
             changed_wakes_waiters,
             derived_rows_match_the_history,
@@ -1751,6 +1753,237 @@ async fn audit_kept<S: Retention>(
     assert_eq!(
         &replayed(store.append(commit.clone()).await, "append again"),
         receipt
+    );
+}
+
+/// `latest_operations` reads the audit trail backwards: the reverse of `operations` from any
+/// revision, at most `limit` records, each recorded no-op before the commit whose revision it
+/// kept (several at one revision newest first); and the same records once compaction dropped
+/// their events, and through a reopened store. An unknown goal has none.
+pub async fn latest_operations_read_the_audit_backwards<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let latest = async |store: &B::Store, goal: &GoalId, up_to: u64, limit: usize| {
+        ok(
+            store.latest_operations(goal, up_to, limit).await,
+            "latest_operations",
+        )
+    };
+    assert!(
+        latest(&store, &id("nowhere"), u64::MAX, 10)
+            .await
+            .is_empty()
+    );
+    let mut goal = Goal::create(&store, spec("g", &["a", "b"]), at(0)).await;
+    let provider = Actor::Provider(id::<SourceId>("github"));
+    for i in 1..8 {
+        let name = format!("t{i}");
+        goal.run(&ag("a"), at(i), add(&name)).await;
+        goal.work("b", &name, at(i), done()).await;
+        let fingerprint = format!("f{i}");
+        goal.run(&provider, at(i), observation("ci:acme", &fingerprint, i))
+            .await;
+        // Seen again, twice: two recorded no-ops at the observation's revision.
+        for _ in 0..2 {
+            let unchanged = goal
+                .run(&provider, at(i), observation("ci:acme", &fingerprint, i))
+                .await;
+            assert_eq!(unchanged.receipt.events, 0, "a recorded no-op");
+        }
+    }
+    let head = goal.state().await.revision;
+    let forwards = ok(
+        store.operations(&goal.id, 0, usize::MAX).await,
+        "operations",
+    );
+    let backwards: Vec<OperationRecord> = forwards.iter().rev().cloned().collect();
+    assert_eq!(latest(&store, &goal.id, head, usize::MAX).await, backwards);
+    assert_eq!(latest(&store, &goal.id, u64::MAX, 5).await, backwards[..5]);
+    assert!(latest(&store, &goal.id, head, 0).await.is_empty());
+    assert_eq!(
+        (backwards[0].receipt.events, backwards[1].receipt.events),
+        (0, 0),
+        "the two no-ops first"
+    );
+    assert_eq!(backwards[2].receipt.revision, backwards[0].receipt.revision);
+    assert!(backwards[2].receipt.events > 0, "then the commit they kept");
+    assert_eq!(backwards[2].actor, Some(provider.clone()));
+    for up_to in [0, 1, 2, head / 2, head - 1, head] {
+        let expected: Vec<OperationRecord> = backwards
+            .iter()
+            .filter(|r| r.receipt.revision <= up_to)
+            .take(4)
+            .cloned()
+            .collect();
+        assert_eq!(
+            latest(&store, &goal.id, up_to, 4).await,
+            expected,
+            "up to revision {up_to}"
+        );
+    }
+    let goal = goal.id.clone();
+    ok(store.compact(&goal, head / 2).await, "compact");
+    assert_eq!(latest(&store, &goal, head, usize::MAX).await, backwards);
+    assert_eq!(latest(&store, &goal, head / 2, 3).await, {
+        let up_to: Vec<OperationRecord> = backwards
+            .iter()
+            .filter(|r| r.receipt.revision <= head / 2)
+            .take(3)
+            .cloned()
+            .collect();
+        up_to
+    });
+    ok(store.compact(&goal, u64::MAX).await, "compact");
+    assert_eq!(latest(&store, &goal, head, usize::MAX).await, backwards);
+    // A wrapper forwards the read.
+    let wrapped = Hooked {
+        inner: store,
+        hook: Unhooked,
+    };
+    assert_eq!(
+        ok(
+            wrapped.latest_operations(&goal, head, 7).await,
+            "latest_operations through a wrapper"
+        ),
+        backwards[..7]
+    );
+    let store = backend.reopen(wrapped.inner).await;
+    assert_eq!(latest(&store, &goal, head, usize::MAX).await, backwards);
+}
+
+/// A hook that does nothing: a [`Hooked`] store with it is a plain wrapper.
+struct Unhooked;
+
+impl<S: Store> AppendHook<S> for Unhooked {}
+
+/// The state a [`PastState`] keeps, or a failure naming the revision.
+fn kept(found: Result<Option<PastState>, StoreError>, revision: u64) -> GoalState {
+    match ok(found, "state_at") {
+        Some(PastState::Kept(state)) => *state,
+        other => panic!("revision {revision} is kept, but state_at answered {other:?}"),
+    }
+}
+
+/// Every state `goal`'s stored history passed through, by revision (index 0 holds none).
+async fn states_by_revision<S: Store + ?Sized>(store: &S, goal: &GoalId) -> Vec<Option<GoalState>> {
+    let mut states: Vec<Option<GoalState>> = vec![None];
+    for event in all_events(store, goal).await {
+        let next = match states.last().cloned().flatten() {
+            Some(mut state) => {
+                if let Err(error) = state.apply(&event) {
+                    panic!("the stored events do not fold: {error}");
+                }
+                state
+            }
+            None => fold(std::slice::from_ref(&event)),
+        };
+        states.push(Some(next));
+    }
+    states
+}
+
+/// `state_at` shows the goal as it stood right after each revision, equal to the fold of its
+/// events up to there (across the SQL backends' periodic snapshots), and for any other revision
+/// names the ones it can show; after a compaction the revisions from its base on read the same,
+/// earlier ones are unavailable, and so it stays after more commits and a reopen.
+pub async fn past_revisions_read_as_they_stood<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    assert_eq!(
+        ok(store.state_at(&id("nowhere"), 1).await, "state_at"),
+        None
+    );
+    let mut goal = Goal::create(&store, spec("g", &["a", "b"]), at(0)).await;
+    for i in 1..30 {
+        let name = format!("t{i}");
+        goal.run(&ag("a"), at(i), add(&name)).await;
+        goal.work("b", &name, at(i), done()).await;
+    }
+    let head = goal.state().await.revision;
+    assert!(head > 100, "past the first periodic snapshot: {head}");
+    let states = states_by_revision(&store, &goal.id).await;
+    let at_revision = |r: u64| states[usize::try_from(r).unwrap_or(usize::MAX)].clone();
+    for revision in 1..=head {
+        assert_eq!(
+            Some(kept(store.state_at(&goal.id, revision).await, revision)),
+            at_revision(revision),
+            "revision {revision}"
+        );
+    }
+    for outside in [0, head + 1, u64::MAX] {
+        assert_eq!(
+            ok(store.state_at(&goal.id, outside).await, "state_at"),
+            Some(PastState::Unavailable { earliest: 1, head }),
+            "revision {outside}"
+        );
+    }
+
+    let base = head / 2;
+    ok(store.compact(&goal.id, base).await, "compact");
+    let unavailable = Some(PastState::Unavailable {
+        earliest: base,
+        head,
+    });
+    for revision in [0, 1, base - 1, head + 1] {
+        assert_eq!(
+            ok(store.state_at(&goal.id, revision).await, "state_at"),
+            unavailable,
+            "revision {revision} after compacting to {base}"
+        );
+    }
+    for revision in base..=head {
+        assert_eq!(
+            Some(kept(store.state_at(&goal.id, revision).await, revision)),
+            at_revision(revision),
+            "revision {revision} after compacting to {base}"
+        );
+    }
+    ok(store.compact(&goal.id, u64::MAX).await, "compact");
+    assert_eq!(
+        ok(store.state_at(&goal.id, head - 1).await, "state_at"),
+        Some(PastState::Unavailable {
+            earliest: head,
+            head
+        })
+    );
+    assert_eq!(
+        Some(kept(store.state_at(&goal.id, head).await, head)),
+        at_revision(head)
+    );
+    let later = goal.run(&ag("a"), at(40), add("after")).await;
+    assert_eq!(
+        kept(store.state_at(&goal.id, head + 1).await, head + 1),
+        later.state
+    );
+    let goal = goal.id.clone();
+    // A wrapper forwards the read.
+    let wrapped = Hooked {
+        inner: store,
+        hook: Unhooked,
+    };
+    assert_eq!(
+        Some(kept(wrapped.state_at(&goal, head).await, head)),
+        at_revision(head)
+    );
+    assert_eq!(
+        ok(
+            wrapped.state_at(&goal, 1).await,
+            "state_at through a wrapper"
+        ),
+        Some(PastState::Unavailable {
+            earliest: head,
+            head: head + 1
+        })
+    );
+    let store = backend.reopen(wrapped.inner).await;
+    assert_eq!(
+        Some(kept(store.state_at(&goal, head).await, head)),
+        at_revision(head)
+    );
+    assert_eq!(
+        ok(store.state_at(&goal, 1).await, "state_at"),
+        Some(PastState::Unavailable {
+            earliest: head,
+            head: head + 1
+        })
     );
 }
 

@@ -4,7 +4,8 @@
 
 use async_trait::async_trait;
 use loopx_kernel::seams::{
-    AppendRequest, Appended, Commit, GoalSummary, Receipt, Store, StoreError,
+    AppendRequest, Appended, Commit, GoalSummary, OperationRecord, PastState, Receipt, Store,
+    StoreError,
 };
 use loopx_kernel::{
     AgentId, Duration, GoalId, GoalState, OperationId, RecordedEvent, Subject, Timestamp, TodoId,
@@ -76,6 +77,23 @@ impl<S: Store, H: AppendHook<S>> Store for Hooked<S, H> {
         limit: usize,
     ) -> Result<Vec<RecordedEvent>, StoreError> {
         self.inner.events(goal, after, limit).await
+    }
+
+    async fn state_at(
+        &self,
+        goal: &GoalId,
+        revision: u64,
+    ) -> Result<Option<PastState>, StoreError> {
+        self.inner.state_at(goal, revision).await
+    }
+
+    async fn latest_operations(
+        &self,
+        goal: &GoalId,
+        up_to: u64,
+        limit: usize,
+    ) -> Result<Vec<OperationRecord>, StoreError> {
+        self.inner.latest_operations(goal, up_to, limit).await
     }
 
     async fn goals(&self, now: Timestamp) -> Result<Vec<GoalSummary>, StoreError> {

@@ -5,7 +5,9 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use async_trait::async_trait;
 use loopx_kernel::Duration;
-use loopx_kernel::seams::{Appended, Commit, GoalStatus, GoalSummary, Receipt, Store, StoreError};
+use loopx_kernel::seams::{
+    Appended, Commit, GoalStatus, GoalSummary, PastState, Receipt, Store, StoreError,
+};
 use loopx_kernel::{
     AgentId, GoalId, GoalState, OperationId, RecordedEvent, Snapshot, Subject, Timestamp, TodoId,
 };
@@ -257,6 +259,64 @@ impl Store for MemoryStore {
         let skip =
             usize::try_from(after.saturating_sub(goal.base_revision())).unwrap_or(usize::MAX);
         Ok(goal.events.iter().skip(skip).take(limit).cloned().collect())
+    }
+
+    /// The base snapshot (or the genesis) with the kept events up to `revision` folded on,
+    /// outside the store's lock.
+    async fn state_at(
+        &self,
+        goal: &GoalId,
+        revision: u64,
+    ) -> Result<Option<PastState>, StoreError> {
+        let (base, events) = {
+            let inner = self.lock();
+            let Some(entry) = inner.goals.get(goal) else {
+                return Ok(None);
+            };
+            let (base, head) = (entry.base_revision(), entry.state.revision);
+            let earliest = base.max(1);
+            if revision < earliest || revision > head {
+                return Ok(Some(PastState::Unavailable { earliest, head }));
+            }
+            if revision == head {
+                return Ok(Some(PastState::Kept(Box::new(entry.state.clone()))));
+            }
+            let cut = usize::try_from(revision - base).unwrap_or(usize::MAX);
+            let events: Vec<RecordedEvent> = entry.events.iter().take(cut).cloned().collect();
+            (entry.base.as_ref().map(|b| b.state.clone()), events)
+        };
+        let state = match base {
+            Some(mut state) => {
+                for event in &events {
+                    state.apply(event).map_err(|e| unfoldable(goal, &e))?;
+                }
+                state
+            }
+            None => GoalState::replay(events.iter()).map_err(|e| unfoldable(goal, &e))?,
+        };
+        Ok(Some(PastState::Kept(Box::new(state))))
+    }
+
+    async fn latest_operations(
+        &self,
+        goal: &GoalId,
+        up_to: u64,
+        limit: usize,
+    ) -> Result<Vec<OperationRecord>, StoreError> {
+        let inner = self.lock();
+        Ok(inner
+            .goals
+            .get(goal)
+            .map(|g| {
+                g.operations
+                    .iter()
+                    .rev()
+                    .filter(|r| r.receipt.revision <= up_to)
+                    .take(limit)
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default())
     }
 
     async fn goals(&self, now: Timestamp) -> Result<Vec<GoalSummary>, StoreError> {

@@ -22,23 +22,9 @@ pub struct Compaction {
     pub events_removed: u64,
 }
 
-/// One committed operation, as the audit trail keeps it after its events are compacted away.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OperationRecord {
-    /// The receipt: operation id, payload digest, the revision it produced, how many events,
-    /// and when.
-    pub receipt: Receipt,
-    /// Who issued it (`None` for a recorded no-op, which has no events).
-    pub actor: Option<Actor>,
-    /// The names of its events, in order (e.g. `lease_acquired`, `turn_settled`).
-    pub events: Vec<String>,
-    /// The command it was validated from and its actor's signature, as the write path
-    /// submitted them (store schema 7): what `doctor --verify` re-checks the commit against.
-    /// `None` for a commit written before schema 7, by an import, or whose receipt compaction
-    /// moved.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub authorship: Option<Authorship>,
-}
+/// One committed operation as the audit trail keeps it, defined beside the [`Store`] seam
+/// (which reads the trail backwards with [`Store::latest_operations`]).
+pub use loopx_kernel::seams::OperationRecord;
 
 /// Bounded history for a [`Store`].
 ///

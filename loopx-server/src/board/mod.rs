@@ -4,8 +4,12 @@
 //! - `GET /`: every goal with its standing ([`views::standing`](crate::views::standing)), the decision of each
 //!   registered agent, its budget as gauges and its next wake; `?state=` and `?agent=` filter.
 //! - `GET /goals/{goal}`: one goal — criteria with their evidence and freshness, the todo graph
-//!   with leases and each agent's frontier, gates, obligations and the timeline of its events;
-//!   `?revision=N` shows it as it stood right after revision N.
+//!   with leases and each agent's frontier, gates, obligations and the timeline of its latest
+//!   commits (who, which command and events, and the receipt: operation id, digest, revision),
+//!   read from the store's audit trail ([`Store::latest_operations`]), so a commit whose events
+//!   were compacted away is still listed; `?revision=N` shows it as it stood right after
+//!   revision N ([`Store::state_at`]). A revision before the earliest the store keeps (the
+//!   history before it was compacted) shows that earliest one, saying which can be viewed.
 //! - `GET /inbox`: the gates waiting on the signed-in person, oldest and most overdue first, with
 //!   forms that answer or reject them as that person (see [`inbox`](self#the-inbox)).
 //! - `GET /events`: server-sent events, one `changed` event naming the goals that moved.
@@ -36,7 +40,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use loopx_kernel::seams::{Clock, Store, StoreError};
-use loopx_kernel::{GoalId, GoalState, RecordedEvent, Timestamp};
+use loopx_kernel::{GoalId, GoalState, Timestamp};
 
 use crate::mcp::Tokens;
 
@@ -46,9 +50,6 @@ pub use inbox::SESSION_COOKIE;
 const STYLE: &str = include_str!("board.css");
 /// The live-update script every page loads (deferred; pages work without it).
 const SCRIPT: &str = include_str!("board.js");
-
-/// How many events one read of the store asks for.
-const PAGE: usize = 1000;
 
 /// What every route of the board shares.
 #[derive(Clone)]
@@ -151,56 +152,6 @@ async fn all_goals(store: &dyn Store, now: Timestamp) -> Result<Vec<Listed>, Fai
         }
     }
     Ok(goals)
-}
-
-/// The recorded events of `goal` up to `revision`, in order, read page by page.
-async fn events_to(
-    store: &dyn Store,
-    goal: &GoalId,
-    revision: u64,
-) -> Result<Vec<RecordedEvent>, Failure> {
-    let mut events: Vec<RecordedEvent> = Vec::new();
-    let mut after = 0;
-    while after < revision {
-        let page = store
-            .events(goal, after, PAGE)
-            .await
-            .map_err(|e| Failure::store(&e))?;
-        let Some(last) = page.last().map(|e| e.revision) else {
-            break;
-        };
-        events.extend(page.into_iter().take_while(|e| e.revision <= revision));
-        after = last;
-    }
-    Ok(events)
-}
-
-/// The goal's state right after `revision`, its recorded events folded with the kernel's
-/// replay. A history compacted before `revision` cannot be shown.
-fn state_at(goal: &GoalId, events: &[RecordedEvent], revision: u64) -> Result<GoalState, Failure> {
-    let unreadable = |detail: String| {
-        Failure::new(
-            StatusCode::CONFLICT,
-            "This revision cannot be shown",
-            format!(
-                "the history of goal `{goal}` does not replay to revision {revision}: {detail}"
-            ),
-        )
-    };
-    let mut events = events.iter().take_while(|e| e.revision <= revision);
-    let first = events
-        .next()
-        .filter(|e| e.revision == 1)
-        .ok_or_else(|| unreadable("its first events were compacted".to_owned()))?;
-    let mut state = GoalState::genesis(first).map_err(|e| unreadable(e.to_string()))?;
-    for event in events {
-        state.apply(event).map_err(|e| unreadable(e.to_string()))?;
-    }
-    if state.revision == revision {
-        Ok(state)
-    } else {
-        Err(unreadable("events are missing".to_owned()))
-    }
 }
 
 /// A path segment for an id: every byte outside the URL's unreserved set percent-encoded, so

@@ -5,20 +5,21 @@ use std::collections::BTreeMap;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
+use loopx_kernel::seams::{OperationRecord, PastState, Store};
 use loopx_kernel::words::{freshness_words, headline};
 use loopx_kernel::{
-    AgentId, CriterionStatus, Decision, Freshness, GoalId, GoalState, RecordedEvent, Revision,
-    Timestamp, TodoId, frontier,
+    AgentId, CriterionStatus, Decision, Freshness, GoalId, GoalState, Revision, Timestamp, TodoId,
+    frontier,
 };
 use maud::{Markup, html};
 use serde::Deserialize;
 
 use super::render::{self, Nav, badge, maybe_time, time};
-use super::{Board, Failure, Listed, all_goals, events_to, goal_href, state_at};
+use super::{Board, Failure, Listed, all_goals, goal_href};
 use crate::views::{self, STANDINGS};
 
-/// How many of a goal's latest events its timeline lists.
-const TIMELINE: usize = 200;
+/// How many of a goal's latest commits its timeline lists.
+const TIMELINE: usize = 100;
 
 /// The goals page's filters.
 #[derive(Debug, Default, Deserialize)]
@@ -136,93 +137,193 @@ pub(super) struct GoalQuery {
     revision: Option<String>,
 }
 
-/// `GET /goals/{goal}`: one goal, now or at `?revision=N`.
+/// Which revision a goal's page shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shown {
+    /// The head, judged now.
+    Head,
+    /// The past revision asked for, judged at its own commit time.
+    Past,
+    /// The earliest revision the store keeps, in place of `asked`, which compaction dropped.
+    Earliest {
+        /// The revision asked for.
+        asked: u64,
+    },
+}
+
+/// What a goal's page shows: the goal at one revision and what surrounds it.
+struct GoalView<'a> {
+    /// The goal at the revision shown.
+    state: &'a GoalState,
+    /// Which revision that is, and why.
+    shown: Shown,
+    /// The goal's current revision.
+    head: u64,
+    /// The earliest revision the store can show (1 unless the history was compacted).
+    earliest: u64,
+    /// The latest commits up to the revision shown, newest first (at most [`TIMELINE`]).
+    commits: &'a [OperationRecord],
+    /// When the page judges the goal: now for the head, the revision's commit time otherwise.
+    now: Timestamp,
+}
+
+/// `GET /goals/{goal}`: one goal, now or at `?revision=N`. A revision before the earliest the
+/// store keeps (the history before it was compacted) shows that earliest one, saying so.
 pub(super) async fn goal(
     State(board): State<Board>,
     Path(goal): Path<String>,
     Query(query): Query<GoalQuery>,
 ) -> Result<Response, Failure> {
-    let unknown = || {
-        Failure::new(
-            StatusCode::NOT_FOUND,
-            "No such goal",
-            "no goal by that id in this store; the goals page lists them",
-        )
-    };
-    let goal = GoalId::new(goal).map_err(|_| unknown())?;
+    let goal = GoalId::new(goal).map_err(|_| unknown_goal())?;
     let head = board
         .store
         .load(&goal)
         .await
         .map_err(|e| Failure::store(&e))?
-        .ok_or_else(unknown)?;
-    let at = match query.revision.as_deref().filter(|r| !r.is_empty()) {
+        .ok_or_else(unknown_goal)?;
+    let earliest = earliest_kept(&*board.store, &goal).await?;
+    let asked = match query.revision.as_deref().filter(|r| !r.is_empty()) {
         None => None,
-        Some(text) => Some(parse_revision(text, head.revision)?),
+        Some(text) => Some(parse_revision(text, earliest, head.revision)?),
     };
-    let events = events_to(&*board.store, &goal, at.unwrap_or(head.revision)).await?;
-    let (state, now) = match at {
-        // A past revision is judged at its own commit time, as `loopx status --at-revision` does.
-        Some(revision) => {
-            let state = state_at(&goal, &events, revision)?;
-            let now = state.last_commit();
-            (state, now)
-        }
-        None => (head.clone(), board.clock.now()),
+    let (state, shown) = match asked {
+        None => (head.clone(), Shown::Head),
+        Some(revision) if revision >= earliest => (
+            past_state(&*board.store, &goal, revision).await?,
+            Shown::Past,
+        ),
+        Some(asked) => (
+            past_state(&*board.store, &goal, earliest).await?,
+            Shown::Earliest { asked },
+        ),
     };
-    Ok(render::html(goal_page(
-        &state,
-        head.revision,
-        &events,
-        at.is_some(),
+    // A past revision is judged at its own commit time, as `loopx status --at-revision` does.
+    let now = match shown {
+        Shown::Head => board.clock.now(),
+        Shown::Past | Shown::Earliest { .. } => state.last_commit(),
+    };
+    let commits = board
+        .store
+        .latest_operations(&goal, state.revision, TIMELINE)
+        .await
+        .map_err(|e| Failure::store(&e))?;
+    Ok(render::html(goal_page(&GoalView {
+        state: &state,
+        shown,
+        head: head.revision,
+        earliest,
+        commits: &commits,
         now,
-    )))
+    })))
 }
 
-/// `text` is a revision from 1 to `head`.
-fn parse_revision(text: &str, head: u64) -> Result<u64, Failure> {
+fn unknown_goal() -> Failure {
+    Failure::new(
+        StatusCode::NOT_FOUND,
+        "No such goal",
+        "no goal by that id in this store; the goals page lists them",
+    )
+}
+
+/// The earliest revision of `goal` the store can show. Revision 0 is never a state, so the
+/// store's answer for it names the revisions it keeps.
+async fn earliest_kept(store: &dyn Store, goal: &GoalId) -> Result<u64, Failure> {
+    match store.state_at(goal, 0).await {
+        Ok(Some(PastState::Unavailable { earliest, .. })) => Ok(earliest),
+        Ok(Some(PastState::Kept(_))) => Ok(1),
+        Ok(None) => Err(unknown_goal()),
+        Err(error) => Err(Failure::store(&error)),
+    }
+}
+
+/// `goal` as it stood right after `revision`, which the store keeps (unless a compaction
+/// removed it since the page looked).
+async fn past_state(store: &dyn Store, goal: &GoalId, revision: u64) -> Result<GoalState, Failure> {
+    match store.state_at(goal, revision).await {
+        Ok(Some(PastState::Kept(state))) => Ok(*state),
+        Ok(Some(PastState::Unavailable { earliest, head })) => Err(Failure::new(
+            StatusCode::CONFLICT,
+            "This revision cannot be shown",
+            format!(
+                "the history of goal `{goal}` was compacted meanwhile: revisions {earliest} to {head} can be viewed"
+            ),
+        )),
+        Ok(None) => Err(unknown_goal()),
+        Err(error) => Err(Failure::store(&error)),
+    }
+}
+
+/// `text` is a revision from 1 to `head` (one before `earliest` is shown as `earliest`).
+fn parse_revision(text: &str, earliest: u64, head: u64) -> Result<u64, Failure> {
     match text.parse::<u64>() {
         Ok(revision) if (1..=head).contains(&revision) => Ok(revision),
         _ => Err(Failure::new(
             StatusCode::BAD_REQUEST,
             "No such revision",
-            format!("?revision= takes a revision from 1 to {head}, the goal's head"),
+            format!(
+                "?revision= takes a revision the goal has reached; revisions {earliest} to {head} can be viewed"
+            ),
         )),
     }
 }
 
-/// A goal's page: `state` judged at `now`, `past` when it is not the head.
-fn goal_page(
-    state: &GoalState,
-    head: u64,
-    events: &[RecordedEvent],
-    past: bool,
-    now: Timestamp,
-) -> Markup {
+/// A goal's page: the goal at the revision `view` shows.
+fn goal_page(view: &GoalView<'_>) -> Markup {
+    let (state, now) = (view.state, view.now);
     let decisions = views::decisions(state, now);
     let standing = views::standing(state, &decisions, now);
     let id = &state.spec.id;
     let body = html! {
         h1 { (id) " " (badge(standing)) }
         p.objective { (state.spec.objective) }
-        @if past {
-            p.notice.past {
-                "As it stood at revision " (state.revision) " (" (time(now)) "); the goal is now at revision " (head) ". "
-                a href=(goal_href(id)) { "Show the head" }
-            }
-        } @else {
-            p.meta { "Revision " (state.revision) " · owner person:" (state.spec.owner) " · at " (time(now)) }
-        }
+        (revision_notice(view))
         section { h2 { "Decisions" } (decision_list(&decisions)) }
         section { h2 { "Budget" } (render::budget(&state.ledger)) }
         section { h2 { "Criteria" } (criteria(state, now)) }
         section { h2 { "Todos" } (todos(state, now)) }
         section { h2 { "Gates" } (gates(state, now)) }
         section { h2 { "Obligations" } (obligations(state)) }
-        section { h2 { "Timeline" } (timeline(id, events)) }
+        section { h2 { "Timeline" } (revision_form(view)) (timeline(view)) }
     };
-    let live = (!past).then(|| id.as_str());
+    let live = (view.shown == Shown::Head).then(|| id.as_str());
     render::layout(id.as_str(), Nav::Goals, live, &body)
+}
+
+/// Which revision the page shows: the head's line, or the notice of a past one.
+fn revision_notice(view: &GoalView<'_>) -> Markup {
+    let state = view.state;
+    let head_link = html! { a href=(goal_href(&state.spec.id)) { "Show the head" } };
+    html! {
+        @match view.shown {
+            Shown::Head => p.meta {
+                "Revision " (state.revision) " · owner person:" (state.spec.owner) " · at " (time(view.now))
+            },
+            Shown::Past => p.notice.past {
+                "As it stood at revision " (state.revision) " (" (time(view.now)) "); the goal is now at revision " (view.head) ". "
+                (head_link)
+            },
+            Shown::Earliest { asked } => p.notice.past.compacted {
+                "Revision " (asked) " can no longer be shown: the goal's history before revision "
+                (view.earliest) " was compacted. Revisions " (view.earliest) " to " (view.head)
+                " can be viewed; this is revision " (state.revision) ", as it stood at " (time(view.now)) ". "
+                (head_link)
+            },
+        }
+    }
+}
+
+/// A plain GET form to show any revision the store keeps, naming them.
+fn revision_form(view: &GoalView<'_>) -> Markup {
+    html! {
+        form.revision method="get" action=(goal_href(&view.state.spec.id)) {
+            label { "Show revision "
+                input type="number" name="revision" min=(view.earliest) max=(view.head)
+                    value=(view.state.revision) required;
+            }
+            " " button type="submit" { "Show" }
+            " " span.meta { "revisions " (view.earliest) " to " (view.head) " can be viewed" }
+        }
+    }
 }
 
 fn criteria(state: &GoalState, now: Timestamp) -> Markup {
@@ -372,17 +473,78 @@ fn obligations(state: &GoalState) -> Markup {
     }
 }
 
-fn timeline(goal: &GoalId, events: &[RecordedEvent]) -> Markup {
-    let skipped = events.len().saturating_sub(TIMELINE);
+/// The latest commits up to the revision shown, newest first: when, who, which command (and
+/// its events), and the receipt. A commit before the earliest revision kept has no link.
+fn timeline(view: &GoalView<'_>) -> Markup {
+    let goal = &view.state.spec.id;
     html! {
-        @if skipped > 0 { p.meta { (skipped) " earlier events not listed." } }
-        ol.timeline reversed {
-            @for event in events.iter().skip(skipped).rev() {
-                li {
-                    a href={ (goal_href(goal)) "?revision=" (event.revision) } { "r" (event.revision) }
-                    " " (time(event.at)) " " span.actor { (event.actor) } " " code { (event.event.name()) }
+        @if view.commits.is_empty() {
+            p.empty { "No commits recorded." }
+        } @else {
+            table.timeline {
+                thead { tr { th { "Revision" } th { "When" } th { "Actor" } th { "Command" } th { "Receipt" } } }
+                tbody {
+                    @for record in view.commits {
+                        (commit_row(goal, record, view.earliest))
+                    }
+                }
+            }
+            @if let Some(before) = earlier_page(view) {
+                p.meta {
+                    "Only the latest " (TIMELINE) " commits are listed. "
+                    a href={ (goal_href(goal)) "?revision=" (before) } { "Earlier commits" }
                 }
             }
         }
     }
+}
+
+fn commit_row(goal: &GoalId, record: &OperationRecord, earliest: u64) -> Markup {
+    let receipt = &record.receipt;
+    let short: String = receipt.digest.chars().take(12).collect();
+    html! {
+        tr data-revision=(receipt.revision) {
+            td {
+                @if receipt.revision >= earliest {
+                    a href={ (goal_href(goal)) "?revision=" (receipt.revision) } { "r" (receipt.revision) }
+                } @else {
+                    "r" (receipt.revision) " " span.meta { "(compacted)" }
+                }
+            }
+            td { (time(receipt.committed_at)) }
+            td.actor { @if let Some(actor) = &record.actor { (actor) } @else { "—" } }
+            td.command {
+                @if let Some(name) = record.command_name() { code { (name) } " " }
+                @if record.events.is_empty() {
+                    div.detail { "recorded, nothing changed" }
+                } @else {
+                    div.detail { (record.events.join(", ")) }
+                }
+            }
+            td.receipt {
+                code.operation { (receipt.operation) } " "
+                div.detail {
+                    "digest " code title=(receipt.digest) { (short) "…" }
+                    " · revision " (receipt.revision) " · " (receipt.events)
+                    @if receipt.events == 1 { " event" } @else { " events" }
+                }
+            }
+        }
+    }
+}
+
+/// The revision whose page lists the commits before the ones listed, when the timeline was
+/// cut at [`TIMELINE`] and that revision is kept.
+fn earlier_page(view: &GoalView<'_>) -> Option<u64> {
+    if view.commits.len() < TIMELINE {
+        return None;
+    }
+    let oldest = view.commits.last()?;
+    // A recorded no-op keeps its revision, so the commit to that revision may not be listed.
+    let before = if oldest.receipt.events > 0 {
+        oldest.receipt.revision.checked_sub(1)?
+    } else {
+        oldest.receipt.revision
+    };
+    (before >= view.earliest && before < view.state.revision).then_some(before)
 }

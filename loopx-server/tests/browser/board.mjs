@@ -60,6 +60,12 @@ try {
   await page.reload();
   const json = (await text(page, "tr[data-criterion=json-schema-tested]"))[0] ?? "";
   check("goal: stale evidence names the newer revision", json.includes("superseded by git:def456") && json.includes("git:abc123"), json);
+  const commit = await text(page, "table.timeline tbody tr:first-child td");
+  check(
+    "goal: the timeline's newest commit with its actor, command and receipt",
+    commit[0] === "r11" && commit[2] === "agent:agent-a" && commit[3].startsWith("settle_turn") && /^op-[0-9a-f]+ digest [0-9a-f]{12}… · revision 11 · 1 event$/.test(commit[4]),
+    commit.join(" | "),
+  );
   await shot(page, "board-goal-stale");
 
   // Someone who does not own the gate reads it but gets no form; a forged post is refused.

@@ -55,9 +55,14 @@ fn actor(who: Actor, seed: u8) -> (Actor, Arc<SecretKey>) {
 impl Story {
     /// The goal created and planned: three todos, the last one waiting on a decision.
     pub async fn planned() -> Story {
+        Story::planned_on(Arc::new(MemoryStore::with_test_clock())).await
+    }
+
+    /// [`Story::planned`] in `store` (empty, on a test clock).
+    pub async fn planned_on(empty: Arc<dyn Store>) -> Story {
         let clock = Arc::new(ManualClock::new(at("2026-11-29T10:02")));
         let story = Story {
-            store: Arc::new(MemoryStore::with_test_clock()),
+            store: empty,
             clock,
             goal: id(GOAL),
             maintainer: actor(Actor::Person(id("maintainer")), 1),
@@ -71,7 +76,12 @@ impl Story {
 
     /// Moment one: turn t1 committed abc123 and passed there; the gate is open.
     pub async fn gate_open() -> Story {
-        let story = Story::planned().await;
+        Story::gate_open_on(Arc::new(MemoryStore::with_test_clock())).await
+    }
+
+    /// [`Story::gate_open`] in `store` (empty, on a test clock).
+    pub async fn gate_open_on(empty: Arc<dyn Store>) -> Story {
+        let story = Story::planned_on(empty).await;
         story.set("2026-11-29T10:11");
         story
             .turn(
@@ -90,7 +100,12 @@ impl Story {
     /// Moment two: turn t2 committed def456, where only the text check ran: the JSON-schema
     /// evidence, shown at abc123, is stale.
     pub async fn stale() -> Story {
-        let story = Story::gate_open().await;
+        Story::stale_on(Arc::new(MemoryStore::with_test_clock())).await
+    }
+
+    /// [`Story::stale`] in `store` (empty, on a test clock).
+    pub async fn stale_on(empty: Arc<dyn Store>) -> Story {
+        let story = Story::gate_open_on(empty).await;
         story.to_stale().await;
         story
     }

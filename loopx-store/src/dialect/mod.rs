@@ -325,6 +325,15 @@ pub(crate) trait Dialect: Send {
         limit: usize,
     ) -> impl Future<Output = Result<Vec<OperationRow>, StoreError>> + Send;
 
+    /// Up to `limit` receipts of the goal at or before revision `up_to`, newest first (the
+    /// reverse of [`operation_rows`](Dialect::operation_rows)' order).
+    fn latest_operation_rows(
+        &mut self,
+        goal: &GoalId,
+        up_to: u64,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<OperationRow>, StoreError>> + Send;
+
     /// The receipts whose names compaction up to `target` must keep.
     fn receipts_to_keep(
         &mut self,

@@ -2,12 +2,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use loopx_kernel::seams::{Appended, Commit, GoalStatus, GoalSummary, Receipt, StoreError};
+use loopx_kernel::seams::{
+    Appended, Commit, GoalStatus, GoalSummary, PastState, Receipt, StoreError,
+};
 use loopx_kernel::{
     AgentId, GoalId, GoalState, OperationId, RecordedEvent, Snapshot, Subject, Timestamp, TodoId,
 };
 
-use super::{Dialect, GoalRow, Kept, Mode, Outcome, damaged};
+use super::{Dialect, GoalRow, Kept, Mode, OperationRow, Outcome, damaged};
 use crate::chain::{from_hex, genesis};
 use crate::commit::prepare;
 use crate::fold::{
@@ -194,6 +196,38 @@ fn unchained_snapshot(goal: &GoalId, revision: u64) -> StoreError {
         revision,
         "its snapshot's chain head is missing or unreadable (it was changed outside loopx)",
     )
+}
+
+/// See `Store::state_at`: the goal as it stood right after `revision`, from the newest snapshot
+/// at or before it and the events after that snapshot, checked against the chain (and, at the
+/// head, against the goal row's head), in one read transaction. Never through the cache: a
+/// past revision is read as stored.
+pub(crate) async fn past_state<D: Dialect>(
+    d: &mut D,
+    goal: &GoalId,
+    revision: u64,
+) -> Result<Option<PastState>, StoreError> {
+    d.begin(Mode::Read).await?;
+    let Some(row) = d.goal_row(goal, false).await? else {
+        absent(d, goal).await?;
+        d.rollback().await?;
+        return Ok(None);
+    };
+    let earliest = row.base_revision.max(1);
+    if revision < earliest || revision > row.revision {
+        d.rollback().await?;
+        return Ok(Some(PastState::Unavailable {
+            earliest,
+            head: row.revision,
+        }));
+    }
+    let (state, head) = state_at(d, goal, row, Some(revision)).await?;
+    d.rollback().await?;
+    let state = check_loaded(goal, state, revision)?;
+    if revision == row.revision {
+        verify_head(goal, row.revision, row.chain, &head)?;
+    }
+    Ok(Some(PastState::Kept(Box::new(state))))
 }
 
 // ----- append -------------------------------------------------------------------------------
@@ -720,6 +754,36 @@ pub(crate) async fn operations<D: Dialect>(
 ) -> Result<Vec<OperationRecord>, StoreError> {
     d.begin(Mode::Read).await?;
     let rows = d.operation_rows(goal, after, limit).await?;
+    let records = operation_records(d, goal, rows).await?;
+    d.rollback().await?;
+    Ok(records)
+}
+
+/// See `Store::latest_operations`: up to `limit` committed operations of `goal` up to `up_to`,
+/// newest first, in one read transaction (as [`operations`]).
+pub(crate) async fn latest_operations<D: Dialect>(
+    d: &mut D,
+    goal: &GoalId,
+    up_to: u64,
+    limit: usize,
+) -> Result<Vec<OperationRecord>, StoreError> {
+    if limit == 0 {
+        return Ok(Vec::new());
+    }
+    d.begin(Mode::Read).await?;
+    let rows = d.latest_operation_rows(goal, up_to, limit).await?;
+    let records = operation_records(d, goal, rows).await?;
+    d.rollback().await?;
+    Ok(records)
+}
+
+/// The audit records of receipt `rows`, in their order: actor and event names as stored with
+/// a receipt, or read from its events. Reads inside the caller's transaction.
+async fn operation_records<D: Dialect>(
+    d: &mut D,
+    goal: &GoalId,
+    rows: Vec<OperationRow>,
+) -> Result<Vec<OperationRecord>, StoreError> {
     let mut records = Vec::with_capacity(rows.len());
     // The records whose actor and event names live in their events.
     let mut from_events = Vec::new();
@@ -746,7 +810,6 @@ pub(crate) async fn operations<D: Dialect>(
     }
     let events = spans_events(d, goal, &pending_spans(&records, &from_events)).await?;
     fill_from_events(goal, &mut records, &from_events, &events)?;
-    d.rollback().await?;
     Ok(records)
 }
 

@@ -11,7 +11,7 @@ use std::time::Duration as StdDuration;
 
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod};
-use loopx_kernel::seams::{Appended, Commit, GoalSummary, Receipt, Store, StoreError};
+use loopx_kernel::seams::{Appended, Commit, GoalSummary, PastState, Receipt, Store, StoreError};
 use loopx_kernel::{
     AgentId, Duration, GoalId, GoalState, OperationId, RecordedEvent, Snapshot, Subject, Timestamp,
     TodoId,
@@ -395,6 +395,23 @@ impl Store for PostgresStore {
         limit: usize,
     ) -> Result<Vec<RecordedEvent>, StoreError> {
         shared::events(&mut self.dialect().await?, goal, after, limit).await
+    }
+
+    async fn state_at(
+        &self,
+        goal: &GoalId,
+        revision: u64,
+    ) -> Result<Option<PastState>, StoreError> {
+        shared::past_state(&mut self.dialect().await?, goal, revision).await
+    }
+
+    async fn latest_operations(
+        &self,
+        goal: &GoalId,
+        up_to: u64,
+        limit: usize,
+    ) -> Result<Vec<OperationRecord>, StoreError> {
+        shared::latest_operations(&mut self.dialect().await?, goal, up_to, limit).await
     }
 
     async fn goals(&self, now: Timestamp) -> Result<Vec<GoalSummary>, StoreError> {

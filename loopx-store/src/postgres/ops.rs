@@ -64,6 +64,16 @@ const RECEIPTS_TO_KEEP: &str = "SELECT revision, commit_events, operation, diges
 const SNAPSHOT_AT: &str = "SELECT json, chain FROM snapshots WHERE goal = $1 AND revision = $2";
 /// A page of a goal's receipts after a revision, in commit order.
 const OPERATIONS_AFTER: &str = "SELECT operation, digest, revision, events, committed_at, actor, kinds, authorship FROM commits WHERE goal = $1 AND revision > $2 ORDER BY revision, events = 0, seq LIMIT $3";
+/// A goal's receipts up to a revision, newest first: the reverse of `OPERATIONS_AFTER`. The
+/// `commits` view's two halves (receipts on event rows, receipt rows) are each read backwards
+/// along their key for at most the limit, so the read stays bounded however long the history.
+const LATEST_OPERATIONS: &str = "SELECT operation, digest, revision, events, committed_at, actor, kinds, authorship FROM (
+       (SELECT operation, digest, revision, commit_events AS events, at AS committed_at, NULL::TEXT AS actor, NULL::TEXT AS kinds, authorship, NULL::BIGINT AS seq FROM events
+        WHERE goal = $1 AND revision <= $2 AND operation IS NOT NULL ORDER BY revision DESC LIMIT $3)
+       UNION ALL
+       (SELECT operation, digest, revision, events, committed_at, actor, kinds, authorship, seq FROM receipts
+        WHERE goal = $1 AND revision <= $2 ORDER BY revision DESC, events = 0 DESC, seq DESC LIMIT $3)) latest
+     ORDER BY revision DESC, events = 0 DESC, seq DESC LIMIT $3";
 /// A goal row's columns as stored, for the check of derived rows.
 const STORED_GOAL_ROW: &str = "SELECT revision, objective, status, valid_from, valid_until, base_revision, snapshot_revision FROM goals WHERE goal = $1";
 /// The agents registered with a goal.
@@ -622,6 +632,21 @@ impl Dialect for Pg<'_> {
 
     /// The receipts rows of schema 3 that read their names from the events, then the receipts
     /// on event rows (schema 4).
+    async fn latest_operation_rows(
+        &mut self,
+        goal: &GoalId,
+        up_to: u64,
+        limit: usize,
+    ) -> Result<Vec<OperationRow>, StoreError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = self
+            .query(LATEST_OPERATIONS, &[&goal.as_str(), &int(up_to), &limit])
+            .await?;
+        rows.iter()
+            .map(|r| dialect::operation_row(r, goal))
+            .collect()
+    }
+
     async fn receipts_to_keep(
         &mut self,
         goal: &GoalId,
@@ -945,6 +970,7 @@ mod tests {
                 ("RECEIPTS_TO_KEEP", RECEIPTS_TO_KEEP),
                 ("SNAPSHOT_AT", SNAPSHOT_AT),
                 ("OPERATIONS_AFTER", OPERATIONS_AFTER),
+                ("LATEST_OPERATIONS", LATEST_OPERATIONS),
                 ("the listing of every goal", LISTING),
             ];
             for (name, statement) in reads {

@@ -10,7 +10,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration as StdDuration;
 
 use async_trait::async_trait;
-use loopx_kernel::seams::{Appended, Commit, GoalSummary, Receipt, Store, StoreError};
+use loopx_kernel::seams::{Appended, Commit, GoalSummary, PastState, Receipt, Store, StoreError};
 use loopx_kernel::{
     AgentId, Duration, GoalId, GoalState, OperationId, RecordedEvent, Snapshot, Subject, Timestamp,
     TodoId,
@@ -568,6 +568,40 @@ impl Store for SqliteStore {
                 &mut Sqlite::new(conn, cx),
                 &goal,
                 after,
+                limit,
+            ))
+        })
+        .await
+    }
+
+    async fn state_at(
+        &self,
+        goal: &GoalId,
+        revision: u64,
+    ) -> Result<Option<PastState>, StoreError> {
+        let goal = goal.clone();
+        self.run(move |conn, cx| {
+            ops::block(shared::past_state(
+                &mut Sqlite::new(conn, cx),
+                &goal,
+                revision,
+            ))
+        })
+        .await
+    }
+
+    async fn latest_operations(
+        &self,
+        goal: &GoalId,
+        up_to: u64,
+        limit: usize,
+    ) -> Result<Vec<OperationRecord>, StoreError> {
+        let goal = goal.clone();
+        self.run(move |conn, cx| {
+            ops::block(shared::latest_operations(
+                &mut Sqlite::new(conn, cx),
+                &goal,
+                up_to,
                 limit,
             ))
         })

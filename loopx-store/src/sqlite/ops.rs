@@ -60,6 +60,20 @@ const EVENTS_AFTER: &str = "SELECT revision, at, json, chain FROM events WHERE g
 const OPERATIONS_AFTER: &str =
     "SELECT operation, digest, revision, events, committed_at, actor, kinds, authorship FROM commits
      WHERE goal = ?1 AND revision > ?2 ORDER BY revision, events = 0, seq LIMIT ?3";
+/// A goal's receipts up to a revision, newest first: the reverse of `OPERATIONS_AFTER`. The
+/// `commits` view's two halves (receipts on event rows, receipt rows) are each read backwards
+/// along their key for at most the limit, so the read stays bounded however long the history.
+const LATEST_OPERATIONS: &str = "SELECT * FROM (
+       SELECT * FROM (SELECT operation, digest, revision, commit_events AS events, at AS committed_at,
+                             NULL AS actor, NULL AS kinds, authorship, NULL AS seq FROM events
+                      WHERE goal = ?1 AND revision <= ?2 AND operation IS NOT NULL
+                      ORDER BY revision DESC LIMIT ?3)
+       UNION ALL
+       SELECT * FROM (SELECT operation, digest, revision, events, committed_at, actor, kinds,
+                             authorship, seq FROM receipts
+                      WHERE goal = ?1 AND revision <= ?2
+                      ORDER BY revision DESC, events = 0 DESC, seq DESC LIMIT ?3))
+     ORDER BY revision DESC, events = 0 DESC, seq DESC LIMIT ?3";
 /// The receipts on event rows that compaction up to a revision deletes or keeps.
 const RECEIPTS_TO_KEEP: &str = "SELECT revision, commit_events, operation, digest, at FROM events
      WHERE goal = ?1 AND operation IS NOT NULL AND revision - commit_events < ?2";
@@ -537,6 +551,21 @@ impl Dialect for Sqlite<'_> {
             self.conn,
             OPERATIONS_AFTER,
             params![goal.as_str(), int(after), limit],
+            |r| dialect::operation_row(r, goal),
+        )
+    }
+
+    async fn latest_operation_rows(
+        &mut self,
+        goal: &GoalId,
+        up_to: u64,
+        limit: usize,
+    ) -> Result<Vec<OperationRow>, StoreError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        rows(
+            self.conn,
+            LATEST_OPERATIONS,
+            params![goal.as_str(), int(up_to), limit],
             |r| dialect::operation_row(r, goal),
         )
     }
@@ -1054,6 +1083,7 @@ mod tests {
             ("ATTEMPT_ROW", ATTEMPT_ROW),
             ("EVENTS_AFTER", EVENTS_AFTER),
             ("OPERATIONS_AFTER", OPERATIONS_AFTER),
+            ("LATEST_OPERATIONS", LATEST_OPERATIONS),
             ("RECEIPTS_TO_KEEP", RECEIPTS_TO_KEEP),
             ("AGENT_GOALS", AGENT_GOALS),
             ("AGENT_FRONTIER", AGENT_FRONTIER),
