@@ -1,8 +1,9 @@
 //! Re-checking a goal's recorded commits against what they were made from (store schema 7).
 //!
 //! Each commit keeps its [`Authorship`](loopx_kernel::seams::Authorship) with its receipt: the
-//! command as submitted and its actor's signature. [`verify_history`] walks the goal's kept
-//! history commit by commit, on the state before each, and checks that
+//! command as submitted and its actor's signature. [`verify_history`] walks the goal's recorded
+//! history — its archive (the events compaction moved out, from store schema 9 on) and its
+//! kept events — commit by commit, on the state before each, and checks that
 //!
 //! - the receipt's digest is the command's ([`loopx_kernel::write::digest`] of the actor and
 //!   the command), so the command was not changed;
@@ -18,7 +19,7 @@
 //! and the row checks (`loopx doctor`) find damage of other kinds; this finds a history that is
 //! self-consistent but not what its commands make.
 
-use loopx_kernel::seams::{Store, StoreError};
+use loopx_kernel::seams::StoreError;
 use loopx_kernel::write::stamp;
 use loopx_kernel::{GoalId, GoalState, RecordedEvent, execute};
 
@@ -32,8 +33,8 @@ const PAGE: usize = 1000;
 pub struct Verification {
     /// Commits whose command, signature and events were re-checked and agree.
     pub verified: u64,
-    /// Commits that keep no authorship (written before store schema 7, by an import, or
-    /// compacted): they cannot be re-checked, which is not damage.
+    /// Commits that keep no authorship (written before store schema 7, or by an import): they
+    /// cannot be re-checked, which is not damage.
     pub unverifiable: u64,
     /// The commits that do not agree with what they were made from, in revision order.
     pub findings: Vec<Finding>,
@@ -60,7 +61,8 @@ impl std::fmt::Display for Finding {
     }
 }
 
-/// Re-checks every kept commit of `goal` (see the module's documentation). Reads only.
+/// Re-checks every recorded commit of `goal`, archived or kept (see the module's
+/// documentation), from its archive's origin (see [`Retention::archive_origin`]). Reads only.
 ///
 /// # Errors
 /// The store's errors (a history that does not fold is [`StoreError::Corrupt`]).
@@ -68,7 +70,7 @@ pub async fn verify_history<S: Retention + ?Sized>(
     store: &S,
     goal: &GoalId,
 ) -> Result<Verification, StoreError> {
-    let base = match store.base(goal).await? {
+    let base = match store.archive_origin(goal).await? {
         Some(snapshot) => Some(
             snapshot
                 .into_state()
@@ -187,7 +189,7 @@ fn check_commit(
     }
 }
 
-async fn all_events<S: Store + ?Sized>(
+async fn all_events<S: Retention + ?Sized>(
     store: &S,
     goal: &GoalId,
     after: u64,
@@ -195,7 +197,7 @@ async fn all_events<S: Store + ?Sized>(
     let mut events = Vec::new();
     let mut from = after;
     loop {
-        let page = store.events(goal, from, PAGE).await?;
+        let page = crate::retention::history(store, goal, from, PAGE).await?;
         let Some(last) = page.last() else { break };
         from = last.revision;
         let full = page.len() == PAGE;
