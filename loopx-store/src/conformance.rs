@@ -185,6 +185,7 @@ macro_rules! damage_suite {
             a_payload_changed_below_sql_breaks_the_chain,
             derived_rows_changed_outside_are_found,
             a_damaged_archive_is_found,
+            a_changed_base_snapshot_is_found_by_verification,
         );
     };
 }
@@ -2485,6 +2486,37 @@ pub async fn a_damaged_archive_is_found<B: Tamper>(backend: &B) {
         }
         sound_goal_works(&other).await;
     }
+}
+
+/// The base snapshot a compaction left, changed outside the store so that it still decodes (a
+/// todo renamed in its JSON, in the same order): `verify_history`, folding the archive up to the base, names the
+/// base's revision; the same goal unchanged verifies without findings.
+pub async fn a_changed_base_snapshot_is_found_by_verification<B: Tamper>(backend: &B) {
+    let store = backend.fresh().await;
+    let goal = damageable(&store).await;
+    ok(store.compact(&goal, 20).await, "compact");
+    let sound = ok(crate::verify_history(&store, &goal).await, "verify");
+    assert!(sound.findings.is_empty(), "{sound:?}");
+    backend
+        .tamper(
+            &store,
+            "UPDATE snapshots SET json = replace(json, '\"t5\"', '\"t5x\"') WHERE goal = 'dmg' AND revision = 20",
+            true,
+        )
+        .await;
+    let changed = ok(store.base(&goal).await, "the changed base still decodes");
+    assert!(
+        changed.is_some_and(|b| b.state.todos.contains_key(&id("t5x"))),
+        "the tamper renamed a todo in the base"
+    );
+    let other = match backend.second(&store).await {
+        Some(other) => other,
+        None => backend.reopen(store).await,
+    };
+    let found = ok(crate::verify_history(&other, &goal).await, "verify");
+    assert_eq!(found.verified, sound.verified);
+    assert_eq!(found.findings.len(), 1, "{found:?}");
+    assert_eq!(found.findings[0].revision, 20, "{found:?}");
 }
 
 /// The goal's derived rows changed outside the store (its standing, objective, window,

@@ -10,7 +10,9 @@
 //! - on a signed goal, the signature verifies under the keys registered at that revision
 //!   ([`loopx_kernel::identity::authenticate`]);
 //! - the kernel, re-executing the command at the commit's time on the state before it, records
-//!   exactly the events the store holds.
+//!   exactly the events the store holds;
+//! - on a compacted goal, the fold of its archived events up to the base is the base snapshot
+//!   (the state loads and compaction start from).
 //!
 //! A row edited directly in the database — an event's payload changed and the chain recomputed
 //! by the editor, or a stored command changed — fails one of these and is named by goal and
@@ -92,6 +94,15 @@ pub async fn verify_history<S: Retention + ?Sized>(
             break;
         }
     }
+    // The base snapshot a compaction left, checked against the fold of the archive.
+    let kept_base = match store.base(goal).await? {
+        Some(snapshot) => Some(
+            snapshot
+                .into_state()
+                .map_err(|error| corrupt(goal, &error))?,
+        ),
+        None => None,
+    };
     let mut outcome = Verification::default();
     let mut state = base;
     let mut next = 0usize;
@@ -123,7 +134,13 @@ pub async fn verify_history<S: Retention + ?Sized>(
             outcome.unverifiable += 1;
         }
         // On from the events as recorded, so one finding does not hide the next.
-        state = Some(fold(state, recorded, goal)?);
+        state = Some(fold(
+            state,
+            recorded,
+            goal,
+            kept_base.as_ref(),
+            &mut outcome,
+        )?);
     }
     Ok(outcome)
 }
@@ -209,19 +226,36 @@ async fn all_events<S: Retention + ?Sized>(
     Ok(events)
 }
 
+/// Folds a commit's events onto `state` one by one; when the fold reaches the base snapshot's
+/// revision, a base that differs from it is a finding (the snapshot loads start from was
+/// changed, or the archive before it was).
 fn fold(
     state: Option<GoalState>,
     events: &[RecordedEvent],
     goal: &GoalId,
+    base: Option<&GoalState>,
+    outcome: &mut Verification,
 ) -> Result<GoalState, StoreError> {
-    let folded = match state {
-        Some(mut state) => events
-            .iter()
-            .try_for_each(|e| state.apply(e))
-            .map(|()| state),
-        None => GoalState::replay(events),
-    };
-    folded.map_err(|error| corrupt(goal, &error))
+    let mut state = state;
+    for event in events {
+        let next = match state {
+            Some(mut state) => state.apply(event).map(|()| state),
+            None => GoalState::genesis(event),
+        };
+        let next = next.map_err(|error| corrupt(goal, &error))?;
+        if let Some(base) = base
+            && base.revision == next.revision
+            && *base != next
+        {
+            outcome.findings.push(Finding {
+                goal: goal.clone(),
+                revision: base.revision,
+                problem: "the base snapshot is not the state its archived history folds to (the snapshot or the archive was changed outside loopx)".into(),
+            });
+        }
+        state = Some(next);
+    }
+    state.ok_or_else(|| corrupt(goal, &"a commit without events"))
 }
 
 fn corrupt(goal: &GoalId, error: &impl std::fmt::Display) -> StoreError {
