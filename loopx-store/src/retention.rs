@@ -359,3 +359,37 @@ pub(crate) fn fill_from_events(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::RetentionPolicy;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Compacting whenever the policy says so keeps a goal's kept history between
+        /// `keep_events` (or all of it, while shorter) and `keep_events + every` plus the commit
+        /// that passed the multiple, however commits are sized; the policy off never compacts.
+        #[test]
+        fn the_policy_bounds_the_kept_history(
+            keep in 0_u64..200,
+            every in 1_u64..100,
+            commits in proptest::collection::vec(1_u64..40, 1..300),
+        ) {
+            let policy = RetentionPolicy::keep(keep, every);
+            let mut base = 0;
+            let mut revision = 0;
+            for n in commits {
+                let before = revision;
+                revision += n;
+                prop_assert_eq!(RetentionPolicy::off().due(before, revision), None);
+                if let Some(target) = policy.due(before, revision) {
+                    prop_assert_eq!(revision - target, keep);
+                    base = base.max(target);
+                }
+                let kept = revision - base;
+                prop_assert!(kept >= revision.min(keep), "kept {kept} of {revision}");
+                prop_assert!(kept < keep + every + n, "kept {kept} of {revision}");
+            }
+        }
+    }
+}
