@@ -37,7 +37,7 @@ pub struct Compaction {
 /// commit as it was (it is durable) and is tried again at the next multiple.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RetentionPolicy {
-    /// How many of a goal's newest events stay in its kept history (0 with `every` 0: off).
+    /// How many of a goal's newest events stay in its kept history.
     pub keep_events: u64,
     /// How often, in revisions, a goal is compacted (0: never).
     pub every: u64,
@@ -85,7 +85,7 @@ impl RetentionPolicy {
     }
 }
 
-/// One committed operation, as the audit trail keeps it after its events are compacted away.
+/// One committed operation, as the audit trail keeps it after its events are archived.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OperationRecord {
     /// The receipt: operation id, payload digest, the revision it produced, how many events,
