@@ -21,6 +21,9 @@
 //!     async fn fresh_on_test_clock(&self) -> MemoryStore {
 //!         MemoryStore::with_test_clock() // the same, created with a test clock
 //!     }
+//!     async fn fresh_retaining(&self, policy: loopx_store::RetentionPolicy) -> MemoryStore {
+//!         MemoryStore::new().with_retention(policy) // compacting goals by `policy`
+//!     }
 //!     async fn reopen(&self, store: MemoryStore) -> MemoryStore {
 //!         store // close it and open the same data again
 //!     }
@@ -59,7 +62,7 @@ use loopx_kernel::{
 };
 
 use crate::hooked::{AppendHook, Hooked};
-use crate::retention::{OperationRecord, Retention};
+use crate::retention::{OperationRecord, Retention, RetentionPolicy, history};
 use crate::rows::RowDamage;
 use loopx_kernel::write::{MAX_ATTEMPTS, digest};
 use loopx_kernel::{SubmitError, Submitted, submit};
@@ -77,6 +80,10 @@ pub trait Backend: Send + Sync {
     /// A new, empty store created with a test clock (`StoreClock::Test`), which follows the
     /// times it is given; [`reopen`](Backend::reopen) must keep it on that clock.
     async fn fresh_on_test_clock(&self) -> Self::Store;
+
+    /// A new, empty store like [`fresh`](Backend::fresh) whose handle compacts goals on its own
+    /// by `policy` (see [`RetentionPolicy`]).
+    async fn fresh_retaining(&self, policy: RetentionPolicy) -> Self::Store;
 
     /// The same data through a new handle: close `store` and open its data again (a durable
     /// backend must show everything it acknowledged). A backend without persistence returns
@@ -143,6 +150,8 @@ macro_rules! conformance_suite {
             compaction_inside_a_commit_keeps_its_receipt,
             latest_operations_read_the_audit_backwards,
             past_revisions_read_as_they_stood,
+            compaction_archives_what_it_removes,
+            the_retention_policy_compacts_as_a_goal_grows,
             reopen_keeps_everything,
             changed_wakes_waiters,
             derived_rows_match_the_history,
@@ -177,6 +186,8 @@ macro_rules! damage_suite {
             events_never_have_a_gap,
             a_payload_changed_below_sql_breaks_the_chain,
             derived_rows_changed_outside_are_found,
+            a_damaged_archive_is_found,
+            a_changed_base_snapshot_is_found_by_verification,
         );
     };
 }
@@ -1736,6 +1747,107 @@ pub async fn compaction_inside_a_commit_keeps_its_receipt<B: Backend>(backend: &
     audit_kept(&store, &wide, &receipt, &operations).await;
 }
 
+/// Every recorded event of `goal`, archived or kept.
+async fn recorded<S: Retention + ?Sized>(store: &S, goal: &GoalId) -> Vec<RecordedEvent> {
+    ok(history(store, goal, 0, usize::MAX).await, "history")
+}
+
+/// Compaction moves the events it takes out of the kept history into the goal's archive: they
+/// read back exactly as recorded (whole, by page, and across the base with the kept events),
+/// through a reopen and after later commits; every commit still verifies as it did before.
+pub async fn compaction_archives_what_it_removes<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let mut goal = Goal::create(&store, spec("g", &["a", "b"]), at(0)).await;
+    for i in 0..12 {
+        let name = format!("t{i}");
+        goal.run(&ag("a"), at(i), add(&name)).await;
+        goal.work("b", &name, at(i), done()).await;
+    }
+    let all = all_events(&store, &goal.id).await;
+    let loaded = goal.state().await;
+    let verified = ok(crate::verify_history(&store, &goal.id).await, "verify");
+    assert!(ok(store.archived(&goal.id, 0, usize::MAX).await, "archived").is_empty());
+    assert_eq!(recorded(&store, &goal.id).await, all);
+
+    ok(store.compact(&goal.id, 20).await, "compact");
+    let archived = ok(store.archived(&goal.id, 0, usize::MAX).await, "archived");
+    assert_eq!(archived, all[..20]);
+    assert_eq!(recorded(&store, &goal.id).await, all);
+    assert_eq!(
+        ok(store.archived(&goal.id, 5, 3).await, "a page"),
+        all[5..8]
+    );
+    assert!(ok(store.archived(&goal.id, 20, 10).await, "past the base").is_empty());
+    assert_eq!(
+        ok(history(&store, &goal.id, 18, 4).await, "across the base"),
+        all[18..22]
+    );
+    assert_eq!(ok(store.archive_origin(&goal.id).await, "origin"), None);
+    ok(store.compact(&goal.id, 30).await, "compact again");
+    assert_eq!(
+        ok(store.archived(&goal.id, 0, usize::MAX).await, "archived"),
+        all[..30]
+    );
+    assert_eq!(
+        ok(crate::verify_history(&store, &goal.id).await, "verify"),
+        verified
+    );
+    match GoalState::replay(&recorded(&store, &goal.id).await) {
+        Ok(replayed) => assert_eq!(replayed, loaded),
+        Err(error) => panic!("the archived and kept events do not replay: {error}"),
+    }
+
+    let later = goal.run(&ag("a"), at(40), add("after")).await;
+    let id = goal.id.clone();
+    let store = backend.reopen(store).await;
+    let after = recorded(&store, &id).await;
+    assert_eq!(after[..all.len()], all[..]);
+    assert_eq!(after.len(), all.len() + 1);
+    assert_eq!(load(&store, &id).await, later.state);
+    assert!(
+        ok(crate::verify_history(&store, &id).await, "verify")
+            .findings
+            .is_empty()
+    );
+}
+
+/// A handle compacts a goal on its own by its retention policy (on by default): after the
+/// commit that passes a multiple of `every`, only the last `keep_events` events stay kept, the
+/// rest read from the archive, and the goal loads and replays as before; a handle with the
+/// policy off never compacts.
+pub async fn the_retention_policy_compacts_as_a_goal_grows<B: Backend>(backend: &B) {
+    let default = backend.fresh().await;
+    assert_eq!(default.policy(), RetentionPolicy::default());
+    assert!(default.policy().is_on());
+    drop(default);
+    for policy in [RetentionPolicy::keep(10, 8), RetentionPolicy::off()] {
+        let store = backend.fresh_retaining(policy).await;
+        assert_eq!(store.policy(), policy);
+        let mut goal = Goal::create(&store, spec("g", &["a"]), at(0)).await;
+        for i in 0..30 {
+            goal.run(&ag("a"), at(i), add(&format!("t{i}"))).await;
+        }
+        let loaded = goal.state().await;
+        assert_eq!(loaded.revision, 31);
+        let base = ok(store.base(&goal.id).await, "base").map(|b| b.state.revision);
+        let kept = all_events(&store, &goal.id).await;
+        if policy.is_on() {
+            // Revision 16 compacted to 6, revision 24 to 14; 31 passed no multiple of 8.
+            assert_eq!(base, Some(14));
+            assert_eq!(kept.first().map(|e| e.revision), Some(15));
+        } else {
+            assert_eq!(base, None);
+            assert_eq!(kept.len(), 31);
+        }
+        let all = recorded(&store, &goal.id).await;
+        assert!(all.iter().map(|e| e.revision).eq(1..=31));
+        match GoalState::replay(&all) {
+            Ok(replayed) => assert_eq!(replayed, loaded),
+            Err(error) => panic!("the recorded events do not replay: {error}"),
+        }
+    }
+}
+
 /// The audit trail reads as `operations`, `commit` has `receipt`, and the same append again
 /// answers with it.
 async fn audit_kept<S: Retention>(
@@ -2546,6 +2658,98 @@ pub async fn a_payload_changed_below_sql_breaks_the_chain<B: Tamper>(backend: &B
         }
         sound_goal_works(&other).await;
     }
+}
+
+/// An archived event row deleted (with or without the damage triggers seeing it) or changed
+/// below SQL is found: reading the archive, the whole history and verifying it are
+/// `StoreError::HistoryDamaged` at its revision; a deletion the triggers saw marks the goal, so
+/// its loads fail the same way; a change they did not see leaves the kept history loading as
+/// committed. The sound goal keeps working.
+pub async fn a_damaged_archive_is_found<B: Tamper>(backend: &B) {
+    // Revision r adds t(r - 2).
+    for (revision, sql, marks) in [
+        (
+            5,
+            "DELETE FROM archived_events WHERE goal = 'dmg' AND revision = 5",
+            true,
+        ),
+        (
+            9,
+            "DELETE FROM archived_events WHERE goal = 'dmg' AND revision = 9",
+            false,
+        ),
+        (
+            7,
+            "UPDATE archived_events SET json = replace(json, '\"t5\"', '\"u5\"') WHERE goal = 'dmg' AND revision = 7",
+            false,
+        ),
+    ] {
+        let store = backend.fresh().await;
+        let goal = damageable(&store).await;
+        ok(store.compact(&goal, 20).await, "compact");
+        let state = load(&store, &goal).await;
+        backend.tamper(&store, sql, marks).await;
+        let other = match backend.second(&store).await {
+            Some(other) => other,
+            None => backend.reopen(store).await,
+        };
+        let archived = other.archived(&goal, 0, usize::MAX).await;
+        assert!(
+            is_damaged(&archived, &goal, revision),
+            "`{sql}`: the archive: {archived:?}"
+        );
+        let all = history(&other, &goal, 0, usize::MAX).await;
+        assert!(
+            is_damaged(&all, &goal, revision),
+            "`{sql}`: the history: {all:?}"
+        );
+        let verified = crate::verify_history(&other, &goal).await;
+        assert!(
+            is_damaged(&verified, &goal, revision),
+            "`{sql}`: verify: {verified:?}"
+        );
+        let loaded = other.load(&goal).await;
+        if marks {
+            assert!(
+                is_damaged(&loaded, &goal, revision),
+                "`{sql}`: load: {loaded:?}"
+            );
+        } else {
+            assert_eq!(ok(loaded, "load").as_ref(), Some(&state), "`{sql}`");
+        }
+        sound_goal_works(&other).await;
+    }
+}
+
+/// The base snapshot a compaction left, changed outside the store so that it still decodes (a
+/// todo renamed in its JSON, in the same order): `verify_history`, folding the archive up to the base, names the
+/// base's revision; the same goal unchanged verifies without findings.
+pub async fn a_changed_base_snapshot_is_found_by_verification<B: Tamper>(backend: &B) {
+    let store = backend.fresh().await;
+    let goal = damageable(&store).await;
+    ok(store.compact(&goal, 20).await, "compact");
+    let sound = ok(crate::verify_history(&store, &goal).await, "verify");
+    assert!(sound.findings.is_empty(), "{sound:?}");
+    backend
+        .tamper(
+            &store,
+            "UPDATE snapshots SET json = replace(json, '\"t5\"', '\"t5x\"') WHERE goal = 'dmg' AND revision = 20",
+            true,
+        )
+        .await;
+    let changed = ok(store.base(&goal).await, "the changed base still decodes");
+    assert!(
+        changed.is_some_and(|b| b.state.todos.contains_key(&id("t5x"))),
+        "the tamper renamed a todo in the base"
+    );
+    let other = match backend.second(&store).await {
+        Some(other) => other,
+        None => backend.reopen(store).await,
+    };
+    let found = ok(crate::verify_history(&other, &goal).await, "verify");
+    assert_eq!(found.verified, sound.verified);
+    assert_eq!(found.findings.len(), 1, "{found:?}");
+    assert_eq!(found.findings[0].revision, 20, "{found:?}");
 }
 
 /// The goal's derived rows changed outside the store (its standing, objective, window,

@@ -15,8 +15,10 @@
 //!   connection pool, `LISTEN`/`NOTIFY` to wake waiters, a lost `COMMIT` answer reported as
 //!   ambiguous.
 //! - [`Retention`]: bounded history — [`Retention::compact`] folds old events into a base
-//!   snapshot and drops them, keeping every receipt — and the doctor's checks of derived rows
-//!   against the history ([`Retention::check_rows`], [`Retention::orphans`], as [`RowDamage`]).
+//!   snapshot and moves them into the goal's archive ([`Retention::archived`], [`history`]),
+//!   still verifiable, keeping every receipt; a [`RetentionPolicy`] (on by default) compacts
+//!   each goal as it grows — and the doctor's checks of derived rows against the history
+//!   ([`Retention::check_rows`], [`Retention::orphans`], as [`RowDamage`]).
 //! - [`HistoryChain`]: the chained digest of a goal's history, which exports end with.
 //! - A goal whose history was damaged outside loopx (an event row deleted or changed, below
 //!   the newest snapshot too; its goal row removed) answers
@@ -114,7 +116,7 @@ pub use hooked::{AppendHook, Hooked};
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresOptions, PostgresStore, SCHEMA_VERSION as POSTGRES_SCHEMA_VERSION};
-pub use retention::{Compaction, OperationRecord, Retention};
+pub use retention::{Compaction, OperationRecord, Retention, RetentionPolicy, history};
 pub use rows::RowDamage;
 #[cfg(feature = "sqlite")]
 pub use sqlite::{

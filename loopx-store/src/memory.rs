@@ -15,7 +15,7 @@ use loopx_kernel::{
 use crate::clock::StoreClock;
 use crate::fold::{encode, kinds, receipt, same_operation, unfoldable};
 use crate::index::{Projection, merge_frontiers, status_name};
-use crate::retention::{Compaction, OperationRecord, Retention};
+use crate::retention::{Compaction, OperationRecord, Retention, RetentionPolicy};
 use crate::rows::{RowDamage, StoredRows, compare, missing_row};
 use crate::watch::{deadline, past};
 use tokio::sync::watch;
@@ -40,6 +40,8 @@ pub struct MemoryStore {
     clock: StoreClock,
     /// Counts commits that moved a goal, so that [`Store::changed`] wakes on them.
     commits: watch::Sender<u64>,
+    /// When this store compacts a goal on its own.
+    retention: RetentionPolicy,
 }
 
 #[derive(Debug, Default)]
@@ -62,6 +64,8 @@ struct Goal {
     events: Vec<RecordedEvent>,
     /// The compaction base, if the goal was compacted.
     base: Option<Snapshot>,
+    /// The events compaction moved out: revisions `1 ..= base`.
+    archive: Vec<RecordedEvent>,
     /// Operations by id, as positions in `operations`.
     receipts: HashMap<OperationId, usize>,
     /// Every operation ever committed, in commit order.
@@ -93,9 +97,72 @@ impl MemoryStore {
         }
     }
 
+    /// This store, compacting goals on its own by `policy` (default
+    /// [`RetentionPolicy::default`]; [`RetentionPolicy::off`] for never).
+    #[must_use]
+    pub fn with_retention(mut self, policy: RetentionPolicy) -> Self {
+        self.retention = policy;
+        self
+    }
+
     /// The clock this store bounds commit times by.
     pub fn clock(&self) -> StoreClock {
         self.clock
+    }
+
+    /// The append under the store's one lock (it is not held across an await).
+    fn commit(&self, commit: Commit) -> Result<Appended, StoreError> {
+        let (request, state) = commit.into_parts();
+        let mut inner = self.lock();
+        let existing = inner.goals.get(&request.goal);
+        if let Some(position) = existing.and_then(|g| g.receipts.get(&request.operation))
+            && let Some(first) = existing.and_then(|g| g.operations.get(*position))
+        {
+            return same_operation(first.receipt.clone(), &request).map(Appended::Replayed);
+        }
+        self.clock.check(&request)?;
+        let current = existing.map_or(0, |g| g.state.revision);
+        if current != request.expected_revision {
+            return Err(StoreError::Conflict {
+                expected: request.expected_revision,
+                current,
+            });
+        }
+        let receipt = receipt(&request, &state);
+        let changed = !request.events.is_empty();
+        let projection = Projection::compute(&state, receipt.committed_at);
+        let record = OperationRecord {
+            receipt: receipt.clone(),
+            actor: request.events.first().map(|e| e.actor.clone()),
+            events: kinds(&request.events),
+            authorship: request.authorship.clone(),
+        };
+        let id = request.goal.clone();
+        let updated_at = receipt.committed_at;
+        if let Some(goal) = inner.goals.get_mut(&id) {
+            goal.state = state;
+            goal.events.extend(request.events);
+            goal.receipts
+                .insert(request.operation, goal.operations.len());
+            goal.operations.push(record);
+            goal.updated_at = updated_at;
+        } else {
+            let goal = Goal {
+                state,
+                events: request.events,
+                base: None,
+                archive: Vec::new(),
+                receipts: HashMap::from([(request.operation, 0)]),
+                operations: vec![record],
+                projection: projection.clone(),
+                updated_at,
+            };
+            inner.goals.insert(id.clone(), goal);
+        }
+        if changed {
+            inner.install(&id, &projection);
+        }
+        Ok(Appended::Committed(receipt))
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -176,60 +243,14 @@ impl Store for MemoryStore {
     /// replays. Never ambiguous, so [`Store::resolve`] keeps its default.
     #[tracing::instrument(name = "commit", skip_all, fields(goal = %commit.request().goal, revision = commit.state().revision))]
     async fn append(&self, commit: Commit) -> Result<Appended, StoreError> {
-        let (request, state) = commit.into_parts();
-        let mut inner = self.lock();
-        let existing = inner.goals.get(&request.goal);
-        if let Some(position) = existing.and_then(|g| g.receipts.get(&request.operation))
-            && let Some(first) = existing.and_then(|g| g.operations.get(*position))
+        let appended = self.commit(commit)?;
+        if let Appended::Committed(receipt) = &appended
+            && receipt.events > 0
         {
-            return same_operation(first.receipt.clone(), &request).map(Appended::Replayed);
-        }
-        self.clock.check(&request)?;
-        let current = existing.map_or(0, |g| g.state.revision);
-        if current != request.expected_revision {
-            return Err(StoreError::Conflict {
-                expected: request.expected_revision,
-                current,
-            });
-        }
-        let receipt = receipt(&request, &state);
-        let changed = !request.events.is_empty();
-        let projection = Projection::compute(&state, receipt.committed_at);
-        let record = OperationRecord {
-            receipt: receipt.clone(),
-            actor: request.events.first().map(|e| e.actor.clone()),
-            events: kinds(&request.events),
-            authorship: request.authorship.clone(),
-        };
-        let id = request.goal.clone();
-        let updated_at = receipt.committed_at;
-        if let Some(goal) = inner.goals.get_mut(&id) {
-            goal.state = state;
-            goal.events.extend(request.events);
-            goal.receipts
-                .insert(request.operation, goal.operations.len());
-            goal.operations.push(record);
-            goal.updated_at = updated_at;
-        } else {
-            let goal = Goal {
-                state,
-                events: request.events,
-                base: None,
-                receipts: HashMap::from([(request.operation, 0)]),
-                operations: vec![record],
-                projection: projection.clone(),
-                updated_at,
-            };
-            inner.goals.insert(id.clone(), goal);
-        }
-        if changed {
-            inner.install(&id, &projection);
-        }
-        drop(inner);
-        if changed {
             self.commits.send_modify(|n| *n = n.wrapping_add(1));
+            crate::retention::retain(self, receipt).await;
         }
-        Ok(Appended::Committed(receipt))
+        Ok(appended)
     }
 
     async fn receipt(
@@ -433,7 +454,9 @@ impl Retention for MemoryStore {
                 .map_err(|e| unfoldable(goal, &e))?,
         };
         entry.base = Some(folded.snapshot());
-        let removed = entry.events.drain(..cut).count() as u64;
+        let moved: Vec<RecordedEvent> = entry.events.drain(..cut).collect();
+        let removed = moved.len() as u64;
+        entry.archive.extend(moved);
         Ok(Compaction {
             goal: goal.clone(),
             base_revision: target,
@@ -443,6 +466,32 @@ impl Retention for MemoryStore {
 
     async fn base(&self, goal: &GoalId) -> Result<Option<Snapshot>, StoreError> {
         Ok(self.lock().goals.get(goal).and_then(|g| g.base.clone()))
+    }
+
+    async fn archived(
+        &self,
+        goal: &GoalId,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<RecordedEvent>, StoreError> {
+        let inner = self.lock();
+        Ok(inner
+            .goals
+            .get(goal)
+            .map(|g| {
+                let skip = usize::try_from(after).unwrap_or(usize::MAX);
+                g.archive.iter().skip(skip).take(limit).cloned().collect()
+            })
+            .unwrap_or_default())
+    }
+
+    /// A memory store's archive starts at each goal's creation.
+    async fn archive_origin(&self, _goal: &GoalId) -> Result<Option<Snapshot>, StoreError> {
+        Ok(None)
+    }
+
+    fn policy(&self) -> RetentionPolicy {
+        self.retention
     }
 
     async fn operations(

@@ -1,15 +1,18 @@
 //! Re-checking a goal's recorded commits against what they were made from (store schema 7).
 //!
 //! Each commit keeps its [`Authorship`](loopx_kernel::seams::Authorship) with its receipt: the
-//! command as submitted and its actor's signature. [`verify_history`] walks the goal's kept
-//! history commit by commit, on the state before each, and checks that
+//! command as submitted and its actor's signature. [`verify_history`] walks the goal's recorded
+//! history — its archive (the events compaction moved out, from store schema 9 on) and its
+//! kept events — commit by commit, on the state before each, and checks that
 //!
 //! - the receipt's digest is the command's ([`loopx_kernel::write::digest`] of the actor and
 //!   the command), so the command was not changed;
 //! - on a signed goal, the signature verifies under the keys registered at that revision
 //!   ([`loopx_kernel::identity::authenticate`]);
 //! - the kernel, re-executing the command at the commit's time on the state before it, records
-//!   exactly the events the store holds.
+//!   exactly the events the store holds;
+//! - on a compacted goal, the fold of its archived events up to the base is the base snapshot
+//!   (the state loads and compaction start from).
 //!
 //! A row edited directly in the database — an event's payload changed and the chain recomputed
 //! by the editor, or a stored command changed — fails one of these and is named by goal and
@@ -18,7 +21,7 @@
 //! and the row checks (`loopx doctor`) find damage of other kinds; this finds a history that is
 //! self-consistent but not what its commands make.
 
-use loopx_kernel::seams::{Store, StoreError};
+use loopx_kernel::seams::StoreError;
 use loopx_kernel::write::stamp;
 use loopx_kernel::{GoalId, GoalState, RecordedEvent, execute};
 
@@ -32,8 +35,8 @@ const PAGE: usize = 1000;
 pub struct Verification {
     /// Commits whose command, signature and events were re-checked and agree.
     pub verified: u64,
-    /// Commits that keep no authorship (written before store schema 7, by an import, or
-    /// compacted): they cannot be re-checked, which is not damage.
+    /// Commits that keep no authorship (written before store schema 7, or by an import): they
+    /// cannot be re-checked, which is not damage.
     pub unverifiable: u64,
     /// The commits that do not agree with what they were made from, in revision order.
     pub findings: Vec<Finding>,
@@ -60,7 +63,8 @@ impl std::fmt::Display for Finding {
     }
 }
 
-/// Re-checks every kept commit of `goal` (see the module's documentation). Reads only.
+/// Re-checks every recorded commit of `goal`, archived or kept (see the module's
+/// documentation), from its archive's origin (see [`Retention::archive_origin`]). Reads only.
 ///
 /// # Errors
 /// The store's errors (a history that does not fold is [`StoreError::Corrupt`]).
@@ -68,7 +72,7 @@ pub async fn verify_history<S: Retention + ?Sized>(
     store: &S,
     goal: &GoalId,
 ) -> Result<Verification, StoreError> {
-    let base = match store.base(goal).await? {
+    let base = match store.archive_origin(goal).await? {
         Some(snapshot) => Some(
             snapshot
                 .into_state()
@@ -90,6 +94,15 @@ pub async fn verify_history<S: Retention + ?Sized>(
             break;
         }
     }
+    // The base snapshot a compaction left, checked against the fold of the archive.
+    let kept_base = match store.base(goal).await? {
+        Some(snapshot) => Some(
+            snapshot
+                .into_state()
+                .map_err(|error| corrupt(goal, &error))?,
+        ),
+        None => None,
+    };
     let mut outcome = Verification::default();
     let mut state = base;
     let mut next = 0usize;
@@ -121,7 +134,13 @@ pub async fn verify_history<S: Retention + ?Sized>(
             outcome.unverifiable += 1;
         }
         // On from the events as recorded, so one finding does not hide the next.
-        state = Some(fold(state, recorded, goal)?);
+        state = Some(fold(
+            state,
+            recorded,
+            goal,
+            kept_base.as_ref(),
+            &mut outcome,
+        )?);
     }
     Ok(outcome)
 }
@@ -187,7 +206,7 @@ fn check_commit(
     }
 }
 
-async fn all_events<S: Store + ?Sized>(
+async fn all_events<S: Retention + ?Sized>(
     store: &S,
     goal: &GoalId,
     after: u64,
@@ -195,7 +214,7 @@ async fn all_events<S: Store + ?Sized>(
     let mut events = Vec::new();
     let mut from = after;
     loop {
-        let page = store.events(goal, from, PAGE).await?;
+        let page = crate::retention::history(store, goal, from, PAGE).await?;
         let Some(last) = page.last() else { break };
         from = last.revision;
         let full = page.len() == PAGE;
@@ -207,19 +226,36 @@ async fn all_events<S: Store + ?Sized>(
     Ok(events)
 }
 
+/// Folds a commit's events onto `state` one by one; when the fold reaches the base snapshot's
+/// revision, a base that differs from it is a finding (the snapshot loads start from was
+/// changed, or the archive before it was).
 fn fold(
     state: Option<GoalState>,
     events: &[RecordedEvent],
     goal: &GoalId,
+    base: Option<&GoalState>,
+    outcome: &mut Verification,
 ) -> Result<GoalState, StoreError> {
-    let folded = match state {
-        Some(mut state) => events
-            .iter()
-            .try_for_each(|e| state.apply(e))
-            .map(|()| state),
-        None => GoalState::replay(events),
-    };
-    folded.map_err(|error| corrupt(goal, &error))
+    let mut state = state;
+    for event in events {
+        let next = match state {
+            Some(mut state) => state.apply(event).map(|()| state),
+            None => GoalState::genesis(event),
+        };
+        let next = next.map_err(|error| corrupt(goal, &error))?;
+        if let Some(base) = base
+            && base.revision == next.revision
+            && *base != next
+        {
+            outcome.findings.push(Finding {
+                goal: goal.clone(),
+                revision: base.revision,
+                problem: "the base snapshot is not the state its archived history folds to (the snapshot or the archive was changed outside loopx)".into(),
+            });
+        }
+        state = Some(next);
+    }
+    state.ok_or_else(|| corrupt(goal, &"a commit without events"))
 }
 
 fn corrupt(goal: &GoalId, error: &impl std::fmt::Display) -> StoreError {

@@ -5,7 +5,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use async_trait::async_trait;
 use loopx_store::conformance::{Backend, Tamper};
-use loopx_store::{Durability, MemoryStore, SqliteOptions, SqliteStore, StoreClock};
+use loopx_store::{
+    Durability, MemoryStore, RetentionPolicy, SqliteOptions, SqliteStore, StoreClock,
+};
 
 mod memory {
     use super::*;
@@ -22,6 +24,10 @@ mod memory {
 
         async fn fresh_on_test_clock(&self) -> MemoryStore {
             MemoryStore::with_test_clock()
+        }
+
+        async fn fresh_retaining(&self, policy: RetentionPolicy) -> MemoryStore {
+            MemoryStore::new().with_retention(policy)
         }
 
         async fn reopen(&self, store: MemoryStore) -> MemoryStore {
@@ -64,6 +70,12 @@ impl Backend for Sqlite {
         let path = self.dir.path().join(format!("store-{n}.db"));
         let options = self.options.clone().clock(StoreClock::Test);
         SqliteStore::create_with(path, options).unwrap()
+    }
+
+    async fn fresh_retaining(&self, policy: RetentionPolicy) -> SqliteStore {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let path = self.dir.path().join(format!("store-{n}.db"));
+        SqliteStore::create_with(path, self.options.clone().retention(policy)).unwrap()
     }
 
     async fn reopen(&self, store: SqliteStore) -> SqliteStore {
@@ -214,6 +226,19 @@ mod postgres {
             store
         }
 
+        async fn fresh_retaining(&self, policy: RetentionPolicy) -> PostgresStore {
+            let url = cluster().database();
+            let options = self.options.clone().retention(policy);
+            let store = PostgresStore::connect_with(&url, options, tokio_postgres::NoTls)
+                .await
+                .unwrap();
+            self.urls
+                .lock()
+                .unwrap()
+                .insert(store.target().to_owned(), url);
+            store
+        }
+
         async fn reopen(&self, store: PostgresStore) -> PostgresStore {
             let url = self.url(&store);
             drop(store);
@@ -233,7 +258,8 @@ mod postgres {
     }
 
     /// Plain SQL on the store's database over a client of its own. Without marks, the
-    /// triggers on the event log are disabled for the statements, in one transaction.
+    /// triggers on the event log and the archive are disabled for the statements, in one
+    /// transaction.
     #[async_trait]
     impl Tamper for Postgres {
         async fn tamper(&self, store: &PostgresStore, sql: &str, marks: bool) {
@@ -246,7 +272,7 @@ mod postgres {
                 sql.to_owned()
             } else {
                 format!(
-                    "BEGIN; ALTER TABLE events DISABLE TRIGGER USER; {sql}; ALTER TABLE events ENABLE TRIGGER USER; COMMIT;"
+                    "BEGIN; ALTER TABLE events DISABLE TRIGGER USER; ALTER TABLE archived_events DISABLE TRIGGER USER; {sql}; ALTER TABLE events ENABLE TRIGGER USER; ALTER TABLE archived_events ENABLE TRIGGER USER; COMMIT;"
                 )
             };
             client.batch_execute(&batch).await.unwrap();

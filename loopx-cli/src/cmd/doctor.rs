@@ -123,6 +123,7 @@ pub async fn run(ctx: &Ctx, args: &DoctorArgs) -> Result<Exit, CliError> {
             "backend": backend.kind(),
             "store": backend.describe(),
             "clock": backend.clock().name(),
+            "retention": backend.retention().policy(),
             "checks": checks.iter().map(Check::json).collect::<Vec<_>>(),
         }
     });
@@ -139,6 +140,17 @@ pub async fn run(ctx: &Ctx, args: &DoctorArgs) -> Result<Exit, CliError> {
                 .as_ref()
                 .map_or_else(String::new, |g| format!(" [{g}]"));
             let _ = writeln!(text, "{mark}  {}{goal}: {}", check.name, check.detail);
+        }
+        let policy = backend.retention().policy();
+        if policy.is_on() {
+            let _ = writeln!(
+                text,
+                "note  retention: every {} revisions a goal's history beyond its last {} events moves to its archive (still read by `log` and `status --at-revision`, checked by `doctor --verify`)",
+                policy.every, policy.keep_events
+            );
+        } else {
+            text.push_str("note  retention: off (goals are compacted only on request)
+");
         }
         if backend.clock() == loopx_store::StoreClock::Test {
             text.push_str(

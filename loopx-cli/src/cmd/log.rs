@@ -42,7 +42,7 @@ pub async fn run(ctx: &Ctx, args: &LogArgs) -> Result<Exit, CliError> {
         events
     } else {
         let limit = args.limit.unwrap_or(DEFAULT_LIMIT);
-        backend.store().events(&goal, args.after, limit).await?
+        loopx_store::history(backend.retention(), &goal, args.after, limit).await?
     };
     let value = json!({ "goal": goal, "revision": state.revision, "events": events });
     ctx.out.emit(&value, |out| {

@@ -1,6 +1,7 @@
 //! Past revisions of a goal: a range of its history (`loopx log --from N --to M`) and its state
 //! as it stood at one revision (`loopx status --at-revision N`), folded with the kernel's
-//! replay from the recorded events (onto the base snapshot when the history was compacted).
+//! replay from the recorded events: the kept ones and, before the base a compaction left,
+//! the archived ones.
 
 use loopx_kernel::{GoalId, GoalState, RecordedEvent};
 
@@ -46,8 +47,9 @@ pub fn check_range(from: u64, to: u64, goal: &GoalId, head: u64) -> Result<(), C
     Ok(())
 }
 
-/// The recorded events with a revision in `from..=to` that the store keeps, in order, read page
-/// by page. After a compaction the range starts at the first event kept.
+/// The recorded events with a revision in `from..=to`, in order, read page by page: from the
+/// goal's archive before its base, then from its kept history. The range starts later only for
+/// a goal compacted before its store kept an archive (at the first event it holds).
 pub async fn events_in(
     backend: &Backend,
     goal: &GoalId,
@@ -57,7 +59,7 @@ pub async fn events_in(
     let mut events: Vec<RecordedEvent> = Vec::new();
     let mut after = from.saturating_sub(1);
     while after < to {
-        let page = backend.store().events(goal, after, PAGE).await?;
+        let page = loopx_store::history(backend.retention(), goal, after, PAGE).await?;
         let Some(last) = page.last().map(|e| e.revision) else {
             break;
         };
@@ -68,13 +70,17 @@ pub async fn events_in(
 }
 
 /// The goal's state right after `revision`: its recorded events up to there folded with the
-/// kernel's replay, onto the base snapshot when the history before it was compacted.
+/// kernel's replay, onto the base snapshot when the revision is at or after it, and otherwise
+/// from the goal's creation (or its archive's origin) through its archived events.
 pub async fn state_at(
     backend: &Backend,
     goal: &GoalId,
     revision: u64,
 ) -> Result<GoalState, CliError> {
-    let base = backend.retention().base(goal).await?;
+    let base = match backend.retention().base(goal).await? {
+        Some(base) if base.state.revision <= revision => Some(base),
+        _ => backend.retention().archive_origin(goal).await?,
+    };
     let (mut state, from) = match base {
         Some(snapshot) => {
             let state = snapshot.into_state().map_err(replay_error)?;

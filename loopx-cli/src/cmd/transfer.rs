@@ -99,16 +99,17 @@ pub async fn export(ctx: &Ctx, args: &ExportArgs) -> Result<Exit, CliError> {
     let mut events: Vec<RecordedEvent> = Vec::new();
     loop {
         let after = events.last().map_or(0, |e| e.revision);
-        let page = backend.store().events(&goal, after, 1000).await?;
+        let page = loopx_store::history(backend.retention(), &goal, after, 1000).await?;
         if page.is_empty() {
             break;
         }
         events.extend(page);
     }
     if let Some(first) = events.first().filter(|e| e.revision != 1) {
-        // Only a compaction recorded on the goal explains a later start (the store checked
-        // the events against the goal's base); anything else is damage.
-        let base = backend.retention().base(&goal).await?;
+        // Only a compaction that deleted events (before the store kept an archive) explains a
+        // later start (the store checked the events against that origin); anything else is
+        // damage.
+        let base = backend.retention().archive_origin(&goal).await?;
         if base.is_none_or(|base| base.state.revision + 1 != first.revision) {
             return Err(StoreError::HistoryDamaged {
                 goal: goal.clone(),

@@ -28,9 +28,10 @@ use crate::rows::StoredRows;
 /// The tables of a store's data, in both schemas (besides `schema_version`).
 // Read by the PostgreSQL schema check and the SQLite plan tests only.
 #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
-pub(crate) const TABLES: [&str; 7] = [
+pub(crate) const TABLES: [&str; 8] = [
     "goals",
     "events",
+    "archived_events",
     "receipts",
     "snapshots",
     "goal_agents",
@@ -383,15 +384,33 @@ pub(crate) trait Dialect: Send {
     ) -> impl Future<Output = Result<Vec<(String, String)>, StoreError>> + Send;
 
     /// Inside compaction's transaction: writes `base` (snapshot JSON) at `target` with `chain`,
-    /// the chain head there, deletes the events up to it and the older snapshots, and records
-    /// the new base on the goal row. Returns how many events it deleted.
+    /// the chain head there, moves the events up to it into the archive (each row with its
+    /// time, JSON and chain as stored), deletes the older snapshots except the one at `origin`
+    /// (when not 0: the snapshot the archive starts from) and records the new base on the goal
+    /// row. Returns how many events it moved.
     fn cut_history(
         &mut self,
         goal: &GoalId,
         target: u64,
         base: &str,
         chain: &[u8; 32],
+        origin: u64,
     ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// The revision of the goal's first archived event (`None`: its archive is empty).
+    fn archive_start(
+        &mut self,
+        goal: &GoalId,
+    ) -> impl Future<Output = Result<Option<u64>, StoreError>> + Send;
+
+    /// Up to `limit` archived event rows of the goal after `after`, in order, with the chain
+    /// stored with the archived row at `after` when it is stored (read in the same statement).
+    fn archived_after(
+        &mut self,
+        goal: &GoalId,
+        after: u64,
+        limit: usize,
+    ) -> impl Future<Output = Result<(Option<String>, Vec<EventRow>), StoreError>> + Send;
 }
 
 // ----- columns ------------------------------------------------------------------------------

@@ -652,7 +652,8 @@ pub(crate) async fn compact<D: Dialect>(
     check_deleted(d, goal, row, target, &head).await?;
     let base = encode(&state.snapshot())?;
     keep_receipts(d, goal, target).await?;
-    let removed = d.cut_history(goal, target, &base, &head).await?;
+    let origin = origin(d, goal, row).await?;
+    let removed = d.cut_history(goal, target, &base, &head, origin).await?;
     d.commit().await?;
     Ok(Compaction {
         goal: goal.clone(),
@@ -741,6 +742,143 @@ pub(crate) async fn base<D: Dialect>(
     };
     d.rollback().await?;
     Ok(base.map(|state| state.snapshot()))
+}
+
+/// The revision the goal's archive starts after: 0 when it starts at the goal's creation (or
+/// no compaction ran yet); the base of a compaction that deleted its events (before the
+/// store kept an archive), whose snapshot the archive folds onto.
+async fn origin<D: Dialect>(d: &mut D, goal: &GoalId, row: GoalRow) -> Result<u64, StoreError> {
+    Ok(match d.archive_start(goal).await? {
+        Some(first) => first.saturating_sub(1),
+        None => row.base_revision,
+    })
+}
+
+/// The snapshot `goal`'s archive starts from, when it does not start at its creation (see
+/// `Retention::archive_origin`).
+pub(crate) async fn archive_origin<D: Dialect>(
+    d: &mut D,
+    goal: &GoalId,
+) -> Result<Option<Snapshot>, StoreError> {
+    d.begin(Mode::Read).await?;
+    let found = archive_origin_in(d, goal).await;
+    d.rollback().await?;
+    Ok(found?.map(|(state, _)| state.snapshot()))
+}
+
+/// Inside a read transaction: the archive's origin snapshot and its chain head.
+async fn archive_origin_in<D: Dialect>(
+    d: &mut D,
+    goal: &GoalId,
+) -> Result<Option<(GoalState, [u8; 32])>, StoreError> {
+    let Some(row) = d.goal_row(goal, false).await? else {
+        return Ok(None);
+    };
+    let origin = origin(d, goal, row).await?;
+    if origin == 0 {
+        return Ok(None);
+    }
+    let (state, chain) = d
+        .snapshot_at(goal, origin)
+        .await?
+        .ok_or_else(|| missing_base(goal, origin))?;
+    let chain = chain.ok_or_else(|| unchained_snapshot(goal, origin))?;
+    Ok(Some((state, chain)))
+}
+
+/// Up to `limit` archived events of `goal` after `after` (see `Retention::archived`), read in
+/// one read transaction with the goal's row, checked for gaps and against the chain from the
+/// archive's origin (or the row at `after`) and, at the base, the base snapshot's chain.
+pub(crate) async fn archived<D: Dialect>(
+    d: &mut D,
+    goal: &GoalId,
+    after: u64,
+    limit: usize,
+) -> Result<Vec<RecordedEvent>, StoreError> {
+    d.begin(Mode::Read).await?;
+    let read = archived_in(d, goal, after, limit).await;
+    d.rollback().await?;
+    let Some((rows, start, expected, base)) = read? else {
+        return Ok(Vec::new());
+    };
+    let missing = first_gap(&rows, start.0)
+        .or_else(|| (rows.len() < expected).then(|| start.0 + rows.len() as u64 + 1));
+    if let Some(revision) = missing {
+        return Err(damaged(
+            goal,
+            revision,
+            "an event is missing from its archive",
+        ));
+    }
+    let head = verify_rows(goal, start.1, &rows)?;
+    if let Some((revision, chain)) = base
+        && rows.last().is_some_and(|last| last.revision == revision)
+        && head != chain
+    {
+        return Err(damaged(
+            goal,
+            revision,
+            "its archive does not lead to its base snapshot's chain head (a row was changed outside loopx)",
+        ));
+    }
+    decode_rows(goal, &rows)
+}
+
+/// What [`archived`] reads in its transaction: the rows, the revision and chain head they
+/// start after, how many rows there must be, and the base's revision and chain head.
+type ArchivedRead = (
+    Vec<EventRow>,
+    (u64, [u8; 32]),
+    usize,
+    Option<(u64, [u8; 32])>,
+);
+
+async fn archived_in<D: Dialect>(
+    d: &mut D,
+    goal: &GoalId,
+    after: u64,
+    limit: usize,
+) -> Result<Option<ArchivedRead>, StoreError> {
+    let Some(row) = d.goal_row(goal, false).await? else {
+        return Ok(None);
+    };
+    let Some(first) = d.archive_start(goal).await? else {
+        return Ok(None);
+    };
+    let origin = first.saturating_sub(1);
+    let after = after.max(origin);
+    if after >= row.base_revision {
+        return Ok(None);
+    }
+    let (prev, rows) = d.archived_after(goal, after, limit).await?;
+    let head = if after == origin {
+        match archive_origin_in(d, goal).await? {
+            Some((_, chain)) => chain,
+            None => genesis(goal),
+        }
+    } else {
+        prev.as_deref().and_then(from_hex).ok_or_else(|| {
+            damaged(
+                goal,
+                after,
+                "its archived event row's chain is missing or unreadable (it was changed outside loopx)",
+            )
+        })?
+    };
+    let (base, chain) = d
+        .snapshot_at(goal, row.base_revision)
+        .await?
+        .ok_or_else(|| missing_base(goal, row.base_revision))?;
+    let chain = chain.ok_or_else(|| unchained_snapshot(goal, base.revision))?;
+    let expected = usize::try_from(row.base_revision - after)
+        .unwrap_or(usize::MAX)
+        .min(limit);
+    Ok(Some((
+        rows,
+        (after, head),
+        expected,
+        Some((row.base_revision, chain)),
+    )))
 }
 
 /// Up to `limit` committed operations of `goal` after `after`, in one read transaction: a

@@ -23,7 +23,7 @@ use tokio_postgres::{NoTls, Socket};
 use crate::cache::StateCache;
 use crate::clock::StoreClock;
 use crate::dialect::ops as shared;
-use crate::retention::{Compaction, OperationRecord, Retention};
+use crate::retention::{Compaction, OperationRecord, Retention, RetentionPolicy};
 use crate::rows::RowDamage;
 use crate::watch::deadline;
 use listen::{Connector, Listener, Signal};
@@ -57,6 +57,7 @@ pub struct PostgresOptions {
     snapshot_every: u64,
     clock: StoreClock,
     cached_goals: usize,
+    retention: RetentionPolicy,
 }
 
 impl Default for PostgresOptions {
@@ -68,11 +69,21 @@ impl Default for PostgresOptions {
             snapshot_every: 100,
             clock: StoreClock::System,
             cached_goals: crate::cache::DEFAULT_CACHED_GOALS,
+            retention: RetentionPolicy::default(),
         }
     }
 }
 
 impl PostgresOptions {
+    /// When this handle compacts a goal on its own after a commit (default
+    /// [`RetentionPolicy::default`]; [`RetentionPolicy::off`] for never). Compaction archives
+    /// the events it takes out of the kept history.
+    #[must_use]
+    pub fn retention(mut self, policy: RetentionPolicy) -> Self {
+        self.retention = policy;
+        self
+    }
+
     /// How many goals' folded states this handle keeps in memory, so that loading or
     /// committing to one of them reads only its revision and skips decoding (default
     /// [`DEFAULT_CACHED_GOALS`](crate::DEFAULT_CACHED_GOALS); `0` keeps none). Size it to the
@@ -368,7 +379,13 @@ impl Store for PostgresStore {
 
     #[tracing::instrument(name = "commit", skip_all, fields(goal = %commit.request().goal, revision = commit.state().revision))]
     async fn append(&self, commit: Commit) -> Result<Appended, StoreError> {
-        shared::append(&mut self.dialect().await?, commit).await
+        let appended = shared::append(&mut self.dialect().await?, commit).await?;
+        if let Appended::Committed(receipt) = &appended
+            && receipt.events > 0
+        {
+            crate::retention::retain(self, receipt).await;
+        }
+        Ok(appended)
     }
 
     async fn resolve(
@@ -502,6 +519,23 @@ impl Retention for PostgresStore {
 
     async fn base(&self, goal: &GoalId) -> Result<Option<Snapshot>, StoreError> {
         shared::base(&mut self.dialect().await?, goal).await
+    }
+
+    async fn archived(
+        &self,
+        goal: &GoalId,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<RecordedEvent>, StoreError> {
+        shared::archived(&mut self.dialect().await?, goal, after, limit).await
+    }
+
+    async fn archive_origin(&self, goal: &GoalId) -> Result<Option<Snapshot>, StoreError> {
+        shared::archive_origin(&mut self.dialect().await?, goal).await
+    }
+
+    fn policy(&self) -> RetentionPolicy {
+        self.shared.options.retention
     }
 
     async fn operations(

@@ -93,11 +93,20 @@ const SUBJECTS_PENDING: &str =
 /// `(goal, table)` for the rows of goals without a goal row (it walks every table by
 /// definition; only a doctor asks).
 const ORPHAN_ROWS: &str = "SELECT DISTINCT t.goal, 'events' FROM events t WHERE NOT EXISTS (SELECT 1 FROM goals g WHERE g.goal = t.goal)
+     UNION ALL SELECT DISTINCT t.goal, 'archived_events' FROM archived_events t WHERE NOT EXISTS (SELECT 1 FROM goals g WHERE g.goal = t.goal)
      UNION ALL SELECT DISTINCT t.goal, 'snapshots' FROM snapshots t WHERE NOT EXISTS (SELECT 1 FROM goals g WHERE g.goal = t.goal)
      UNION ALL SELECT DISTINCT t.goal, 'receipts' FROM receipts t WHERE NOT EXISTS (SELECT 1 FROM goals g WHERE g.goal = t.goal)
      UNION ALL SELECT DISTINCT t.goal, 'goal_agents' FROM goal_agents t WHERE NOT EXISTS (SELECT 1 FROM goals g WHERE g.goal = t.goal)
      UNION ALL SELECT DISTINCT t.goal, 'frontier' FROM frontier t WHERE NOT EXISTS (SELECT 1 FROM goals g WHERE g.goal = t.goal)
      UNION ALL SELECT DISTINCT t.goal, 'goal_subjects' FROM goal_subjects t WHERE NOT EXISTS (SELECT 1 FROM goals g WHERE g.goal = t.goal)";
+/// A page of a goal's archived events from a revision on (that row too, for its chain).
+const ARCHIVED_AFTER: &str = "SELECT revision, at, json, chain FROM archived_events WHERE goal = $1 AND revision >= $2 ORDER BY revision LIMIT $3";
+/// The revision of a goal's first archived event.
+const ARCHIVE_START: &str =
+    "SELECT revision FROM archived_events WHERE goal = $1 ORDER BY revision LIMIT 1";
+/// Moves a goal's event rows up to a revision into its archive, as they are stored.
+const ARCHIVE_EVENTS: &str = "INSERT INTO archived_events (goal, revision, at, json, chain)
+     SELECT goal, revision, at, json, chain FROM events WHERE goal = $1 AND revision <= $2";
 /// Every goal row, for the listing (it walks the table by definition).
 const LISTING: &str =
     "SELECT goal, objective, status, revision, valid_from, valid_until FROM goals";
@@ -810,6 +819,7 @@ impl Dialect for Pg<'_> {
         target: u64,
         base: &str,
         chain: &[u8; 32],
+        origin: u64,
     ) -> Result<u64, StoreError> {
         let g = goal.as_str();
         let chain = crate::chain::to_hex(chain);
@@ -819,6 +829,7 @@ impl Dialect for Pg<'_> {
             &[&g, &int(target), &base, &chain],
         )
         .await?;
+        self.execute(ARCHIVE_EVENTS, &[&g, &int(target)]).await?;
         // The new base first: the damage triggers take deletions at or below it for compaction.
         self.execute(
             "UPDATE goals SET base_revision = $2, snapshot_revision = GREATEST(snapshot_revision, $2) WHERE goal = $1",
@@ -832,11 +843,35 @@ impl Dialect for Pg<'_> {
             )
             .await?;
         self.execute(
-            "DELETE FROM snapshots WHERE goal = $1 AND revision < $2",
-            &[&g, &int(target)],
+            "DELETE FROM snapshots WHERE goal = $1 AND revision < $2 AND revision <> $3",
+            &[&g, &int(target), &int(origin)],
         )
         .await?;
         Ok(removed)
+    }
+
+    async fn archive_start(&mut self, goal: &GoalId) -> Result<Option<u64>, StoreError> {
+        let rows = self.query(ARCHIVE_START, &[&goal.as_str()]).await?;
+        rows.first()
+            .map(|r| dialect::count(r.int(0)?, "revision"))
+            .transpose()
+    }
+
+    async fn archived_after(
+        &mut self,
+        goal: &GoalId,
+        after: u64,
+        limit: usize,
+    ) -> Result<(Option<String>, Vec<EventRow>), StoreError> {
+        let read = i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX);
+        let rows = self
+            .query(ARCHIVED_AFTER, &[&goal.as_str(), &int(after), &read])
+            .await?;
+        let found = rows
+            .iter()
+            .map(|r| dialect::event_row(r, 0))
+            .collect::<Result<_, _>>()?;
+        Ok(dialect::split_prev(after, found, limit))
     }
 }
 

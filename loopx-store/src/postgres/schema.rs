@@ -8,7 +8,7 @@ use crate::clock::StoreClock;
 use crate::dialect::TABLES;
 
 /// The newest database schema this build reads and writes.
-pub const SCHEMA_VERSION: u32 = 8;
+pub const SCHEMA_VERSION: u32 = 9;
 
 /// The migrations, in order: migration `n` takes the schema from `n - 1` to `n`.
 const MIGRATIONS: &[(u32, &str)] = &[
@@ -43,6 +43,10 @@ const MIGRATIONS: &[(u32, &str)] = &[
     (
         8,
         include_str!("../../migrations/postgres/0008_goal_subjects.sql"),
+    ),
+    (
+        9,
+        include_str!("../../migrations/postgres/0009_archive.sql"),
     ),
 ];
 

@@ -20,7 +20,7 @@ use tokio::runtime::RuntimeFlavor;
 
 use crate::clock::StoreClock;
 use crate::dialect::ops as shared;
-use crate::retention::{Compaction, OperationRecord, Retention};
+use crate::retention::{Compaction, OperationRecord, Retention, RetentionPolicy};
 use crate::rows::RowDamage;
 use ops::Sqlite;
 
@@ -56,6 +56,7 @@ pub struct SqliteOptions {
     accept_wal_loss: bool,
     clock: StoreClock,
     cached_goals: usize,
+    retention: RetentionPolicy,
 }
 
 impl Default for SqliteOptions {
@@ -69,11 +70,21 @@ impl Default for SqliteOptions {
             accept_wal_loss: false,
             clock: StoreClock::System,
             cached_goals: crate::cache::DEFAULT_CACHED_GOALS,
+            retention: RetentionPolicy::default(),
         }
     }
 }
 
 impl SqliteOptions {
+    /// When this handle compacts a goal on its own after a commit (default
+    /// [`RetentionPolicy::default`]; [`RetentionPolicy::off`] for never). Compaction archives
+    /// the events it takes out of the kept history.
+    #[must_use]
+    pub fn retention(mut self, policy: RetentionPolicy) -> Self {
+        self.retention = policy;
+        self
+    }
+
     /// How many goals' folded states this handle keeps in memory, so that loading or
     /// committing to one of them reads only its revision and skips decoding (default
     /// [`DEFAULT_CACHED_GOALS`](crate::DEFAULT_CACHED_GOALS); `0` keeps none). Size it to the
@@ -515,6 +526,7 @@ impl Store for SqliteStore {
             && receipt.events > 0
         {
             self.shared.wake.committed();
+            crate::retention::retain(self, receipt).await;
         }
         Ok(appended)
     }
@@ -710,6 +722,36 @@ impl Retention for SqliteStore {
         let goal = goal.clone();
         self.run(move |conn, cx| ops::block(shared::base(&mut Sqlite::new(conn, cx), &goal)))
             .await
+    }
+
+    async fn archived(
+        &self,
+        goal: &GoalId,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<RecordedEvent>, StoreError> {
+        let goal = goal.clone();
+        self.run(move |conn, cx| {
+            ops::block(shared::archived(
+                &mut Sqlite::new(conn, cx),
+                &goal,
+                after,
+                limit,
+            ))
+        })
+        .await
+    }
+
+    async fn archive_origin(&self, goal: &GoalId) -> Result<Option<Snapshot>, StoreError> {
+        let goal = goal.clone();
+        self.run(move |conn, cx| {
+            ops::block(shared::archive_origin(&mut Sqlite::new(conn, cx), &goal))
+        })
+        .await
+    }
+
+    fn policy(&self) -> RetentionPolicy {
+        self.shared.options.retention
     }
 
     async fn operations(

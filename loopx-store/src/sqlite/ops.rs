@@ -56,6 +56,14 @@ const ATTEMPT_ON_EVENT: &str = "SELECT digest, revision, commit_events, at, atte
 const ATTEMPT_ROW: &str = "SELECT digest, revision, events, committed_at, attempt FROM receipts WHERE goal = ?1 AND operation = ?2";
 /// A page of a goal's events after a revision.
 const EVENTS_AFTER: &str = "SELECT revision, at, json, chain FROM events WHERE goal = ?1 AND revision >= ?2 ORDER BY revision LIMIT ?3";
+/// A page of a goal's archived events from a revision on (that row too, for its chain).
+const ARCHIVED_AFTER: &str = "SELECT revision, at, json, chain FROM archived_events WHERE goal = ?1 AND revision >= ?2 ORDER BY revision LIMIT ?3";
+/// The revision of a goal's first archived event.
+const ARCHIVE_START: &str =
+    "SELECT revision FROM archived_events WHERE goal = ?1 ORDER BY revision LIMIT 1";
+/// Moves a goal's event rows up to a revision into its archive, as they are stored.
+const ARCHIVE_EVENTS: &str = "INSERT INTO archived_events (goal, revision, at, json, chain)
+     SELECT goal, revision, at, json, chain FROM events WHERE goal = ?1 AND revision <= ?2";
 /// A page of a goal's receipts after a revision, in commit order.
 const OPERATIONS_AFTER: &str =
     "SELECT operation, digest, revision, events, committed_at, actor, kinds, authorship FROM commits
@@ -106,6 +114,7 @@ const SUBJECTS_PENDING: &str = "SELECT value FROM store_settings WHERE name = 'g
 /// `(goal, table)` for the rows of goals without a goal row (it walks every table by
 /// definition; only a doctor asks).
 const ORPHAN_ROWS: &str = "SELECT DISTINCT t.goal, 'events' FROM events t WHERE NOT EXISTS (SELECT 1 FROM goals g WHERE g.goal = t.goal)
+     UNION ALL SELECT DISTINCT t.goal, 'archived_events' FROM archived_events t WHERE NOT EXISTS (SELECT 1 FROM goals g WHERE g.goal = t.goal)
      UNION ALL SELECT DISTINCT t.goal, 'snapshots' FROM snapshots t WHERE NOT EXISTS (SELECT 1 FROM goals g WHERE g.goal = t.goal)
      UNION ALL SELECT DISTINCT t.goal, 'receipts' FROM receipts t WHERE NOT EXISTS (SELECT 1 FROM goals g WHERE g.goal = t.goal)
      UNION ALL SELECT DISTINCT t.goal, 'goal_agents' FROM goal_agents t WHERE NOT EXISTS (SELECT 1 FROM goals g WHERE g.goal = t.goal)
@@ -716,6 +725,7 @@ impl Dialect for Sqlite<'_> {
         target: u64,
         base: &str,
         chain: &[u8; 32],
+        origin: u64,
     ) -> Result<u64, StoreError> {
         let g = goal.as_str();
         run(
@@ -723,6 +733,7 @@ impl Dialect for Sqlite<'_> {
             "INSERT OR REPLACE INTO snapshots (goal, revision, json, chain) VALUES (?1, ?2, ?3, ?4)",
             params![g, int(target), base, crate::chain::to_hex(chain)],
         )?;
+        run(self.conn, ARCHIVE_EVENTS, params![g, int(target)])?;
         // The new base first: the damage triggers take deletions at or below it for compaction.
         run(
             self.conn,
@@ -736,10 +747,32 @@ impl Dialect for Sqlite<'_> {
         )?;
         run(
             self.conn,
-            "DELETE FROM snapshots WHERE goal = ?1 AND revision < ?2",
-            params![g, int(target)],
+            "DELETE FROM snapshots WHERE goal = ?1 AND revision < ?2 AND revision <> ?3",
+            params![g, int(target), int(origin)],
         )?;
         Ok(removed as u64)
+    }
+
+    async fn archive_start(&mut self, goal: &GoalId) -> Result<Option<u64>, StoreError> {
+        first(self.conn, ARCHIVE_START, [goal.as_str()], |r| {
+            dialect::count(r.int(0)?, "revision")
+        })
+    }
+
+    async fn archived_after(
+        &mut self,
+        goal: &GoalId,
+        after: u64,
+        limit: usize,
+    ) -> Result<(Option<String>, Vec<EventRow>), StoreError> {
+        let read = i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX);
+        let found = rows(
+            self.conn,
+            ARCHIVED_AFTER,
+            params![goal.as_str(), int(after), read],
+            |r| dialect::event_row(r, 0),
+        )?;
+        Ok(dialect::split_prev(after, found, limit))
     }
 }
 
@@ -1073,6 +1106,8 @@ mod tests {
         let reads = [
             ("GOAL_ROW", GOAL_ROW),
             ("EVENT_ROWS", EVENT_ROWS),
+            ("ARCHIVED_AFTER", ARCHIVED_AFTER),
+            ("ARCHIVE_START", ARCHIVE_START),
             ("LATEST_SNAPSHOT", LATEST_SNAPSHOT),
             ("SNAPSHOT_AT_OR_BEFORE", SNAPSHOT_AT_OR_BEFORE),
             ("SNAPSHOT_AT", SNAPSHOT_AT),
