@@ -467,9 +467,10 @@ pub trait Store: Send + Sync {
 
     /// The goal as it stood right after `revision`: [`PastState::Kept`] for a revision from
     /// the earliest the store keeps to the goal's head, folded from the newest snapshot at or
-    /// before it and the events after that snapshot (checked as [`load`](Store::load) checks
+    /// before it and the events after that snapshot, or, before a compaction's base, from the
+    /// archive the compaction moved its events into (checked as [`load`](Store::load) checks
     /// them); [`PastState::Unavailable`], naming the revisions it can show, for revision 0, a
-    /// revision beyond the head, or one before a compaction's base. `None` for a goal the store
+    /// revision beyond the head, or one before what a store without an archive of it keeps. `None` for a goal the store
     /// does not hold. A goal's state at a revision never changes, so two reads of one revision
     /// answer alike while the store keeps it. Reads only.
     ///

@@ -295,16 +295,29 @@ impl Store for MemoryStore {
                 return Ok(None);
             };
             let (base, head) = (entry.base_revision(), entry.state.revision);
-            let earliest = base.max(1);
+            // A memory store's archive starts at the goal's creation.
+            let earliest = if entry.archive.is_empty() {
+                base.max(1)
+            } else {
+                1
+            };
             if revision < earliest || revision > head {
                 return Ok(Some(PastState::Unavailable { earliest, head }));
             }
             if revision == head {
                 return Ok(Some(PastState::Kept(Box::new(entry.state.clone()))));
             }
-            let cut = usize::try_from(revision - base).unwrap_or(usize::MAX);
-            let events: Vec<RecordedEvent> = entry.events.iter().take(cut).cloned().collect();
-            (entry.base.as_ref().map(|b| b.state.clone()), events)
+            let wanted = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+            if revision < base {
+                let archived = entry.archive.iter().take(wanted(revision)).cloned();
+                (None, archived.collect::<Vec<RecordedEvent>>())
+            } else {
+                let events = entry.events.iter().take(wanted(revision - base)).cloned();
+                (
+                    entry.base.as_ref().map(|b| b.state.clone()),
+                    events.collect(),
+                )
+            }
         };
         let state = match base {
             Some(mut state) => {

@@ -7,9 +7,10 @@
 //!   with leases and each agent's frontier, gates, obligations and the timeline of its latest
 //!   commits (who, which command and events, and the receipt: operation id, digest, revision),
 //!   read from the store's audit trail ([`Store::latest_operations`]), so a commit whose events
-//!   were compacted away is still listed; `?revision=N` shows it as it stood right after
-//!   revision N ([`Store::state_at`]). A revision before the earliest the store keeps (the
-//!   history before it was compacted) shows that earliest one, saying which can be viewed.
+//!   were moved to its archive is still listed; `?revision=N` shows it as it stood right after
+//!   revision N ([`Store::state_at`], which reads the archive too). A revision before the
+//!   earliest the store can show (a goal compacted before its store kept an archive) shows
+//!   that earliest one, saying which can be viewed.
 //! - `GET /inbox`: the gates waiting on the signed-in person, oldest and most overdue first, with
 //!   forms that answer or reject them as that person (see [`inbox`](self#the-inbox)).
 //! - `GET /events`: server-sent events, one `changed` event naming the goals that moved.

@@ -213,13 +213,21 @@ pub(crate) async fn past_state<D: Dialect>(
         d.rollback().await?;
         return Ok(None);
     };
-    let earliest = row.base_revision.max(1);
+    let archive_start = d.archive_start(goal).await?;
+    // Revisions before the base come from the archive, from where it starts.
+    let earliest = archive_start.unwrap_or(row.base_revision.max(1));
     if revision < earliest || revision > row.revision {
         d.rollback().await?;
         return Ok(Some(PastState::Unavailable {
             earliest,
             head: row.revision,
         }));
+    }
+    if revision < row.base_revision {
+        let state = archived_state(d, goal, earliest - 1, revision).await;
+        d.rollback().await?;
+        let state = check_loaded(goal, state?, revision)?;
+        return Ok(Some(PastState::Kept(Box::new(state))));
     }
     let (state, head) = state_at(d, goal, row, Some(revision)).await?;
     d.rollback().await?;
@@ -228,6 +236,24 @@ pub(crate) async fn past_state<D: Dialect>(
         verify_head(goal, row.revision, row.chain, &head)?;
     }
     Ok(Some(PastState::Kept(Box::new(state))))
+}
+
+/// Inside a read transaction: the goal right after `revision`, folded from the archive's
+/// origin (`origin`: its snapshot, or the genesis at 0) through the archived events up to it,
+/// each checked against the chain.
+async fn archived_state<D: Dialect>(
+    d: &mut D,
+    goal: &GoalId,
+    origin: u64,
+    revision: u64,
+) -> Result<Option<GoalState>, StoreError> {
+    let (state, head) = match archive_origin_in(d, goal).await? {
+        Some((state, chain)) if origin > 0 => (Some(state), chain),
+        _ => (None, genesis(goal)),
+    };
+    let wanted = usize::try_from(revision - origin).unwrap_or(usize::MAX);
+    let (_, rows) = d.archived_after(goal, origin, wanted).await?;
+    Ok(fold_stored(goal, state, head, &rows)?.0)
 }
 
 // ----- append -------------------------------------------------------------------------------
