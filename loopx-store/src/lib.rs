@@ -87,6 +87,8 @@ mod commit;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod dialect;
 mod fold;
+#[cfg(feature = "sqlite")]
+mod group;
 mod hooked;
 mod index;
 mod memory;
@@ -110,6 +112,8 @@ pub mod test_cluster;
 pub use cache::DEFAULT_CACHED_GOALS;
 pub use chain::HistoryChain;
 pub use clock::StoreClock;
+#[cfg(feature = "sqlite")]
+pub use group::GroupStats;
 pub use hooked::{AppendHook, Hooked};
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
