@@ -188,26 +188,48 @@ impl<J, R> Leadership<J, R> {
     /// `write` (which returns one outcome per job, in order); answers each queued job, hands
     /// leadership on and returns the leader's own outcome (`None` only when `write` returned
     /// fewer outcomes than jobs).
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
     pub(crate) fn run(mut self, write: impl FnOnce(Vec<J>) -> Vec<R>) -> Option<R> {
+        let (jobs, replies) = self.take();
+        answer(replies, write(jobs))
+    }
+
+    /// [`run`](Leadership::run) with a `write` that waits (on a server).
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub(crate) async fn run_async<F: Future<Output = Vec<R>>>(
+        mut self,
+        write: impl FnOnce(Vec<J>) -> F,
+    ) -> Option<R> {
+        let (jobs, replies) = self.take();
+        answer(replies, write(jobs).await)
+    }
+
+    /// The group to write: the leader's own job, then every job queued now, with the replies
+    /// the queued ones wait on.
+    fn take(&mut self) -> (Vec<J>, Vec<oneshot::Sender<Signal<J, R>>>) {
         let mut jobs: Vec<J> = self.own.take().into_iter().collect();
         let mut replies = Vec::new();
-        {
-            let mut queue = self.group.lock();
-            for slot in queue.waiting.drain(..) {
-                jobs.push(slot.job);
-                replies.push(slot.reply);
-            }
-            queue.groups += 1;
-            queue.grouped += jobs.len() as u64;
+        let mut queue = self.group.lock();
+        for slot in queue.waiting.drain(..) {
+            jobs.push(slot.job);
+            replies.push(slot.reply);
         }
-        let mut outcomes = write(jobs).into_iter();
-        let own = outcomes.next();
-        for (reply, outcome) in replies.into_iter().zip(outcomes) {
-            // A caller that stopped waiting is told nothing: its commit stands or not as written.
-            drop(reply.send(Signal::Done(outcome)));
-        }
-        own
+        queue.groups += 1;
+        queue.grouped += jobs.len() as u64;
+        (jobs, replies)
     }
+}
+
+/// Answers each queued job of a group with its outcome (the first outcome is the leader's own,
+/// returned).
+fn answer<J, R>(replies: Vec<oneshot::Sender<Signal<J, R>>>, outcomes: Vec<R>) -> Option<R> {
+    let mut outcomes = outcomes.into_iter();
+    let own = outcomes.next();
+    for (reply, outcome) in replies.into_iter().zip(outcomes) {
+        // A caller that stopped waiting is told nothing: its commit stands or not as written.
+        drop(reply.send(Signal::Done(outcome)));
+    }
+    own
 }
 
 impl<J, R> Drop for Leadership<J, R> {

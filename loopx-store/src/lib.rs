@@ -87,7 +87,7 @@ mod commit;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod dialect;
 mod fold;
-#[cfg(feature = "sqlite")]
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod group;
 mod hooked;
 mod index;
@@ -112,7 +112,7 @@ pub mod test_cluster;
 pub use cache::DEFAULT_CACHED_GOALS;
 pub use chain::HistoryChain;
 pub use clock::StoreClock;
-#[cfg(feature = "sqlite")]
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub use group::GroupStats;
 pub use hooked::{AppendHook, Hooked};
 pub use memory::MemoryStore;

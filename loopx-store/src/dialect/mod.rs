@@ -389,7 +389,7 @@ pub(crate) trait Dialect: Send {
 /// transaction, and a commit's checks and writes inside a transaction the caller opened (see
 /// [`ops::append_group`]). A backend whose commits already share its server's syncs (PostgreSQL
 /// over a pool) needs none of it.
-#[cfg(feature = "sqlite")]
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) trait Grouped: Dialect {
     /// Inside a write transaction: marks the point [`rollback_to_savepoint`] returns to.
     ///

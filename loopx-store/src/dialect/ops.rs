@@ -252,7 +252,7 @@ fn answer<D: Dialect>(
 /// rolls the whole transaction back under a commit (a full disk), that commit gets its error
 /// and the others are written again in a new transaction; when the `COMMIT` itself fails, each
 /// commit the group wrote is [`StoreError::Ambiguous`], as a single commit's would be.
-#[cfg(feature = "sqlite")]
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) async fn append_group<D: super::Grouped>(
     d: &mut D,
     mut group: Vec<Prepared>,
@@ -282,7 +282,7 @@ pub(crate) async fn append_group<D: super::Grouped>(
 
 /// One transaction over the commits of `group` not answered yet in `outcomes`: see
 /// [`append_group`].
-#[cfg(feature = "sqlite")]
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 async fn write_round<D: super::Grouped>(
     d: &mut D,
     group: &mut [Prepared],
@@ -325,7 +325,7 @@ async fn write_round<D: super::Grouped>(
 
 /// Writes one commit of a group inside a savepoint of its own: `Ok` with its outcome (a failure
 /// took back its own rows only), `Err` when the transaction itself is gone.
-#[cfg(feature = "sqlite")]
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 async fn write_one<D: super::Grouped>(
     d: &mut D,
     prepared: &mut Prepared,
@@ -345,7 +345,7 @@ async fn write_one<D: super::Grouped>(
 }
 
 /// The error for a commit whose group's outcome is unknown: read it back.
-#[cfg(feature = "sqlite")]
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) fn lost_group(prepared: &Prepared) -> StoreError {
     StoreError::Ambiguous {
         operation: prepared.request.operation.clone(),
