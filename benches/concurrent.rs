@@ -175,7 +175,7 @@ pub(super) fn sqlite(dir: &Path) -> Result<(), Failure> {
         #[allow(clippy::cast_precision_loss, reason = "commit counts are small")]
         let held = stats.commits as f64 / stats.groups.max(1) as f64;
         let groups = if grouped {
-            format!("; a group held {held:.1} commits on average")
+            format!("; a group held {held:.1} commits on average, setup included")
         } else {
             String::new()
         };
@@ -326,7 +326,7 @@ pub(super) fn postgres(cluster: &loopx_store::test_cluster::Cluster) -> Result<(
             #[allow(clippy::cast_precision_loss, reason = "commit counts are small")]
             let held = stats.commits as f64 / stats.groups.max(1) as f64;
             format!(
-                "; 64 agents from {PROCESSES} processes {spread:.0}/s ({:.2}x); a group held {held:.1} commits on average",
+                "; 64 agents from {PROCESSES} processes {spread:.0}/s ({:.2}x); a group held {held:.1} commits on average, setup included",
                 spread / single
             )
         } else {
