@@ -8,7 +8,11 @@
 //!   alike); the line also shows the ratio of median commit latencies, which stalls caused by
 //!   other processes do not move. On SQLite the store runs on a multi-threaded tokio runtime,
 //!   as a host's `#[tokio::main]` gives it, and at `FULL` also on a current-thread one;
-//! - turn cycles per second with several agents committing at once;
+//! - turn cycles per second with several agents committing at once, and settled turns per
+//!   second with 1, 4, 16 and 64 agents at once on goals of their own through one handle (on
+//!   SQLite with group commit and without it; on PostgreSQL also 64 agents from 4 processes),
+//!   against the single agent's rate (targets: 16 agents ≥ 3× on SQLite, 64 agents ≥ 5× on
+//!   PostgreSQL; see `concurrent.rs`);
 //! - cold load of a goal with 100k events (target ≤ 100 ms);
 //! - stored bytes per settled turn (target ≤ 2 KiB): file growth on SQLite, growth of
 //!   `pg_total_relation_size` over the store's tables on PostgreSQL;
@@ -18,7 +22,8 @@
 //!   two verifications of one settle take.
 //!
 //! Run with `cargo bench -p loopx-benches --bench store`; `-- cold` runs only the cold loads
-//! (with the time decoding the snapshot alone takes), `-- sqlite` only the other SQLite figures,
+//! (with the time decoding the snapshot alone takes), `-- agents` only the figures of agents at
+//! once, `-- sqlite` only the other SQLite figures,
 //! `-- postgres` only the PostgreSQL ones. The SQLite files live in a temporary
 //! directory on the machine's disk, so the figures include its `fsync` cost. PostgreSQL runs as
 //! a throwaway cluster (`loopx_store::test_cluster`) on 127.0.0.1 with its durable defaults
@@ -79,9 +84,16 @@ type Failure = Box<dyn std::error::Error + Send + Sync>;
 #[path = "peers/peers.rs"]
 mod peers;
 
+#[path = "concurrent.rs"]
+mod concurrent;
+
 fn main() -> Result<(), Failure> {
     if std::env::args().any(|a| a == "--list") {
         return Ok(());
+    }
+    // One of the processes of the figure of agents from several processes.
+    if let Some(child) = concurrent::child() {
+        return child;
     }
     // Started first, so that a machine without PostgreSQL fails at once.
     let cluster = match Cluster::start_durable() {
@@ -102,6 +114,12 @@ fn main() -> Result<(), Failure> {
     }
     if only("peers") {
         return peers::figures(&cluster, dir.path());
+    }
+    if only("agents") {
+        concurrent::alone(dir.path())?;
+        concurrent::sqlite(dir.path())?;
+        concurrent::signed(dir.path())?;
+        return concurrent::postgres(&cluster);
     }
     sqlite_figures(dir.path())?;
     if only("sqlite") {
@@ -189,7 +207,9 @@ fn sqlite_figures(dir: &Path) -> Result<(), Failure> {
         "turn cycles with {AGENTS} agents at once @full: {:.0} cycles/s on one goal, {:.0} cycles/s on {AGENTS} goals, `submit` gave up contended {} times, retried (no target)",
         batched.0, batched.1, batched.2
     );
-    Ok(())
+    concurrent::alone(dir)?;
+    concurrent::sqlite(dir)?;
+    concurrent::signed(dir)
 }
 
 /// Only the cold-load figures (`-- cold`): SQLite, then PostgreSQL.
@@ -281,6 +301,7 @@ fn postgres_figures(runtime: &Runtime, cluster: &Cluster) -> Result<(), Failure>
         "turn cycles with {AGENTS} agents at once @postgres: {:.0} cycles/s on one goal, {:.0} cycles/s on {AGENTS} goals, `submit` gave up contended {} times, retried (no target)",
         batched.0, batched.1, batched.2
     );
+    concurrent::postgres(cluster)?;
     postgres_cold(runtime, cluster)
 }
 
@@ -798,7 +819,7 @@ async fn turn_cycle<S: Store>(
     todo: &TodoId,
     turn: &str,
     now: Timestamp,
-    frames: &dyn Fn() -> Option<u64>,
+    frames: &(dyn Fn() -> Option<u64> + Sync),
 ) -> Result<(StdDuration, Option<u64>), Failure> {
     let me = Actor::Agent(who.clone());
     let claim = Command::Claim {
@@ -1069,7 +1090,7 @@ where
 
 /// How many frames a store has written to its write-ahead log (SQLite), when there is a way to
 /// tell.
-type Frames = Box<dyn Fn() -> Option<u64>>;
+type Frames = Box<dyn Fn() -> Option<u64> + Sync>;
 
 /// For stores whose log frames cannot be counted.
 fn no_frames() -> Option<u64> {

@@ -137,6 +137,7 @@ macro_rules! conformance_suite {
             operation_ids_are_idempotent,
             concurrent_appends_have_one_winner,
             concurrent_duplicates_have_one_committer,
+            concurrent_commits_keep_their_own_outcomes,
             batches_that_do_not_apply_are_refused,
             empty_batch_records_a_no_op,
             submit_revalidates_after_a_moved_goal,
@@ -931,6 +932,176 @@ pub async fn concurrent_duplicates_have_one_committer<B: Backend>(backend: &B) {
             .all(|d| d.events.is_empty())
     );
     assert_eq!(all_events(&*store, &goal_id).await.len(), 4);
+}
+
+/// What one concurrent append of [`concurrent_commits_keep_their_own_outcomes`] must be told.
+enum Expect {
+    /// Written, at this revision.
+    Committed(u64),
+    /// A replay of this receipt.
+    Replayed(Receipt),
+    /// A compare-and-set conflict with this expected revision (the goal stands at one of two
+    /// revisions, by whether the round's winner on it was written first).
+    Conflict(u64, [u64; 2]),
+    /// The operation id is taken by another payload.
+    OperationConflict,
+    /// Ahead of the store's clock.
+    ClockAhead,
+}
+
+fn check_expected(op: &str, expect: &Expect, answer: &Result<Appended, StoreError>) {
+    let fits = match (expect, answer) {
+        (Expect::Committed(revision), Ok(Appended::Committed(receipt))) => {
+            receipt.revision == *revision
+        }
+        (Expect::Replayed(first), Ok(Appended::Replayed(receipt))) => receipt == first,
+        (
+            Expect::Conflict(expected, currents),
+            Err(StoreError::Conflict {
+                expected: e,
+                current,
+            }),
+        ) => e == expected && currents.contains(current),
+        (Expect::OperationConflict, Err(StoreError::OperationConflict { operation })) => {
+            operation.as_str() == op
+        }
+        (Expect::ClockAhead, Err(StoreError::ClockAhead { .. })) => true,
+        _ => false,
+    };
+    assert!(fits, "`{op}` was answered {answer:?}");
+}
+
+/// An append of [`concurrent_commits_keep_their_own_outcomes`]: its operation id, the commit
+/// and what it must be told.
+type Expected = (String, Commit, Expect);
+
+/// The round before's winner on `g` (retried, it replays) with its receipt, and the operation id
+/// of the winner on `h` (reused with another payload).
+type LastRound = Option<(Commit, Receipt, String)>;
+
+/// One round's appends on goals `g` and `h` as they stand (`g` created at revision 1) and on
+/// `quiet`, which no commit moves (so that the commit ahead of the clock is refused for its
+/// time alone, whichever check a backend runs first).
+fn round_appends(
+    round: usize,
+    (state_g, state_h): (&GoalState, &GoalState),
+    (genesis_g, quiet): (&GoalState, &GoalState),
+    last: LastRound,
+) -> Vec<Expected> {
+    let minute = i64::try_from(round).unwrap_or(0) + 1;
+    let rev_g = state_g.revision;
+    let append = |state: &GoalState, op: &str, now: Timestamp, name: &str| {
+        let command = add(name);
+        let events = events_of(state, &ag("a"), now, &command);
+        let req = request(
+            &state.spec.id,
+            state.revision,
+            op,
+            &ag("a"),
+            now,
+            &command,
+            events,
+        );
+        commit(Some(state), req)
+    };
+    let mut appends: Vec<Expected> = Vec::new();
+    for state in [state_g, state_h] {
+        let op = format!("win-{}-{round}", state.spec.id);
+        let name = format!("{}-{round}", state.spec.id);
+        let expect = Expect::Committed(state.revision + 1);
+        appends.push((op.clone(), append(state, &op, at(minute), &name), expect));
+    }
+    let op = format!("stale-{round}");
+    let stale = append(genesis_g, &op, at(minute), &op);
+    appends.push((op, stale, Expect::Conflict(1, [rev_g, rev_g + 1])));
+    let op = format!("ahead-{round}");
+    let ahead = append(quiet, &op, wall_clock().plus(Duration::hours(1)), &op);
+    appends.push((op, ahead, Expect::ClockAhead));
+    if let Some((retry, first, taken)) = last {
+        let op = retry.request().operation.to_string();
+        appends.push((op, retry, Expect::Replayed(first)));
+        let other = append(state_h, &taken, at(minute), &format!("other-{round}"));
+        appends.push((taken, other, Expect::OperationConflict));
+    }
+    appends
+}
+
+/// Appends every commit of `appends` at once through `store`, each from a task of its own;
+/// their answers, in order.
+async fn all_at_once<S: Store + 'static>(
+    store: &Arc<S>,
+    appends: &[Expected],
+) -> Vec<Result<Appended, StoreError>> {
+    let mut tasks = tokio::task::JoinSet::new();
+    for (n, (_, append, _)) in appends.iter().enumerate() {
+        let (store, append) = (Arc::clone(store), append.clone());
+        tasks.spawn(async move { (n, store.append(append).await) });
+    }
+    let mut answers: Vec<Option<Result<Appended, StoreError>>> =
+        appends.iter().map(|_| None).collect();
+    while let Some(joined) = tasks.join_next().await {
+        match joined {
+            Ok((n, answer)) => answers[n] = Some(answer),
+            Err(error) => panic!("a concurrent append panicked: {error}"),
+        }
+    }
+    answers
+        .into_iter()
+        .zip(appends)
+        .map(|(answer, (op, _, _))| answer.unwrap_or_else(|| panic!("`{op}` was never answered")))
+        .collect()
+}
+
+/// Commits through one handle at once, as many agents of one host make them (on a backend with
+/// group commit, they share transactions): in each round, a commit on each of two goals, a
+/// stale one that conflicts, a retry of an earlier commit that replays, an operation id reused
+/// with another payload and a commit ahead of the store's clock (on a third goal). Each is told exactly its own
+/// outcome, whatever else its group held, and the store holds exactly the winners.
+pub async fn concurrent_commits_keep_their_own_outcomes<B: Backend>(backend: &B) {
+    const ROUNDS: usize = 6;
+    let store = Arc::new(backend.fresh().await);
+    let g = Goal::create(&*store, spec("g", &["a"]), at(0)).await.id;
+    let h = Goal::create(&*store, spec("h", &["a"]), at(0)).await.id;
+    let quiet = Goal::create(&*store, spec("quiet", &["a"]), at(0)).await.id;
+    let genesis_g = fold(&ok(store.events(&g, 0, 1).await, "events"));
+    let quiet_state = load(&*store, &quiet).await;
+    let mut last: LastRound = None;
+    for round in 0..ROUNDS {
+        let (state_g, state_h) = (load(&*store, &g).await, load(&*store, &h).await);
+        let appends = round_appends(
+            round,
+            (&state_g, &state_h),
+            (&genesis_g, &quiet_state),
+            last.take(),
+        );
+        let answers = all_at_once(&store, &appends).await;
+        for ((op, _, expect), answer) in appends.iter().zip(&answers) {
+            check_expected(op, expect, answer);
+        }
+        let first = match &answers[0] {
+            Ok(appended) => appended.receipt().clone(),
+            Err(error) => panic!("the winner on `g` failed: {error}"),
+        };
+        last = Some((appends[0].1.clone(), first, format!("win-{h}-{round}")));
+    }
+    // Exactly the winners are stored, and every goal loads as its history folds.
+    for goal in [&g, &h] {
+        let events = all_events(&*store, goal).await;
+        assert_eq!(events.len(), 1 + ROUNDS, "`{goal}` holds {events:?}");
+        assert_eq!(fold(&events), load(&*store, goal).await);
+    }
+    assert_eq!(load(&*store, &quiet).await, quiet_state);
+    for round in 0..ROUNDS {
+        for op in [format!("stale-{round}"), format!("ahead-{round}")] {
+            for goal in [&g, &h, &quiet] {
+                let receipt = ok(store.receipt(goal, &id(&op)).await, "receipt");
+                assert_eq!(
+                    receipt, None,
+                    "the refused `{op}` left a receipt on `{goal}`"
+                );
+            }
+        }
+    }
 }
 
 /// Three batches after revision 2 of a goal with todo `t1` that do not fold: a revision gap,

@@ -89,6 +89,8 @@ mod commit;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod dialect;
 mod fold;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod group;
 mod hooked;
 mod index;
 mod memory;
@@ -112,6 +114,8 @@ pub mod test_cluster;
 pub use cache::DEFAULT_CACHED_GOALS;
 pub use chain::HistoryChain;
 pub use clock::StoreClock;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub use group::GroupStats;
 pub use hooked::{AppendHook, Hooked};
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]

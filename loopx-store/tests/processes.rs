@@ -43,6 +43,7 @@ fn main() -> ExitCode {
         let args: Vec<String> = env::args().skip(1).collect();
         let code = match role.as_str() {
             "crash" => crash_child(&args),
+            "group-crash" => group_crash_child(&args),
             "race" => race_child(&args),
             "wake" => wake_child(&args),
             other => {
@@ -54,6 +55,7 @@ fn main() -> ExitCode {
     }
     let tests: Vec<(&str, fn())> = vec![
         ("crash_loses_no_acknowledged_commit", crash),
+        ("crash_mid_group_loses_no_acknowledged_commit", group_crash),
         ("races_never_double_lease_or_settle_stale", races),
         (
             "a_sqlite_waiter_wakes_on_another_process_commit_before_the_fallback",
@@ -497,24 +499,177 @@ fn crash() {
         .unwrap_or(60);
     let dir = tempfile::tempdir().unwrap();
     let target = Target::Sqlite(dir.path().join("crash.db"));
-    let kills = crash_rounds(&target, rounds, &mut |_| None);
+    let kills = crash_rounds(&target, &Crash::Sequential, rounds, &mut |_| None).kills;
     assert!(kills >= 50, "only {kills} kills");
 }
 
-/// Runs `rounds` crash rounds against `target`: each starts a child, lets it work and kills it
-/// with SIGKILL, then checks the store. `server_stop(round)` may stop the server mid-load
-/// first; it returns how to restart it (the child may then fail on its own before the kill).
-/// Returns the number of SIGKILLs.
+/// Agents of the group crash child, each on a goal of its own, committing at once through one
+/// store handle.
+const GROUP_AGENTS: usize = 8;
+
+/// What a crash child does.
+enum Crash {
+    /// One worker, settling turns on [`CRASH_GOALS`] in turn.
+    Sequential,
+    /// [`GROUP_AGENTS`] workers at once on one handle, each on a goal of its own, so that their
+    /// commits share groups.
+    Grouped,
+}
+
+impl Crash {
+    fn role(&self) -> &'static str {
+        match self {
+            Crash::Sequential => "crash",
+            Crash::Grouped => "group-crash",
+        }
+    }
+
+    fn goals(&self) -> Vec<GoalId> {
+        match self {
+            Crash::Sequential => CRASH_GOALS
+                .iter()
+                .map(|g| GoalId::new(*g).unwrap())
+                .collect(),
+            Crash::Grouped => (0..GROUP_AGENTS)
+                .map(|n| GoalId::new(format!("group-{n}")).unwrap())
+                .collect(),
+        }
+    }
+}
+
+/// The crash test with group commit: the child's agents commit at once through one SQLite
+/// handle, so that most commits share a transaction, and each kill lands mid-group or between
+/// groups. No acknowledged commit is lost, and no commit of the group in flight is half
+/// written: every goal's rows agree with its events, which replay to what loads.
+fn group_crash() {
+    let rounds: u64 = env::var("LOOPX_CRASH_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(40);
+    let dir = tempfile::tempdir().unwrap();
+    let target = Target::Sqlite(dir.path().join("group-crash.db"));
+    let crashed = crash_rounds(&target, &Crash::Grouped, rounds, &mut |_| None);
+    let (groups, commits) = crashed.grouped;
+    println!("group crash: {groups} groups held {commits} commits before the kills");
+    assert!(
+        crashed.kills >= rounds * 3 / 4,
+        "only {} kills",
+        crashed.kills
+    );
+    assert!(
+        commits > groups + groups / 2,
+        "the child's commits hardly shared groups: {commits} commits in {groups} groups"
+    );
+}
+
+/// The group crash child: [`GROUP_AGENTS`] workers on a multi-threaded runtime, each driving a
+/// goal of its own through one SQLite handle; after each acknowledged commit, the first worker
+/// also prints the handle's group counts.
+fn group_crash_child(args: &[String]) -> u8 {
+    #[allow(
+        irrefutable_let_patterns,
+        reason = "one backend without the postgres feature"
+    )]
+    let Target::Sqlite(path) = Target::parse(&args[0]) else {
+        eprintln!("the group crash child runs on SQLite");
+        return 2;
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let options = SqliteOptions::default().snapshot_every(8).group_commit(true);
+    let store = match SqliteStore::create_with(&path, options) {
+        Ok(store) => std::sync::Arc::new(store),
+        Err(error) => {
+            eprintln!("open failed: {error}");
+            return 3;
+        }
+    };
+    rt.block_on(async {
+        let goals = Crash::Grouped.goals();
+        let mut workers = tokio::task::JoinSet::new();
+        for (n, goal) in goals.into_iter().enumerate() {
+            let store = std::sync::Arc::clone(&store);
+            workers.spawn(async move { crash_worker(&store, &goal, n == 0).await });
+        }
+        println!("ready");
+        while let Some(done) = workers.join_next().await {
+            match done {
+                Ok(0) => {}
+                Ok(code) => return code,
+                Err(error) => {
+                    eprintln!("a worker panicked: {error}");
+                    return 7;
+                }
+            }
+        }
+        0
+    })
+}
+
+/// One worker of the group crash child: creates its goal, then settles turns on it forever.
+async fn crash_worker(store: &SqliteStore, goal: &GoalId, counts: bool) -> u8 {
+    let worker = Actor::Agent(worker_agent());
+    let create = Command::CreateGoal {
+        spec: spec(goal, &[worker_agent()]),
+    };
+    let op = OperationId::new("create").unwrap();
+    if let Err(error) = submit(store, goal, &owner(), wall_clock(), &create, &op).await {
+        eprintln!("create failed: {error}");
+        return 4;
+    }
+    println!("ack {goal} create");
+    loop {
+        let now = wall_clock();
+        let state = match store.load(goal).await {
+            Ok(Some(state)) => state,
+            other => {
+                eprintln!("load failed: {other:?}");
+                return 5;
+            }
+        };
+        let (command, op) = next_step(&state, now);
+        let operation = OperationId::new(op.clone()).unwrap();
+        if let Err(error) = submit(store, goal, &worker, now, &command, &operation).await {
+            eprintln!("`{op}` on {goal} failed: {error}");
+            return 6;
+        }
+        println!("ack {goal} {op}");
+        if counts {
+            let grouped = store.group_stats();
+            println!("groups {} {}", grouped.groups, grouped.commits);
+        }
+    }
+}
+
+/// What [`crash_rounds`] saw.
+struct Crashed {
+    /// SIGKILLs.
+    kills: u64,
+    /// The groups the children's handles wrote and the commits they held (summed over the
+    /// rounds, as each child last printed them).
+    grouped: (u64, u64),
+}
+
+/// Runs `rounds` crash rounds of `crash` children against `target`: each starts a child, lets it
+/// work and kills it with SIGKILL, then checks the store. `server_stop(round)` may stop the
+/// server mid-load first; it returns how to restart it (the child may then fail on its own
+/// before the kill).
 fn crash_rounds(
     target: &Target,
+    crash: &Crash,
     rounds: u64,
     server_stop: &mut dyn FnMut(u64) -> Option<Box<dyn FnOnce()>>,
-) -> u64 {
-    let mut rng = Rng::seeded("crash");
+) -> Crashed {
+    let mut rng = Rng::seeded(crash.role());
+    let goals = crash.goals();
     let mut acked: BTreeSet<(String, String)> = BTreeSet::new();
     let mut kills = 0;
+    let mut grouped = (0, 0);
     for round in 0..rounds {
-        let mut child = spawn_child("crash", &[target.arg()]);
+        let mut child = spawn_child(crash.role(), &[target.arg()]);
         let (lines, reader) = lines_of(child.stdout.take().unwrap());
         // Most rounds kill mid-work; every eighth kills during start-up (open, migration,
         // goal creation) without waiting for the child to be ready.
@@ -544,7 +699,7 @@ fn crash_rounds(
             restart();
             let new = acknowledged(fresh);
             acked.extend(new.iter().cloned());
-            verify_crashed(target, &new);
+            verify_crashed(target, &goals, &new);
             continue;
         }
         child.kill().unwrap();
@@ -562,11 +717,14 @@ fn crash_rounds(
         kills += 1;
         reader.join().unwrap();
         fresh.extend(lines.try_iter());
+        if let Some((groups, commits)) = last_group_counts(&fresh) {
+            grouped = (grouped.0 + groups, grouped.1 + commits);
+        }
         let new = acknowledged(fresh);
         acked.extend(new.iter().cloned());
-        verify_crashed(target, &new);
+        verify_crashed(target, &goals, &new);
     }
-    verify_crashed(target, &acked.iter().cloned().collect::<Vec<_>>());
+    verify_crashed(target, &goals, &acked.iter().cloned().collect::<Vec<_>>());
     let settled = acked
         .iter()
         .filter(|(_, op)| op.starts_with("settle-"))
@@ -579,7 +737,15 @@ fn crash_rounds(
         settled >= 20,
         "only {settled} settlements were acknowledged: the child did too little"
     );
-    kills
+    Crashed { kills, grouped }
+}
+
+/// The last group counts (`groups G C`) a child printed.
+fn last_group_counts(lines: &[String]) -> Option<(u64, u64)> {
+    lines.iter().rev().find_map(|line| {
+        let (groups, commits) = line.strip_prefix("groups ")?.split_once(' ')?;
+        Some((groups.parse().ok()?, commits.parse().ok()?))
+    })
 }
 
 /// The (goal, operation) pairs a child printed as acknowledged.
@@ -597,7 +763,7 @@ fn acknowledged(lines: Vec<String>) -> Vec<(String, String)> {
 /// After a kill: every acknowledged operation is there, every goal's history replays to what
 /// the store loads and keeps the kernel's invariants, the receipts, snapshots and index rows
 /// agree with the events (nothing half applied), and SQLite's integrity check passes.
-fn verify_crashed(target: &Target, acked: &[(String, String)]) {
+fn verify_crashed(target: &Target, goals: &[GoalId], acked: &[(String, String)]) {
     let rt = runtime();
     let store = rt.block_on(target.open(100)).unwrap();
     rt.block_on(async {
@@ -623,12 +789,11 @@ fn verify_crashed(target: &Target, acked: &[(String, String)]) {
                 "acknowledged `{op}` on `{goal}` is missing"
             );
         }
-        for name in CRASH_GOALS {
-            let goal = GoalId::new(name).unwrap();
-            let Some(state) = store.load(&goal).await.unwrap() else {
+        for goal in goals {
+            let Some(state) = store.load(goal).await.unwrap() else {
                 continue;
             };
-            let events = store.events(&goal, 0, usize::MAX).await.unwrap();
+            let events = store.events(goal, 0, usize::MAX).await.unwrap();
             assert_eq!(
                 GoalState::replay(&events).unwrap(),
                 state,
@@ -640,14 +805,14 @@ fn verify_crashed(target: &Target, acked: &[(String, String)]) {
                 "`{goal}` breaks invariants: {violations:?}"
             );
             match target {
-                Target::Sqlite(path) => verify_rows(path, &goal, &state, &events),
+                Target::Sqlite(path) => verify_rows(path, goal, &state, &events),
                 #[cfg(feature = "postgres")]
-                Target::Postgres(url) => postgres::verify_rows(url, &goal, &state, &events).await,
+                Target::Postgres(url) => postgres::verify_rows(url, goal, &state, &events).await,
             }
         }
         // The cross-goal queries still answer after the crash.
         let goals = store.goals(wall_clock()).await.unwrap();
-        assert!(goals.len() <= CRASH_GOALS.len());
+        assert!(store.goals(wall_clock()).await.unwrap().len() <= goals.len());
     });
 }
 
@@ -1160,7 +1325,7 @@ mod postgres {
         let target = Target::Postgres(cluster.database());
         let rounds: u64 = 15;
         let mut stops = 0;
-        let kills = crash_rounds(&target, rounds, &mut |round| {
+        let kills = crash_rounds(&target, &super::Crash::Sequential, rounds, &mut |round| {
             if round % 5 != 4 {
                 return None;
             }
@@ -1172,7 +1337,8 @@ mod postgres {
                     .start()
                     .unwrap_or_else(|error| panic!("the server did not come back: {error}"));
             }))
-        });
+        })
+        .kills;
         println!("postgres crash: {kills} client kills, {stops} immediate server stops");
         assert!(kills >= 10, "only {kills} client kills");
         assert!(stops >= 3, "only {stops} server stops");

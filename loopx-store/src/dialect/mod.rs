@@ -413,6 +413,34 @@ pub(crate) trait Dialect: Send {
     ) -> impl Future<Output = Result<(Option<String>, Vec<EventRow>), StoreError>> + Send;
 }
 
+/// What group commit needs of a backend besides its [`Dialect`]: savepoints inside a write
+/// transaction, and a commit's checks and writes inside a transaction the caller opened (see
+/// [`ops::append_group`]). A backend whose commits already share its server's syncs (PostgreSQL
+/// over a pool) needs none of it.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) trait Grouped: Dialect {
+    /// Inside a write transaction: marks the point [`rollback_to_savepoint`] returns to.
+    ///
+    /// [`rollback_to_savepoint`]: Grouped::rollback_to_savepoint
+    fn savepoint(&mut self) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Keeps what was written since the savepoint, in the transaction, and forgets the point.
+    fn release_savepoint(&mut self) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Undoes what was written since the savepoint and forgets the point; the transaction
+    /// stays open. Fails when the transaction itself is gone (the backend rolled it back).
+    fn rollback_to_savepoint(&mut self) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Inside a write transaction: what [`Dialect::write_commit`] does to a commit — checks
+    /// its operation id, its time and its expected revision, plans its snapshot and writes its
+    /// rows — without a transaction of its own. Nothing is written unless the outcome is
+    /// [`Outcome::Committed`].
+    fn write_in(
+        &mut self,
+        prepared: &mut Prepared,
+    ) -> impl Future<Output = Result<Outcome, StoreError>> + Send;
+}
+
 // ----- columns ------------------------------------------------------------------------------
 
 /// One result row's columns, read the same way on every backend.

@@ -11,7 +11,7 @@ use loopx_kernel::{
 
 use super::{Dialect, GoalRow, Kept, Mode, OperationRow, Outcome, damaged};
 use crate::chain::{from_hex, genesis};
-use crate::commit::prepare;
+use crate::commit::{Prepared, prepare};
 use crate::fold::{
     EventRow, check_loaded, decode_event, encode, fold_stored, missing_base, same_operation,
     tail_usable, verify_head, verify_row,
@@ -263,7 +263,18 @@ async fn archived_state<D: Dialect>(
 /// keeps the state and the rows it wrote.
 pub(crate) async fn append<D: Dialect>(d: &mut D, commit: Commit) -> Result<Appended, StoreError> {
     let mut prepared = prepare(commit, d.cache())?;
-    match d.write_commit(&mut prepared).await? {
+    let written = d.write_commit(&mut prepared).await;
+    answer(d, prepared, written)
+}
+
+/// The answer to a prepared commit the dialect wrote with `written`: a commit keeps its state
+/// and the rows it wrote in the handle's cache.
+fn answer<D: Dialect>(
+    d: &D,
+    prepared: Prepared,
+    written: Result<Outcome, StoreError>,
+) -> Result<Appended, StoreError> {
+    match written? {
         Outcome::Committed => {
             let snapshot_revision = prepared.snapshot_revision();
             let head = prepared.chain;
@@ -287,6 +298,118 @@ pub(crate) async fn append<D: Dialect>(d: &mut D, commit: Commit) -> Result<Appe
             expected: prepared.request.expected_revision,
             current,
         }),
+    }
+}
+
+/// Commits a group of prepared commits in one write transaction, so that they share one sync,
+/// and answers each with its own outcome, in order — exactly what each would have been told
+/// alone, had they been written one after the other in that order: each keeps its own
+/// compare-and-set, operation-id check and clock check, and each is written inside a savepoint
+/// of its own, so that one that fails (an error on the way) takes back only its own rows. A
+/// group of one is written as a single commit is, without a savepoint.
+///
+/// A commit is answered `Committed` only once the transaction committed. When the backend
+/// rolls the whole transaction back under a commit (a full disk), that commit gets its error
+/// and the others are written again in a new transaction; when the `COMMIT` itself fails, each
+/// commit the group wrote is [`StoreError::Ambiguous`], as a single commit's would be.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) async fn append_group<D: super::Grouped>(
+    d: &mut D,
+    mut group: Vec<Prepared>,
+) -> Vec<Result<Appended, StoreError>> {
+    if group.len() == 1
+        && let Some(mut prepared) = group.pop()
+    {
+        let written = d.write_commit(&mut prepared).await;
+        return vec![answer(d, prepared, written)];
+    }
+    let mut outcomes: Vec<Option<Result<Outcome, StoreError>>> =
+        group.iter().map(|_| None).collect();
+    // Each round writes every commit not yet answered; a round the backend rolled back under a
+    // commit answers that commit, so there are at most as many rounds as commits.
+    while outcomes.iter().any(Option::is_none) {
+        write_round(d, &mut group, &mut outcomes).await;
+    }
+    group
+        .into_iter()
+        .zip(outcomes)
+        .map(|(prepared, written)| {
+            let written = written.unwrap_or_else(|| Err(lost_group(&prepared)));
+            answer(d, prepared, written)
+        })
+        .collect()
+}
+
+/// One transaction over the commits of `group` not answered yet in `outcomes`: see
+/// [`append_group`].
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+async fn write_round<D: super::Grouped>(
+    d: &mut D,
+    group: &mut [Prepared],
+    outcomes: &mut [Option<Result<Outcome, StoreError>>],
+) {
+    if let Err(error) = d.begin(Mode::Write).await {
+        for outcome in outcomes.iter_mut().filter(|o| o.is_none()) {
+            *outcome = Some(Err(error.clone()));
+        }
+        return;
+    }
+    let mut round: Vec<(usize, Result<Outcome, StoreError>)> = Vec::with_capacity(group.len());
+    for (i, prepared) in group.iter_mut().enumerate() {
+        if outcomes[i].is_some() {
+            continue;
+        }
+        match write_one(d, prepared).await {
+            Ok(written) => round.push((i, written)),
+            Err(error) => {
+                // The transaction is gone, and every write of this round with it: this commit
+                // is answered, the others are written again.
+                drop(d.rollback().await);
+                outcomes[i] = Some(Err(error));
+                return;
+            }
+        }
+    }
+    let committed = d.commit().await;
+    for (i, written) in round {
+        outcomes[i] = Some(match (&committed, written) {
+            (Err(error), Ok(Outcome::Committed)) => Err(match error {
+                // The commit itself failed: it may or may not be on disk.
+                StoreError::Unavailable { .. } => lost_group(&group[i]),
+                other => other.clone(),
+            }),
+            (_, written) => written,
+        });
+    }
+}
+
+/// Writes one commit of a group inside a savepoint of its own: `Ok` with its outcome (a failure
+/// took back its own rows only), `Err` when the transaction itself is gone.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+async fn write_one<D: super::Grouped>(
+    d: &mut D,
+    prepared: &mut Prepared,
+) -> Result<Result<Outcome, StoreError>, StoreError> {
+    d.savepoint().await?;
+    match d.write_in(prepared).await {
+        Ok(outcome) => {
+            d.release_savepoint().await?;
+            Ok(Ok(outcome))
+        }
+        Err(error) => {
+            d.rollback_to_savepoint().await.map_err(|_| error.clone())?;
+            d.release_savepoint().await.map_err(|_| error.clone())?;
+            Ok(Err(error))
+        }
+    }
+}
+
+/// The error for a commit whose group's outcome is unknown: read it back.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) fn lost_group(prepared: &Prepared) -> StoreError {
+    StoreError::Ambiguous {
+        operation: prepared.request.operation.clone(),
+        attempt: prepared.attempt.clone(),
     }
 }
 

@@ -22,7 +22,9 @@ use tokio_postgres::{NoTls, Socket};
 
 use crate::cache::StateCache;
 use crate::clock::StoreClock;
+use crate::commit::Prepared;
 use crate::dialect::ops as shared;
+use crate::group::{Group, GroupStats, Joined, Waited};
 use crate::retention::{Compaction, OperationRecord, Retention, RetentionPolicy};
 use crate::rows::RowDamage;
 use crate::watch::deadline;
@@ -58,6 +60,7 @@ pub struct PostgresOptions {
     clock: StoreClock,
     cached_goals: usize,
     retention: RetentionPolicy,
+    group_commit: bool,
 }
 
 impl Default for PostgresOptions {
@@ -70,6 +73,7 @@ impl Default for PostgresOptions {
             clock: StoreClock::System,
             cached_goals: crate::cache::DEFAULT_CACHED_GOALS,
             retention: RetentionPolicy::default(),
+            group_commit: false,
         }
     }
 }
@@ -127,6 +131,15 @@ impl PostgresOptions {
         self
     }
 
+    /// Whether concurrent commits through this handle share one transaction on one connection
+    /// (default `false` for now; see [`PostgresStore`]'s group commit). With `false` each commit
+    /// is one call on a pooled connection of its own.
+    #[must_use]
+    pub fn group_commit(mut self, group: bool) -> Self {
+        self.group_commit = group;
+        self
+    }
+
     /// The clock a store is created with (default [`StoreClock::System`], the server's
     /// `now()`), recorded in the database: [`StoreClock::Test`] for tests and scripts that move
     /// time. It applies only when [`connect`](PostgresStore::connect_with) creates the schema
@@ -179,6 +192,8 @@ struct Shared {
     listener: tokio::sync::Mutex<Option<Arc<Listener>>>,
     /// The clock recorded when the store was created, read at connect.
     clock: std::sync::OnceLock<StoreClock>,
+    /// The commits waiting for the next group, and whether one is being written.
+    group: Arc<Group<Prepared, Result<Appended, StoreError>>>,
 }
 
 impl fmt::Debug for PostgresStore {
@@ -296,6 +311,7 @@ impl PostgresStore {
                 cache: StateCache::new(cached_goals),
                 listener: tokio::sync::Mutex::new(None),
                 clock: std::sync::OnceLock::new(),
+                group: Group::new(),
             }),
         };
         let mut client = store.client().await?;
@@ -324,8 +340,64 @@ impl PostgresStore {
     }
 
     async fn client(&self) -> Result<Object, StoreError> {
-        let target = &self.shared.target;
-        self.shared.pool.get().await.map_err(|error| {
+        self.shared.client().await
+    }
+
+    /// How many groups this handle (with its clones) committed since it opened, how many
+    /// commits they held, and how many commits wait for the next group now.
+    pub fn group_stats(&self) -> GroupStats {
+        self.shared.group.stats()
+    }
+
+    /// Appends `commit` through the group commit: prepared on the caller's task, then written
+    /// by whichever append leads the group it joins, on a task of its own (so that a caller
+    /// that stops waiting does not stop its group halfway).
+    async fn append_grouped(&self, commit: Commit) -> Result<Appended, StoreError> {
+        let prepared = crate::commit::prepare(commit, &self.shared.cache)?;
+        let lost = shared::lost_group(&prepared);
+        let leadership = match self.shared.group.join(prepared) {
+            Joined::Lead(leadership) => leadership,
+            Joined::Queued(waiting) => match waiting.answer().await {
+                Waited::Done(outcome) => return outcome,
+                Waited::Lead(leadership) => leadership,
+                // Its leader vanished mid-group: read the outcome back.
+                Waited::Lost => return Err(lost),
+            },
+        };
+        let shared = Arc::clone(&self.shared);
+        let led = tokio::spawn(async move {
+            leadership
+                .run_async(|group| async move { shared.write_group(group).await })
+                .await
+        });
+        match led.await {
+            Ok(Some(outcome)) => outcome,
+            Ok(None) | Err(_) => Err(lost),
+        }
+    }
+}
+
+impl Shared {
+    /// Writes `group` on a pooled connection in one transaction (see
+    /// [`shared::append_group`]); a connection that cannot be had fails every commit alike.
+    async fn write_group(&self, group: Vec<Prepared>) -> Vec<Result<Appended, StoreError>> {
+        let client = match self.client().await {
+            Ok(client) => client,
+            Err(error) => return group.iter().map(|_| Err(error.clone())).collect(),
+        };
+        let mut dialect = ops::Pg::new(
+            client,
+            &self.target,
+            &self.cache,
+            self.options.snapshot_every,
+        );
+        shared::append_group(&mut dialect, group).await
+    }
+
+    /// A pooled connection.
+    async fn client(&self) -> Result<Object, StoreError> {
+        let target = &self.target;
+        self.pool.get().await.map_err(|error| {
             let detail = match error {
                 PoolError::Backend(error) => format!(
                     "cannot reach PostgreSQL ({target}): {}; check that the server runs and accepts connections from this host, and the URL's host, port, user, password and database",
@@ -339,7 +411,9 @@ impl PostgresStore {
             StoreError::Unavailable { detail }
         })
     }
+}
 
+impl PostgresStore {
     /// The dialect the shared algorithms run over, on a pooled connection.
     async fn dialect(&self) -> Result<ops::Pg<'_>, StoreError> {
         Ok(ops::Pg::new(
@@ -378,8 +452,13 @@ impl Store for PostgresStore {
     }
 
     #[tracing::instrument(name = "commit", skip_all, fields(goal = %commit.request().goal, revision = commit.state().revision))]
+    /// Written through the group commit (unless [`PostgresOptions::group_commit`] is off).
     async fn append(&self, commit: Commit) -> Result<Appended, StoreError> {
-        let appended = shared::append(&mut self.dialect().await?, commit).await?;
+        let appended = if self.shared.options.group_commit {
+            self.append_grouped(commit).await?
+        } else {
+            shared::append(&mut self.dialect().await?, commit).await?
+        };
         if let Appended::Committed(receipt) = &appended
             && receipt.events > 0
         {

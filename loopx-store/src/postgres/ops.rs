@@ -16,8 +16,8 @@ use super::schema::{column, is_unique_violation, pg};
 use crate::cache::StateCache;
 use crate::commit::Prepared;
 use crate::dialect::{
-    self, AgentGoal, Columns, Dialect, GoalRow, Kept, ListedGoal, Mode, OperationRow, Outcome,
-    count, int, stored_id,
+    self, AgentGoal, Columns, Dialect, GoalRow, Grouped, Kept, ListedGoal, Mode, OperationRow,
+    Outcome, count, int, stored_id,
 };
 use crate::fold::{EventRow, decode_snapshot, encode};
 use crate::index::{Projection, status_name};
@@ -212,6 +212,7 @@ impl<'a> Pg<'a> {
     async fn call_append(
         &self,
         prepared: &Prepared,
+        in_group: bool,
     ) -> Result<(Outcome, Option<[u8; 32]>), StoreError> {
         let request = &prepared.request;
         let frontier = frontier_rows(&prepared.projection)?;
@@ -260,6 +261,10 @@ impl<'a> Pg<'a> {
             Ok(rows) => rows,
             // Another writer created the goal (or committed this operation) first.
             Err(error) if is_unique_violation(&error) => {
+                if in_group {
+                    // The group's transaction stands once the commit's own savepoint is undone.
+                    self.batch(ROLLBACK_TO_SAVEPOINT).await?;
+                }
                 return Ok((self.after_race(request).await?, None));
             }
             // The server answered with an error: the statement, and so its transaction, failed.
@@ -278,6 +283,40 @@ impl<'a> Pg<'a> {
             .and_then(|row| row.try_get::<_, Option<&str>>(5).ok().flatten())
             .and_then(crate::chain::from_hex);
         Ok((answer(&rows, prepared)?, chain))
+    }
+
+    /// Writes a prepared commit with one call of `loopx_append`, after reading the goal's row
+    /// when this handle's cache does not know the snapshot bookkeeping: on its own (the call
+    /// commits when it returns), or `in_group`, inside the group's transaction and the commit's
+    /// savepoint (see [`Grouped`]).
+    async fn write(
+        &mut self,
+        prepared: &mut Prepared,
+        in_group: bool,
+    ) -> Result<Outcome, StoreError> {
+        let (goal, expected) = (&prepared.request.goal, prepared.request.expected_revision);
+        let last_snapshot = match prepared.known.as_ref() {
+            Some(known) => known.snapshot_revision,
+            None if expected == 0 => 0,
+            None => match self.goal_row(goal, false).await? {
+                Some(row) if row.revision == expected => row.snapshot_revision,
+                row => {
+                    // The operation committed already, or the compare-and-set fails (revisions
+                    // only grow).
+                    let operation = &prepared.request.operation;
+                    if let Some(first) = self.receipt(goal, operation).await? {
+                        return Ok(Outcome::Recorded(first));
+                    }
+                    return Ok(Outcome::Moved {
+                        current: row.map_or(0, |r| r.revision),
+                    });
+                }
+            },
+        };
+        prepared.plan_snapshot(last_snapshot, self.snapshot_every)?;
+        let (outcome, chain) = self.call_append(prepared, in_group).await?;
+        prepared.chain = chain;
+        Ok(outcome)
     }
 
     /// After a unique-key violation: the competing commit is visible now.
@@ -304,6 +343,34 @@ impl<'a> Pg<'a> {
         Ok(Outcome::Moved {
             current: current.map_or(0, |row| row.revision),
         })
+    }
+}
+
+/// A commit's savepoint inside a group's transaction.
+const SAVEPOINT: &str = "SAVEPOINT one_commit";
+const RELEASE_SAVEPOINT: &str = "RELEASE SAVEPOINT one_commit";
+const ROLLBACK_TO_SAVEPOINT: &str = "ROLLBACK TO SAVEPOINT one_commit";
+
+/// Group commit on PostgreSQL: the group's commits share one transaction on one connection, so
+/// they wait for one flush of the log and take the server's commit-time lock on notifications
+/// (which every commit that sends `NOTIFY` holds through its flush) once.
+impl Grouped for Pg<'_> {
+    async fn savepoint(&mut self) -> Result<(), StoreError> {
+        self.batch(SAVEPOINT).await
+    }
+
+    async fn release_savepoint(&mut self) -> Result<(), StoreError> {
+        self.batch(RELEASE_SAVEPOINT).await
+    }
+
+    async fn rollback_to_savepoint(&mut self) -> Result<(), StoreError> {
+        self.batch(ROLLBACK_TO_SAVEPOINT).await
+    }
+
+    /// A unique-key violation (another transaction created the goal or committed the
+    /// operation first) undoes the commit's savepoint itself, to read the competing commit.
+    async fn write_in(&mut self, prepared: &mut Prepared) -> Result<Outcome, StoreError> {
+        self.write(prepared, true).await
     }
 }
 
@@ -685,29 +752,7 @@ impl Dialect for Pg<'_> {
     /// latest snapshot as cached with the expected revision; without one, the goal's row is
     /// read first, which also settles a goal that moved before anything is sent.
     async fn write_commit(&mut self, prepared: &mut Prepared) -> Result<Outcome, StoreError> {
-        let (goal, expected) = (&prepared.request.goal, prepared.request.expected_revision);
-        let last_snapshot = match prepared.known.as_ref() {
-            Some(known) => known.snapshot_revision,
-            None if expected == 0 => 0,
-            None => match self.goal_row(goal, false).await? {
-                Some(row) if row.revision == expected => row.snapshot_revision,
-                row => {
-                    // The operation committed already, or the compare-and-set fails (revisions
-                    // only grow).
-                    let operation = &prepared.request.operation;
-                    if let Some(first) = self.receipt(goal, operation).await? {
-                        return Ok(Outcome::Recorded(first));
-                    }
-                    return Ok(Outcome::Moved {
-                        current: row.map_or(0, |r| r.revision),
-                    });
-                }
-            },
-        };
-        prepared.plan_snapshot(last_snapshot, self.snapshot_every)?;
-        let (outcome, chain) = self.call_append(prepared).await?;
-        prepared.chain = chain;
-        Ok(outcome)
+        self.write(prepared, false).await
     }
 
     /// The frontier rows are replaced as a whole.

@@ -19,7 +19,9 @@ use rusqlite::Connection;
 use tokio::runtime::RuntimeFlavor;
 
 use crate::clock::StoreClock;
+use crate::commit::Prepared;
 use crate::dialect::ops as shared;
+use crate::group::{Group, GroupStats, Joined, Waited};
 use crate::retention::{Compaction, OperationRecord, Retention, RetentionPolicy};
 use crate::rows::RowDamage;
 use ops::Sqlite;
@@ -57,6 +59,7 @@ pub struct SqliteOptions {
     clock: StoreClock,
     cached_goals: usize,
     retention: RetentionPolicy,
+    group_commit: bool,
 }
 
 impl Default for SqliteOptions {
@@ -71,6 +74,7 @@ impl Default for SqliteOptions {
             clock: StoreClock::System,
             cached_goals: crate::cache::DEFAULT_CACHED_GOALS,
             retention: RetentionPolicy::default(),
+            group_commit: false,
         }
     }
 }
@@ -92,6 +96,15 @@ impl SqliteOptions {
     #[must_use]
     pub fn cached_goals(mut self, goals: usize) -> Self {
         self.cached_goals = goals;
+        self
+    }
+
+    /// Whether concurrent commits through this handle share one transaction and one sync
+    /// (default `false` for now; see [`SqliteStore`]'s group commit). With `false` every commit
+    /// is a transaction of its own, and concurrent ones queue for SQLite's write lock.
+    #[must_use]
+    pub fn group_commit(mut self, group: bool) -> Self {
+        self.group_commit = group;
         self
     }
 
@@ -169,6 +182,13 @@ impl SqliteOptions {
 ///   index rows and, every [`SqliteOptions::snapshot_every`] events, a snapshot.
 /// - **Several processes**: writers serialize on SQLite's lock and wait up to the busy
 ///   timeout; the compare-and-set on the goal revision keeps concurrent writers honest.
+/// - **Group commit**: concurrent commits through one handle (its clones included) share one
+///   transaction and one sync. A commit that finds no other writing is written at once, alone;
+///   commits that arrive while one is written queue, and the oldest of them then writes
+///   everything queued in one `BEGIN IMMEDIATE` transaction, each commit inside a savepoint
+///   of its own with its own compare-and-set, operation-id and clock checks, and answers each
+///   with exactly its own outcome once the transaction committed (see
+///   [`SqliteStore::group_stats`] and [`SqliteOptions::group_commit`]).
 /// - **Created once**: only [`create`](SqliteStore::create) makes a store; it appears at its
 ///   path complete (built under a temporary name, then linked into place), so concurrent
 ///   creators and openers agree. [`open`](SqliteStore::open) never creates, migrates or
@@ -210,7 +230,12 @@ struct Shared {
     /// How this handle's waiters learn of commits, shared by every handle of the file in this
     /// process.
     wake: Arc<wake::Wake>,
+    /// The commits waiting for the next group, and whether one is being written.
+    group: Arc<Commits>,
 }
+
+/// The group commit's queue: prepared commits, answered each with its own outcome.
+type Commits = Group<Prepared, Result<Appended, StoreError>>;
 
 #[derive(Debug, Default)]
 struct Pool {
@@ -365,6 +390,7 @@ impl SqliteStore {
                 }),
                 returned: Condvar::new(),
                 cache: crate::cache::StateCache::new(cached_goals),
+                group: Group::new(),
             }),
         };
         store.index_subjects()?;
@@ -424,6 +450,12 @@ impl SqliteStore {
         &self.shared.path
     }
 
+    /// How many groups this handle (with its clones) committed since it opened, how many
+    /// commits they held, and how many commits wait for the next group now.
+    pub fn group_stats(&self) -> GroupStats {
+        self.shared.group.stats()
+    }
+
     /// The settings this handle was opened with.
     pub fn options(&self) -> &SqliteOptions {
         &self.shared.options
@@ -467,31 +499,82 @@ impl SqliteStore {
         F: FnOnce(&mut Connection, &Shared) -> Result<T, StoreError> + Send + 'static,
     {
         let shared = Arc::clone(&self.shared);
-        let work = move || {
+        offload(move || {
             let mut checkout = shared.checkout()?;
             match checkout.conn.as_mut() {
                 Some(conn) => job(conn, &shared),
-                None => Err(StoreError::Unavailable {
-                    detail: "no database connection".into(),
-                }),
+                None => Err(no_connection()),
             }
+        })
+        .await?
+    }
+
+    /// Appends `commit` through the group commit: prepared on the caller's task (its index rows
+    /// and encoded events), then written by whichever append leads the group it joins.
+    async fn append_grouped(&self, commit: Commit) -> Result<Appended, StoreError> {
+        let prepared = crate::commit::prepare(commit, &self.shared.cache)?;
+        let lost = shared::lost_group(&prepared);
+        let leadership = match self.shared.group.join(prepared) {
+            Joined::Lead(leadership) => leadership,
+            Joined::Queued(waiting) => match waiting.answer().await {
+                Waited::Done(outcome) => return outcome,
+                Waited::Lead(leadership) => leadership,
+                // Its leader vanished mid-group: read the outcome back.
+                Waited::Lost => return Err(lost),
+            },
         };
-        match tokio::runtime::Handle::try_current() {
-            // In place: tokio first hands this worker's other tasks to another thread, which
-            // costs far less than sending the work to the blocking pool and waking back up.
-            Ok(handle) if handle.runtime_flavor() == RuntimeFlavor::MultiThread => {
-                tokio::task::block_in_place(work)
-            }
-            Ok(handle) => {
-                handle
-                    .spawn_blocking(work)
-                    .await
-                    .map_err(|error| StoreError::Unavailable {
-                        detail: format!("the store's worker did not finish: {error}"),
-                    })?
-            }
-            Err(_) => work(),
+        let shared = Arc::clone(&self.shared);
+        // Leads inside the blocking work, so that a caller that stops waiting still writes its
+        // group and hands leadership on.
+        match offload(move || leadership.run(|group| write_group(&shared, group))).await {
+            Ok(Some(outcome)) => outcome,
+            Ok(None) | Err(_) => Err(lost),
         }
+    }
+}
+
+/// Writes `group` on a pooled connection in one transaction (see [`shared::append_group`]); a
+/// connection that cannot be had fails every commit of the group alike.
+fn write_group(shared: &Shared, group: Vec<Prepared>) -> Vec<Result<Appended, StoreError>> {
+    let commits = group.len();
+    let failed = |error: StoreError| (0..commits).map(|_| Err(error.clone())).collect();
+    let mut checkout = match shared.checkout() {
+        Ok(checkout) => checkout,
+        Err(error) => return failed(error),
+    };
+    let Some(conn) = checkout.conn.as_mut() else {
+        return failed(no_connection());
+    };
+    ops::poll_once(shared::append_group(&mut Sqlite::new(conn, shared), group))
+        .unwrap_or_else(|| failed(ops::not_in_place()))
+}
+
+fn no_connection() -> StoreError {
+    StoreError::Unavailable {
+        detail: "no database connection".into(),
+    }
+}
+
+/// Runs blocking SQLite work: in place on a multi-threaded tokio runtime, on its blocking pool
+/// on a current-thread one, inline outside a runtime.
+async fn offload<T, F>(work: F) -> Result<T, StoreError>
+where
+    T: Send + 'static,
+    F: FnOnce() -> T + Send + 'static,
+{
+    match tokio::runtime::Handle::try_current() {
+        // In place: tokio first hands this worker's other tasks to another thread, which
+        // costs far less than sending the work to the blocking pool and waking back up.
+        Ok(handle) if handle.runtime_flavor() == RuntimeFlavor::MultiThread => {
+            Ok(tokio::task::block_in_place(work))
+        }
+        Ok(handle) => handle
+            .spawn_blocking(work)
+            .await
+            .map_err(|error| StoreError::Unavailable {
+                detail: format!("the store's worker did not finish: {error}"),
+            }),
+        Err(_) => Ok(work()),
     }
 }
 
@@ -516,12 +599,16 @@ impl Store for SqliteStore {
         self.shared.cache.newest(goal)
     }
 
-    /// A commit that moved the goal wakes this process's waiters on the file at once.
+    /// Written through the group commit (unless [`SqliteOptions::group_commit`] is off). A commit
+    /// that moved the goal wakes this process's waiters on the file at once.
     #[tracing::instrument(name = "commit", skip_all, fields(goal = %commit.request().goal, revision = commit.state().revision))]
     async fn append(&self, commit: Commit) -> Result<Appended, StoreError> {
-        let appended = self
-            .run(move |conn, cx| ops::block(shared::append(&mut Sqlite::new(conn, cx), commit)))
-            .await?;
+        let appended = if self.shared.options.group_commit {
+            self.append_grouped(commit).await?
+        } else {
+            self.run(move |conn, cx| ops::block(shared::append(&mut Sqlite::new(conn, cx), commit)))
+                .await?
+        };
         if let Appended::Committed(receipt) = &appended
             && receipt.events > 0
         {

@@ -9,15 +9,15 @@ use std::task::{Context, Poll, Waker};
 
 use loopx_kernel::seams::{Receipt, StoreError};
 use loopx_kernel::{AgentId, GoalId, GoalState, OperationId, Subject, Timestamp, TodoId};
-use rusqlite::{Connection, Params, TransactionBehavior, params};
+use rusqlite::{Connection, Params, params};
 
 use super::Shared;
 use super::schema::sql;
 use crate::cache::StateCache;
 use crate::commit::Prepared;
 use crate::dialect::{
-    self, AgentGoal, Columns, Dialect, GoalRow, Kept, ListedGoal, Mode, OperationRow, Outcome, int,
-    stored_id,
+    self, AgentGoal, Columns, Dialect, GoalRow, Grouped, Kept, ListedGoal, Mode, OperationRow,
+    Outcome, int, stored_id,
 };
 use crate::fold::{EventRow, decode_snapshot, encode};
 use crate::index::{Projection, parse_status, status_name};
@@ -267,12 +267,22 @@ fn receipt_attempt_in(
 /// Every SQLite primitive completes without waiting on anything but the database, so the
 /// future is ready at its first poll.
 pub(super) fn block<T>(work: impl Future<Output = Result<T, StoreError>>) -> Result<T, StoreError> {
+    poll_once(work).unwrap_or_else(|| Err(not_in_place()))
+}
+
+/// Polls `work` once: its output, or `None` if it did not complete (see [`block`]).
+pub(super) fn poll_once<F: Future>(work: F) -> Option<F::Output> {
     let mut work = std::pin::pin!(work);
     match work.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
-        Poll::Ready(result) => result,
-        Poll::Pending => Err(StoreError::Unavailable {
-            detail: "a SQLite store operation did not complete in place; retry".into(),
-        }),
+        Poll::Ready(result) => Some(result),
+        Poll::Pending => None,
+    }
+}
+
+/// The error of an operation that did not complete in place.
+pub(super) fn not_in_place() -> StoreError {
+    StoreError::Unavailable {
+        detail: "a SQLite store operation did not complete in place; retry".into(),
     }
 }
 
@@ -595,34 +605,25 @@ impl Dialect for Sqlite<'_> {
     /// One `BEGIN IMMEDIATE` transaction: the operation id and the revision are checked under
     /// the write lock, then the rows written. A failed `COMMIT` may or may not be on disk.
     async fn write_commit(&mut self, prepared: &mut Prepared) -> Result<Outcome, StoreError> {
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(sql)?;
-        let (goal, operation) = (&prepared.request.goal, &prepared.request.operation);
-        // The row first: a goal whose history is damaged is neither read nor written.
-        let row = indexed_row(&tx, goal)?;
-        if let Some(first) = receipt_in(&tx, goal, operation)? {
-            return Ok(Outcome::Recorded(first));
+        self.begin(Mode::Write).await?;
+        match self.write_in(prepared).await {
+            Ok(Outcome::Committed) => {}
+            other => {
+                // Nothing was written (or what was is taken back): the answer stands either way.
+                drop(self.rollback().await);
+                return other;
+            }
         }
-        // Under the write lock: no commit is written later than the system clock allows.
-        self.cx.clock.check(&prepared.request)?;
-        let current = row.map_or(0, |r| r.row.revision);
-        if current != prepared.request.expected_revision {
-            return Ok(Outcome::Moved { current });
-        }
-        let (operation, attempt) = (operation.clone(), prepared.attempt.clone());
-        prepared.plan_snapshot(
-            row.map_or(0, |r| r.row.snapshot_revision),
-            self.cx.options.snapshot_every,
-        )?;
-        let chains = dialect::chain_commit(prepared, row.map(|r| r.row))?;
-        write_commit(&tx, prepared, &chains, row)?;
-        tx.commit().map_err(|error| match sql(error) {
-            // The commit itself failed: it may or may not be on disk.
-            StoreError::Unavailable { .. } => StoreError::Ambiguous { operation, attempt },
-            other => other,
-        })?;
+        self.conn
+            .execute_batch("COMMIT")
+            .map_err(|error| match sql(error) {
+                // The commit itself failed: it may or may not be on disk.
+                StoreError::Unavailable { .. } => StoreError::Ambiguous {
+                    operation: prepared.request.operation.clone(),
+                    attempt: prepared.attempt.clone(),
+                },
+                other => other,
+            })?;
         Ok(Outcome::Committed)
     }
 
@@ -773,6 +774,44 @@ impl Dialect for Sqlite<'_> {
             |r| dialect::event_row(r, 0),
         )?;
         Ok(dialect::split_prev(after, found, limit))
+    }
+}
+
+impl Grouped for Sqlite<'_> {
+    async fn savepoint(&mut self) -> Result<(), StoreError> {
+        run(self.conn, "SAVEPOINT one_commit", []).map(drop)
+    }
+
+    async fn release_savepoint(&mut self) -> Result<(), StoreError> {
+        run(self.conn, "RELEASE one_commit", []).map(drop)
+    }
+
+    async fn rollback_to_savepoint(&mut self) -> Result<(), StoreError> {
+        run(self.conn, "ROLLBACK TO one_commit", []).map(drop)
+    }
+
+    /// Under the write lock the transaction took: the goal row first (a goal whose history is
+    /// damaged is neither read nor written), then the operation id, the clock and the revision,
+    /// then the rows.
+    async fn write_in(&mut self, prepared: &mut Prepared) -> Result<Outcome, StoreError> {
+        let (goal, operation) = (&prepared.request.goal, &prepared.request.operation);
+        let row = indexed_row(self.conn, goal)?;
+        if let Some(first) = receipt_in(self.conn, goal, operation)? {
+            return Ok(Outcome::Recorded(first));
+        }
+        // No commit is written later than the system clock allows.
+        self.cx.clock.check(&prepared.request)?;
+        let current = row.map_or(0, |r| r.row.revision);
+        if current != prepared.request.expected_revision {
+            return Ok(Outcome::Moved { current });
+        }
+        prepared.plan_snapshot(
+            row.map_or(0, |r| r.row.snapshot_revision),
+            self.cx.options.snapshot_every,
+        )?;
+        let chains = dialect::chain_commit(prepared, row.map(|r| r.row))?;
+        write_commit(self.conn, prepared, &chains, row)?;
+        Ok(Outcome::Committed)
     }
 }
 
