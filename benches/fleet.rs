@@ -108,18 +108,16 @@ async fn populate(
 /// a week ahead, different for each goal.
 async fn create(store: &dyn Store, g: usize, agents: usize, now: Timestamp) -> Result<(), Failure> {
     let owner = PersonId::new("olivia")?;
-    let mut spec = GoalSpec::builder(
-        goal_id(g)?.as_str(),
-        "a goal of the fleet",
-        owner.as_str(),
-    )
-    .budget(Limits::UNLIMITED)
-    .declared_identity()
-    .build()?;
+    let mut spec = GoalSpec::builder(goal_id(g)?.as_str(), "a goal of the fleet", owner.as_str())
+        .budget(Limits::UNLIMITED)
+        .declared_identity()
+        .build()?;
     spec.agents = agents_of(g, agents)?.into_iter().collect();
     let person = Actor::Person(owner);
     let handle = store.goal(&spec.id);
-    handle.submit(&person, now, &Command::CreateGoal { spec }).await?;
+    handle
+        .submit(&person, now, &Command::CreateGoal { spec })
+        .await?;
     let ready = NewTodo::advance(TodoId::new("ready")?, "work ready now");
     let later: TodoId = TodoId::new("later")?;
     let deferred = NewTodo::advance(later.clone(), "work for later");

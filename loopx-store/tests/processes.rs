@@ -579,7 +579,9 @@ fn group_crash_child(args: &[String]) -> u8 {
         .enable_all()
         .build()
         .unwrap();
-    let options = SqliteOptions::default().snapshot_every(8).group_commit(true);
+    let options = SqliteOptions::default()
+        .snapshot_every(8)
+        .group_commit(true);
     let store = match SqliteStore::create_with(&path, options) {
         Ok(store) => std::sync::Arc::new(store),
         Err(error) => {
