@@ -139,17 +139,21 @@ async fn create(store: &dyn Store, g: usize, agents: usize, now: Timestamp) -> R
     Ok(())
 }
 
-fn percentile(sorted: &[StdDuration], p: f64) -> f64 {
-    let rank = (p * (sorted.len() - 1) as f64).round();
-    // A rank inside the slice: `p` is a fraction and the slice is not empty.
-    let index = rank.clamp(0.0, (sorted.len() - 1) as f64) as usize;
+/// The `percent`th percentile of `sorted`, in milliseconds (nearest rank).
+fn percentile(sorted: &[StdDuration], percent: usize) -> f64 {
+    let index = (sorted.len() * percent).div_ceil(100).saturating_sub(1);
     sorted.get(index).map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+}
+
+/// `count` as a float, for averages of counts far below 2^52.
+fn float(count: usize) -> f64 {
+    u32::try_from(count).map_or(f64::from(u32::MAX), f64::from)
 }
 
 fn report(name: &str, mut times: Vec<StdDuration>) {
     times.sort();
-    let p50 = percentile(&times, 0.50);
-    let p99 = percentile(&times, 0.99);
+    let p50 = percentile(&times, 50);
+    let p99 = percentile(&times, 99);
     println!(
         "{name}: p50 {p50:.2} ms, p99 {p99:.2} ms over {} queries; {}",
         times.len(),
@@ -175,7 +179,7 @@ fn query_figures(
     report("ready --agent across goals (Store::frontier)", frontier);
     println!(
         "  each agent had {:.1} todos ready on average",
-        sizes as f64 / SAMPLES as f64
+        float(sizes) / float(SAMPLES)
     );
     let mut wake = Vec::with_capacity(SAMPLES);
     let mut earliest = None;
@@ -214,11 +218,11 @@ fn memory_figure(runtime: &Runtime, url: &str, goals: usize) -> Result<(), Failu
         runtime.block_on(fresh.load(&goal_id(g)?))?;
     }
     let after = resident()?;
-    let per_goal = after.saturating_sub(before) as f64 / count as f64;
+    let grown_kib = float(usize::try_from(after.saturating_sub(before) / 1024).unwrap_or(0));
     println!(
         "memory per cached goal: {:.1} KiB (the resident set grew {:.1} MiB while a fresh handle cached {count} goals)",
-        per_goal / 1024.0,
-        after.saturating_sub(before) as f64 / (1024.0 * 1024.0)
+        grown_kib / float(count),
+        grown_kib / 1024.0
     );
     Ok(())
 }

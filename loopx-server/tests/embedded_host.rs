@@ -59,6 +59,19 @@ fn rest(conclusion: &'static str) -> github::Handler {
     })
 }
 
+/// The host's GitHub provider: the REST client against the stand-in at `base`.
+fn github_provider(base: &str) -> Vec<Arc<dyn Provider>> {
+    let client = GitHubClient::new(
+        SourceId::new(GITHUB_PROVIDER).expect("a valid id"),
+        base,
+        None,
+        Duration::seconds(10),
+        Arc::new(SystemClock),
+    )
+    .expect("a client");
+    vec![Arc::new(client)]
+}
+
 /// The host's own capability: it asks for one todo, titled by its configuration.
 struct Greeter {
     source: SourceId,
@@ -159,15 +172,7 @@ fn bound_spec(id: &str, capability: &str, config: serde_json::Value) -> GoalSpec
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_check_at_the_head_becomes_the_fix_todo_the_agent_is_handed() {
     let server = github::serve(rest("failure")).await;
-    let client = GitHubClient::new(
-        SourceId::new(GITHUB_PROVIDER).expect("a valid id"),
-        &server.base,
-        None,
-        Duration::seconds(10),
-        Arc::new(SystemClock),
-    )
-    .expect("a client");
-    let providers: Vec<Arc<dyn Provider>> = vec![Arc::new(client)];
+    let providers = github_provider(&server.base);
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let spec = bound_spec("fix-42", "prfix", json!({ "pulls": ["acme/cli#42"] }));
     store
@@ -232,15 +237,7 @@ async fn a_failing_check_at_the_head_becomes_the_fix_todo_the_agent_is_handed() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ci_passing_at_the_head_of_a_poll_is_the_providers_evidence() {
     let server = github::serve(rest("success")).await;
-    let client = GitHubClient::new(
-        SourceId::new(GITHUB_PROVIDER).expect("a valid id"),
-        &server.base,
-        None,
-        Duration::seconds(10),
-        Arc::new(SystemClock),
-    )
-    .expect("a client");
-    let providers: Vec<Arc<dyn Provider>> = vec![Arc::new(client)];
+    let providers = github_provider(&server.base);
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let spec = GoalSpec::builder("green-42", "CI of acme/cli#42 is green", "olivia")
         .agent("agent-a")
