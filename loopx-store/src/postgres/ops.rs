@@ -196,6 +196,27 @@ impl<'a> Pg<'a> {
         client.query(&statement, params).await.map_err(self.err())
     }
 
+    /// A page of up to `limit` event rows of `goal` after `after` read by `sql` (the event log
+    /// or the archive), with the chain of the row at `after`, read in the same statement, for
+    /// the chain the page starts from.
+    async fn page_after(
+        &self,
+        sql: &str,
+        goal: &GoalId,
+        after: u64,
+        limit: usize,
+    ) -> Result<(Option<String>, Vec<EventRow>), StoreError> {
+        let read = i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX);
+        let rows = self
+            .query(sql, &[&goal.as_str(), &int(after), &read])
+            .await?;
+        let found = rows
+            .iter()
+            .map(|r| dialect::event_row(r, 0))
+            .collect::<Result<_, _>>()?;
+        Ok(dialect::split_prev(after, found, limit))
+    }
+
     async fn execute(&self, sql: &str, params: Params<'_>) -> Result<u64, StoreError> {
         let client = self.client()?;
         let statement = client.prepare_cached(sql).await.map_err(self.err())?;
@@ -535,16 +556,7 @@ impl Dialect for Pg<'_> {
         after: u64,
         limit: usize,
     ) -> Result<(Option<String>, Vec<EventRow>), StoreError> {
-        // The row at `after` too, for the chain the page starts from.
-        let read = i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX);
-        let rows = self
-            .query(EVENTS_AFTER, &[&goal.as_str(), &int(after), &read])
-            .await?;
-        let found = rows
-            .iter()
-            .map(|r| dialect::event_row(r, 0))
-            .collect::<Result<_, _>>()?;
-        Ok(dialect::split_prev(after, found, limit))
+        self.page_after(EVENTS_AFTER, goal, after, limit).await
     }
 
     async fn snapshot(
@@ -908,15 +920,7 @@ impl Dialect for Pg<'_> {
         after: u64,
         limit: usize,
     ) -> Result<(Option<String>, Vec<EventRow>), StoreError> {
-        let read = i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX);
-        let rows = self
-            .query(ARCHIVED_AFTER, &[&goal.as_str(), &int(after), &read])
-            .await?;
-        let found = rows
-            .iter()
-            .map(|r| dialect::event_row(r, 0))
-            .collect::<Result<_, _>>()?;
-        Ok(dialect::split_prev(after, found, limit))
+        self.page_after(ARCHIVED_AFTER, goal, after, limit).await
     }
 }
 

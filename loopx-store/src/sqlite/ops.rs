@@ -411,15 +411,7 @@ impl Dialect for Sqlite<'_> {
         after: u64,
         limit: usize,
     ) -> Result<(Option<String>, Vec<EventRow>), StoreError> {
-        // The row at `after` too, for the chain the page starts from.
-        let read = i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX);
-        let found = rows(
-            self.conn,
-            EVENTS_AFTER,
-            params![goal.as_str(), int(after), read],
-            |r| dialect::event_row(r, 0),
-        )?;
-        Ok(dialect::split_prev(after, found, limit))
+        page_after(self.conn, EVENTS_AFTER, goal, after, limit)
     }
 
     async fn snapshot(
@@ -766,14 +758,7 @@ impl Dialect for Sqlite<'_> {
         after: u64,
         limit: usize,
     ) -> Result<(Option<String>, Vec<EventRow>), StoreError> {
-        let read = i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX);
-        let found = rows(
-            self.conn,
-            ARCHIVED_AFTER,
-            params![goal.as_str(), int(after), read],
-            |r| dialect::event_row(r, 0),
-        )?;
-        Ok(dialect::split_prev(after, found, limit))
+        page_after(self.conn, ARCHIVED_AFTER, goal, after, limit)
     }
 }
 
@@ -813,6 +798,23 @@ impl Grouped for Sqlite<'_> {
         write_commit(self.conn, prepared, &chains, row)?;
         Ok(Outcome::Committed)
     }
+}
+
+/// A page of up to `limit` event rows of `goal` after `after` read by `sql` (the event log or
+/// the archive), with the chain of the row at `after`, read in the same statement, for the
+/// chain the page starts from.
+fn page_after(
+    conn: &Connection,
+    sql: &str,
+    goal: &GoalId,
+    after: u64,
+    limit: usize,
+) -> Result<(Option<String>, Vec<EventRow>), StoreError> {
+    let read = i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX);
+    let found = rows(conn, sql, params![goal.as_str(), int(after), read], |r| {
+        dialect::event_row(r, 0)
+    })?;
+    Ok(dialect::split_prev(after, found, limit))
 }
 
 /// Event rows of `goal` in `(after, up_to]`, in order.
