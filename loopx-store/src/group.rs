@@ -142,6 +142,19 @@ impl<J, R> Group<J, R> {
         Joined::Queued(Waiting { reply: answer })
     }
 
+    /// Joins with `job` and waits until it leads a group (`Ok`, to write it) or another
+    /// leader answered it (`Err` with its outcome); `lost` when its leader vanished mid-group.
+    pub(crate) async fn lead(self: &Arc<Self>, job: J, lost: R) -> Result<Leadership<J, R>, R> {
+        match self.join(job) {
+            Joined::Lead(leadership) => Ok(leadership),
+            Joined::Queued(waiting) => match waiting.answer().await {
+                Waited::Done(outcome) => Err(outcome),
+                Waited::Lead(leadership) => Ok(leadership),
+                Waited::Lost => Err(lost),
+            },
+        }
+    }
+
     /// Passes leadership to the oldest queued job whose caller still waits, or ends it when
     /// none is queued.
     fn hand_off(self: &Arc<Self>) {

@@ -24,7 +24,7 @@ use crate::cache::StateCache;
 use crate::clock::StoreClock;
 use crate::commit::Prepared;
 use crate::dialect::ops as shared;
-use crate::group::{Group, GroupStats, Joined, Waited};
+use crate::group::{Group, GroupStats};
 use crate::retention::{Compaction, OperationRecord, Retention, RetentionPolicy};
 use crate::rows::RowDamage;
 use crate::watch::deadline;
@@ -354,15 +354,11 @@ impl PostgresStore {
     /// that stops waiting does not stop its group halfway).
     async fn append_grouped(&self, commit: Commit) -> Result<Appended, StoreError> {
         let prepared = crate::commit::prepare(commit, &self.shared.cache)?;
+        // Should its leader vanish mid-group, the outcome is read back.
         let lost = shared::lost_group(&prepared);
-        let leadership = match self.shared.group.join(prepared) {
-            Joined::Lead(leadership) => leadership,
-            Joined::Queued(waiting) => match waiting.answer().await {
-                Waited::Done(outcome) => return outcome,
-                Waited::Lead(leadership) => leadership,
-                // Its leader vanished mid-group: read the outcome back.
-                Waited::Lost => return Err(lost),
-            },
+        let leadership = match self.shared.group.lead(prepared, Err(lost.clone())).await {
+            Ok(leadership) => leadership,
+            Err(outcome) => return outcome,
         };
         let shared = Arc::clone(&self.shared);
         let led = tokio::spawn(async move {

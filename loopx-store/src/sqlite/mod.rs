@@ -21,7 +21,7 @@ use tokio::runtime::RuntimeFlavor;
 use crate::clock::StoreClock;
 use crate::commit::Prepared;
 use crate::dialect::ops as shared;
-use crate::group::{Group, GroupStats, Joined, Waited};
+use crate::group::{Group, GroupStats};
 use crate::retention::{Compaction, OperationRecord, Retention, RetentionPolicy};
 use crate::rows::RowDamage;
 use ops::Sqlite;
@@ -513,15 +513,11 @@ impl SqliteStore {
     /// and encoded events), then written by whichever append leads the group it joins.
     async fn append_grouped(&self, commit: Commit) -> Result<Appended, StoreError> {
         let prepared = crate::commit::prepare(commit, &self.shared.cache)?;
+        // Should its leader vanish mid-group, the outcome is read back.
         let lost = shared::lost_group(&prepared);
-        let leadership = match self.shared.group.join(prepared) {
-            Joined::Lead(leadership) => leadership,
-            Joined::Queued(waiting) => match waiting.answer().await {
-                Waited::Done(outcome) => return outcome,
-                Waited::Lead(leadership) => leadership,
-                // Its leader vanished mid-group: read the outcome back.
-                Waited::Lost => return Err(lost),
-            },
+        let leadership = match self.shared.group.lead(prepared, Err(lost.clone())).await {
+            Ok(leadership) => leadership,
+            Err(outcome) => return outcome,
         };
         let shared = Arc::clone(&self.shared);
         // Leads inside the blocking work, so that a caller that stops waiting still writes its
