@@ -239,22 +239,16 @@ async fn ci_passing_at_the_head_of_a_poll_is_the_providers_evidence() {
     let server = github::serve(rest("success")).await;
     let providers = github_provider(&server.base);
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let spec = GoalSpec::builder("green-42", "CI of acme/cli#42 is green", "olivia")
-        .agent("agent-a")
-        .budget(Limits::turns(10))
-        .declared_identity()
-        .criterion(
-            Criterion::new(
-                "green",
-                "CI passes at the head",
-                "ci/rollup",
-                "pr:acme/cli#42",
-            )
-            .expect("ids"),
+    let mut spec = bound_spec("green-42", "prfix", json!({ "pulls": ["acme/cli#42"] }));
+    spec.criteria.push(
+        Criterion::new(
+            "green",
+            "CI passes at the head",
+            "ci/rollup",
+            "pr:acme/cli#42",
         )
-        .capability("prfix", json!({ "pulls": ["acme/cli#42"] }))
-        .build()
-        .expect("valid ids");
+        .expect("ids"),
+    );
     store
         .goal(&spec.id)
         .create(&spec, SystemClock.now())
