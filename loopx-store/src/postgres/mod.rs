@@ -73,7 +73,7 @@ impl Default for PostgresOptions {
             clock: StoreClock::System,
             cached_goals: crate::cache::DEFAULT_CACHED_GOALS,
             retention: RetentionPolicy::default(),
-            group_commit: false,
+            group_commit: true,
         }
     }
 }
@@ -132,8 +132,8 @@ impl PostgresOptions {
     }
 
     /// Whether concurrent commits through this handle share one transaction on one connection
-    /// (default `false` for now; see [`PostgresStore`]'s group commit). With `false` each commit
-    /// is one call on a pooled connection of its own.
+    /// (default `true`; see [`PostgresStore`]'s group commit). With `false` each commit is one
+    /// call on a pooled connection of its own.
     #[must_use]
     pub fn group_commit(mut self, group: bool) -> Self {
         self.group_commit = group;

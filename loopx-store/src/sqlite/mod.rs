@@ -74,7 +74,7 @@ impl Default for SqliteOptions {
             clock: StoreClock::System,
             cached_goals: crate::cache::DEFAULT_CACHED_GOALS,
             retention: RetentionPolicy::default(),
-            group_commit: false,
+            group_commit: true,
         }
     }
 }
@@ -100,8 +100,8 @@ impl SqliteOptions {
     }
 
     /// Whether concurrent commits through this handle share one transaction and one sync
-    /// (default `false` for now; see [`SqliteStore`]'s group commit). With `false` every commit
-    /// is a transaction of its own, and concurrent ones queue for SQLite's write lock.
+    /// (default `true`; see [`SqliteStore`]'s group commit). With `false` every commit is a
+    /// transaction of its own, and concurrent ones queue for SQLite's write lock.
     #[must_use]
     pub fn group_commit(mut self, group: bool) -> Self {
         self.group_commit = group;
