@@ -94,9 +94,41 @@ pub struct RegisteredKey {
     pub key: PublicKey,
 }
 
-/// An ed25519 public key; on the wire `ed25519:` and 64 lowercase hexadecimal digits.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct PublicKey([u8; 32]);
+/// An ed25519 public key; on the wire `ed25519:` and 64 lowercase hexadecimal digits. Its curve
+/// point is decompressed once, when the key is made or read, so that a verification under it
+/// costs the verification alone. Keys compare, order and hash by their bytes.
+#[derive(Clone, Copy)]
+pub struct PublicKey {
+    bytes: [u8; 32],
+    /// `None` for bytes that are no curve point: such a key verifies nothing.
+    point: Option<ed25519_dalek::VerifyingKey>,
+}
+
+impl PartialEq for PublicKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.bytes == other.bytes
+    }
+}
+
+impl Eq for PublicKey {}
+
+impl PartialOrd for PublicKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for PublicKey {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.bytes.cmp(&other.bytes)
+    }
+}
+
+impl std::hash::Hash for PublicKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.bytes.hash(state);
+    }
+}
 
 /// An ed25519 signature; on the wire 128 lowercase hexadecimal digits.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -115,12 +147,15 @@ const KEY_PREFIX: &str = "ed25519:";
 impl PublicKey {
     /// The key from its 32 bytes.
     pub fn from_bytes(bytes: [u8; 32]) -> PublicKey {
-        PublicKey(bytes)
+        PublicKey {
+            bytes,
+            point: ed25519_dalek::VerifyingKey::from_bytes(&bytes).ok(),
+        }
     }
 
     /// Its 32 bytes.
     pub fn to_bytes(&self) -> [u8; 32] {
-        self.0
+        self.bytes
     }
 
     /// Reads `ed25519:<64 hex digits>`.
@@ -133,13 +168,13 @@ impl PublicKey {
             shape: "`ed25519:` and 64 hexadecimal digits",
         };
         let hex = text.strip_prefix(KEY_PREFIX).ok_or(invalid.clone())?;
-        unhex(hex).map(PublicKey).ok_or(invalid)
+        unhex(hex).map(PublicKey::from_bytes).ok_or(invalid)
     }
 
     /// Whether `signature` is this key's signature of `message` (strict verification: no
     /// malleable or small-order forms).
     pub fn verifies(&self, message: &[u8], signature: &Signature) -> bool {
-        let Ok(key) = ed25519_dalek::VerifyingKey::from_bytes(&self.0) else {
+        let Some(key) = &self.point else {
             return false;
         };
         let signature = ed25519_dalek::Signature::from_bytes(&signature.0);
@@ -189,7 +224,7 @@ fn unhex<const N: usize>(text: &str) -> Option<[u8; N]> {
 
 impl fmt::Display for PublicKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{KEY_PREFIX}{}", crate::ids::hex(&self.0))
+        write!(f, "{KEY_PREFIX}{}", crate::ids::hex(&self.bytes))
     }
 }
 
@@ -267,7 +302,11 @@ impl SecretKey {
 
 impl Signer for SecretKey {
     fn public_key(&self) -> PublicKey {
-        PublicKey(self.0.verifying_key().to_bytes())
+        let point = self.0.verifying_key();
+        PublicKey {
+            bytes: point.to_bytes(),
+            point: Some(point),
+        }
     }
 
     fn sign(&self, message: &[u8]) -> Signature {
