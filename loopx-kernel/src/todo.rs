@@ -234,10 +234,7 @@ pub struct Lease {
     /// The holder's workspace, for writing todos.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<Workspace>,
-    /// The turn prepared under this lease, if one has begun. A lease runs at most one turn and
-    /// ends with it (settled, released, taken over under a new epoch, or resolved by
-    /// readback), and a settlement must present the lease's epoch: so a turn is charged at
-    /// most once without the goal remembering every turn id it ever ran.
+    /// The turn prepared under this lease, if one has begun.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<TurnInFlight>,
 }

@@ -604,6 +604,14 @@ refusals! {
         w.refuse(&ag("a"), settle(|_| {}))
     }
 
+    turn_id_reused => "turn_already_used" {
+        let mut w = World::new();
+        w.add(edit());
+        w.turn("a", "edit", |s| s.transition = Transition::KeepOpen);
+        let epoch = w.claim("a", "edit");
+        w.refuse(&ag("a"), begin("edit", epoch, "edit.t1"))
+    }
+
     settlement_repeated => "turn_already_used" {
         let mut w = turn_in_flight(edit());
         w.settle("a", "edit", "t1", |s| s.transition = Transition::KeepOpen);

@@ -1014,7 +1014,8 @@ fn begin(m: &LifecycleModel, p: &mut Picker) -> Step {
         m.turns
             .keys()
             .next()
-            .map_or_else(|| fresh(m, "u"), |(_, turn)| turn.clone())
+            .cloned()
+            .unwrap_or_else(|| fresh(m, "u"))
     } else {
         fresh(m, "u")
     };
