@@ -111,6 +111,7 @@ pub mod conformance;
 #[cfg(feature = "test-cluster")]
 pub mod test_cluster;
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub use cache::DEFAULT_CACHED_GOALS;
 pub use chain::HistoryChain;
 pub use clock::StoreClock;
