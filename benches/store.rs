@@ -1004,7 +1004,15 @@ fn settle_commits<S: Store>(
 
 fn checkpoint(path: &Path) -> Result<(), Failure> {
     let conn = rusqlite::Connection::open(path)?;
-    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+    conn.busy_timeout(StdDuration::from_secs(10))?;
+    let (busy, log, copied): (i64, i64, i64) =
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+        })?;
+    // A log not folded in would be counted as stored bytes.
+    if busy != 0 || copied != log {
+        return Err(format!("the log was not folded in ({copied} of {log} frames)").into());
+    }
     Ok(())
 }
 
