@@ -509,6 +509,16 @@ impl SqliteStore {
         .await?
     }
 
+    /// Runs one of the dialect's shared operations on a pooled connection, like [`run`](Self::run).
+    async fn run_dialect<T, F>(&self, job: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: AsyncFnOnce(&mut Sqlite<'_>) -> Result<T, StoreError> + Send + 'static,
+    {
+        self.run(move |conn, cx| ops::block(job(&mut Sqlite::new(conn, cx))))
+            .await
+    }
+
     /// Appends `commit` through the group commit: prepared on the caller's task (its index rows
     /// and encoded events), then written by whichever append leads the group it joins.
     async fn append_grouped(&self, commit: Commit) -> Result<Appended, StoreError> {
@@ -586,7 +596,7 @@ impl Store for SqliteStore {
             return loaded;
         }
         let goal = goal.clone();
-        self.run(move |conn, cx| ops::block(shared::load(&mut Sqlite::new(conn, cx), &goal)))
+        self.run_dialect(async move |d| shared::load(d, &goal).await)
             .await
     }
 
@@ -602,7 +612,7 @@ impl Store for SqliteStore {
         let appended = if self.shared.options.group_commit {
             self.append_grouped(commit).await?
         } else {
-            self.run(move |conn, cx| ops::block(shared::append(&mut Sqlite::new(conn, cx), commit)))
+            self.run_dialect(async move |d| shared::append(d, commit).await)
                 .await?
         };
         if let Appended::Committed(receipt) = &appended
@@ -623,15 +633,8 @@ impl Store for SqliteStore {
         let goal = goal.clone();
         let operation = operation.clone();
         let attempt = attempt.to_owned();
-        self.run(move |conn, cx| {
-            ops::block(shared::resolve(
-                &mut Sqlite::new(conn, cx),
-                &goal,
-                &operation,
-                &attempt,
-            ))
-        })
-        .await
+        self.run_dialect(async move |d| shared::resolve(d, &goal, &operation, &attempt).await)
+            .await
     }
 
     async fn receipt(
@@ -641,14 +644,8 @@ impl Store for SqliteStore {
     ) -> Result<Option<Receipt>, StoreError> {
         let goal = goal.clone();
         let operation = operation.clone();
-        self.run(move |conn, cx| {
-            ops::block(shared::receipt(
-                &mut Sqlite::new(conn, cx),
-                &goal,
-                &operation,
-            ))
-        })
-        .await
+        self.run_dialect(async move |d| shared::receipt(d, &goal, &operation).await)
+            .await
     }
 
     async fn events(
@@ -658,15 +655,8 @@ impl Store for SqliteStore {
         limit: usize,
     ) -> Result<Vec<RecordedEvent>, StoreError> {
         let goal = goal.clone();
-        self.run(move |conn, cx| {
-            ops::block(shared::events(
-                &mut Sqlite::new(conn, cx),
-                &goal,
-                after,
-                limit,
-            ))
-        })
-        .await
+        self.run_dialect(async move |d| shared::events(d, &goal, after, limit).await)
+            .await
     }
 
     async fn state_at(
@@ -675,14 +665,8 @@ impl Store for SqliteStore {
         revision: u64,
     ) -> Result<Option<PastState>, StoreError> {
         let goal = goal.clone();
-        self.run(move |conn, cx| {
-            ops::block(shared::past_state(
-                &mut Sqlite::new(conn, cx),
-                &goal,
-                revision,
-            ))
-        })
-        .await
+        self.run_dialect(async move |d| shared::past_state(d, &goal, revision).await)
+            .await
     }
 
     async fn latest_operations(
@@ -692,19 +676,12 @@ impl Store for SqliteStore {
         limit: usize,
     ) -> Result<Vec<OperationRecord>, StoreError> {
         let goal = goal.clone();
-        self.run(move |conn, cx| {
-            ops::block(shared::latest_operations(
-                &mut Sqlite::new(conn, cx),
-                &goal,
-                up_to,
-                limit,
-            ))
-        })
-        .await
+        self.run_dialect(async move |d| shared::latest_operations(d, &goal, up_to, limit).await)
+            .await
     }
 
     async fn goals(&self, now: Timestamp) -> Result<Vec<GoalSummary>, StoreError> {
-        self.run(move |conn, cx| ops::block(shared::goals(&mut Sqlite::new(conn, cx), now)))
+        self.run_dialect(async move |d| shared::goals(d, now).await)
             .await
     }
 
@@ -714,14 +691,12 @@ impl Store for SqliteStore {
         now: Timestamp,
     ) -> Result<Vec<(GoalId, TodoId)>, StoreError> {
         let agent = agent.clone();
-        self.run(move |conn, cx| {
-            ops::block(shared::frontier(&mut Sqlite::new(conn, cx), &agent, now))
-        })
-        .await
+        self.run_dialect(async move |d| shared::frontier(d, &agent, now).await)
+            .await
     }
 
     async fn next_wake(&self, now: Timestamp) -> Result<Option<Timestamp>, StoreError> {
-        self.run(move |conn, cx| ops::block(shared::next_wake(&mut Sqlite::new(conn, cx), now)))
+        self.run_dialect(async move |d| shared::next_wake(d, now).await)
             .await
     }
 
@@ -732,10 +707,8 @@ impl Store for SqliteStore {
         now: Timestamp,
     ) -> Result<Vec<GoalId>, StoreError> {
         let subjects = subjects.to_vec();
-        self.run(move |conn, cx| {
-            ops::block(shared::watching(&mut Sqlite::new(conn, cx), &subjects, now))
-        })
-        .await
+        self.run_dialect(async move |d| shared::watching(d, &subjects, now).await)
+            .await
     }
 
     /// Wakes as soon as a commit lands: one through any handle of the file in this process at
@@ -791,19 +764,13 @@ impl Store for SqliteStore {
 impl Retention for SqliteStore {
     async fn compact(&self, goal: &GoalId, keep_after: u64) -> Result<Compaction, StoreError> {
         let goal = goal.clone();
-        self.run(move |conn, cx| {
-            ops::block(shared::compact(
-                &mut Sqlite::new(conn, cx),
-                &goal,
-                keep_after,
-            ))
-        })
-        .await
+        self.run_dialect(async move |d| shared::compact(d, &goal, keep_after).await)
+            .await
     }
 
     async fn base(&self, goal: &GoalId) -> Result<Option<Snapshot>, StoreError> {
         let goal = goal.clone();
-        self.run(move |conn, cx| ops::block(shared::base(&mut Sqlite::new(conn, cx), &goal)))
+        self.run_dialect(async move |d| shared::base(d, &goal).await)
             .await
     }
 
@@ -814,23 +781,14 @@ impl Retention for SqliteStore {
         limit: usize,
     ) -> Result<Vec<RecordedEvent>, StoreError> {
         let goal = goal.clone();
-        self.run(move |conn, cx| {
-            ops::block(shared::archived(
-                &mut Sqlite::new(conn, cx),
-                &goal,
-                after,
-                limit,
-            ))
-        })
-        .await
+        self.run_dialect(async move |d| shared::archived(d, &goal, after, limit).await)
+            .await
     }
 
     async fn archive_origin(&self, goal: &GoalId) -> Result<Option<Snapshot>, StoreError> {
         let goal = goal.clone();
-        self.run(move |conn, cx| {
-            ops::block(shared::archive_origin(&mut Sqlite::new(conn, cx), &goal))
-        })
-        .await
+        self.run_dialect(async move |d| shared::archive_origin(d, &goal).await)
+            .await
     }
 
     fn policy(&self) -> RetentionPolicy {
@@ -844,15 +802,8 @@ impl Retention for SqliteStore {
         limit: usize,
     ) -> Result<Vec<OperationRecord>, StoreError> {
         let goal = goal.clone();
-        self.run(move |conn, cx| {
-            ops::block(shared::operations(
-                &mut Sqlite::new(conn, cx),
-                &goal,
-                after,
-                limit,
-            ))
-        })
-        .await
+        self.run_dialect(async move |d| shared::operations(d, &goal, after, limit).await)
+            .await
     }
 
     async fn check_rows(
@@ -861,19 +812,17 @@ impl Retention for SqliteStore {
         now: Timestamp,
     ) -> Result<Vec<RowDamage>, StoreError> {
         let state = state.clone();
-        self.run(move |conn, cx| {
-            ops::block(shared::check_rows(&mut Sqlite::new(conn, cx), &state, now))
-        })
-        .await
+        self.run_dialect(async move |d| shared::check_rows(d, &state, now).await)
+            .await
     }
 
     async fn stored_goals(&self) -> Result<Vec<GoalId>, StoreError> {
-        self.run(move |conn, cx| ops::block(shared::stored_goals(&mut Sqlite::new(conn, cx))))
+        self.run_dialect(async move |d| shared::stored_goals(d).await)
             .await
     }
 
     async fn orphans(&self) -> Result<Vec<RowDamage>, StoreError> {
-        self.run(move |conn, cx| ops::block(shared::orphans(&mut Sqlite::new(conn, cx))))
+        self.run_dialect(async move |d| shared::orphans(d).await)
             .await
     }
 }
