@@ -139,10 +139,9 @@ async fn create(store: &dyn Store, g: usize, agents: usize, now: Timestamp) -> R
     Ok(())
 }
 
-/// The `percent`th percentile of `sorted`, in milliseconds (nearest rank).
-fn percentile(sorted: &[StdDuration], percent: usize) -> f64 {
-    let index = (sorted.len() * percent).div_ceil(100).saturating_sub(1);
-    sorted.get(index).map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+/// The `percent`th percentile of `sorted`, in milliseconds.
+fn percentile_ms(sorted: &[StdDuration], percent: usize) -> f64 {
+    loopx_benches::percentile(sorted, percent).as_secs_f64() * 1000.0
 }
 
 /// `count` as a float, for averages of counts far below 2^52.
@@ -152,8 +151,8 @@ fn float(count: usize) -> f64 {
 
 fn report(name: &str, mut times: Vec<StdDuration>) {
     times.sort();
-    let p50 = percentile(&times, 50);
-    let p99 = percentile(&times, 99);
+    let p50 = percentile_ms(&times, 50);
+    let p99 = percentile_ms(&times, 99);
     println!(
         "{name}: p50 {p50:.2} ms, p99 {p99:.2} ms over {} queries; {}",
         times.len(),

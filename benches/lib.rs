@@ -1019,3 +1019,36 @@ pub fn scale_name(todos: usize) -> String {
         todos.to_string()
     }
 }
+
+/// The `percent`th percentile of `sorted` samples, by nearest rank (zero when there are none).
+pub fn percentile(sorted: &[Elapsed], percent: usize) -> Elapsed {
+    let index = (sorted.len() * percent).div_ceil(100).saturating_sub(1);
+    sorted.get(index).copied().unwrap_or_default()
+}
+
+/// A declared goal (actors taken at their word) for `agents`, owned by `owner`: no criteria, no
+/// budget, hour-long leases: the goal the store benchmarks drive turns through.
+pub fn declared_spec(
+    goal: GoalId,
+    objective: &str,
+    owner: PersonId,
+    agents: impl IntoIterator<Item = AgentId>,
+) -> GoalSpec {
+    GoalSpec {
+        id: goal,
+        objective: objective.into(),
+        owner,
+        criteria: vec![],
+        agents: agents.into_iter().collect(),
+        budget: Limits::UNLIMITED,
+        policy: Policy {
+            lease_ttl: Duration::hours(1),
+            ..Policy::default()
+        },
+        grants: std::collections::BTreeMap::new(),
+        identity: loopx_kernel::Identity::Declared,
+        keys: Vec::new(),
+        validators: std::collections::BTreeMap::new(),
+        capability: None,
+    }
+}

@@ -14,6 +14,8 @@
 use std::sync::Arc;
 use std::time::{Duration as StdDuration, Instant};
 
+use loopx_benches::percentile;
+
 use loopx_kernel::seams::{Clock, Store};
 use loopx_kernel::{Criterion, Duration, GoalId, GoalSpec, Limits, StoreExt};
 use loopx_provider::clock::SystemClock;
@@ -137,11 +139,13 @@ async fn measure(store: Arc<dyn Store>, waiter: Arc<dyn Store>) -> Result<Figure
         }
         wakes.push(at.saturating_duration_since(sent));
     }
+    latencies.sort_unstable();
+    wakes.sort_unstable();
     Ok(Figures {
         per_second,
-        median: percentile(&mut latencies, 50),
-        wake_p50: percentile(&mut wakes, 50),
-        wake_p99: percentile(&mut wakes, 99),
+        median: percentile(&latencies, 50),
+        wake_p50: percentile(&wakes, 50),
+        wake_p99: percentile(&wakes, 99),
     })
 }
 
@@ -189,12 +193,6 @@ async fn deliver(client: &reqwest::Client, base: &str, n: usize) -> Result<(), F
         return Err(format!("delivery {n} answered {}", response.status()).into());
     }
     Ok(())
-}
-
-fn percentile(samples: &mut [StdDuration], p: usize) -> StdDuration {
-    samples.sort_unstable();
-    let at = (samples.len() * p / 100).min(samples.len().saturating_sub(1));
-    samples.get(at).copied().unwrap_or_default()
 }
 
 fn ms(span: StdDuration) -> f64 {

@@ -22,9 +22,8 @@ use std::time::{Duration as StdDuration, Instant};
 
 use loopx_kernel::seams::Store;
 use loopx_kernel::{
-    Actor, AgentId, Amounts, Command, Duration, GoalId, GoalSpec, Limits, NewTodo, OperationId,
-    Policy, Settlement, SourceId, StoreExt, Timestamp, TodoId, Transition, TurnId, Verdict,
-    VerdictOutcome,
+    Actor, AgentId, Amounts, Command, GoalId, NewTodo, OperationId, Settlement, SourceId, StoreExt,
+    Timestamp, TodoId, Transition, TurnId, Verdict, VerdictOutcome,
 };
 use loopx_store::{Durability, Retention, SqliteOptions, SqliteStore};
 use tokio::runtime::{Builder, Runtime};
@@ -131,23 +130,12 @@ fn todo(n: usize) -> TodoId {
 
 /// The goal and its todos, one per agent.
 async fn create(store: &SqliteStore, goal: &GoalId, now: Timestamp) -> Result<(), Failure> {
-    let spec = GoalSpec {
-        id: goal.clone(),
-        objective: "run for months".into(),
-        owner: id("owner"),
-        criteria: vec![],
-        agents: (0..AGENTS).map(agent).collect(),
-        budget: Limits::UNLIMITED,
-        policy: Policy {
-            lease_ttl: Duration::hours(1),
-            ..Policy::default()
-        },
-        grants: std::collections::BTreeMap::new(),
-        identity: loopx_kernel::Identity::Declared,
-        keys: Vec::new(),
-        validators: std::collections::BTreeMap::new(),
-        capability: None,
-    };
+    let spec = loopx_benches::declared_spec(
+        goal.clone(),
+        "run for months",
+        id("owner"),
+        (0..AGENTS).map(agent),
+    );
     let handle = store.goal(goal);
     handle
         .submit_operation(&owner(), now, &Command::CreateGoal { spec }, &id("create"))
@@ -228,17 +216,6 @@ fn checkpoint(
     times: &mut [StdDuration],
 ) -> Result<Figures, Failure> {
     times.sort_unstable();
-    let quantile = |q: f64| {
-        let last = times.len().saturating_sub(1);
-        #[allow(
-            clippy::cast_possible_truncation,
-            clippy::cast_sign_loss,
-            clippy::cast_precision_loss,
-            reason = "an index into at most a thousand samples"
-        )]
-        let at = ((last as f64) * q).round() as usize;
-        times.get(at).copied().unwrap_or_default()
-    };
     let mut loads = Vec::new();
     let mut revision = 0;
     for _ in 0..5 {
@@ -263,8 +240,8 @@ fn checkpoint(
         kept_events: count("SELECT count(*) FROM events WHERE goal = ?1")?,
         archived_events: count("SELECT count(*) FROM archived_events WHERE goal = ?1")?,
         cold_load: loads[loads.len() / 2],
-        settle_p50: quantile(0.5),
-        settle_p99: quantile(0.99),
+        settle_p50: loopx_benches::percentile(times, 50),
+        settle_p99: loopx_benches::percentile(times, 99),
     })
 }
 

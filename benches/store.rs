@@ -42,9 +42,9 @@ use std::time::{Duration as StdDuration, Instant};
 use loopx_benches::{Goal, against};
 use loopx_kernel::seams::{AppendRequest, Commit, Store};
 use loopx_kernel::{
-    Actor, AgentId, Amounts, Command, Continuation, Duration, GoalId, GoalSpec, GoalState, Limits,
-    NewTodo, OperationId, PersonId, Policy, Settlement, Snapshot, SourceId, Timestamp, TodoId,
-    Transition, TurnId, Verdict, VerdictOutcome, execute,
+    Actor, AgentId, Amounts, Command, Continuation, Duration, GoalId, GoalSpec, GoalState, NewTodo,
+    OperationId, PersonId, Settlement, Snapshot, SourceId, Timestamp, TodoId, Transition, TurnId,
+    Verdict, VerdictOutcome, execute,
 };
 use loopx_store::test_cluster::Cluster;
 use loopx_store::{Durability, PostgresStore, SqliteOptions, SqliteStore};
@@ -726,23 +726,12 @@ fn agent(n: usize) -> AgentId {
 }
 
 fn spec(goal: &str, todos_owner: &PersonId) -> GoalSpec {
-    GoalSpec {
-        id: id(goal),
-        objective: "measure the store".into(),
-        owner: todos_owner.clone(),
-        criteria: vec![],
-        agents: (0..AGENTS).map(agent).collect(),
-        budget: Limits::UNLIMITED,
-        policy: Policy {
-            lease_ttl: Duration::hours(1),
-            ..Policy::default()
-        },
-        grants: std::collections::BTreeMap::new(),
-        identity: loopx_kernel::Identity::Declared,
-        keys: Vec::new(),
-        validators: std::collections::BTreeMap::new(),
-        capability: None,
-    }
+    loopx_benches::declared_spec(
+        id(goal),
+        "measure the store",
+        todos_owner.clone(),
+        (0..AGENTS).map(agent),
+    )
 }
 
 /// A goal with `todos` idempotent todos `t0…`, created through `submit`.
