@@ -11,21 +11,19 @@ use std::time::Duration as StdDuration;
 use loopx_kernel::seams::{AppendRequest, Appended, Commit, Store, StoreError};
 use loopx_kernel::write::{digest, stamp};
 use loopx_kernel::{
-    Actor, AgentId, Command, Duration, GoalId, GoalSpec, GoalState, Limits, NewTodo, OperationId,
-    PersonId, Policy, Timestamp, TodoId, execute,
+    Actor, AgentId, Command, Duration, GoalId, GoalSpec, GoalState, NewTodo, OperationId,
+    Timestamp, TodoId, execute,
 };
 use loopx_store::{GroupStats, SqliteOptions, SqliteStore};
 use rusqlite::Connection;
 use tokio::task::JoinHandle;
 
-fn at(minutes: i64) -> Timestamp {
-    Timestamp::parse("2026-11-29T10:00:00Z")
-        .unwrap()
-        .plus(Duration::minutes(minutes))
-}
+mod support;
 
-fn owner() -> Actor {
-    Actor::Person(PersonId::new("olivia").unwrap())
+use support::owner;
+
+fn at(minutes: i64) -> Timestamp {
+    support::now().plus(Duration::minutes(minutes))
 }
 
 fn agent() -> Actor {
@@ -33,20 +31,7 @@ fn agent() -> Actor {
 }
 
 fn spec(goal: &str) -> GoalSpec {
-    GoalSpec {
-        id: GoalId::new(goal).unwrap(),
-        objective: format!("objective of {goal}"),
-        owner: PersonId::new("olivia").unwrap(),
-        criteria: vec![],
-        agents: [AgentId::new("a").unwrap()].into(),
-        budget: Limits::UNLIMITED,
-        policy: Policy::default(),
-        grants: std::collections::BTreeMap::default(),
-        identity: loopx_kernel::Identity::Declared,
-        keys: Vec::new(),
-        validators: std::collections::BTreeMap::new(),
-        capability: None,
-    }
+    support::spec_of(GoalId::new(goal).unwrap())
 }
 
 /// `command` by `actor` at `now` on `base` (the goal's state, `None` before it exists), as a

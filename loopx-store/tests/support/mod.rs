@@ -31,8 +31,13 @@ pub fn goal_id() -> GoalId {
 
 /// Goal `g`, owned by olivia, with one registered agent `a`.
 pub fn spec() -> GoalSpec {
+    spec_of(goal_id())
+}
+
+/// Goal `goal`, owned by olivia, with one registered agent `a`.
+pub fn spec_of(goal: GoalId) -> GoalSpec {
     GoalSpec {
-        id: goal_id(),
+        id: goal,
         objective: "keep the data safe".into(),
         owner: PersonId::new("olivia").unwrap(),
         criteria: vec![],
