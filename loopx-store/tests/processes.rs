@@ -452,44 +452,57 @@ fn crash_child(args: &[String]) -> u8 {
     };
     let store = &*store;
     rt.block_on(async {
-        let worker = Actor::Agent(worker_agent());
         for name in CRASH_GOALS {
-            let goal = GoalId::new(name).unwrap();
-            let create = Command::CreateGoal {
-                spec: spec(&goal, &[worker_agent()]),
-            };
-            let op = OperationId::new("create").unwrap();
-            match submit(store, &goal, &owner(), wall_clock(), &create, &op).await {
-                Ok(_) => println!("ack {goal} create"),
-                Err(error) => {
-                    eprintln!("create failed: {error}");
-                    return 4;
-                }
+            if let Err(code) = create_crash_goal(store, &GoalId::new(name).unwrap()).await {
+                return code;
             }
         }
         println!("ready");
         for i in 0_usize.. {
             let goal = GoalId::new(CRASH_GOALS[i % CRASH_GOALS.len()]).unwrap();
-            let now = wall_clock();
-            let state = match store.load(&goal).await {
-                Ok(Some(state)) => state,
-                other => {
-                    eprintln!("load failed: {other:?}");
-                    return 5;
-                }
-            };
-            let (command, op) = next_step(&state, now);
-            let operation = OperationId::new(op.clone()).unwrap();
-            match submit(store, &goal, &worker, now, &command, &operation).await {
-                Ok(_) => println!("ack {goal} {op}"),
-                Err(error) => {
-                    eprintln!("`{op}` on {goal} failed: {error}");
-                    return 6;
-                }
+            if let Err(code) = crash_step(store, &goal).await {
+                return code;
             }
         }
         0
     })
+}
+
+/// Creates `goal` for the crash children's worker and prints its acknowledgement; `Err` with
+/// the child's exit code when it fails.
+async fn create_crash_goal<S: Store + ?Sized>(store: &S, goal: &GoalId) -> Result<(), u8> {
+    let create = Command::CreateGoal {
+        spec: spec(goal, &[worker_agent()]),
+    };
+    let op = OperationId::new("create").unwrap();
+    if let Err(error) = submit(store, goal, &owner(), wall_clock(), &create, &op).await {
+        eprintln!("create failed: {error}");
+        return Err(4);
+    }
+    println!("ack {goal} create");
+    Ok(())
+}
+
+/// Commits the next step of `goal` as the crash children's worker and prints its
+/// acknowledgement once `submit` returned; `Err` with the child's exit code when it fails.
+async fn crash_step<S: Store + ?Sized>(store: &S, goal: &GoalId) -> Result<(), u8> {
+    let now = wall_clock();
+    let state = match store.load(goal).await {
+        Ok(Some(state)) => state,
+        other => {
+            eprintln!("load failed: {other:?}");
+            return Err(5);
+        }
+    };
+    let (command, op) = next_step(&state, now);
+    let operation = OperationId::new(op.clone()).unwrap();
+    let worker = Actor::Agent(worker_agent());
+    if let Err(error) = submit(store, goal, &worker, now, &command, &operation).await {
+        eprintln!("`{op}` on {goal} failed: {error}");
+        return Err(6);
+    }
+    println!("ack {goal} {op}");
+    Ok(())
 }
 
 fn crash() {
@@ -613,32 +626,13 @@ fn group_crash_child(args: &[String]) -> u8 {
 
 /// One worker of the group crash child: creates its goal, then settles turns on it forever.
 async fn crash_worker(store: &SqliteStore, goal: &GoalId, counts: bool) -> u8 {
-    let worker = Actor::Agent(worker_agent());
-    let create = Command::CreateGoal {
-        spec: spec(goal, &[worker_agent()]),
-    };
-    let op = OperationId::new("create").unwrap();
-    if let Err(error) = submit(store, goal, &owner(), wall_clock(), &create, &op).await {
-        eprintln!("create failed: {error}");
-        return 4;
+    if let Err(code) = create_crash_goal(store, goal).await {
+        return code;
     }
-    println!("ack {goal} create");
     loop {
-        let now = wall_clock();
-        let state = match store.load(goal).await {
-            Ok(Some(state)) => state,
-            other => {
-                eprintln!("load failed: {other:?}");
-                return 5;
-            }
-        };
-        let (command, op) = next_step(&state, now);
-        let operation = OperationId::new(op.clone()).unwrap();
-        if let Err(error) = submit(store, goal, &worker, now, &command, &operation).await {
-            eprintln!("`{op}` on {goal} failed: {error}");
-            return 6;
+        if let Err(code) = crash_step(store, goal).await {
+            return code;
         }
-        println!("ack {goal} {op}");
         if counts {
             let grouped = store.group_stats();
             println!("groups {} {}", grouped.groups, grouped.commits);
