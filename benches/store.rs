@@ -23,7 +23,8 @@
 //!
 //! Run with `cargo bench -p loopx-benches --bench store`; `-- cold` runs only the cold loads
 //! (with the time decoding the snapshot alone takes), `-- agents` only the figures of agents at
-//! once, `-- sqlite` only the other SQLite figures,
+//! once, `-- signed` only the signed settle commits against declared ones, `-- sqlite` only the
+//! other SQLite figures,
 //! `-- postgres` only the PostgreSQL ones. The SQLite files live in a temporary
 //! directory on the machine's disk, so the figures include its `fsync` cost. PostgreSQL runs as
 //! a throwaway cluster (`loopx_store::test_cluster`) on 127.0.0.1 with its durable defaults
@@ -114,6 +115,9 @@ fn main() -> Result<(), Failure> {
     }
     if only("peers") {
         return peers::figures(&cluster, dir.path());
+    }
+    if only("signed") {
+        return signature_cost(dir.path());
     }
     if only("agents") {
         concurrent::alone(dir.path())?;
@@ -578,7 +582,12 @@ fn signature_cost(dir: &Path) -> Result<(), Failure> {
     let now = Timestamp::parse("2026-11-29T10:00:00Z")?;
     let keys = Keys::new();
     let open = |name: &str| {
-        let options = SqliteOptions::default().durability(Durability::Full);
+        let d = if std::env::var("XNORMAL").is_ok() {
+            Durability::Normal
+        } else {
+            Durability::Full
+        };
+        let options = SqliteOptions::default().durability(d);
         SqliteStore::create_with(dir.join(format!("{name}.db")), options)
     };
     let (declared, signed) = (open("declared")?, open("signed")?);
