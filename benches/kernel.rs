@@ -207,7 +207,8 @@ fn bench_clone(criterion: &mut Criterion) {
     let mut state = fixture.state.clone();
     let todo = fixture.runnable();
     let agent = Actor::Agent(fixture.agent.clone());
-    let more = CLONED_TURNS.saturating_sub(state.used_turns.len()) as u64;
+    let begun = fixture.turns_begun();
+    let more = CLONED_TURNS.saturating_sub(begun) as u64;
     let mut inputs = fixture.cycle_inputs(0, more + 1);
     let (next_turn, next_evidence) = inputs.pop().expect("one more turn than was run");
     for (turn, evidence) in inputs {
@@ -223,7 +224,7 @@ fn bench_clone(criterion: &mut Criterion) {
     }
     let scale = format!(
         "{}_turns_{}_todos",
-        state.used_turns.len(),
+        begun.max(CLONED_TURNS),
         state.todos.len()
     );
     let mut recorder = Recorder::default();

@@ -793,6 +793,14 @@ impl Fixture {
             .collect()
     }
 
+    /// The turns begun in the goal's history.
+    pub fn turns_begun(&self) -> usize {
+        self.history
+            .iter()
+            .filter(|e| matches!(e.event, loopx_kernel::Event::TurnBegun { .. }))
+            .count()
+    }
+
     /// A one-line description of the goal, for benchmark output.
     pub fn describe(&self) -> String {
         let pending = self.state.pending_todos().count();
@@ -804,7 +812,7 @@ impl Fixture {
             leased,
             self.state.gates.len(),
             self.state.evidence.len(),
-            self.state.used_turns.len(),
+            self.turns_begun(),
             self.history.len()
         )
     }

@@ -96,24 +96,17 @@ fn main() {
             mib(total_bytes),
             per(total.allocations, todos),
         );
-        let counts = (
-            state.todos.len(),
-            state.used_turns.len(),
-            state.evidence.len(),
-        );
+        let counts = (state.todos.len(), state.evidence.len());
         let mut state = state;
         let todo_map = freed(|| drop(std::mem::take(&mut state.todos)));
-        let turns = freed(|| drop(std::mem::take(&mut state.used_turns)));
         let evidence = freed(|| drop(std::mem::take(&mut state.evidence)));
-        let rest = total_bytes - todo_map.bytes - turns.bytes - evidence.bytes;
+        let rest = total_bytes - todo_map.bytes - evidence.bytes;
         println!(
-            "  todos map {:.0} B per todo ({} todos), used turn ids {:.0} B per todo ({} turns), evidence {:.0} B per todo ({} items), everything else {:.0} B per todo",
+            "  todos map {:.0} B per todo ({} todos), evidence {:.0} B per todo ({} items), everything else {:.0} B per todo",
             per(todo_map.bytes, todos),
             counts.0,
-            per(turns.bytes, todos),
-            counts.1,
             per(evidence.bytes, todos),
-            counts.2,
+            counts.1,
             per(rest, todos),
         );
         let (_, history) = measure(|| fixture.history.clone());

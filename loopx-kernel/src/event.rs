@@ -173,7 +173,7 @@ pub enum Event {
         todo: TodoId,
         /// The lease epoch it happened under: the current one when recorded.
         epoch: u64,
-        /// The turn id, never reused within the goal.
+        /// The turn id: it names the one turn its lease runs.
         turn: TurnId,
         /// What the turn reserved, returned or charged at settlement.
         reserved: Amounts,
@@ -198,7 +198,7 @@ pub enum Event {
         todo: TodoId,
         /// The lease epoch it happened under: the current one when recorded.
         epoch: u64,
-        /// The turn id, never reused within the goal.
+        /// The turn id: it names the one turn its lease runs.
         turn: TurnId,
         /// The independent verdict the settlement rests on.
         verdict: Verdict,
@@ -224,7 +224,7 @@ pub enum Event {
     OutcomeAbsent {
         /// The todo it happened to.
         todo: TodoId,
-        /// The turn id, never reused within the goal.
+        /// The turn id: it names the one turn its lease runs.
         turn: TurnId,
         /// What the readback showed.
         note: String,

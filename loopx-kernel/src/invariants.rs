@@ -1,12 +1,9 @@
 //! Structural invariants of a goal's state, checked after every step by the property tests and
 //! by a store's `doctor`. Each violation names the broken rule; an empty list means sound.
 
-use std::collections::BTreeMap;
-
 use serde::Serialize;
 
 use crate::budget::Amounts;
-use crate::ids::{TodoId, TurnId};
 use crate::state::GoalState;
 use crate::time::Timestamp;
 use crate::todo::{ContinuationRecord, TodoStatus};
@@ -25,8 +22,8 @@ pub struct Violation {
 /// (Exactly-once charging is a property of the event history: see the testkit's checks.)
 pub fn check_invariants(state: &GoalState, now: Timestamp) -> Vec<Violation> {
     let mut out = Vec::new();
-    let in_flight = check_todos(state, &mut out);
-    check_turns(state, &in_flight, &mut out);
+    check_todos(state, &mut out);
+    check_turns(state, &mut out);
     check_write_scopes(state, now, &mut out);
     check_lineage(state, &mut out);
     out
@@ -36,9 +33,8 @@ fn fail(out: &mut Vec<Violation>, rule: &'static str, detail: String) {
     out.push(Violation { rule, detail });
 }
 
-/// Lease bookkeeping and continuations; returns the turns that leases hold in flight.
-fn check_todos(state: &GoalState, out: &mut Vec<Violation>) -> BTreeMap<TurnId, TodoId> {
-    let mut in_flight = BTreeMap::new();
+/// Lease bookkeeping and continuations.
+fn check_todos(state: &GoalState, out: &mut Vec<Violation>) {
     for todo in state.todos.values() {
         if let Some(lease) = &todo.lease {
             if lease.epoch != todo.last_epoch {
@@ -52,9 +48,6 @@ fn check_todos(state: &GoalState, out: &mut Vec<Violation>) -> BTreeMap<TurnId, 
                 let detail = format!("todo {} is {} but leased", todo.id, todo.status.name());
                 fail(out, "closed_todo_unleased", detail);
             }
-            if let Some(turn) = &lease.turn {
-                in_flight.insert(turn.id.clone(), todo.id.clone());
-            }
         }
         if let TodoStatus::Done {
             continuation: ContinuationRecord::Successors(next),
@@ -66,12 +59,10 @@ fn check_todos(state: &GoalState, out: &mut Vec<Violation>) -> BTreeMap<TurnId, 
             fail(out, "one_continuation", detail);
         }
     }
-    in_flight
 }
 
-/// Reservations balance: the ledgers hold exactly what the turns in flight reserved, and every
-/// turn in flight was recorded as begun (so its id can never begin, or be charged, again).
-fn check_turns(state: &GoalState, in_flight: &BTreeMap<TurnId, TodoId>, out: &mut Vec<Violation>) {
+/// Reservations balance: the ledgers hold exactly what the turns in flight reserved.
+fn check_turns(state: &GoalState, out: &mut Vec<Violation>) {
     let mut reserved = Amounts::ZERO;
     for todo in state.leased_todos() {
         let Some(turn) = todo.lease.as_ref().and_then(|l| l.turn.as_ref()) else {
@@ -86,13 +77,6 @@ fn check_turns(state: &GoalState, in_flight: &BTreeMap<TurnId, TodoId>, out: &mu
                 todo.id, ledger.reserved, turn.id, turn.reserved
             );
             fail(out, "reservations_balance", detail);
-        }
-    }
-    for (turn, todo) in in_flight {
-        if !state.used_turns.contains(turn) {
-            let detail =
-                format!("todo {todo} holds turn {turn}, which was never recorded as begun");
-            fail(out, "turn_recorded", detail);
         }
     }
     if reserved != state.ledger.reserved {

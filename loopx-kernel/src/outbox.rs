@@ -180,10 +180,20 @@ pub fn resolve(status: EffectStatus, live: bool) -> Resolution {
     }
 }
 
-/// The id of the `n`-th effect a turn asks for under lease `epoch`: a new epoch makes a new
-/// id, since a fenced intent is never intended again.
-pub fn effect_id(turn: &TurnId, epoch: u64, n: usize) -> EffectId {
-    let text = format!("{turn}-e{epoch}-x{n}");
+/// The id of the `n`-th effect a run of `turn` on `todo` asks for under lease `epoch`: a new
+/// epoch makes a new id, since a fenced intent is never intended again. A lease runs one turn,
+/// so the todo and the epoch tell runs apart even where one turn id names several (the todo
+/// enters as a short digest, after the readable part; its last part is hexadecimal, never
+/// `x` and a number as in the older form). A run begun before its epoch was recorded
+/// (`began_under` 0, see [`idempotency_key`]) keeps the older form its effects were intended
+/// with.
+pub fn effect_id(todo: &TodoId, turn: &TurnId, began_under: u64, epoch: u64, n: usize) -> EffectId {
+    let text = if began_under == 0 {
+        format!("{turn}-e{epoch}-x{n}")
+    } else {
+        let of_todo = &sha256_hex(todo.as_str().as_bytes())[..8];
+        format!("{turn}-e{epoch}-x{n}-{of_todo}")
+    };
     EffectId::new(bounded_id(&text)).unwrap_or_else(|_| {
         match EffectId::new(format!("h-{}", &sha256_hex(text.as_bytes())[..32])) {
             Ok(id) => id,
@@ -192,10 +202,24 @@ pub fn effect_id(turn: &TurnId, epoch: u64, n: usize) -> EffectId {
     })
 }
 
-/// The idempotency key of the `n`-th effect a turn asks for: the same under every epoch, so an
-/// effector that finds an earlier write of it (by its key) never writes it again.
-pub fn idempotency_key(goal: &GoalId, turn: &TurnId, n: usize) -> String {
-    format!("{goal}/{turn}/{n}")
+/// The idempotency key of the `n`-th effect the run of `turn` on `todo` that began under lease
+/// epoch `began_under` asks for: the same under every epoch the run is taken over under, so an
+/// effector that finds an earlier write of it (by its key) never writes it again, and another
+/// for every other run of the turn id. A run begun before the epoch was recorded
+/// (`began_under` 0) keeps the key its effects were first intended with.
+pub fn idempotency_key(
+    goal: &GoalId,
+    todo: &TodoId,
+    turn: &TurnId,
+    began_under: u64,
+    n: usize,
+) -> String {
+    if began_under == 0 {
+        format!("{goal}/{turn}/{n}")
+    } else {
+        // The last part holds an `@`, which the older form's last part (a number) never does.
+        format!("{goal}/{todo}/{turn}/{n}@e{began_under}")
+    }
 }
 
 /// The one notice a gate's owner gets where they work (a pull-request comment naming the gate

@@ -137,8 +137,11 @@ pub enum Refusal {
         /// The turn presented.
         turn: TurnId,
     },
-    /// The turn was already settled or cancelled: it is charged at most once.
-    #[error("turn `{turn}` was already used; each turn id settles once and is charged once")]
+    /// The lease the turn ran under has ended, and with it the turn (settled or cancelled): a
+    /// turn is charged at most once.
+    #[error(
+        "turn `{turn}` is over: the lease it ran under has ended, and a turn settles and is charged once"
+    )]
     TurnAlreadyUsed {
         /// The turn the refused command named.
         turn: TurnId,

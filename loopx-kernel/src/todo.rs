@@ -234,7 +234,10 @@ pub struct Lease {
     /// The holder's workspace, for writing todos.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<Workspace>,
-    /// The turn prepared under this lease, if one has begun.
+    /// The turn prepared under this lease, if one has begun. A lease runs at most one turn and
+    /// ends with it (settled, released, taken over under a new epoch, or resolved by
+    /// readback), and a settlement must present the lease's epoch: so a turn is charged at
+    /// most once without the goal remembering every turn id it ever ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<TurnInFlight>,
 }
@@ -252,6 +255,11 @@ impl Lease {
 pub struct TurnInFlight {
     /// The turn.
     pub id: TurnId,
+    /// The lease epoch it began under, kept when a session takes it over under a newer one:
+    /// with the todo, what tells this run of the turn id from any other (the outbox makes its
+    /// effects' idempotency keys from it). 0 for a turn begun before the field was recorded.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub began_under: u64,
     /// When it began.
     pub begun_at: Timestamp,
     /// What it reserved.
@@ -421,4 +429,12 @@ impl Todo {
 #[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
 fn is_false(value: &bool) -> bool {
     !*value
+}
+
+#[allow(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde's skip_serializing_if passes a reference"
+)]
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

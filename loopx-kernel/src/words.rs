@@ -538,7 +538,9 @@ pub fn refusal_words(refusal: &Refusal) -> (String, String) {
             kernel.clone(),
             format!("begin the turn first: `loopx begin --todo {todo} --epoch N --turn ID`"),
         ),
-        Refusal::TurnAlreadyUsed { .. } => same("begin a new turn with a new --turn id"),
+        Refusal::TurnAlreadyUsed { .. } => {
+            same("that turn is over: ask for the next step with `loopx next`")
+        }
         Refusal::BudgetExhausted { .. } => same(
             "the goal owner can raise the limit: `loopx goal amend --turns N` (or --tokens, --cost-micros, --wall-ms)",
         ),

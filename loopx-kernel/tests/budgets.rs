@@ -327,3 +327,34 @@ fn a_recorded_overrun_that_disagrees_with_the_charge_does_not_fold() {
     }
     assert!(GoalState::replay(&edited).is_err());
 }
+
+/// A turn is its lease's one run: an id that comes back under a later lease names a new turn,
+/// reserved and charged on its own, while the turn it named before is never charged again.
+#[test]
+fn a_turn_id_under_a_later_lease_is_a_new_turn_charged_once() {
+    let mut w = bounded();
+    w.add(todo("edit", "change the output layer"));
+    w.claim("a", "edit");
+    w.begin("a", "edit", "t1");
+    w.settle("a", "edit", "t1", |s| {
+        s.transition = loopx_kernel::Transition::KeepOpen;
+    });
+    assert_eq!(w.goal.ledger.spent.turns, 1);
+
+    // The ended lease's turn settles no more.
+    let again = Command::SettleTurn(world::settlement("edit", 1, "t1"));
+    let refusal = w.refuse(&ag("a"), again);
+    assert!(
+        matches!(refusal, Refusal::TurnAlreadyUsed { .. }),
+        "{refusal:?}"
+    );
+
+    // Under a new lease the same id is another turn, with its own reservation and charge.
+    w.claim("a", "edit");
+    w.begin("a", "edit", "t1");
+    assert_eq!(w.goal.ledger.reserved.tokens, 1_000);
+    w.settle("a", "edit", "t1", |_| {});
+    assert_eq!(w.goal.ledger.spent.turns, 2);
+    assert_eq!(w.goal.ledger.reserved, Amounts::ZERO);
+    assert!(w.goal.todos[&tid("edit")].status.is_closed());
+}

@@ -323,15 +323,72 @@ fn the_resolution_rule_performs_only_a_live_intent_and_repairs_what_nobody_can_t
     assert_eq!(outbox::resolve(Unknown, true), Resolution::Repair);
     assert_eq!(outbox::resolve(Unknown, false), Resolution::Repair);
     // A new epoch makes a new effect id, under the same idempotency key.
-    let turn: TurnId = id("fix@r3");
+    let (todo, turn): (TodoId, TurnId) = (id("fix"), id("fix@r3"));
     assert_ne!(
-        outbox::effect_id(&turn, 1, 0),
-        outbox::effect_id(&turn, 2, 0)
+        outbox::effect_id(&todo, &turn, 1, 1, 0),
+        outbox::effect_id(&todo, &turn, 1, 2, 0)
     );
     assert_eq!(
-        outbox::idempotency_key(&id("g"), &turn, 0),
-        outbox::idempotency_key(&id("g"), &turn, 0)
+        outbox::idempotency_key(&id("g"), &todo, &turn, 1, 0),
+        outbox::idempotency_key(&id("g"), &todo, &turn, 1, 0)
     );
+}
+
+/// The turn in flight on `fix`.
+fn in_flight(state: &GoalState) -> TurnInFlight {
+    state
+        .todos
+        .get(&id("fix"))
+        .and_then(|todo| todo.lease.as_ref())
+        .and_then(|lease| lease.turn.clone())
+        .expect("a turn in flight")
+}
+
+#[test]
+fn every_run_of_a_turn_id_has_its_own_effect_ids_and_keys_and_a_takeover_keeps_its_key() {
+    let goal: GoalId = id("g");
+    let (fix, t1): (TodoId, TurnId) = (id("fix"), id("t1"));
+    let mut state = leased();
+    let first = in_flight(&state);
+    assert_eq!(first.began_under, 1);
+    // Taken over under epoch 2, the run keeps the epoch it began under, and so its keys.
+    let take_over = Command::TakeOverTurn {
+        todo: fix.clone(),
+        epoch: 1,
+        turn: t1.clone(),
+        ttl: None,
+    };
+    state
+        .handle(&alice(), start(), &take_over)
+        .expect("taken over");
+    assert_eq!(in_flight(&state).began_under, 1);
+    // The lease expires; bob claims the idempotent todo and runs the same turn id again.
+    let second_epoch = claim_and_begin(&mut state, &bob(), later(), "t1");
+    assert_eq!(second_epoch, 3);
+    assert_eq!(in_flight(&state).began_under, 3);
+    let keys = [(1, 1), (1, 2), (3, 3)].map(|(began, epoch)| {
+        (
+            outbox::effect_id(&fix, &t1, began, epoch, 0),
+            outbox::idempotency_key(&goal, &fix, &t1, began, 0),
+        )
+    });
+    assert_ne!(keys[0].0, keys[1].0, "a takeover intends under a new id");
+    assert_eq!(keys[0].1, keys[1].1, "under the run's one key");
+    assert_ne!(keys[1].0, keys[2].0, "another run has other ids");
+    assert_ne!(keys[1].1, keys[2].1, "and another key");
+    // The same turn id on another todo under the same epoch: other ids and keys again.
+    let docs: TodoId = id("docs");
+    assert_ne!(
+        outbox::effect_id(&docs, &t1, 1, 1, 0),
+        outbox::effect_id(&fix, &t1, 1, 1, 0)
+    );
+    assert_ne!(
+        outbox::idempotency_key(&goal, &docs, &t1, 1, 0),
+        outbox::idempotency_key(&goal, &fix, &t1, 1, 0)
+    );
+    // A run begun before the epoch was recorded keeps the forms its effects were intended with.
+    assert_eq!(outbox::effect_id(&fix, &t1, 0, 2, 0).as_str(), "t1-e2-x0");
+    assert_eq!(outbox::idempotency_key(&goal, &fix, &t1, 0, 0), "g/t1/0");
 }
 
 // ----- the engine -------------------------------------------------------------------------

@@ -604,25 +604,6 @@ refusals! {
         w.refuse(&ag("a"), settle(|_| {}))
     }
 
-    turn_id_reused => "turn_already_used" {
-        let mut w = World::new();
-        w.add(edit());
-        w.turn("a", "edit", |s| s.transition = Transition::KeepOpen);
-        let epoch = w.claim("a", "edit");
-        w.refuse(&ag("a"), begin("edit", epoch, "edit.t1"))
-    }
-
-    // The outbox makes effect ids and idempotency keys from turn ids: an id used on one todo
-    // never names a turn of another.
-    turn_id_of_another_todo_reused => "turn_already_used" {
-        let mut w = World::new();
-        w.add(edit());
-        w.add(todo("docs", "document --format json"));
-        w.turn("a", "edit", |s| s.transition = Transition::KeepOpen);
-        let epoch = w.claim("a", "docs");
-        w.refuse(&ag("a"), begin("docs", epoch, "edit.t1"))
-    }
-
     settlement_repeated => "turn_already_used" {
         let mut w = turn_in_flight(edit());
         w.settle("a", "edit", "t1", |s| s.transition = Transition::KeepOpen);

@@ -494,6 +494,23 @@ fn histories_from_before_the_retry_policy_still_decode() {
     assert_eq!(loaded, w.goal);
 }
 
+/// Snapshots written while the goal kept every turn id it ever began (`used_turns`) still
+/// load, to the state their history folds to now: the list is read and dropped.
+#[test]
+fn snapshots_that_list_every_used_turn_still_load() {
+    for w in [history(), abandoned_history()] {
+        let mut snapshot: serde_json::Value = serde_json::from_str(&pretty(&w.goal)).unwrap();
+        let turns = serde_json::json!(["bench-1", "book-1", "poll-1"]);
+        snapshot
+            .as_object_mut()
+            .unwrap()
+            .insert("used_turns".into(), turns);
+        let loaded: GoalState = serde_json::from_value(snapshot).unwrap();
+        assert_eq!(loaded, w.goal);
+        assert!(!pretty(&loaded).contains("used_turns"));
+    }
+}
+
 #[test]
 fn state_round_trips_with_its_index() {
     for w in [history(), abandoned_history()] {

@@ -81,14 +81,27 @@ impl Engine {
                 ),
             }));
         }
-        // Intents this turn left under an earlier epoch (a session that took the turn over
+        // The epoch this run of the turn began under: its effects' keys stay the same when it is
+        // taken over, and its intents are those of this todo and turn from that epoch on.
+        let began_under = state
+            .todos
+            .get(&request.todo)
+            .and_then(|todo| todo.lease.as_ref())
+            .and_then(|lease| lease.turn.as_ref())
+            .filter(|turn| turn.id == request.turn)
+            .map_or(request.epoch, |turn| turn.began_under);
+        // Intents this run left under an earlier epoch (a session that took the turn over
         // fenced them) are read back first: each is recorded performed or absent, or the turn
         // goes to repair; an effect found done is not performed again (the effector finds it by
-        // its idempotency key, the same under every epoch).
+        // its idempotency key, the same under every epoch of the run).
         let fenced: Vec<PendingEffect> = state
             .pending_effects
             .values()
-            .filter(|p| p.turn == request.turn && p.epoch < request.epoch)
+            .filter(|p| {
+                p.todo == request.todo
+                    && p.turn == request.turn
+                    && (began_under..request.epoch).contains(&p.epoch)
+            })
             .cloned()
             .collect();
         for pending in fenced {
@@ -99,7 +112,7 @@ impl Engine {
             }
         }
         for (n, asked) in effects.iter().enumerate() {
-            let id = outbox::effect_id(&request.turn, request.epoch, n);
+            let id = outbox::effect_id(&request.todo, &request.turn, began_under, request.epoch, n);
             if let Some(pending) = state.pending_effects.get(&id).cloned() {
                 match self.resolve_pending(state, &pending, report).await? {
                     Some(EffectStep::Performed | EffectStep::ReadBack) => continue,
@@ -112,7 +125,13 @@ impl Engine {
             if state.used_effects.contains(&id) {
                 continue; // recorded by an earlier run of this turn
             }
-            let key = outbox::idempotency_key(&request.goal, &request.turn, n);
+            let key = outbox::idempotency_key(
+                &request.goal,
+                &request.todo,
+                &request.turn,
+                began_under,
+                n,
+            );
             let intent = EffectIntent::new(
                 id.clone(),
                 asked.kind.clone(),

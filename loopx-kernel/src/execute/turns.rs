@@ -32,9 +32,6 @@ impl Ctx<'_> {
                 turn: current.id.clone(),
             });
         }
-        if self.state.used_turns.contains(turn) {
-            return Err(Refusal::TurnAlreadyUsed { turn: turn.clone() });
-        }
         let todo = self.todo(id)?;
         self.gate_clear(todo)?;
         // A turn reserves what its todo expects (or the policy's default) in every dimension; a
@@ -325,8 +322,16 @@ impl Ctx<'_> {
             .any(|o| o.discharged.is_none() && o.cause.streak_todo() == Some(todo))
     }
 
+    /// Why `turn` is not the turn in flight under `todo`'s latest lease: that lease ended, and
+    /// with it the one turn it could run (settled or cancelled, never to be charged again); or
+    /// it runs no turn or another one, or the todo was never leased.
     pub(super) fn turn_gone(&self, todo: &TodoId, turn: &TurnId) -> Refusal {
-        if self.state.used_turns.contains(turn) {
+        let ended = self
+            .state
+            .todos
+            .get(todo)
+            .is_some_and(|t| t.lease.is_none() && t.last_epoch > 0);
+        if ended {
             Refusal::TurnAlreadyUsed { turn: turn.clone() }
         } else {
             Refusal::TurnNotBegun {

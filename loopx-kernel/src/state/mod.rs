@@ -62,12 +62,6 @@ pub struct GoalState {
     pub obligations: Map<ObligationId, Obligation>,
     /// The goal-wide budget.
     pub ledger: Ledger,
-    /// Every turn id ever begun. A turn id begins once, so it is settled and charged at most
-    /// once; what each turn was charged is in its `turn_settled` event. The outbox relies on it
-    /// too: an effect's id and its idempotency key are made from the turn id (see
-    /// [`outbox::effect_id`](crate::outbox::effect_id)), so an id that could come back would
-    /// let a later turn's effect be taken for an earlier one's and never performed.
-    pub used_turns: Set<TurnId>,
     /// The last workspace each agent reported.
     pub workspaces: Map<AgentId, Workspace>,
     /// The explicit intent to close, if declared.
@@ -162,7 +156,10 @@ struct Unindexed {
     subjects: Map<Subject, SubjectHead>,
     obligations: Map<ObligationId, Obligation>,
     ledger: Ledger,
-    used_turns: Set<TurnId>,
+    /// Every turn id ever begun, as kernels before a turn was its lease's one run kept it: read
+    /// and dropped (see [`Lease::turn`]), so that their snapshots still load.
+    #[serde(default, rename = "used_turns")]
+    _used_turns: serde::de::IgnoredAny,
     workspaces: Map<AgentId, Workspace>,
     closure: Option<Intent>,
     abandoned: Option<Intent>,
@@ -274,7 +271,6 @@ impl TryFrom<Unindexed> for GoalState {
             subjects: raw.subjects,
             obligations: raw.obligations,
             ledger: raw.ledger,
-            used_turns: raw.used_turns,
             workspaces: raw.workspaces,
             closure: raw.closure,
             abandoned: raw.abandoned,
@@ -434,7 +430,6 @@ impl GoalState {
             observations: Map::new(),
             subjects: Map::new(),
             obligations: Map::new(),
-            used_turns: Set::new(),
             workspaces: Map::new(),
             closure: None,
             abandoned: None,
@@ -643,12 +638,16 @@ impl GoalState {
                 reserved,
                 ..
             } => {
-                if !self.used_turns.insert(turn.clone()) {
-                    return Err(inconsistent(recorded, format!("turn `{turn}` began twice")));
-                }
                 let lease = self.lease_mut(todo, recorded)?;
+                if let Some(running) = &lease.turn {
+                    return Err(inconsistent(
+                        recorded,
+                        format!("turn `{turn}` began while `{}` is in flight", running.id),
+                    ));
+                }
                 lease.turn = Some(TurnInFlight {
                     id: turn.clone(),
+                    began_under: lease.epoch,
                     begun_at: at,
                     reserved: *reserved,
                 });

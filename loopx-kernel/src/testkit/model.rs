@@ -210,7 +210,9 @@ pub struct LifecycleModel {
     pub(crate) orders: BTreeMap<ObservationKey, SourceOrder>,
     pub(crate) revisions_seen: BTreeSet<Revision>,
     pub(crate) obligations: BTreeMap<ObligationId, MObligation>,
-    pub(crate) turns: BTreeMap<TurnId, (TodoId, AgentId, MTurn)>,
+    /// Each turn by its todo and id, with the agent that began it: an id names one turn per
+    /// lease, so the same id may come back under a later lease.
+    pub(crate) turns: BTreeMap<(TodoId, TurnId), (AgentId, MTurn)>,
     pub(crate) workspaces: BTreeMap<AgentId, Workspace>,
     /// The outbox: intended effects not yet recorded, and every effect id ever intended.
     pub(crate) effects: BTreeMap<EffectId, MEffect>,
@@ -1291,8 +1293,8 @@ impl LifecycleModel {
                 *r = r.minus(reserved);
             }
             self.reserved = self.reserved.minus(reserved);
-            if let Some(record) = self.turns.get_mut(&turn) {
-                record.2 = MTurn::Cancelled;
+            if let Some(record) = self.turns.get_mut(&(id.clone(), turn)) {
+                record.1 = MTurn::Cancelled;
             }
         }
     }
@@ -1619,9 +1621,6 @@ impl LifecycleModel {
         if in_flight {
             return Err("a turn is in flight");
         }
-        if self.turns.contains_key(turn) {
-            return Err("turn id used");
-        }
         let todo = &self.todos[id];
         if !self.gates_allow(id, todo) {
             return Err("a gate holds the todo");
@@ -1649,8 +1648,8 @@ impl LifecycleModel {
             lease.turn = Some((turn.clone(), reserved));
         }
         self.turns.insert(
-            turn.clone(),
-            (id.clone(), holder, MTurn::InFlight(reserved)),
+            (id.clone(), turn.clone()),
+            (holder, MTurn::InFlight(reserved)),
         );
         Ok(vec!["turn_begun"])
     }
@@ -1986,8 +1985,8 @@ impl LifecycleModel {
             self.goal_idle += 1;
         }
         let goal_stall_open = self.obligations.values().any(|o| o.open && o.goal_stall);
-        if let Some(record) = self.turns.get_mut(&turn) {
-            record.2 = MTurn::Settled(charged);
+        if let Some(record) = self.turns.get_mut(&(s.todo.clone(), turn.clone())) {
+            record.1 = MTurn::Settled(charged);
         }
         for e in &s.evidence {
             self.record_evidence(e, &s.verdict.validator);
@@ -2077,7 +2076,8 @@ impl LifecycleModel {
             },
             Transition::Complete { continuation } => {
                 // The agent that ran the turn did the work, whoever settles or resolves it.
-                let by = self.turns.get(turn).map(|(_, a, _)| a.clone());
+                let key = (s.todo.clone(), turn.clone());
+                let by = self.turns.get(&key).map(|(a, _)| a.clone());
                 let Some(by) = by else {
                     unreachable!("a settled turn always has an agent");
                 };
@@ -2646,7 +2646,6 @@ impl LifecycleModel {
             }
         }
         // Turns in flight are compared with the leases above; charges with the ledgers.
-        same_keys("turns", &self.turns, state.used_turns.iter(), out);
     }
 
     /// Who people are at providers, and the notices their gates got.

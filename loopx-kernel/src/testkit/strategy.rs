@@ -1014,8 +1014,7 @@ fn begin(m: &LifecycleModel, p: &mut Picker) -> Step {
         m.turns
             .keys()
             .next()
-            .cloned()
-            .unwrap_or_else(|| fresh(m, "u"))
+            .map_or_else(|| fresh(m, "u"), |(_, turn)| turn.clone())
     } else {
         fresh(m, "u")
     };
