@@ -18,8 +18,18 @@ use crate::retry::TurnResult;
 use crate::time::Timestamp;
 use crate::todo::{ContinuationRecord, HandoffNote, NewTodo, ResumeCondition, Workspace};
 
-/// The schema version of events and snapshots this kernel writes. Readers refuse newer ones.
-pub const SCHEMA_VERSION: u32 = 1;
+/// The schema version of events and snapshots this kernel writes. Readers refuse newer ones
+/// and fold older ones as they were meant:
+///
+/// - 1: the first.
+/// - 2: a `turn_begun` starts a run the outbox keys by its todo and epoch (the turn in flight
+///   records the epoch it began under; see [`crate::outbox::idempotency_key`]). A turn begun
+///   under schema 1 keeps the keys its effects were intended with, whether its state is folded
+///   from its events or read from a snapshot.
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// The first schema whose `turn_begun` records the epoch its run began under.
+pub(crate) const RUNS_KEYED_BY_EPOCH: u32 = 2;
 
 /// An event as stored: its position in the goal's history, who caused it and when.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -257,7 +257,8 @@ pub struct TurnInFlight {
     pub id: TurnId,
     /// The lease epoch it began under, kept when a session takes it over under a newer one:
     /// with the todo, what tells this run of the turn id from any other (the outbox makes its
-    /// effects' idempotency keys from it). 0 for a turn begun before the field was recorded.
+    /// effects' idempotency keys from it). 0 for a turn begun under event schema 1, before it
+    /// was recorded.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub began_under: u64,
     /// When it began.

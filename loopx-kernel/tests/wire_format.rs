@@ -511,6 +511,41 @@ fn snapshots_that_list_every_used_turn_still_load() {
     }
 }
 
+/// A turn begun under event schema 1 knows no epoch it began under (0), so the outbox keeps
+/// the keys its effects were first intended with, and its state is the same whether folded
+/// from its events or read from a snapshot written then; under the current schema the run
+/// records its epoch.
+#[test]
+fn a_turn_begun_under_schema_1_keeps_its_first_keys_from_events_and_from_snapshots() {
+    let mut w = World::new();
+    w.add(todo("edit", "edit the parser"));
+    let epoch = w.claim("a", "edit");
+    w.begin("a", "edit", "edit.t1");
+    let began_under = |state: &GoalState| {
+        state.todos[&tid("edit")]
+            .lease
+            .as_ref()
+            .and_then(|lease| lease.turn.as_ref())
+            .map(|turn| turn.began_under)
+    };
+    assert_eq!(
+        began_under(&GoalState::replay(&w.log).unwrap()),
+        Some(epoch)
+    );
+    let mut old = w.log.clone();
+    for event in &mut old {
+        event.schema = 1;
+    }
+    let folded = GoalState::replay(&old).unwrap();
+    assert_eq!(began_under(&folded), Some(0));
+    let mut snapshot: serde_json::Value = serde_json::from_str(&pretty(&w.goal)).unwrap();
+    let turn = &mut snapshot["todos"]["edit"]["lease"]["turn"];
+    assert_eq!(turn["began_under"], serde_json::json!(epoch));
+    turn.as_object_mut().unwrap().remove("began_under");
+    let loaded: GoalState = serde_json::from_value(snapshot).unwrap();
+    assert_eq!(loaded, folded);
+}
+
 #[test]
 fn state_round_trips_with_its_index() {
     for w in [history(), abandoned_history()] {
@@ -812,8 +847,12 @@ fn a_snapshot_decodes_only_from_the_text_the_kernel_writes() {
     // The same state, written otherwise: pretty, re-escaped, with a key moved or repeated.
     let pretty_text = pretty(&w.goal.snapshot());
     let escaped = text.replacen(r#""t100""#, r#""\u0074100""#, 1);
-    let moved = text.replacen(r#"{"schema":1,"state":"#, r#"{"state":"#, 1);
-    let moved = format!("{}{}", &moved[..moved.len() - 1], r#","schema":1}"#);
+    let head = format!(r#"{{"schema":{SCHEMA_VERSION},"state":"#);
+    let moved = text.replacen(&head, r#"{"state":"#, 1);
+    let moved = format!(
+        r#"{},"schema":{SCHEMA_VERSION}}}"#,
+        &moved[..moved.len() - 1]
+    );
     for other in [&pretty_text, &escaped, &moved] {
         let ok = serde_json::from_str::<loopx_kernel::Snapshot>(other);
         assert_eq!(ok.ok().map(|s| s.state).as_ref(), Some(&w.goal), "{other}");

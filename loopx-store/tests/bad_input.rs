@@ -267,7 +267,7 @@ fn an_event_row_written_by_a_newer_schema_is_reported_as_such() {
             e,
             StoreError::NewerSchema {
                 found: 7,
-                supported: 1
+                supported: loopx_kernel::SCHEMA_VERSION
             }
         )
     });

@@ -634,9 +634,9 @@ impl GoalState {
             }
             Event::TurnBegun {
                 todo,
+                epoch,
                 turn,
                 reserved,
-                ..
             } => {
                 let lease = self.lease_mut(todo, recorded)?;
                 if let Some(running) = &lease.turn {
@@ -647,7 +647,11 @@ impl GoalState {
                 }
                 lease.turn = Some(TurnInFlight {
                     id: turn.clone(),
-                    began_under: lease.epoch,
+                    began_under: if recorded.schema >= crate::event::RUNS_KEYED_BY_EPOCH {
+                        *epoch
+                    } else {
+                        0
+                    },
                     begun_at: at,
                     reserved: *reserved,
                 });
