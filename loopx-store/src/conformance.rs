@@ -159,6 +159,7 @@ macro_rules! conformance_suite {
             time_is_bounded_by_the_store_clock,
             a_test_clock_follows_the_given_times,
             commits_keep_their_authorship,
+            a_history_of_an_older_event_schema_verifies,
             watching_finds_each_kind_of_subject,
             watching_lists_many_goals_in_order,
             watching_agrees_with_a_scan_of_every_goal,
@@ -520,6 +521,71 @@ fn json<T: serde::Serialize>(value: &T) -> String {
 }
 
 // ----- the cases ----------------------------------------------------------------------------
+
+/// A history an older kernel wrote (event schema 1) loads and verifies: its turn in flight began
+/// before a run recorded the epoch it began under (0, so the outbox keeps the keys its intents
+/// were made with), and every command, re-executed today, makes the events written then.
+pub async fn a_history_of_an_older_event_schema_verifies<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    let created = spec("older", &["a"]);
+    let goal = created.id.clone();
+    let commands = [
+        (owner(), Command::CreateGoal { spec: created }),
+        (owner(), add("t")),
+        (
+            ag("a"),
+            Command::Claim {
+                todo: id("t"),
+                ttl: None,
+                workspace: None,
+                grant_reason: None,
+            },
+        ),
+        (
+            ag("a"),
+            Command::BeginTurn {
+                todo: id("t"),
+                epoch: 1,
+                turn: id("t1"),
+                reserve: None,
+            },
+        ),
+    ];
+    let mut state: Option<GoalState> = None;
+    for (n, (actor, command)) in (0..).zip(&commands) {
+        let events = match loopx_kernel::execute(state.as_ref(), actor, at(n), command) {
+            Ok(events) => events,
+            Err(refusal) => panic!("the suite's command was refused: {refusal}"),
+        };
+        let after = state.as_ref().map_or(0, |s| s.revision);
+        let op = format!("older-{n}");
+        let mut written = request(&goal, after, &op, actor, at(n), command, events);
+        for event in &mut written.events {
+            event.schema = 1;
+        }
+        written.authorship = Some(loopx_kernel::seams::Authorship {
+            command: command.clone(),
+            signature: None,
+        });
+        ok(
+            store.append(commit(state.as_ref(), written)).await,
+            "append",
+        );
+        state = Some(load(&store, &goal).await);
+    }
+    let store = backend.reopen(store).await;
+    let loaded = load(&store, &goal).await;
+    let began_under = loaded
+        .todos
+        .get(&id("t"))
+        .and_then(|todo| todo.lease.as_ref())
+        .and_then(|lease| lease.turn.as_ref())
+        .map(|turn| turn.began_under);
+    assert_eq!(began_under, Some(0));
+    let verified = ok(crate::verify_history(&store, &goal).await, "verify");
+    assert_eq!(verified.verified, 4, "{verified:?}");
+    assert!(verified.findings.is_empty(), "{verified:?}");
+}
 
 /// Each commit of a signed goal keeps the command it was made from and its signature with its
 /// receipt (schema 7), through a reopen, and the history verifies.
