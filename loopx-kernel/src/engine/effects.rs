@@ -123,7 +123,7 @@ impl Engine {
                 }
             }
             if state.used_effects.contains(&id) {
-                continue; // recorded by an earlier run of this turn
+                continue; // recorded by an earlier session of this run
             }
             let key = outbox::idempotency_key(
                 &request.goal,
