@@ -462,7 +462,8 @@ fn sqlite_floor(dir: &Path) -> Result<(f64, f64, f64), Failure> {
          INSERT INTO frontier VALUES ('agent-0', 'settle', '[]');",
     )?;
     let json = format!(
-        r#"{{"schema":1,"actor":{{"agent":"agent-0"}},"event":{{"type":"turn_settled","summary":"{}"}}}}"#,
+        r#"{{"schema":{},"actor":{{"agent":"agent-0"}},"event":{{"type":"turn_settled","summary":"{}"}}}}"#,
+        loopx_kernel::SCHEMA_VERSION,
         "x".repeat(200)
     );
     let digest = "0".repeat(64);
