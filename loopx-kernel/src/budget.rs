@@ -101,12 +101,6 @@ impl Amounts {
     }
 }
 
-/// For serde's `skip_serializing_if`, which passes a reference.
-#[allow(clippy::trivially_copy_pass_by_ref)]
-pub(crate) fn is_zero(amounts: &Amounts) -> bool {
-    amounts.is_zero()
-}
-
 impl fmt::Debug for Amounts {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
@@ -283,7 +277,7 @@ pub struct Ledger {
     pub reserved: Amounts,
     /// Of `spent`, what settled turns used beyond their reservations (charged all the same):
     /// the only way `spent + reserved` exceeds a limit. Left out of the JSON when zero.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "crate::is_default")]
     pub overrun: Amounts,
 }
 

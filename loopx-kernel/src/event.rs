@@ -223,7 +223,7 @@ pub enum Event {
         charged: Amounts,
         /// What it used beyond its reservation, per dimension (`charged` minus the reservation,
         /// at zero where it stayed within); left out of the JSON when zero.
-        #[serde(default, skip_serializing_if = "crate::budget::is_zero")]
+        #[serde(default, skip_serializing_if = "crate::is_default")]
         overrun: Amounts,
         /// What the turn came to, as the kernel classified it; absent on events written before
         /// turns were classified, which count towards no streak.

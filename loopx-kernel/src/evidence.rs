@@ -62,13 +62,8 @@ pub struct SourceOrder {
     pub at: Timestamp,
     /// Orders the states a source stamps with the same time (a check run queued, then in
     /// progress, then completed); 0 when the source has none.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "crate::is_default")]
     pub step: u32,
-}
-
-#[allow(clippy::trivially_copy_pass_by_ref)] // serde's `skip_serializing_if` passes a reference
-fn is_zero(step: &u32) -> bool {
-    *step == 0
 }
 
 impl SourceOrder {

@@ -65,7 +65,7 @@ fn check_todos(state: &GoalState, out: &mut Vec<Violation>) {
 fn check_turns(state: &GoalState, out: &mut Vec<Violation>) {
     let mut reserved = Amounts::ZERO;
     for todo in state.leased_todos() {
-        let Some(turn) = todo.lease.as_ref().and_then(|l| l.turn.as_ref()) else {
+        let Some(turn) = todo.turn_in_flight() else {
             continue;
         };
         reserved = reserved.plus(turn.reserved);

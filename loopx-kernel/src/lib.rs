@@ -140,6 +140,12 @@ pub use todo::{
 pub use todos::Todos;
 pub use write::{GoalHandle, HandleError, StoreExt, SubmitError, Submitted, submit};
 
+/// Whether `value` is its type's default (zero, `false`, nothing): for serde's
+/// `skip_serializing_if`, which passes a reference, so that such fields stay out of the JSON.
+pub(crate) fn is_default<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
+}
+
 /// The workspace README's Rust examples, compiled and run as doctests so they cannot rot.
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]

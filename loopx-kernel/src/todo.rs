@@ -235,8 +235,8 @@ pub struct Lease {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<Workspace>,
     /// The turn prepared under this lease, if one has begun. A lease runs at most one turn and
-    /// ends with it (settled, released, taken over under a new epoch, or resolved by
-    /// readback), and a settlement must present the lease's epoch: so a turn is charged at
+    /// ends with it (settled, released, or resolved by readback; a takeover keeps both under a
+    /// new epoch), and a settlement must present the lease's epoch: so a turn is charged at
     /// most once without the goal remembering every turn id it ever ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<TurnInFlight>,
@@ -259,7 +259,7 @@ pub struct TurnInFlight {
     /// with the todo, what tells this run of the turn id from any other (the outbox makes its
     /// effects' idempotency keys from it). 0 for a turn begun under event schema 1, before it
     /// was recorded.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "crate::is_default")]
     pub began_under: u64,
     /// When it began.
     pub begun_at: Timestamp,
@@ -375,7 +375,7 @@ pub struct Todo {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub writes: Option<Box<WriteSet>>,
     /// Safe to re-run after an unknown outcome.
-    #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(default, skip_serializing_if = "crate::is_default")]
     pub idempotent: bool,
     /// Its own budget, if it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -406,6 +406,11 @@ pub struct Todo {
 }
 
 impl Todo {
+    /// The turn in flight under its lease (live or expired), if one has begun.
+    pub fn turn_in_flight(&self) -> Option<&TurnInFlight> {
+        self.lease.as_ref().and_then(|lease| lease.turn.as_ref())
+    }
+
     /// The live lease, if any.
     pub fn live_lease(&self, now: Timestamp) -> Option<&Lease> {
         self.lease.as_deref().filter(|l| l.is_live(now))
@@ -425,17 +430,4 @@ impl Todo {
                 .as_ref()
                 .is_some_and(|l| !l.is_live(now) && l.turn.is_some())
     }
-}
-
-#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
-fn is_false(value: &bool) -> bool {
-    !*value
-}
-
-#[allow(
-    clippy::trivially_copy_pass_by_ref,
-    reason = "serde's skip_serializing_if passes a reference"
-)]
-fn is_zero(n: &u64) -> bool {
-    *n == 0
 }

@@ -339,8 +339,8 @@ fn in_flight(state: &GoalState) -> TurnInFlight {
     state
         .todos
         .get(&id("fix"))
-        .and_then(|todo| todo.lease.as_ref())
-        .and_then(|lease| lease.turn.clone())
+        .and_then(Todo::turn_in_flight)
+        .cloned()
         .expect("a turn in flight")
 }
 

@@ -523,9 +523,7 @@ fn a_turn_begun_under_schema_1_keeps_its_first_keys_from_events_and_from_snapsho
     w.begin("a", "edit", "edit.t1");
     let began_under = |state: &GoalState| {
         state.todos[&tid("edit")]
-            .lease
-            .as_ref()
-            .and_then(|lease| lease.turn.as_ref())
+            .turn_in_flight()
             .map(|turn| turn.began_under)
     };
     assert_eq!(

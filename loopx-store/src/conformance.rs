@@ -578,8 +578,7 @@ pub async fn a_history_of_an_older_event_schema_verifies<B: Backend>(backend: &B
     let began_under = loaded
         .todos
         .get(&id("t"))
-        .and_then(|todo| todo.lease.as_ref())
-        .and_then(|lease| lease.turn.as_ref())
+        .and_then(loopx_kernel::Todo::turn_in_flight)
         .map(|turn| turn.began_under);
     assert_eq!(began_under, Some(0));
     let verified = ok(crate::verify_history(&store, &goal).await, "verify");

@@ -86,8 +86,7 @@ impl Engine {
         let began_under = state
             .todos
             .get(&request.todo)
-            .and_then(|todo| todo.lease.as_ref())
-            .and_then(|lease| lease.turn.as_ref())
+            .and_then(crate::Todo::turn_in_flight)
             .filter(|turn| turn.id == request.turn)
             .map_or(request.epoch, |turn| turn.began_under);
         // Intents this run left under an earlier epoch (a session that took the turn over

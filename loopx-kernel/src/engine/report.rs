@@ -121,7 +121,7 @@ pub enum TurnOutcome {
         charged: Option<Amounts>,
         /// What of it went beyond the turn's reservation (an overrun: the next decision asks
         /// the owner); zero, and left out of the JSON, when none.
-        #[serde(default, skip_serializing_if = "crate::budget::is_zero")]
+        #[serde(default, skip_serializing_if = "crate::is_default")]
         overrun: Amounts,
         /// Why the executor could not read the turn's own usage report, when it could not.
         #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -126,7 +126,7 @@ impl Ctx<'_> {
             });
         }
         if todo.outcome_unknown(self.now)
-            && let Some(turn) = todo.lease.as_ref().and_then(|l| l.turn.as_ref())
+            && let Some(turn) = todo.turn_in_flight()
         {
             return Err(Refusal::OutcomeUnknown {
                 todo: id.clone(),
@@ -270,7 +270,7 @@ impl Ctx<'_> {
         let grant_reason =
             self.todo_authority(todo, GrantedAction::Reassign, grant_reason, "handoff")?;
         if todo.outcome_unknown(self.now)
-            && let Some(turn) = todo.lease.as_ref().and_then(|l| l.turn.as_ref())
+            && let Some(turn) = todo.turn_in_flight()
         {
             return Err(Refusal::OutcomeUnknown {
                 todo: id.clone(),

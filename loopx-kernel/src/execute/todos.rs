@@ -111,7 +111,7 @@ impl Ctx<'_> {
     }
 
     pub(super) fn no_turn_in_flight(todo: &Todo) -> Result<(), Refusal> {
-        match todo.lease.as_ref().and_then(|l| l.turn.as_ref()) {
+        match todo.turn_in_flight() {
             Some(turn) => Err(Refusal::TurnInFlight {
                 todo: todo.id.clone(),
                 turn: turn.id.clone(),

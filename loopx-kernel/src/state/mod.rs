@@ -76,7 +76,7 @@ pub struct GoalState {
     pub streaks: Map<TodoId, Streak>,
     /// Settled turns in a row on the whole goal (monitors' polls excepted) that neither failed
     /// nor made progress; left out of the JSON when zero.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "crate::is_default")]
     pub idle_turns: u32,
     /// The latest time any of the goal's events was stamped with: the goal's own clock, which
     /// the write path never lets a command move backwards (see [`GoalState::last_commit`]).
@@ -588,11 +588,7 @@ impl GoalState {
                 ..
             } => {
                 let entry = self.todo_mut(todo, recorded)?;
-                let in_flight = entry
-                    .lease
-                    .as_ref()
-                    .and_then(|l| l.turn.as_ref())
-                    .is_some_and(|t| &t.id == turn);
+                let in_flight = entry.turn_in_flight().is_some_and(|t| &t.id == turn);
                 if !in_flight || *epoch <= entry.last_epoch {
                     return Err(inconsistent(
                         recorded,
@@ -1391,11 +1387,6 @@ impl GoalState {
             self.index_dependencies(slot);
         }
     }
-}
-
-#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
-fn is_zero(value: &u32) -> bool {
-    *value == 0
 }
 
 /// A goal's state as stored by a snapshot, with the schema version it was written with.

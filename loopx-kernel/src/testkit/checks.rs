@@ -319,8 +319,7 @@ fn log_history(state: &GoalState, log: &[RecordedEvent], out: &mut Out) {
         let still_in_flight = state
             .todos
             .get(todo)
-            .and_then(|t| t.lease.as_ref())
-            .and_then(|l| l.turn.as_ref())
+            .and_then(Todo::turn_in_flight)
             .is_some_and(|x| &&x.id == turn);
         out.check(!(latest && still_in_flight), "4 charged once", || {
             format!("turn {turn} of todo {todo} settled in the log but is still in flight")
