@@ -9,12 +9,18 @@
 //!   [`WINDOW`] turns before the checkpoint, through `submit` as hosts commit them.
 //!
 //! Then each figure at each checkpoint against the first checkpoint's (the target: within
-//! 1.5x). The goal has constant live work: eight agents, eight todos, every turn claims one,
-//! begins and settles it kept open (so it can cycle again), as a goal that runs for months on
-//! the same few lines of work does. Nothing asserts on timings: the benchmark reports.
+//! 1.5x). The goal has constant live work and turns it over as a pull request's goal does: eight
+//! agents, each with one open todo; every turn claims it, begins, and settles it done with one
+//! successor for the next turn, with evidence about the branch at a new commit and two
+//! observations (the branch's head, moving on, and a stream of its own for that commit). So
+//! every turn leaves a closed todo, a piece of evidence the next commit supersedes, a stream and
+//! a subject nothing follows: what the goal's retirement policy (here a horizon of five minutes,
+//! with the clock moving a second a turn) lets go of, through a `retire` whenever a batch is due,
+//! as the engine issues it. Nothing asserts on timings: the benchmark reports.
 //!
 //! Run with `cargo bench -p loopx-benches --bench soak`; `LOOPX_SOAK_TURNS=10000,100000,1000000`
-//! sets the checkpoints (turns, ascending). The store runs at `synchronous=NORMAL`, so that the
+//! sets the checkpoints (turns, ascending), and `LOOPX_SOAK_RETIRE=never` runs the same goal
+//! with retirement off, to see what it keeps bounded. The store runs at `synchronous=NORMAL`, so that the
 //! figures show what the goal's age costs rather than the disk's sync.
 
 use std::path::Path;
@@ -22,8 +28,9 @@ use std::time::{Duration as StdDuration, Instant};
 
 use loopx_kernel::seams::Store;
 use loopx_kernel::{
-    Actor, AgentId, Amounts, Command, GoalId, NewTodo, OperationId, Settlement, SourceId, StoreExt,
-    Timestamp, TodoId, Transition, TurnId, Verdict, VerdictOutcome,
+    Actor, AgentId, Amounts, Command, Continuation, Duration, GoalId, NewEvidence, NewTodo,
+    Observation, OperationId, Outcome, Settlement, SourceId, StoreExt, Timestamp, TodoId,
+    Transition, TurnId, Verdict, VerdictOutcome,
 };
 use loopx_store::{Durability, Retention, SqliteOptions, SqliteStore};
 use tokio::runtime::{Builder, Runtime};
@@ -60,9 +67,13 @@ fn main() -> Result<(), Failure> {
     let store = SqliteStore::create_with(&path, options())?;
     let goal: GoalId = id("soak");
     let now = Timestamp::parse("2026-11-29T10:00:00Z")?;
-    runtime.block_on(create(&store, &goal, now))?;
+    let retire_after = match std::env::var("LOOPX_SOAK_RETIRE").as_deref() {
+        Ok("never") => None,
+        _ => Some(RETIRE_AFTER),
+    };
+    runtime.block_on(create(&store, &goal, now, retire_after))?;
     println!(
-        "soak: one goal, {AGENTS} agents and todos, retention {:?}, checkpoints {checkpoints:?}",
+        "soak: one goal, {AGENTS} agents and todos, retention {:?}, retire after {retire_after:?}, checkpoints {checkpoints:?}",
         store.policy()
     );
     let mut figures = Vec::new();
@@ -124,24 +135,34 @@ fn agent(n: usize) -> AgentId {
     id(format!("agent-{n}"))
 }
 
-fn todo(n: usize) -> TodoId {
-    id(format!("line-{n}"))
+/// Agent `agent`'s todo in its `round`th turn.
+fn todo(agent: usize, round: u64) -> TodoId {
+    id(format!("line-{agent}-{round}"))
 }
 
+/// The retirement horizon the soak's goal declares (unless `LOOPX_SOAK_RETIRE=never`).
+const RETIRE_AFTER: Duration = Duration::minutes(5);
+
 /// The goal and its todos, one per agent.
-async fn create(store: &SqliteStore, goal: &GoalId, now: Timestamp) -> Result<(), Failure> {
-    let spec = loopx_benches::declared_spec(
+async fn create(
+    store: &SqliteStore,
+    goal: &GoalId,
+    now: Timestamp,
+    retire_after: Option<Duration>,
+) -> Result<(), Failure> {
+    let mut spec = loopx_benches::declared_spec(
         goal.clone(),
         "run for months",
         id("owner"),
         (0..AGENTS).map(agent),
     );
+    spec.policy.retire_after = retire_after;
     let handle = store.goal(goal);
     handle
         .submit_operation(&owner(), now, &Command::CreateGoal { spec }, &id("create"))
         .await?;
     for n in 0..AGENTS {
-        let mut new = NewTodo::advance(todo(n), "one line of long work");
+        let mut new = NewTodo::advance(todo(n, 0), "one line of long work");
         new.assignee = Some(agent(n));
         let add = Command::AddTodo { todo: new };
         handle
@@ -151,18 +172,26 @@ async fn create(store: &SqliteStore, goal: &GoalId, now: Timestamp) -> Result<()
     Ok(())
 }
 
-/// Turn `n`: its agent claims its todo, begins and settles the turn, keeping the todo open.
-/// Returns how long the settle commit took.
+/// Turn `n`, a second after turn `n - 1`: its agent retires what is due (as the engine does),
+/// claims its todo, begins and settles the turn done with a successor, evidence and two
+/// observations. Returns how long the settle commit took.
 async fn cycle(
     store: &SqliteStore,
     goal: &GoalId,
     n: u64,
-    now: Timestamp,
+    start: Timestamp,
 ) -> Result<StdDuration, Failure> {
+    let now = start.plus(Duration::seconds(i64::try_from(n)?));
     let which = usize::try_from(n % AGENTS as u64)?;
+    let round = n / AGENTS as u64;
     let me = Actor::Agent(agent(which));
-    let line = todo(which);
+    let line = todo(which, round);
     let handle = store.goal(goal);
+    if handle.state().await?.retirement_due(now) {
+        handle
+            .submit_operation(&me, now, &Command::Retire {}, &id(format!("{n}-retire")))
+            .await?;
+    }
     let claim = Command::Claim {
         todo: line.clone(),
         ttl: None,
@@ -183,19 +212,23 @@ async fn cycle(
     handle
         .submit_operation(&me, now, &begin, &id(format!("{n}-begin")))
         .await?;
+    let mut next = NewTodo::advance(todo(which, round + 1), "one line of long work");
+    next.assignee = Some(agent(which));
     let settle = Command::SettleTurn(Settlement {
         todo: line,
         epoch,
         turn,
         verdict: Verdict {
             validator: Actor::Validator(id::<SourceId>("tests")),
-            outcome: VerdictOutcome::Progress,
-            summary: "a bounded step proven".into(),
+            outcome: VerdictOutcome::Passed,
+            summary: "the line's step is done".into(),
             signature: None,
         },
-        evidence: vec![],
-        observations: vec![],
-        transition: Transition::KeepOpen,
+        evidence: vec![commit_evidence(n, now)],
+        observations: commit_observations(n, now),
+        transition: Transition::Complete {
+            continuation: Continuation::Successors(vec![next]),
+        },
         usage: Amounts::ONE_TURN,
         failure: None,
     });
@@ -205,6 +238,40 @@ async fn cycle(
         .submit_operation(&me, now, &settle, &operation)
         .await?;
     Ok(start.elapsed())
+}
+
+/// The turn's evidence: the tests passed on the branch at commit `n`.
+fn commit_evidence(n: u64, now: Timestamp) -> NewEvidence {
+    NewEvidence {
+        id: id(format!("tests-{n}")),
+        check: id("tests"),
+        subject: id("branch:main"),
+        revision: id(format!("git:{n}")),
+        outcome: Outcome::Pass,
+        summary: "tests passed".into(),
+        observed_at: now,
+        ttl: None,
+        inputs: loopx_kernel::Lineage::default(),
+    }
+}
+
+/// The turn's observations: the branch's head moved to commit `n`, and commit `n`'s own stream.
+fn commit_observations(n: u64, now: Timestamp) -> Vec<Observation> {
+    let observation = |key: String, subject: String| Observation {
+        key: id(key),
+        subject: id(subject),
+        revision: id(format!("git:{n}")),
+        fingerprint: id(format!("f{n}")),
+        observed_at: now,
+        summary: String::new(),
+        facts: std::collections::BTreeMap::new(),
+        order: None,
+        etag: None,
+    };
+    vec![
+        observation("push:main".into(), "branch:main".into()),
+        observation(format!("check:{n}/ci"), format!("commit:{n}")),
+    ]
 }
 
 /// The figures at a checkpoint of `turns` turns.

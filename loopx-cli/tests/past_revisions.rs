@@ -434,3 +434,61 @@ fn ready_lists_an_agents_work_across_goals_most_urgent_first() {
     assert_eq!(code, 2, "an agent is needed: {error:#}");
     assert_eq!(error["error"]["code"], "agent_missing");
 }
+
+/// Days after the seed story's goal was accepted, its owner shortens the retirement horizon
+/// to a day and `loopx goal retire` drops the closed todos from the state: the board no longer
+/// lists them, while `status --at-revision` of the head before still shows them, `log` shows
+/// the `retired` event, and `doctor --verify` re-checks the history with the retirement in it.
+/// Retiring again finds nothing and commits nothing.
+#[test]
+fn goal_retire_drops_closed_work_from_the_state_and_history_keeps_it() {
+    let lx = Loopx::sqlite();
+    seed_story(&lx);
+    let later = "2026-12-05T12:00:00Z";
+    let maintainer = ["--goal", GOAL, "--as", "person:maintainer", "--now", later];
+    let then = lx.ok(&["--goal", GOAL, "--now", later, "status"]);
+    let done = then["status"]["board"]["done"]
+        .as_array()
+        .expect("done todos")
+        .len();
+    assert!(done >= 2, "the story completes its todos: {then:#}");
+    let nothing_yet = lx.ok(&[&maintainer[..], &["goal", "retire"]].concat());
+    assert_eq!(
+        nothing_yet["receipt"]["events"], 0,
+        "within the default week nothing is inert: {nothing_yet:#}"
+    );
+    lx.ok(&[&maintainer[..], &["goal", "amend", "--retire-after", "1d"]].concat());
+    let before = lx.revision(GOAL);
+
+    let retired = lx.ok(&[&maintainer[..], &["--op", "retire-1", "goal", "retire"]].concat());
+    assert_eq!(retired["receipt"]["revision"], before + 1, "{retired:#}");
+    let now = lx.ok(&["--goal", GOAL, "--now", later, "status"]);
+    assert_eq!(now["status"]["board"]["done"], json!([]), "{now:#}");
+    assert_eq!(
+        now["status"]["terminal"], "accepted",
+        "retiring changes no verdict"
+    );
+    let past = lx.ok(&[
+        "--goal",
+        GOAL,
+        "status",
+        "--at-revision",
+        &before.to_string(),
+    ]);
+    assert_eq!(
+        past["status"]["board"]["done"].as_array().map(Vec::len),
+        Some(done),
+        "{past:#}"
+    );
+    let log = lx.ok(&["--goal", GOAL, "log", "--from", &(before + 1).to_string()]);
+    assert_eq!(log["events"][0]["event"]["type"], "retired", "{log:#}");
+    assert_eq!(
+        log["events"][0]["event"]["todos"].as_array().map(Vec::len),
+        Some(done)
+    );
+
+    lx.ok(&[&maintainer[..], &["--op", "retire-2", "goal", "retire"]].concat());
+    assert_eq!(lx.revision(GOAL), before + 1, "nothing inert is left");
+    let (code, doctor) = lx.json(&["doctor", "--verify"]);
+    assert_eq!(code, 0, "{doctor:#}");
+}

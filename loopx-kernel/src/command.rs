@@ -297,6 +297,11 @@ pub enum Command {
         /// The workspace.
         workspace: Workspace,
     },
+    /// Drop from the goal's state what is inert at the command's time under the goal's
+    /// [`Policy::retire_after`](crate::Policy::retire_after) ([`GoalState::retirable`](crate::GoalState::retirable));
+    /// history keeps it. Nothing inert: no event. The owner, registered agents and
+    /// capabilities may issue it; the engine does when enough is due.
+    Retire {},
 }
 
 impl Command {
@@ -334,6 +339,7 @@ impl Command {
             Command::RaiseObligation { .. } => "raise_obligation",
             Command::Discharge { .. } => "discharge",
             Command::ReportWorkspace { .. } => "report_workspace",
+            Command::Retire {} => "retire",
         }
     }
 
@@ -371,7 +377,8 @@ impl Command {
             | Command::AmendGoal { .. }
             | Command::AbandonGoal { .. }
             | Command::DeclareClosure { .. }
-            | Command::ReportWorkspace { .. } => None,
+            | Command::ReportWorkspace { .. }
+            | Command::Retire {} => None,
         }
     }
 }

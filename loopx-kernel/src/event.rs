@@ -14,6 +14,7 @@ use crate::ids::{AgentId, EffectId, GateId, ObligationId, PersonId, SourceId, To
 use crate::login::Relay;
 use crate::obligation::{ObligationCause, ObligationKind};
 use crate::outbox::{EffectIntent, EffectOutcome};
+use crate::retire::Retirement;
 use crate::retry::TurnResult;
 use crate::time::Timestamp;
 use crate::todo::{ContinuationRecord, HandoffNote, NewTodo, ResumeCondition, Workspace};
@@ -26,7 +27,9 @@ use crate::todo::{ContinuationRecord, HandoffNote, NewTodo, ResumeCondition, Wor
 ///   records the epoch it began under; see [`crate::outbox::idempotency_key`]). A turn begun
 ///   under schema 1 keeps the keys its effects were intended with, whether its state is folded
 ///   from its events or read from a snapshot.
-pub const SCHEMA_VERSION: u32 = 2;
+/// - 3: a `retired` event drops inert work from the state (see [`crate::retire`]); builds
+///   before it report such a history as newer, not as damage.
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// The first schema whose `turn_begun` records the epoch its run began under.
 pub(crate) const RUNS_KEYED_BY_EPOCH: u32 = 2;
@@ -359,6 +362,9 @@ pub enum Event {
         /// Where its turns run, as the git provider reads it.
         workspace: Workspace,
     },
+    /// Inert work left the state (see [`crate::retire`]); the events that made it stay in
+    /// history.
+    Retired(Retirement),
 }
 
 /// A settled turn's effect on its todo.
@@ -424,6 +430,7 @@ impl Event {
             Event::ObligationRaised { .. } => "obligation_raised",
             Event::ObligationDischarged { .. } => "obligation_discharged",
             Event::WorkspaceReported { .. } => "workspace_reported",
+            Event::Retired(_) => "retired",
         }
     }
 }

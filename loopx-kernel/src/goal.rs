@@ -367,6 +367,20 @@ pub struct Policy {
     /// times it is given instead. Left out of the JSON at its default.
     #[serde(skip_serializing_if = "is_default_skew")]
     pub clock_skew: Duration,
+    /// How long inert work stays in the goal's state before a `retire` command may drop it
+    /// (default [`DEFAULT_RETIRE_AFTER`], 7 days; `None` never retires): closed todos, evidence
+    /// about replaced revisions, streams nothing follows (see [`crate::retire`]). History keeps
+    /// all of it. Left out of the JSON at its default.
+    #[serde(skip_serializing_if = "is_default_retire_after")]
+    pub retire_after: Option<Duration>,
+}
+
+/// The default of [`Policy::retire_after`]: 7 days, so a week's closed work stays at hand.
+pub const DEFAULT_RETIRE_AFTER: Duration = Duration::hours(7 * 24);
+
+#[allow(clippy::ref_option)] // serde's skip_serializing_if passes a reference
+fn is_default_retire_after(after: &Option<Duration>) -> bool {
+    *after == Some(DEFAULT_RETIRE_AFTER)
 }
 
 /// The default of [`Policy::clock_skew`]: 2 minutes, well above the drift of hosts that keep
@@ -398,6 +412,7 @@ impl Default for Policy {
             stall_turns: DEFAULT_STALL_TURNS,
             stall_goal_turns: DEFAULT_STALL_GOAL_TURNS,
             clock_skew: DEFAULT_CLOCK_SKEW,
+            retire_after: Some(DEFAULT_RETIRE_AFTER),
         }
     }
 }

@@ -54,6 +54,7 @@ pub mod persistent;
 mod proposals;
 mod readiness;
 mod refusal;
+pub mod retire;
 mod retry;
 #[cfg(feature = "schema")]
 pub mod schema;
@@ -108,8 +109,8 @@ pub use fix::{Fix, FixArg, Who};
 pub use from_fn::{executor_fn, validator_fn};
 pub use gate::{ExpiryPolicy, Gate, GateScope, GateState, GateStatus, NewGate};
 pub use goal::{
-    Amendment, BudgetExhaustion, CapabilityBinding, Criterion, DEFAULT_CLOCK_SKEW, GoalSpec,
-    GoalSpecBuilder, GrantedAction, Policy,
+    Amendment, BudgetExhaustion, CapabilityBinding, Criterion, DEFAULT_CLOCK_SKEW,
+    DEFAULT_RETIRE_AFTER, GoalSpec, GoalSpecBuilder, GrantedAction, Policy,
 };
 pub use identity::{
     Identity, IdentityMode, Keyring, PublicKey, RegisteredKey, SecretKey, Signature, Signer,

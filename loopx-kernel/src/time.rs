@@ -45,6 +45,12 @@ impl Timestamp {
         Timestamp(self.0.saturating_add(span.as_millis()))
     }
 
+    /// This instant moved back by `span`, saturating at the representable range.
+    #[must_use]
+    pub fn minus(self, span: Duration) -> Self {
+        Timestamp(self.0.saturating_sub(span.as_millis()))
+    }
+
     /// The span from `earlier` to `self`; zero when `earlier` is later.
     pub fn since(self, earlier: Timestamp) -> Duration {
         Duration::from_millis((self.0 - earlier.0).max(0))

@@ -1,8 +1,8 @@
 //! The goal's todos: an arena in creation order with an index by id.
 //!
-//! Todos are never removed, so a todo's slot in the arena is stable and creation order is slot
-//! order. The state's derived indexes hold slots, which lets `decide` walk the pending set
-//! without a lookup by id per todo.
+//! Creation order is slot order. A todo's slot is stable until a retirement drops todos (see
+//! [`crate::retire`]), after which the state rebuilds its derived indexes, which hold slots so
+//! that `decide` walks the pending set without a lookup by id per todo.
 //!
 //! Both halves are persistent (see [`crate::persistent`]): a clone of the state shares them, and
 //! changing a todo of a shared arena copies only its chunk.
@@ -66,6 +66,21 @@ impl Todos {
     pub(crate) fn get_mut(&mut self, id: &TodoId) -> Option<&mut Todo> {
         let slot = *self.by_id.get(id)?;
         self.slots.get_mut(slot as usize)
+    }
+
+    /// Drops the todos with these ids, keeping the others in creation order (their slots
+    /// change: the caller rebuilds what indexes them).
+    pub(crate) fn remove_all(&mut self, ids: &std::collections::BTreeSet<&TodoId>) {
+        let kept: Vec<Todo> = self
+            .slots
+            .iter()
+            .filter(|t| !ids.contains(&t.id))
+            .cloned()
+            .collect();
+        *self = Todos::default();
+        for todo in kept {
+            self.push(todo);
+        }
     }
 
     /// Adds a todo at the next slot; the caller has checked that its id is new.

@@ -12,6 +12,7 @@ use loopx_kernel::engine::{
     Engine, EngineBuilder, EngineOptions, JudgeRound, StepReport, TurnOutcome, Until,
     record_observation,
 };
+use loopx_kernel::retire::RETIRE_BATCH;
 use loopx_kernel::seams::{
     Capability, Clock, Executor, ObserveRequest, Proposal, Provider, ProviderError, Recovery,
     Store, TurnError, TurnReport, TurnRequest, Validation, Validator,
@@ -311,6 +312,52 @@ fn run_until_idle_works_the_whole_frontier_then_stops() {
         assert_eq!(steps, 3);
         assert_ne!(last.decision.kind(), "continue");
         assert_eq!(h.count(&goal, "turn_settled").await, 3);
+    });
+}
+
+/// Once a batch of closed work is older than the goal's retirement horizon (a week by default),
+/// the engine's next step retires it, in one `retired` commit; the state then holds only what
+/// is still named (the last todo, by the overrun its turn's unreserved tokens recorded) and the
+/// evidence the criterion rests on, and the decision is what it was.
+#[test]
+fn the_engine_retires_a_batch_of_closed_work_once_it_is_past_the_horizon() {
+    block_on(async {
+        let h = Harness::new();
+        let names: Vec<String> = (0..=RETIRE_BATCH).map(|n| format!("t{n}")).collect();
+        let todos: Vec<NewTodo> = names.iter().map(|n| todo(n)).collect();
+        let goal = goal(&h.store, &todos).await;
+        let engine = h.engine(Arc::new(Scripted::completing()));
+        engine
+            .run(&goal, Until::Idle, |_| {})
+            .await
+            .expect("the run");
+        h.clock.advance(Duration::hours(6 * 24));
+        let within = engine.step(&goal).await.expect("a step within the week");
+        assert_eq!(h.count(&goal, "retired").await, 0, "a week has not passed");
+
+        h.clock.advance(Duration::hours(2 * 24));
+        let after = engine.step(&goal).await.expect("a step after the week");
+
+        let events = h.events(&goal).await;
+        let retired: Vec<&RecordedEvent> = events
+            .iter()
+            .filter(|e| e.event.name() == "retired")
+            .collect();
+        assert_eq!(retired.len(), 1, "one commit retires the batch");
+        let Event::Retired(retirement) = &retired[0].event else {
+            unreachable!("filtered by name")
+        };
+        assert_eq!(retirement.todos.len(), RETIRE_BATCH);
+        assert_eq!(retired[0].actor, Actor::Agent(agent()));
+        let state = h.store.load(&goal).await.expect("load").expect("the goal");
+        let kept: Vec<&str> = state.todos.values().map(|t| t.id.as_str()).collect();
+        assert_eq!(kept, [names[RETIRE_BATCH].as_str()]);
+        assert!(state.overrun.is_some());
+        assert_eq!(state.evidence.len(), 1, "the criterion's evidence stays");
+        assert_eq!(after.decision, within.decision);
+        let again = engine.step(&goal).await.expect("another step");
+        assert_eq!(h.count(&goal, "retired").await, 1, "nothing more is due");
+        assert_eq!(again.decision, after.decision);
     });
 }
 

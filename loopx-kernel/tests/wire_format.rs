@@ -56,9 +56,10 @@ fn variant(event: &Event) -> usize {
         Event::GateAnswerRelayed { .. } => 29,
         Event::GateNoticeIntended { .. } => 30,
         Event::GateNoticeRecorded { .. } => 31,
+        Event::Retired(_) => 32,
     }
 }
-const VARIANTS: usize = 32;
+const VARIANTS: usize = 33;
 
 fn run_turn(
     w: &mut World,
@@ -399,7 +400,8 @@ fn history() -> World {
 
 /// The history, then abandoned by the owner: the only variant a live goal cannot show. Just
 /// before, a second session of agent `a` takes a prepared turn over, fencing the first, and
-/// settles it under the new epoch.
+/// settles it under the new epoch, and the owner shortens the retirement horizon to a quarter
+/// of an hour; after it, the owner retires what the abandoned goal holds beyond that horizon.
 fn abandoned_history() -> World {
     let mut w = history();
     w.at("10:28");
@@ -415,6 +417,15 @@ fn abandoned_history() -> World {
         },
     );
     w.settle("a", "split", "split-2", |_| {});
+    let mut policy = w.goal.spec.policy.clone();
+    policy.retire_after = Some(Duration::minutes(15));
+    w.run(
+        &owner(),
+        Command::AmendGoal {
+            expected_revision: w.goal.goal_revision,
+            amendments: vec![Amendment::SetPolicy { policy }],
+        },
+    );
     w.at("10:30");
     w.run(
         &owner(),
@@ -422,6 +433,8 @@ fn abandoned_history() -> World {
             reason: "upstream shipped JSON output".into(),
         },
     );
+    w.at("10:31");
+    w.run(&owner(), Command::Retire {});
     w
 }
 

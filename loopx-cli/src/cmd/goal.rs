@@ -1,4 +1,4 @@
-//! `loopx goal create|show|list|amend|close|abandon`.
+//! `loopx goal create|show|list|amend|close|abandon|retire`.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -32,6 +32,11 @@ pub enum GoalVerb {
     Close(ReasonArgs),
     /// Give the goal up (owner only).
     Abandon(ReasonArgs),
+    /// Drop the goal's inert work from its state (closed todos, evidence about replaced
+    /// revisions, streams nothing follows) older than its policy's `retire_after`; `loopx log`
+    /// and `status --at-revision` still show it. The engine does this on its own when a batch
+    /// is due (owner, registered agents, capabilities).
+    Retire,
 }
 
 /// Budget limits as flags.
@@ -357,9 +362,44 @@ pub struct AmendArgs {
     /// Bind the goal to no capability.
     #[arg(long, conflicts_with = "capability")]
     no_capability: bool,
+    /// How long inert work (closed todos, evidence about replaced revisions, streams nothing
+    /// follows) stays in the goal's state before `goal retire` or the engine may drop it:
+    /// a span (`90s`, `30m`, `2h`, `7d`) or `never`.
+    #[arg(long = "retire-after", value_name = "SPAN|never", value_parser = retire_after)]
+    retire_after: Option<RetireAfter>,
     /// A JSON array of amendments (`-` for standard input), applied before the flags'.
     #[arg(long)]
     file: Option<PathBuf>,
+}
+
+/// The budget and policy amendments the flags ask for, over the goal's current ones.
+fn tunables(limits: &LimitArgs, retire: Option<RetireAfter>, spec: &GoalSpec) -> Vec<Amendment> {
+    let mut amendments = Vec::new();
+    if limits.any() {
+        amendments.push(Amendment::SetBudget {
+            limits: limits.over(spec.budget),
+        });
+    }
+    if let Some(RetireAfter(after)) = retire {
+        amendments.push(Amendment::SetPolicy {
+            policy: Policy {
+                retire_after: after,
+                ..spec.policy.clone()
+            },
+        });
+    }
+    amendments
+}
+
+/// `--retire-after`: a span, or `never` (`None`).
+#[derive(Debug, Clone, Copy)]
+struct RetireAfter(Option<Duration>);
+
+fn retire_after(text: &str) -> Result<RetireAfter, String> {
+    if text.trim() == "never" {
+        return Ok(RetireAfter(None));
+    }
+    crate::context::parse_duration(text).map(|span| RetireAfter(Some(span)))
 }
 
 /// A reason.
@@ -388,6 +428,7 @@ pub async fn run(ctx: &Ctx, verb: GoalVerb) -> Result<Exit, CliError> {
             };
             write(ctx, &command, "abandonment").await
         }
+        GoalVerb::Retire => write(ctx, &Command::Retire {}, "retirement").await,
     }
 }
 
@@ -661,11 +702,7 @@ async fn amend(ctx: &Ctx, args: AmendArgs) -> Result<Exit, CliError> {
         let (check, validator) = check_and_validator(text)?;
         amendments.push(Amendment::UnregisterValidator { check, validator });
     }
-    if args.limits.any() {
-        amendments.push(Amendment::SetBudget {
-            limits: args.limits.over(state.spec.budget),
-        });
-    }
+    amendments.extend(tunables(&args.limits, args.retire_after, &state.spec));
     if rebound.is_some() || args.no_capability {
         amendments.push(Amendment::SetCapability {
             capability: rebound,

@@ -1,6 +1,7 @@
 //! The engine: one agent's loop over the seams, with no I/O of its own.
 //!
-//! One [`Engine::step`] for a goal is:
+//! One [`Engine::step`] for a goal is (after reporting the agent's workspace when it changed,
+//! and retiring the goal's inert work when a batch of it is due: see [`crate::retire`]):
 //!
 //! 1. **observe** — poll the due [`Watch`]es through their providers; changed observations are
 //!    recorded by the provider actor, unchanged ones are dropped by the kernel;
@@ -315,6 +316,7 @@ impl Engine {
         let mut state = self.load(goal).await?;
         let mut report = StepReport::new(goal.clone());
         self.report_workspace(&mut state).await?;
+        self.retire(&mut state).await?;
         self.observe(&mut state, &mut report, false).await?;
         self.judge(&mut state, &mut report).await?;
         self.resolve_orphaned_effects(&mut state, &mut report)
@@ -410,6 +412,18 @@ impl Engine {
         };
         let op = operation(&["workspace", self.agent.as_str(), &workspace.top_level]);
         self.write(state, &self.as_agent(), &command, &op).await?;
+        Ok(())
+    }
+
+    /// Retires the goal's inert work once a batch of it is due ([`GoalState::retirement_due`]),
+    /// so that a goal the engine drives for months keeps a state the size of its live work.
+    async fn retire(&self, state: &mut GoalState) -> Result<(), EngineError> {
+        if !state.is_registered(&self.agent) || !state.retirement_due(self.clock.now()) {
+            return Ok(());
+        }
+        let op = operation(&["retire", self.agent.as_str(), &state.revision.to_string()]);
+        self.write(state, &self.as_agent(), &Command::Retire {}, &op)
+            .await?;
         Ok(())
     }
 

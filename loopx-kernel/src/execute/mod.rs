@@ -190,6 +190,7 @@ impl Ctx<'_> {
                     | Command::ResolveOutcome { .. }
                     | Command::RecordEffect { .. }
                     | Command::RecordObservation { .. }
+                    | Command::Retire {}
             )
         {
             return Err(Refusal::GoalAbandoned);
@@ -320,6 +321,15 @@ impl Ctx<'_> {
                     agent: agent.clone(),
                     workspace: workspace.clone(),
                 }])
+            }
+            Command::Retire {} => {
+                self.require_planner(command.name())?;
+                let retirement = self.state.retirable(self.now);
+                Ok(if retirement.is_empty() {
+                    vec![]
+                } else {
+                    vec![Event::Retired(retirement)]
+                })
             }
         }
     }

@@ -6,6 +6,8 @@
 
 mod read;
 
+use std::collections::BTreeSet;
+
 use imbl::Vector;
 use serde::{Deserialize, Serialize};
 
@@ -25,6 +27,7 @@ use crate::login::login_key;
 use crate::obligation::{Discharge, Obligation, ObligationCause};
 use crate::outbox::PendingEffect;
 use crate::persistent::{Arena, Map, Set};
+use crate::retire::Retirement;
 use crate::retry::{Streak, TurnResult};
 use crate::time::Timestamp;
 use crate::todo::{
@@ -372,6 +375,17 @@ impl CriterionStatus {
     /// True for [`CriterionStatus::Met`].
     pub fn is_met(&self) -> bool {
         matches!(self, CriterionStatus::Met { .. })
+    }
+
+    /// The evidence the status rests on, when there is any.
+    pub fn evidence(&self) -> Option<&EvidenceId> {
+        match self {
+            CriterionStatus::Met { evidence }
+            | CriterionStatus::Failing { evidence }
+            | CriterionStatus::Stale { evidence, .. }
+            | CriterionStatus::UnregisteredValidator { evidence, .. } => Some(evidence),
+            CriterionStatus::NoEvidence => None,
+        }
     }
 }
 
@@ -856,7 +870,51 @@ impl GoalState {
             Event::WorkspaceReported { agent, workspace } => {
                 self.workspaces.insert(agent.clone(), workspace.clone());
             }
+            Event::Retired(retirement) => self.retire(recorded, retirement)?,
         }
+        Ok(())
+    }
+
+    /// Drops what a `retired` event lists; each item must be there (and a todo closed).
+    fn retire(&mut self, recorded: &RecordedEvent, gone: &Retirement) -> Result<(), ReplayError> {
+        let todos: BTreeSet<&TodoId> = gone.todos.iter().collect();
+        if let Some(id) = gone
+            .todos
+            .iter()
+            .find(|id| !self.todos.get(id).is_some_and(|t| t.status.is_closed()))
+        {
+            return Err(inconsistent(
+                recorded,
+                format!("no closed todo `{id}` to retire"),
+            ));
+        }
+        for id in &gone.evidence {
+            self.evidence
+                .remove(id)
+                .ok_or_else(|| inconsistent(recorded, format!("no evidence `{id}` to retire")))?;
+        }
+        for key in &gone.observations {
+            self.observations
+                .remove(key)
+                .ok_or_else(|| inconsistent(recorded, format!("no stream `{key}` to retire")))?;
+        }
+        for subject in &gone.subjects {
+            self.subjects.remove(subject).ok_or_else(|| {
+                inconsistent(recorded, format!("no subject `{subject}` to retire"))
+            })?;
+        }
+        for id in &gone.obligations {
+            self.obligations
+                .remove(id)
+                .ok_or_else(|| inconsistent(recorded, format!("no obligation `{id}` to retire")))?;
+        }
+        if !todos.is_empty() {
+            self.todos.remove_all(&todos);
+            for id in todos {
+                self.streaks.remove(id);
+            }
+        }
+        self.rebuild_index();
         Ok(())
     }
 

@@ -183,6 +183,90 @@ pub fn check_state(
     out.0
 }
 
+/// Retirement changes no decision: the state with everything inert at `now` retired (a horizon
+/// of zero, so whatever this run closed or replaced counts) decides, frontiers, waits and
+/// judges every criterion exactly as the state itself, still passes every structural check,
+/// and folds from the log with the `retired` event appended.
+pub fn check_retirement(
+    state: &GoalState,
+    log: &[RecordedEvent],
+    now: Timestamp,
+    agents: &[AgentId],
+) -> Vec<Finding> {
+    let mut out = Out(Vec::new());
+    let mut eager = state.clone();
+    eager.spec.policy.retire_after = Some(Duration::ZERO);
+    let mut retired = eager.clone();
+    let owner = retired.owner();
+    let events = match retired.handle(&owner, now, &Command::Retire {}) {
+        Ok(events) => events,
+        Err(refusal) => {
+            out.0.push(Finding::new(
+                "retirement",
+                format!("the owner's retire was refused: {refusal}"),
+            ));
+            return out.0;
+        }
+    };
+    // Retired evidence may take a wake with it (its expiry), never a decision: both states
+    // decide alike now and at the wake the unretired one has.
+    let wake = next_wake(&eager, now);
+    out.check(
+        next_wake(&retired, now).is_none_or(|later| wake.is_some_and(|w| later >= w)),
+        "retirement",
+        || format!("retiring {events:?} brought a wake forward"),
+    );
+    for agent in agents {
+        for at in std::iter::once(now).chain(wake) {
+            out.check(
+                decide(&retired, agent, at) == decide(&eager, agent, at),
+                "retirement",
+                || format!("decide for {agent} at {at} changed by retiring {events:?}"),
+            );
+        }
+        out.check(
+            frontier(&retired, agent, now) == frontier(&eager, agent, now),
+            "retirement",
+            || format!("the frontier of {agent} changed by retiring {events:?}"),
+        );
+    }
+    out.check(
+        retired.criteria_status(now) == eager.criteria_status(now)
+            && terminal(&retired, now) == terminal(&eager, now),
+        "retirement",
+        || {
+            format!(
+                "a criterion or terminal changed by retiring {events:?}: {:?} {:?} became {:?} {:?}",
+                eager.criteria_status(now),
+                terminal(&eager, now),
+                retired.criteria_status(now),
+                terminal(&retired, now)
+            )
+        },
+    );
+    for violation in crate::check_invariants(&retired, now) {
+        out.0.push(Finding::new(
+            "retirement",
+            format!("after retiring, {}: {}", violation.rule, violation.detail),
+        ));
+    }
+    if !events.is_empty() {
+        let mut history = log.to_vec();
+        history.extend(events);
+        // The log carries the run's own policy; the eager horizon is this check's.
+        let folded = GoalState::replay(&history).map(|mut folded| {
+            folded.spec.policy.retire_after = Some(Duration::ZERO);
+            folded
+        });
+        out.check(
+            folded.is_ok_and(|folded| folded == retired),
+            "retirement",
+            || "the log with the retirement does not fold to the retired state".into(),
+        );
+    }
+    out.0
+}
+
 fn replay_and_decide(
     state: &GoalState,
     log: &[RecordedEvent],

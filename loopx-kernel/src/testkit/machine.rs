@@ -231,6 +231,12 @@ impl<S: LifecycleSut> StateMachineTest for LifecycleTest<S> {
             &roster::all_agents(),
         ));
         findings.extend(checks::check_budget(&state));
+        findings.extend(checks::check_retirement(
+            &state,
+            &harness.log,
+            model.now(),
+            &roster::all_agents(),
+        ));
         if !findings.is_empty() {
             fail(
                 &format!("after step {} at {}", harness.steps, model.now()),

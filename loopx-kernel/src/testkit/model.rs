@@ -787,6 +787,7 @@ impl LifecycleModel {
                 | Command::ResolveOutcome { .. }
                 | Command::RecordEffect { .. }
                 | Command::RecordObservation { .. }
+                | Command::Retire {}
         );
         if self.abandoned && !still_allowed {
             return Err("the goal was abandoned");
@@ -1009,6 +1010,13 @@ impl LifecycleModel {
                 }
                 self.workspaces.insert(agent, workspace.clone());
                 Ok(vec!["workspace_reported"])
+            }
+            // Generators retire only while the whole goal is younger than its horizon, where
+            // nothing can be inert yet; what retirement drops is the retirement property's
+            // (`tests/retirement.rs`), which compares every decision before and after.
+            Command::Retire {} => {
+                self.planner(actor)?;
+                Ok(vec![])
             }
         }
     }

@@ -436,6 +436,7 @@ enum Kind {
     Closure,
     Abandon,
     Report,
+    Retire,
 }
 
 fn weights(m: &LifecycleModel) -> Vec<(u32, Kind)> {
@@ -498,6 +499,7 @@ fn weights(m: &LifecycleModel) -> Vec<(u32, Kind)> {
         (2, Kind::Closure),
         (when(m.steps > 20, 1, 0), Kind::Abandon),
         (3, Kind::Report),
+        (when(nothing_inert_yet(m), 1, 0), Kind::Retire),
     ]
     .into_iter()
     .filter(|(w, _)| *w > 0)
@@ -933,7 +935,23 @@ fn build(m: &LifecycleModel, kind: Kind, p: &mut Picker) -> Step {
             };
             issue(agent(&who), Command::ReportWorkspace { workspace })
         }
+        Kind::Retire => {
+            let who = match p.below(4) {
+                0 => owner(),
+                1 => Actor::Person(roster::stranger()),
+                _ => agent(&roster::all_agents()[p.below(4)]),
+            };
+            issue(who, Command::Retire {})
+        }
     }
+}
+
+/// True while the goal is younger than its retirement horizon (or never retires): nothing it
+/// holds can be inert, so a retirement is an accepted no-op the model predicts.
+fn nothing_inert_yet(m: &LifecycleModel) -> bool {
+    m.policy
+        .retire_after
+        .is_none_or(|after| m.now < m.created_at.plus(after))
 }
 
 fn claim(m: &LifecycleModel, p: &mut Picker) -> Step {
@@ -1811,6 +1829,7 @@ fn policy(p: &mut Picker) -> Policy {
         stall_turns: [5, 2, 0][p.below(3)],
         stall_goal_turns: [20, 3, 0][p.below(3)],
         clock_skew: crate::goal::DEFAULT_CLOCK_SKEW,
+        retire_after: [None, Some(crate::goal::DEFAULT_RETIRE_AFTER)][p.below(2)],
     }
 }
 
