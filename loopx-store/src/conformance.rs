@@ -190,6 +190,7 @@ macro_rules! damage_suite {
             derived_rows_changed_outside_are_found,
             a_damaged_archive_is_found,
             a_changed_base_snapshot_is_found_by_verification,
+            a_compacted_receipt_keeps_its_digest_and_the_archive_its_authorship,
         );
     };
 }
@@ -2947,6 +2948,66 @@ pub async fn a_damaged_archive_is_found<B: Tamper>(backend: &B) {
         }
         sound_goal_works(&other).await;
     }
+}
+
+/// Compaction keeps the receipt of a commit it archives as a digest: the commit's authorship
+/// (its command and signature) moves into the archive with its last event, and the audit trail
+/// and verification read it from there. With every receipt row's authorship cleared outside
+/// the store, the compacted commits still show theirs (so the receipts never held it) and all of
+/// them verify; with the archive's cleared instead, exactly the compacted commits show none
+/// (so it lived only there) and count as unverifiable, never as damage.
+pub async fn a_compacted_receipt_keeps_its_digest_and_the_archive_its_authorship<B: Tamper>(
+    backend: &B,
+) {
+    let store = backend.fresh().await;
+    let goal = damageable(&store).await;
+    let before = ok(store.operations(&goal, 0, usize::MAX).await, "operations");
+    assert!(before.iter().all(|o| o.authorship.is_some()), "{before:?}");
+    let verified = ok(crate::verify_history(&store, &goal).await, "verify");
+    ok(store.compact(&goal, 20).await, "compact");
+    assert_eq!(
+        ok(store.operations(&goal, 0, usize::MAX).await, "operations"),
+        before
+    );
+
+    backend
+        .tamper(&store, "UPDATE receipts SET authorship = NULL", false)
+        .await;
+    let store = backend.reopen(store).await;
+    let trail = ok(store.operations(&goal, 0, usize::MAX).await, "operations");
+    let compacted = |o: &&OperationRecord| o.receipt.revision <= 20;
+    assert!(
+        trail
+            .iter()
+            .filter(compacted)
+            .all(|o| o.authorship.is_some()),
+        "{trail:?}"
+    );
+    let latest = ok(store.latest_operations(&goal, 20, 5).await, "latest");
+    assert!(latest.iter().all(|o| o.authorship.is_some()), "{latest:?}");
+    assert_eq!(
+        ok(crate::verify_history(&store, &goal).await, "verify"),
+        verified
+    );
+
+    backend
+        .tamper(
+            &store,
+            "UPDATE archived_events SET authorship = NULL",
+            false,
+        )
+        .await;
+    let store = backend.reopen(store).await;
+    let trail = ok(store.operations(&goal, 0, usize::MAX).await, "operations");
+    let (old, kept): (Vec<_>, Vec<_>) = trail.iter().partition(compacted);
+    assert!(old.iter().all(|o| o.authorship.is_none()), "{old:?}");
+    assert!(kept.iter().all(|o| o.authorship.is_some()), "{kept:?}");
+    let found = ok(crate::verify_history(&store, &goal).await, "verify");
+    assert!(found.findings.is_empty(), "{found:?}");
+    assert_eq!(
+        found.unverifiable,
+        u64::try_from(old.len()).unwrap_or(u64::MAX)
+    );
 }
 
 /// The base snapshot a compaction left, changed outside the store so that it still decodes (a

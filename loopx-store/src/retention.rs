@@ -99,7 +99,9 @@ pub use loopx_kernel::seams::OperationRecord;
 /// - every event after the compaction point, so base + events = current state can be checked;
 /// - **every receipt**, forever: operation ids stay idempotent after compaction, and the
 ///   [`operations`](Retention::operations) trail still says who committed what, when, at which
-///   revision and which kinds of events.
+///   revision and which kinds of events. The SQL stores keep a compacted commit's receipt as
+///   its digest and move its authorship into the archive with its last event, where the trail
+///   reads it.
 ///
 /// It moves the events up to the compaction point into the goal's **archive** (each with the
 /// chain head it was stored with, so it stays verifiable) and drops any periodic snapshot

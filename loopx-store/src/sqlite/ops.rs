@@ -61,9 +61,10 @@ const ARCHIVED_AFTER: &str = "SELECT revision, at, json, chain FROM archived_eve
 /// The revision of a goal's first archived event.
 const ARCHIVE_START: &str =
     "SELECT revision FROM archived_events WHERE goal = ?1 ORDER BY revision LIMIT 1";
-/// Moves a goal's event rows up to a revision into its archive, as they are stored.
-const ARCHIVE_EVENTS: &str = "INSERT INTO archived_events (goal, revision, at, json, chain)
-     SELECT goal, revision, at, json, chain FROM events WHERE goal = ?1 AND revision <= ?2";
+/// Moves a goal's event rows up to a revision into its archive, as they are stored, with the
+/// authorship of the commits they end (their receipts keep the digest: schema 10).
+const ARCHIVE_EVENTS: &str = "INSERT INTO archived_events (goal, revision, at, json, chain, authorship)
+     SELECT goal, revision, at, json, chain, authorship FROM events WHERE goal = ?1 AND revision <= ?2";
 /// A page of a goal's receipts after a revision, in commit order.
 const OPERATIONS_AFTER: &str =
     "SELECT operation, digest, revision, events, committed_at, actor, kinds, authorship FROM commits
@@ -78,7 +79,9 @@ const LATEST_OPERATIONS: &str = "SELECT * FROM (
                       ORDER BY revision DESC LIMIT ?3)
        UNION ALL
        SELECT * FROM (SELECT operation, digest, revision, events, committed_at, actor, kinds,
-                             authorship, seq FROM receipts
+                             coalesce(authorship, (SELECT a.authorship FROM archived_events a
+                                                   WHERE a.goal = r.goal AND a.revision = r.revision)),
+                             seq FROM receipts r
                       WHERE goal = ?1 AND revision <= ?2
                       ORDER BY revision DESC, events = 0 DESC, seq DESC LIMIT ?3))
      ORDER BY revision DESC, events = 0 DESC, seq DESC LIMIT ?3";
@@ -653,12 +656,29 @@ impl Dialect for Sqlite<'_> {
                 digest,
                 at,
             } => {
-                run(
-                    self.conn,
+                // A commit archived whole keeps its digest here and its authorship in the
+                // archive; one whose last event row stays keeps both here.
+                let insert = if *revision > target {
                     "INSERT INTO receipts (goal, operation, digest, revision, events, committed_at, actor, kinds, authorship)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,
-                             (SELECT authorship FROM events WHERE goal = ?1 AND revision = ?4))",
-                    params![g, operation, digest, int(*revision), int(*events), at, actor, kinds],
+                             (SELECT authorship FROM events WHERE goal = ?1 AND revision = ?4))"
+                } else {
+                    "INSERT INTO receipts (goal, operation, digest, revision, events, committed_at, actor, kinds)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
+                };
+                run(
+                    self.conn,
+                    insert,
+                    params![
+                        g,
+                        operation,
+                        digest,
+                        int(*revision),
+                        int(*events),
+                        at,
+                        actor,
+                        kinds
+                    ],
                 )?;
                 // An event row that compaction keeps holds the receipt no more (the others go).
                 if *revision > target {

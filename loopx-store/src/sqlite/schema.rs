@@ -14,7 +14,7 @@ use super::{Durability, SqliteOptions, wal};
 use crate::clock::StoreClock;
 
 /// The newest database schema this build reads and writes.
-pub const SCHEMA_VERSION: u32 = 9;
+pub const SCHEMA_VERSION: u32 = 10;
 
 /// The migrations, in order: migration `n` takes the schema from `n - 1` to `n`.
 const MIGRATIONS: &[(u32, &str)] = &[
@@ -48,6 +48,10 @@ const MIGRATIONS: &[(u32, &str)] = &[
         include_str!("../../migrations/sqlite/0008_goal_subjects.sql"),
     ),
     (9, include_str!("../../migrations/sqlite/0009_archive.sql")),
+    (
+        10,
+        include_str!("../../migrations/sqlite/0010_receipt_digests.sql"),
+    ),
 ];
 
 const MAGIC: &[u8; 16] = b"SQLite format 3\0";
