@@ -27,7 +27,11 @@
 //! - an **obligation** discharged before the horizon.
 //!
 //! A retired todo's id may be used again by a later todo (history tells the two apart by
-//! revision); proposals converge on what the goal holds now.
+//! revision); proposals converge on what the goal holds now. The fences stay sound: a retired
+//! todo held no lease, every settlement needs its holder's live lease and turn, the engine's
+//! turn ids carry the revision they began at, and the goal keeps every effect id it ever
+//! intended (`GoalState::used_effects`), so a later todo of the same id can neither settle an
+//! earlier one's turn nor repeat its effects' ids.
 //!
 //! [`Command::Retire`]: crate::Command::Retire
 
