@@ -12,9 +12,10 @@
 //! What counts as inert is decided from the state alone, so validation, replay and every store
 //! agree:
 //!
-//! - a **closed todo** (done before the horizon, or superseded and created before it) that no
-//!   kept todo depends on, waits for, reviews, is replaced by or names as its successor, that no pending gate, open obligation, pending
-//!   effect, gate notice or unanswered overrun names;
+//! - a **closed todo** (done before the horizon, or superseded and created before it) with no
+//!   lease and no running streak, that no kept todo depends on, waits for, reviews, is replaced
+//!   by or names as its successor, and that no pending gate, open obligation, pending effect or
+//!   unanswered overrun names;
 //! - **evidence** observed before the horizon about a revision its subject has moved past, or
 //!   followed by newer evidence of its producer about the same check, subject and revision,
 //!   that no criterion's status names and no kept evidence and no kept todo's handoff note
@@ -135,8 +136,8 @@ impl GoalState {
         at_most >= RETIRE_BATCH && self.retirable(now).len() >= RETIRE_BATCH
     }
 
-    /// Closed todos past the horizon that nothing kept names. Names only point at kept todos,
-    /// so candidates named by a kept todo are dropped until none is left to drop.
+    /// Closed todos past the horizon that nothing kept names. What a kept todo names must stay
+    /// too, so candidates a kept todo names are dropped until none is.
     fn retirable_todos(&self, now: Timestamp, horizon: Timestamp) -> BTreeSet<TodoId> {
         let mut pinned: BTreeSet<&TodoId> = BTreeSet::new();
         for gate in self.gates.values().filter(|g| g.state_at(now).is_pending()) {
