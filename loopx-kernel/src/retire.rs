@@ -100,8 +100,9 @@ impl GoalState {
         let horizon = now.minus(after);
         let todos = self.retirable_todos(now, horizon);
         let evidence = self.retirable_evidence(now, horizon, &todos);
-        let observations = self.retirable_observations(horizon, &todos, &evidence);
-        let subjects = self.retirable_subjects(&evidence, &observations);
+        let followed = self.followed_subjects();
+        let observations = self.retirable_observations(horizon, &followed, &todos, &evidence);
+        let subjects = self.retirable_subjects(&followed, &evidence, &observations);
         let obligations = self
             .obligations
             .values()
@@ -136,8 +137,7 @@ impl GoalState {
         at_most >= RETIRE_BATCH && self.retirable(now).len() >= RETIRE_BATCH
     }
 
-    /// Closed todos past the horizon that nothing kept names. What a kept todo names must stay
-    /// too, so candidates a kept todo names are dropped until none is.
+    /// Closed todos past the horizon that nothing kept names.
     fn retirable_todos(&self, now: Timestamp, horizon: Timestamp) -> BTreeSet<TodoId> {
         let mut pinned: BTreeSet<&TodoId> = BTreeSet::new();
         for gate in self.gates.values().filter(|g| g.state_at(now).is_pending()) {
@@ -151,27 +151,14 @@ impl GoalState {
         );
         pinned.extend(self.pending_effects.values().map(|e| &e.todo));
         pinned.extend(self.overrun.iter().map(|o| &o.todo));
-        let mut candidates: BTreeSet<TodoId> = self
+        let candidates: BTreeSet<TodoId> = self
             .todos
             .values()
             .filter(|t| closed_before(t, horizon) && t.lease.is_none())
             .filter(|t| !pinned.contains(&t.id) && !self.streaks.contains_key(&t.id))
             .map(|t| t.id.clone())
             .collect();
-        loop {
-            let named: BTreeSet<TodoId> = self
-                .todos
-                .values()
-                .filter(|t| !candidates.contains(&t.id))
-                .flat_map(todos_named)
-                .filter(|id| candidates.contains(*id))
-                .cloned()
-                .collect();
-            if named.is_empty() {
-                return candidates;
-            }
-            candidates.retain(|id| !named.contains(id));
-        }
+        unnamed_by_kept(candidates, || self.todos.values(), |t| &t.id, todos_named)
     }
 
     /// Evidence past the horizon that its subject's head or its producer's newer evidence
@@ -223,20 +210,12 @@ impl GoalState {
                 candidates.remove(id);
             }
         }
-        loop {
-            let cited: BTreeSet<EvidenceId> = self
-                .evidence
-                .values()
-                .filter(|e| !candidates.contains(&e.id))
-                .flat_map(|e| &e.inputs.evidence)
-                .filter(|id| candidates.contains(*id))
-                .cloned()
-                .collect();
-            if cited.is_empty() {
-                return candidates;
-            }
-            candidates.retain(|id| !cited.contains(id));
-        }
+        unnamed_by_kept(
+            candidates,
+            || self.evidence.values(),
+            |e| &e.id,
+            |e| &e.inputs.evidence,
+        )
     }
 
     /// Streams past the horizon whose subject nothing follows and that nothing kept cites,
@@ -244,10 +223,10 @@ impl GoalState {
     fn retirable_observations(
         &self,
         horizon: Timestamp,
+        followed: &BTreeSet<&Subject>,
         todos: &BTreeSet<TodoId>,
         evidence: &BTreeSet<EvidenceId>,
     ) -> BTreeSet<ObservationKey> {
-        let followed = self.followed_subjects();
         let kept_evidence = || self.evidence.values().filter(|e| !evidence.contains(&e.id));
         let cited: BTreeSet<&ObservationKey> = kept_evidence()
             .flat_map(|e| &e.inputs.observations)
@@ -272,10 +251,10 @@ impl GoalState {
     /// Heads of subjects nothing follows that no kept observation or evidence is about.
     fn retirable_subjects(
         &self,
+        followed: &BTreeSet<&Subject>,
         evidence: &BTreeSet<EvidenceId>,
         observations: &BTreeSet<ObservationKey>,
     ) -> BTreeSet<Subject> {
-        let followed = self.followed_subjects();
         let about: BTreeSet<&Subject> = self
             .evidence
             .values()
@@ -303,6 +282,34 @@ impl GoalState {
             .map(|c| &c.subject)
             .chain(self.spec.capability.iter().flat_map(|b| &b.follows))
             .collect()
+    }
+}
+
+/// `candidates` less whatever a kept item (one not among them) names, until none does: what a
+/// kept item names must stay too, so each round can pin more.
+fn unnamed_by_kept<'s, T, K, I, N>(
+    mut candidates: BTreeSet<K>,
+    items: impl Fn() -> I,
+    id: impl Fn(&T) -> &K,
+    named_by: impl Fn(&'s T) -> N,
+) -> BTreeSet<K>
+where
+    T: 's,
+    K: Ord + Clone + 's,
+    I: Iterator<Item = &'s T>,
+    N: IntoIterator<Item = &'s K>,
+{
+    loop {
+        let named: BTreeSet<K> = items()
+            .filter(|item| !candidates.contains(id(item)))
+            .flat_map(&named_by)
+            .filter(|k| candidates.contains(*k))
+            .cloned()
+            .collect();
+        if named.is_empty() {
+            return candidates;
+        }
+        candidates.retain(|k| !named.contains(k));
     }
 }
 
