@@ -419,8 +419,10 @@ impl SqliteStore {
     /// Reads the write-ahead log of the store at `path` without opening the store: `Some`
     /// when a frame before committed frames is damaged, so that SQLite's recovery would drop
     /// those commits (the open then refuses the store unless
-    /// [`SqliteOptions::accept_wal_loss`]). A torn tail (the last, unacknowledged
-    /// transaction half written by a crash) is `None`: it is normal and SQLite drops it. The
+    /// [`SqliteOptions::accept_wal_loss`]). What a crash leaves (a torn tail, a killed
+    /// writer's unpublished transaction partly overwritten by the next writer) is `None`: it is
+    /// normal and SQLite drops it. Only a transaction after the damage whose frames all verify
+    /// counts as committed (see the store's README). The
     /// format cannot tell damage inside the last committed transaction from a torn tail; that
     /// transaction is dropped without a report. A log that another process keeps writing
     /// while it is read is taken as sound.

@@ -1,17 +1,30 @@
-//! Reading the write-ahead log before SQLite does, to tell a torn tail from damage in the
-//! middle of committed frames.
+//! Reading the write-ahead log before SQLite does, to tell a crash's leftovers from damage to
+//! committed frames.
 //!
-//! SQLite's recovery keeps the frames up to the last commit frame before the first frame that
-//! does not verify, and drops the rest without a word; the first checkpoint then makes that
-//! permanent. A crash leaves at most the last, unacknowledged transaction half written (with
-//! `synchronous=FULL` every acknowledged commit was synced before it returned, and a header is
-//! synced before the frames that follow it), so after a torn tail no frame of the current log
-//! verifies. A frame that verifies against its predecessor's checksum, carries the log's salts
-//! and commits a transaction *after* the first broken frame was written before the damage
-//! happened: it is a commit SQLite would drop, and that is reported instead.
+//! SQLite's recovery reads the log from its header: a frame counts while its salts are the
+//! header's and its checksum continues the cumulative checksum of every frame before it; the
+//! last such frame that marks a commit ends the log, and everything after the first frame that
+//! fails is dropped without a word (the first checkpoint then makes that permanent).
 //!
-//! What the format cannot tell apart: damage inside the last committed transaction (no commit
-//! frame follows it) looks exactly like a torn tail, and that transaction is dropped silently.
+//! A crash leaves frames after that point that are no one's committed work:
+//! - the last transaction of a killed writer, half written;
+//! - a killed writer's whole transaction that never reached the shared index (the writer died
+//!   between writing its commit frame and publishing it), later partly overwritten by another
+//!   writer that started again where the index ended, and possibly killed in turn;
+//! - frames of an earlier generation of the log (other salts) past the end of the current one.
+//!
+//! Each of those is either unverifiable or a transaction whose own frames do not all chain: a
+//! writer that overwrote some of them chained its frames to a different history. A transaction
+//! a writer published, by contrast, had its frames synced (`synchronous=FULL`) and was never
+//! overwritten, since later writers start after it. So a commit frame past the first broken
+//! frame proves committed work only when its *whole* transaction verifies — every frame from
+//! the one after the previous commit frame up to it carries the log's salts and continues its
+//! predecessor's checksum. Such a transaction is one SQLite would drop, and that is reported
+//! as damage instead of dropped.
+//!
+//! What the format cannot tell apart: damage inside the last committed transaction (no whole
+//! transaction follows it) looks exactly like a torn tail, and that transaction is dropped
+//! silently.
 
 use std::fs::File;
 use std::io::{BufReader, ErrorKind, Read};
@@ -38,8 +51,8 @@ pub struct WalDamage {
     pub frames: u64,
     /// The frames SQLite would keep: those up to the last commit before the damage.
     pub kept_frames: u64,
-    /// The commit frames after the damage that verify on their own: each one is a committed
-    /// transaction SQLite would drop.
+    /// The transactions after the damage that verify whole, each frame against its
+    /// predecessor: each one is a committed transaction SQLite would drop.
     pub lost_commits: u64,
 }
 
@@ -131,6 +144,8 @@ pub(super) fn scan(path: &Path, page_size: u32) -> Result<Option<WalDamage>, Sto
     let mut kept_frames = 0_u64;
     let mut broken: Option<u64> = (!header_valid).then_some(0);
     let mut lost_commits = 0_u64;
+    // Past the break: whether every frame of the transaction read so far verifies.
+    let mut whole = true;
     loop {
         match reader.read_exact(&mut frame) {
             Ok(()) => {}
@@ -156,12 +171,20 @@ pub(super) fn scan(path: &Path, page_size: u32) -> Result<Option<WalDamage>, Sto
                     kept_frames = frames;
                 }
             }
-            None => broken = Some(frames),
+            None => {
+                broken = Some(frames);
+                whole = false;
+            }
             Some(_) => {
-                if verifies && commits {
+                whole &= verifies;
+                if whole && commits {
                     lost_commits += 1;
                 }
             }
+        }
+        if commits {
+            // The next frame begins a transaction of its own.
+            whole = true;
         }
         previous = frame_sum;
     }
@@ -194,4 +217,177 @@ pub(super) fn settled_scan(path: &Path, page_size: u32) -> Result<Option<WalDama
         last = again;
     }
     Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    //! Logs built frame by frame the way SQLite writes them, so that each crash leftover and
+    //! each kind of damage is a case of its own.
+
+    use super::*;
+
+    const PAGE: usize = 512;
+    const SALTS: (u32, u32) = (7, 11);
+
+    /// A write-ahead log under construction: a little-endian header, then frames.
+    struct Log {
+        bytes: Vec<u8>,
+    }
+
+    /// One writer's view of the log: the checksum it continues from.
+    #[derive(Clone, Copy)]
+    struct Writer {
+        sum: (u32, u32),
+        salts: (u32, u32),
+    }
+
+    fn put(bytes: &mut [u8], at: usize, value: u32) {
+        bytes[at..at + 4].copy_from_slice(&value.to_be_bytes());
+    }
+
+    impl Log {
+        fn new() -> (Log, Writer) {
+            let mut header = vec![0_u8; HEADER];
+            put(&mut header, 0, MAGIC_LE);
+            put(&mut header, 4, VERSION);
+            put(&mut header, 8, u32::try_from(PAGE).unwrap());
+            put(&mut header, 16, SALTS.0);
+            put(&mut header, 20, SALTS.1);
+            let sum = checksum(false, (0, 0), &header[..24]);
+            put(&mut header, 24, sum.0);
+            put(&mut header, 28, sum.1);
+            let writer = Writer { sum, salts: SALTS };
+            (Log { bytes: header }, writer)
+        }
+
+        fn offset(frame: usize) -> usize {
+            HEADER + (frame - 1) * (FRAME_HEADER + PAGE)
+        }
+
+        /// Writes frame number `at` (from 1) as `writer` would, continuing its checksum.
+        fn write(&mut self, writer: &mut Writer, at: usize, fill: u8, commits: bool) {
+            let mut frame = vec![fill; FRAME_HEADER + PAGE];
+            put(&mut frame, 0, u32::try_from(at).unwrap());
+            put(&mut frame, 4, u32::from(commits) * 100);
+            put(&mut frame, 8, writer.salts.0);
+            put(&mut frame, 12, writer.salts.1);
+            let sum = checksum(
+                false,
+                checksum(false, writer.sum, &frame[..8]),
+                &frame[FRAME_HEADER..],
+            );
+            put(&mut frame, 16, sum.0);
+            put(&mut frame, 20, sum.1);
+            writer.sum = sum;
+            let start = Log::offset(at);
+            if self.bytes.len() < start + frame.len() {
+                self.bytes.resize(start + frame.len(), 0);
+            }
+            self.bytes[start..start + frame.len()].copy_from_slice(&frame);
+        }
+
+        /// Writes a transaction of `pages` frames from frame `from`, the last one committing.
+        fn transaction(&mut self, writer: &mut Writer, from: usize, pages: usize, fill: u8) {
+            for at in from..from + pages {
+                self.write(writer, at, fill, at == from + pages - 1);
+            }
+        }
+
+        /// What a writer killed between a frame's header and its page leaves: the header of
+        /// its frame `at` over the page that was there.
+        fn header_only(&mut self, writer: &mut Writer, at: usize, fill: u8, commits: bool) {
+            let start = Log::offset(at);
+            let old = self.bytes[start + FRAME_HEADER..start + FRAME_HEADER + PAGE].to_vec();
+            self.write(writer, at, fill, commits);
+            self.bytes[start + FRAME_HEADER..start + FRAME_HEADER + PAGE].copy_from_slice(&old);
+        }
+
+        fn scan(&self) -> Option<WalDamage> {
+            let dir = tempfile::tempdir().unwrap();
+            let db = dir.path().join("store.db");
+            std::fs::write(log_path(&db), &self.bytes).unwrap();
+            scan(&db, u32::try_from(PAGE).unwrap()).unwrap()
+        }
+    }
+
+    /// Three published transactions: frames 1–2, 3–5 and 6.
+    fn published() -> (Log, Writer) {
+        let (mut log, mut writer) = Log::new();
+        log.transaction(&mut writer, 1, 2, 1);
+        log.transaction(&mut writer, 3, 3, 2);
+        log.transaction(&mut writer, 6, 1, 3);
+        (log, writer)
+    }
+
+    #[test]
+    fn an_intact_log_and_a_torn_tail_are_sound() {
+        let (mut log, mut writer) = published();
+        assert_eq!(log.scan(), None);
+        // The last transaction half written: its frames verify, no commit frame follows.
+        log.write(&mut writer, 7, 4, false);
+        log.bytes.truncate(log.bytes.len() - PAGE / 2);
+        assert_eq!(log.scan(), None);
+    }
+
+    #[test]
+    fn an_unpublished_transaction_partly_overwritten_by_later_writers_is_no_damage() {
+        // A writer killed after its commit frame but before publishing it: frames 7–10.
+        let (mut log, writer) = published();
+        let mut killed = writer;
+        log.transaction(&mut killed, 7, 4, 4);
+        // The next writer starts again at frame 7 and is killed after frame 7's header.
+        let mut next = writer;
+        log.header_only(&mut next, 7, 5, false);
+        assert_eq!(log.scan(), None, "frames 8–10 chain among themselves");
+        // Another writer overwrites frames 7–8 whole and commits, and a third is killed after
+        // the header of frame 9, a commit of its own.
+        let mut whole = writer;
+        log.transaction(&mut whole, 7, 2, 6);
+        let mut third = whole;
+        log.header_only(&mut third, 9, 7, true);
+        assert_eq!(log.scan(), None);
+    }
+
+    #[test]
+    fn frames_of_an_earlier_generation_are_no_damage() {
+        let (mut log, _) = published();
+        // The log restarted with new salts and one transaction over frames 1–2; frames 3–6
+        // still hold the old generation.
+        let restarted = Writer {
+            sum: checksum(false, (0, 0), &log.bytes[..24]),
+            salts: (SALTS.0 + 1, 99),
+        };
+        put(&mut log.bytes, 16, restarted.salts.0);
+        put(&mut log.bytes, 20, restarted.salts.1);
+        let sum = checksum(false, (0, 0), &log.bytes[..24]);
+        put(&mut log.bytes, 24, sum.0);
+        put(&mut log.bytes, 28, sum.1);
+        let mut writer = Writer { sum, ..restarted };
+        log.transaction(&mut writer, 1, 2, 9);
+        assert_eq!(log.scan(), None);
+    }
+
+    #[test]
+    fn a_flipped_byte_in_a_committed_frame_is_damage() {
+        let (mut log, _) = published();
+        let at = Log::offset(4) + FRAME_HEADER + 100;
+        log.bytes[at] ^= 0x40;
+        let damage = log.scan().expect("damage before a committed transaction");
+        assert_eq!(
+            (damage.broken_frame, damage.kept_frames, damage.lost_commits),
+            (4, 2, 1)
+        );
+        // In the last committed transaction it looks like a torn tail.
+        let (mut log, _) = published();
+        log.bytes[Log::offset(6) + FRAME_HEADER + 100] ^= 0x40;
+        assert_eq!(log.scan(), None);
+    }
+
+    #[test]
+    fn a_damaged_header_drops_every_commit() {
+        let (mut log, _) = published();
+        log.bytes[17] ^= 0x01;
+        let damage = log.scan().expect("a damaged header");
+        assert_eq!((damage.broken_frame, damage.lost_commits), (0, 3));
+    }
 }
