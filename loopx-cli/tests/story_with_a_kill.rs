@@ -97,33 +97,16 @@ fn next(lx: &Loopx) -> Value {
 
 /// Starts `loopx run` on the first todo with a two-second lease, waits until its executor runs,
 /// and kills both with SIGKILL: the run first, which cannot stop anything on its way down, then
-/// the executor's process group, which it leads. The id of the turn that was in flight.
-fn kill_a_running_turn(lx: &Loopx) -> String {
+/// the executor's process group, which it leads. The turn that was in flight and its lease's
+/// epoch.
+fn kill_a_running_turn(lx: &Loopx) -> (String, u64) {
     let repo = lx.path("repo");
     std::fs::create_dir_all(&repo).expect("repo dir");
     std::fs::write(repo.join("turn.sh"), LONG_TURN).expect("turn script");
     git(&repo, &["init", "-q"]);
     git(&repo, &["add", "-A"]);
     git(&repo, &["commit", "-q", "-m", "start"]);
-    let mut run = lx.spawn(&[
-        "--goal",
-        GOAL,
-        "--as",
-        "agent:agent-a",
-        "run",
-        "--exec",
-        "sh turn.sh",
-        "--validate",
-        "true",
-        "--check",
-        "tests.text_output",
-        "--subject",
-        REPO,
-        "--workspace",
-        "repo",
-        "--lease-ttl",
-        "2s",
-    ]);
+    let mut run = lx.spawn(&RUN);
     let pid_file = lx.path("turn.pid");
     let mut pid = String::new();
     let started = eventually(Duration::from_secs(30), || {
@@ -139,6 +122,9 @@ fn kill_a_running_turn(lx: &Loopx) -> String {
         .as_str()
         .expect("the turn in flight")
         .to_owned();
+    let epoch = in_flight["lease"]["epoch"]
+        .as_u64()
+        .expect("the lease's epoch");
 
     run.kill().expect("SIGKILL the run");
     run.wait().expect("the run is reaped");
@@ -149,13 +135,58 @@ fn kill_a_running_turn(lx: &Loopx) -> String {
         .status()
         .expect("kill runs");
     assert!(killed.success(), "the executor's group was still there");
-    turn
+    (turn, epoch)
 }
 
-#[test]
-#[allow(clippy::too_many_lines, reason = "one story, told in order")]
-fn the_seed_story_with_a_killed_turn_runs_through_the_cli_alone() {
-    let lx = Loopx::sqlite();
+/// `loopx run` on the first todo, with a two-second lease.
+const RUN: [&str; 17] = [
+    "--goal",
+    GOAL,
+    "--as",
+    "agent:agent-a",
+    "run",
+    "--exec",
+    "sh turn.sh",
+    "--validate",
+    "true",
+    "--check",
+    "tests.text_output",
+    "--subject",
+    REPO,
+    "--workspace",
+    "repo",
+    "--lease-ttl",
+    "2s",
+];
+
+/// Waits until the killed turn's lease has expired and `loopx next` answers `repair
+/// (outcome_unknown)` naming `loopx resolve-outcome`.
+fn repair_named(lx: &Loopx, killed: &str) {
+    let mut decision = Value::Null;
+    let expired = eventually(Duration::from_secs(30), || {
+        decision = next(lx);
+        decision["kind"] == "repair"
+    });
+    assert!(expired, "the lease never expired: {decision:#}");
+    let issue = &decision["issue"];
+    assert_eq!(issue["issue"], "outcome_unknown", "{decision:#}");
+    assert_eq!(issue["todo"], "change-output-layer");
+    assert_eq!(issue["turn"], killed);
+    assert_eq!(issue["fix"]["verb"], "resolve-outcome");
+    let words = lx.run(&["--goal", GOAL, "next", "--agent", "agent-a"]);
+    let named = format!(
+        "repair: the outcome of turn {killed} on `change-output-layer` (agent:agent-a) is unknown"
+    );
+    assert!(words.stdout.contains(&named), "{}", words.stdout);
+    let fix = format!(
+        "loopx resolve-outcome --todo change-output-layer --turn {killed} --resolution … --note …"
+    );
+    assert!(words.stdout.contains(&fix), "{}", words.stdout);
+}
+
+/// The seed story's goal, signed (the default), with its three todos; the agent's first step
+/// is the output layer.
+fn seed_goal(lx: &Loopx) {
     lx.ok(&["init"]);
     let maintainer = ["--goal", GOAL, "--as", "person:maintainer"];
     let agent = ["--goal", GOAL, "--as", "agent:agent-a"];
@@ -206,33 +237,104 @@ fn the_seed_story_with_a_killed_turn_runs_through_the_cli_alone() {
     ] {
         lx.ok(&[&agent[..], &["todo", "add"], todo].concat());
     }
-    assert_eq!(next(&lx)["todo"], "change-output-layer");
+    assert_eq!(next(lx)["todo"], "change-output-layer");
+}
+
+/// The story after its first turn, as the seed tells it: the maintainer's question blocks one
+/// todo, independent work moves the head to def456, the answer unblocks the todo, the validator
+/// re-runs both checks, and the goal ends `terminal (accepted)`.
+fn the_rest_of_the_story(lx: &Loopx) {
+    let maintainer = ["--goal", GOAL, "--as", "person:maintainer"];
+    let agent = ["--goal", GOAL, "--as", "agent:agent-a"];
+    lx.ok(&[
+        &agent[..],
+        &[
+            "gate",
+            "open",
+            "--id",
+            "error-code-name",
+            "--question",
+            "is error_code acceptable as a stable field?",
+            "--owner",
+            "person:maintainer",
+            "--todo",
+            "document-json",
+            "--deadline",
+            &clock(86_400),
+            "--keep-asking",
+        ],
+    ]
+    .concat());
+    let pending = next(lx);
+    assert_eq!(pending["todo"], "update-help", "{pending:#}");
+    assert_eq!(pending["pending_gates"], json!(["error-code-name"]));
+
+    // Independent work goes on at def456, which makes the abc123 evidence stale.
+    turn(lx, "update-help", "t2", &[], &[head("git:def456")]);
+    let evidence = lx.ok(&["--goal", GOAL, "evidence", "list"]);
+    assert!(
+        evidence.to_string().contains("stale"),
+        "the abc123 evidence is stale at def456: {evidence:#}"
+    );
+
+    // The maintainer answers; the blocked todo proceeds.
+    lx.ok(&[
+        &maintainer[..],
+        &[
+            "gate",
+            "answer",
+            "--gate",
+            "error-code-name",
+            "--answer",
+            "yes, keep error_code",
+        ],
+    ]
+    .concat());
+    assert_eq!(next(lx)["todo"], "document-json");
+    turn(lx, "document-json", "t3", &[], &[]);
+
+    // The validator re-runs both checks at the head: evidence for both criteria.
+    let tests = ["--goal", GOAL, "--as", "validator:cargo-test"];
+    for (check, id) in [
+        ("tests.text_output", "text@def456"),
+        ("tests.json_schema", "json@def456"),
+    ] {
+        let mut found = passing(check, "git:def456");
+        found["id"] = json!(id);
+        let file = lx.json_file(&format!("{id}.json"), &found);
+        lx.ok(&[&tests[..], &["evidence", "add", "--file", &file]].concat());
+    }
+    lx.ok(&[
+        &agent[..],
+        &["goal", "close", "--reason", "both criteria met at def456"],
+    ]
+    .concat());
+
+    assert_eq!(
+        next(lx),
+        json!({ "kind": "terminal", "outcome": "accepted" })
+    );
+    let words = lx.run(&["--goal", GOAL, "next", "--agent", "agent-a"]);
+    assert!(
+        words.stdout.contains("terminal (accepted)"),
+        "{}",
+        words.stdout
+    );
+}
+
+#[test]
+#[allow(clippy::too_many_lines, reason = "one story, told in order")]
+fn the_seed_story_with_a_killed_turn_runs_through_the_cli_alone() {
+    let lx = Loopx::sqlite();
+    seed_goal(&lx);
+    let agent = ["--goal", GOAL, "--as", "agent:agent-a"];
 
     // The first turn runs under `loopx run`, and the machine dies under it.
-    let killed = kill_a_running_turn(&lx);
+    let (killed, _) = kill_a_running_turn(&lx);
 
     // Nobody renews the lease now: once it expires the turn's outcome is unknown, and the
     // decision is to repair it, naming the verb that does.
-    let mut decision = Value::Null;
-    let expired = eventually(Duration::from_secs(30), || {
-        decision = next(&lx);
-        decision["kind"] == "repair"
-    });
-    assert!(expired, "the lease never expired: {decision:#}");
-    let issue = &decision["issue"];
-    assert_eq!(issue["issue"], "outcome_unknown", "{decision:#}");
-    assert_eq!(issue["todo"], "change-output-layer");
-    assert_eq!(issue["turn"], killed.as_str());
-    assert_eq!(issue["fix"]["verb"], "resolve-outcome");
-    let words = lx.run(&["--goal", GOAL, "next", "--agent", "agent-a"]);
-    let named = format!(
-        "repair: the outcome of turn {killed} on `change-output-layer` (agent:agent-a) is unknown"
-    );
-    assert!(words.stdout.contains(&named), "{}", words.stdout);
-    let fix = format!(
-        "loopx resolve-outcome --todo change-output-layer --turn {killed} --resolution … --note …"
-    );
-    assert!(words.stdout.contains(&fix), "{}", words.stdout);
+    repair_named(&lx, &killed);
 
     // The agent reads back what the turn did (the tree is at the commit it started from, the
     // turn wrote nothing) and resolves it with the verb the decision names.
@@ -270,81 +372,8 @@ fn the_seed_story_with_a_killed_turn_runs_through_the_cli_alone() {
         &[head("git:abc123")],
     );
 
-    // The question for the maintainer blocks one todo only.
-    lx.ok(&[
-        &agent[..],
-        &[
-            "gate",
-            "open",
-            "--id",
-            "error-code-name",
-            "--question",
-            "is error_code acceptable as a stable field?",
-            "--owner",
-            "person:maintainer",
-            "--todo",
-            "document-json",
-            "--deadline",
-            &clock(86_400),
-            "--keep-asking",
-        ],
-    ]
-    .concat());
-    let pending = next(&lx);
-    assert_eq!(pending["todo"], "update-help", "{pending:#}");
-    assert_eq!(pending["pending_gates"], json!(["error-code-name"]));
-
-    // Independent work goes on at def456, which makes the abc123 evidence stale.
-    turn(&lx, "update-help", "t2", &[], &[head("git:def456")]);
-    let evidence = lx.ok(&["--goal", GOAL, "evidence", "list"]);
-    assert!(
-        evidence.to_string().contains("stale"),
-        "the abc123 evidence is stale at def456: {evidence:#}"
-    );
-
-    // The maintainer answers; the blocked todo proceeds.
-    lx.ok(&[
-        &maintainer[..],
-        &[
-            "gate",
-            "answer",
-            "--gate",
-            "error-code-name",
-            "--answer",
-            "yes, keep error_code",
-        ],
-    ]
-    .concat());
-    assert_eq!(next(&lx)["todo"], "document-json");
-    turn(&lx, "document-json", "t3", &[], &[]);
-
-    // The validator re-runs both checks at the head: evidence for both criteria.
-    let tests = ["--goal", GOAL, "--as", "validator:cargo-test"];
-    for (check, id) in [
-        ("tests.text_output", "text@def456"),
-        ("tests.json_schema", "json@def456"),
-    ] {
-        let mut found = passing(check, "git:def456");
-        found["id"] = json!(id);
-        let file = lx.json_file(&format!("{id}.json"), &found);
-        lx.ok(&[&tests[..], &["evidence", "add", "--file", &file]].concat());
-    }
-    lx.ok(&[
-        &agent[..],
-        &["goal", "close", "--reason", "both criteria met at def456"],
-    ]
-    .concat());
-
-    assert_eq!(
-        next(&lx),
-        json!({ "kind": "terminal", "outcome": "accepted" })
-    );
-    let words = lx.run(&["--goal", GOAL, "next", "--agent", "agent-a"]);
-    assert!(
-        words.stdout.contains("terminal (accepted)"),
-        "{}",
-        words.stdout
-    );
+    // The question for the maintainer blocks one todo only, and the story goes on.
+    the_rest_of_the_story(&lx);
     // The history holds the killed turn and its resolution, and nothing was charged for it.
     let log = lx.ok(&["--goal", GOAL, "log"]);
     let events = log["events"].as_array().expect("events");
@@ -363,4 +392,107 @@ fn the_seed_story_with_a_killed_turn_runs_through_the_cli_alone() {
         "the three turns of the story, the killed one not among them"
     );
     assert_eq!(lx.ok(&["doctor"])["doctor"]["ok"], true);
+}
+
+/// The same story when the killed turn had in fact done its work: after the restart `loopx run`
+/// stops at `repair`, and the agent resolves the turn as committed. On the signed goal that
+/// needs the validator's signed verdict, and each refusal on the way names the command that
+/// goes through: `verdict_unsigned` names `loopx verdict` and `--verdict` on the very verb that
+/// was refused.
+#[test]
+fn a_killed_turn_that_committed_is_resolved_with_the_validators_signed_verdict() {
+    let lx = Loopx::sqlite();
+    seed_goal(&lx);
+    let agent = ["--goal", GOAL, "--as", "agent:agent-a"];
+    let (killed, killed_epoch) = kill_a_running_turn(&lx);
+
+    // The restarted run cannot settle a turn whose executor left no result: it stops at
+    // `repair`, naming the verb.
+    let restarted = lx.run(&RUN);
+    let said = format!("{}{}", restarted.stdout, restarted.stderr);
+    assert!(
+        said.contains("resolve-outcome"),
+        "the restarted run names the repair ({}): {said}",
+        restarted.code
+    );
+    repair_named(&lx, &killed);
+
+    // Reading back shows the turn's commit, abc123, with the tests passing there. The restart
+    // took the turn over before it stopped, so the lease's epoch moved on: the validator signs
+    // under the current one, and the settlement file may leave it out.
+    let epoch = lx.ok(&["--goal", GOAL, "todo", "list"])["todos"]
+        .as_array()
+        .expect("todos")
+        .iter()
+        .find(|t| t["id"] == "change-output-layer")
+        .and_then(|t| t["lease"]["epoch"].as_u64())
+        .expect("the expired lease's epoch");
+    assert!(epoch > killed_epoch, "the restart took the turn over");
+    let mut settled = settlement(
+        "change-output-layer",
+        epoch,
+        &killed,
+        &[
+            passing("tests.text_output", "git:abc123"),
+            passing("tests.json_schema", "git:abc123"),
+        ],
+        &[head("git:abc123")],
+    );
+    // `loopx run` reserved one turn and no tokens: a script's turn reports no model usage.
+    settled["usage"] = json!({ "turns": 1, "wall_ms": 2_000 });
+    let mut file_settlement = settled.clone();
+    for known in ["todo", "turn", "epoch"] {
+        file_settlement
+            .as_object_mut()
+            .expect("an object")
+            .remove(known);
+    }
+    let file = lx.json_file("killed-settlement.json", &file_settlement);
+    let resolve = |extra: &[&str]| {
+        lx.json(
+            &[
+                &agent[..],
+                &[
+                    "resolve-outcome",
+                    "--todo",
+                    "change-output-layer",
+                    "--turn",
+                    &killed,
+                    "--resolution",
+                    "committed",
+                    "--settlement-file",
+                    &file,
+                ],
+                extra,
+            ]
+            .concat(),
+        )
+    };
+    let (code, refusal) = resolve(&[]);
+    assert_eq!(code, 3, "{refusal:#}");
+    assert_eq!(refusal["error"]["code"], "verdict_unsigned", "{refusal:#}");
+    let hint = refusal["error"]["hint"].as_str().expect("a hint");
+    assert!(
+        hint.contains("loopx verdict --as validator:cargo-test")
+            && hint.contains("--verdict")
+            && hint.contains("loopx resolve-outcome"),
+        "the hint names the signing verb and the flag on this verb: {hint}"
+    );
+
+    // The validator signs its verdict on the killed turn; the agent passes it to the verb.
+    let verdict = support::signed_verdict(&lx, GOAL, None, &settled);
+    let (code, resolved) = resolve(&["--verdict", &verdict]);
+    assert_eq!(code, 0, "{resolved:#}");
+    let todo = lx.ok(&["--goal", GOAL, "todo", "list"]);
+    let first = todo["todos"]
+        .as_array()
+        .expect("todos")
+        .iter()
+        .find(|t| t["id"] == "change-output-layer")
+        .expect("the first todo");
+    assert_eq!(first["status"], "done", "{first:#}");
+
+    the_rest_of_the_story(&lx);
+    let verified = lx.ok(&["doctor", "--verify"]);
+    assert_eq!(verified["doctor"]["ok"], true, "{verified:#}");
 }

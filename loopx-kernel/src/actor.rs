@@ -9,7 +9,12 @@ use crate::ids::{AgentId, PersonId, SourceId};
 
 /// The issuer of a command.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(tag = "kind", content = "id", rename_all = "snake_case")]
+#[serde(
+    tag = "kind",
+    content = "id",
+    rename_all = "snake_case",
+    deny_unknown_fields
+)]
 pub enum Actor {
     /// A registered executor identity (a model session, a shell runtime…).
     Agent(AgentId),

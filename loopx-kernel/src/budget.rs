@@ -248,21 +248,30 @@ impl fmt::Debug for Limits {
 pub(crate) fn limits_or_unlimited<'de, D: serde::Deserializer<'de>>(
     deserializer: D,
 ) -> Result<Limits, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Form {
-        Word(Word),
-        Limits(Limits),
+    // A visitor rather than an untagged enum, so that a bad field in the object form is
+    // refused by name instead of as "no variant matched".
+    struct Form;
+
+    impl<'de> serde::de::Visitor<'de> for Form {
+        type Value = Limits;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("limits as an object, or \"unlimited\"")
+        }
+
+        fn visit_str<E: serde::de::Error>(self, word: &str) -> Result<Limits, E> {
+            match word {
+                "unlimited" => Ok(Limits::UNLIMITED),
+                other => Err(E::unknown_variant(other, &["unlimited"])),
+            }
+        }
+
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Limits, A::Error> {
+            Limits::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+        }
     }
-    #[derive(Deserialize)]
-    #[serde(rename_all = "snake_case")]
-    enum Word {
-        Unlimited,
-    }
-    Ok(match Form::deserialize(deserializer)? {
-        Form::Word(Word::Unlimited) => Limits::UNLIMITED,
-        Form::Limits(limits) => limits,
-    })
+
+    deserializer.deserialize_any(Form)
 }
 
 /// Limits, what was charged and what is reserved by turns in flight.

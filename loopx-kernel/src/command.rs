@@ -475,7 +475,12 @@ pub enum Transition {
 /// What follows a completion.
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", content = "todos", rename_all = "snake_case")]
+#[serde(
+    tag = "kind",
+    content = "todos",
+    rename_all = "snake_case",
+    deny_unknown_fields
+)]
 pub enum Continuation {
     /// New successor todos (at least one), each optionally for a named agent.
     Successors(Vec<NewTodo>),

@@ -454,7 +454,7 @@ pub enum Refusal {
     },
     /// The goal is signed and the settlement's verdict carries no signature.
     #[error(
-        "the goal requires signed verdicts and the verdict of `{validator}` carries none; the validator signs it (`loopx verdict --as {validator}`) and the settlement carries it (`loopx settle --verdict FILE`)"
+        "the goal requires signed verdicts and the verdict of `{validator}` carries none; the validator signs it (`loopx verdict --as {validator}`) and the settlement carries it (`--verdict FILE` on `loopx settle` or `loopx resolve-outcome`)"
     )]
     VerdictUnsigned {
         /// The validator the verdict names.

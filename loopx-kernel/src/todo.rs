@@ -208,7 +208,12 @@ pub enum ResumeCondition {
 
 /// The one continuation recorded with every completion.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", content = "todos", rename_all = "snake_case")]
+#[serde(
+    tag = "kind",
+    content = "todos",
+    rename_all = "snake_case",
+    deny_unknown_fields
+)]
 pub enum ContinuationRecord {
     /// These successors carry the work on.
     Successors(Vec<TodoId>),

@@ -623,7 +623,7 @@ pub fn refusal_words(refusal: &Refusal) -> (String, String) {
         Refusal::OutcomeUnknown { todo, turn } => (
             kernel.clone(),
             format!(
-                "read back what the turn did, then `loopx resolve-outcome --todo {todo} --turn {turn} --resolution absent|committed --note TEXT`"
+                "read back what the turn did, then `loopx resolve-outcome --todo {todo} --turn {turn} --resolution absent --note TEXT` if it left nothing, or `--resolution committed --settlement-file FILE` (on a signed goal with `--verdict FILE` from `loopx verdict`) if it happened"
             ),
         ),
         Refusal::WorkspaceShared { .. } => same(
@@ -637,6 +637,12 @@ pub fn refusal_words(refusal: &Refusal) -> (String, String) {
             kernel.clone(),
             format!(
                 "run it without --now (the store's clock reads {store_time}), and check this host's clock; only a store created with `loopx init --test-clock` lets --now move time"
+            ),
+        ),
+        Refusal::VerdictUnsigned { validator } => (
+            kernel.clone(),
+            format!(
+                "the validator signs the verdict with `loopx verdict --as {validator} --todo TODO --turn TURN --epoch N --outcome OUTCOME > verdict.json`; pass that file with `--verdict verdict.json` to the command you ran (`loopx settle` or `loopx resolve-outcome --resolution committed`)"
             ),
         ),
         Refusal::SignatureMissing { actor } | Refusal::KeyUnregistered { actor } => (

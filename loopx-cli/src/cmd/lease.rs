@@ -9,11 +9,13 @@ use std::path::PathBuf;
 
 use clap::ValueEnum;
 use loopx_kernel::{
-    AgentId, Amounts, Command, Duration, EvidenceId, HandoffNote, OutcomeResolution, Settlement,
-    TodoId, TurnId, Workspace,
+    AgentId, Amounts, Command, Duration, EvidenceId, HandoffNote, OutcomeResolution, TodoId,
+    TurnId, Workspace,
 };
+use serde_json::json;
 
-use crate::context::{Ctx, parse_duration, read_json, written_line};
+use crate::cmd::settle::read_settlement;
+use crate::context::{Ctx, parse_duration, written_line};
 use crate::error::{CliError, Exit};
 
 /// Flags of `loopx claim`.
@@ -157,9 +159,14 @@ pub struct ResolveArgs {
     #[arg(long, required_if_eq("resolution", "absent"))]
     note: Option<String>,
     /// The settlement of the turn as it happened (for `committed`), a `Settlement` as JSON
-    /// with the expired lease's epoch and the turn id (`-` for standard input).
+    /// (`-` for standard input); its `todo`, `turn` and `epoch` may be left out: they are the
+    /// flags' and the expired lease's.
     #[arg(long, required_if_eq("resolution", "committed"))]
     settlement_file: Option<PathBuf>,
+    /// The validator's signed verdict on the turn (for `committed` on a signed goal), as
+    /// `loopx verdict` printed it: taken as `loopx settle --verdict` takes it.
+    #[arg(long, value_name = "FILE", requires = "settlement_file")]
+    verdict: Option<PathBuf>,
     /// Why you may resolve another agent's turn (under a `take_over` grant).
     #[arg(long)]
     grant_reason: Option<String>,
@@ -275,8 +282,23 @@ pub async fn resolve(ctx: &Ctx, args: ResolveArgs) -> Result<Exit, CliError> {
             note: args.note.unwrap_or_default(),
         },
         Resolution::Committed => {
+            // The file may leave out what the flags and the expired lease already say.
+            let goal = ctx.goal()?;
+            let backend = ctx.open().await?;
+            let state = ctx.load(&backend, &goal).await?;
+            let epoch = state
+                .todos
+                .get(&args.todo)
+                .and_then(|t| t.lease.as_deref())
+                .map(|lease| lease.epoch);
             let path = args.settlement_file.unwrap_or_else(|| PathBuf::from("-"));
-            let settlement: Settlement = read_json(&path, "settlement")?;
+            let settlement = read_settlement(ctx, &path, args.verdict.as_deref(), |map| {
+                map.entry("todo").or_insert_with(|| json!(args.todo));
+                map.entry("turn").or_insert_with(|| json!(args.turn));
+                if let Some(epoch) = epoch {
+                    map.entry("epoch").or_insert_with(|| json!(epoch));
+                }
+            })?;
             OutcomeResolution::Committed {
                 settlement: Box::new(settlement),
             }

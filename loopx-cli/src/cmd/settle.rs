@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 use loopx_kernel::{Command, Settlement};
@@ -45,28 +45,7 @@ pub async fn run(ctx: &Ctx, args: &SettleArgs) -> Result<Exit, CliError> {
     let goal = ctx.goal()?;
     ctx.actor()?;
     let path = args.file.clone().unwrap_or_else(|| PathBuf::from("-"));
-    let signed: Option<SignedVerdict> = match &args.verdict {
-        Some(path) => Some(read_json(path, "signed verdict")?),
-        None => None,
-    };
-    let mut settlement: Settlement = read_json_with(&path, "settlement", |value| {
-        // The carried verdict stands in for one the settlement file leaves out.
-        if let (Some(signed), Some(map)) = (&signed, value.as_object_mut()) {
-            map.entry("verdict")
-                .or_insert_with(|| json!(signed.verdict));
-        }
-        if let Some(items) = value.get_mut("evidence").and_then(Value::as_array_mut) {
-            for item in items {
-                observed_now(item, ctx.now);
-            }
-        }
-    })?;
-    if let Some(signed) = signed {
-        settlement.verdict = signed.verdict;
-        if settlement.evidence.is_empty() {
-            settlement.evidence = signed.evidence;
-        }
-    }
+    let settlement = read_settlement(ctx, &path, args.verdict.as_deref(), |_| {})?;
     let todo = settlement.todo.clone();
     let backend = ctx.open().await?;
     let done = ctx
@@ -81,4 +60,43 @@ pub async fn run(ctx: &Ctx, args: &SettleArgs) -> Result<Exit, CliError> {
         text
     });
     Ok(Exit::Ok)
+}
+
+/// Reads a settlement file (`-`: standard input) as `loopx settle` and `loopx resolve-outcome`
+/// take it: an evidence without `observed_at` is observed now, and a validator's signed verdict
+/// (`verdict`, as `loopx verdict` printed it) replaces the file's verdict and, when the file
+/// names no evidence, brings the evidence it was signed over. `fill` puts in what the caller
+/// knows and the file may leave out.
+pub fn read_settlement(
+    ctx: &Ctx,
+    path: &Path,
+    verdict: Option<&Path>,
+    fill: impl FnOnce(&mut serde_json::Map<String, Value>),
+) -> Result<Settlement, CliError> {
+    let signed: Option<SignedVerdict> = match verdict {
+        Some(path) => Some(read_json(path, "signed verdict")?),
+        None => None,
+    };
+    let mut settlement: Settlement = read_json_with(path, "settlement", |value| {
+        if let Some(map) = value.as_object_mut() {
+            fill(map);
+            // The carried verdict stands in for one the settlement file leaves out.
+            if let Some(signed) = &signed {
+                map.entry("verdict")
+                    .or_insert_with(|| json!(signed.verdict));
+            }
+        }
+        if let Some(items) = value.get_mut("evidence").and_then(Value::as_array_mut) {
+            for item in items {
+                observed_now(item, ctx.now);
+            }
+        }
+    })?;
+    if let Some(signed) = signed {
+        settlement.verdict = signed.verdict;
+        if settlement.evidence.is_empty() {
+            settlement.evidence = signed.evidence;
+        }
+    }
+    Ok(settlement)
 }

@@ -19,7 +19,7 @@ use std::borrow::Cow;
 use std::fmt;
 
 use serde::de::value::{MapDeserializer, SeqDeserializer};
-use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::forward_to_deserialize_any;
 use serde_json::Value;
 
@@ -125,10 +125,13 @@ impl<'de, A: MapAccess<'de>> Deserializer<'de> for RestOf<'_, A> {
 }
 
 impl<'de, A: MapAccess<'de>> RestOf<'_, A> {
-    /// Skips the rest, as a unit variant does (refusing only a second tag).
-    pub(crate) fn skip(mut self) -> Result<(), A::Error> {
-        while self.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-        Ok(())
+    /// Refuses any entry after the tag: a variant without fields knows no other key.
+    pub(crate) fn none(self) -> Result<(), A::Error> {
+        match self.map.next_key::<Key<'de>>()? {
+            None => Ok(()),
+            Some(key) if key.as_str() == self.tag => Err(de::Error::duplicate_field(self.tag)),
+            Some(key) => Err(de::Error::unknown_field(key.as_str(), &[])),
+        }
     }
 }
 

@@ -1,7 +1,8 @@
 //! The hand-written decoders of [`TodoClass`] and [`Todo`]: tag first, straight from the input,
 //! accepting what serde's derived decoders accept (the tests compare the two), except that a
-//! todo refuses a key it does not know under every status: the derived decoder of a todo,
-//! whose status is flattened, skips unknown keys under `open` and would drop them unread.
+//! todo refuses a key it does not know under every status (the derived decoder of a todo,
+//! whose status is flattened, skips unknown keys under `open` and would drop them unread), and
+//! `{"kind": "advance"}` refuses any other key (serde skips keys beside a unit variant's tag).
 
 use std::fmt;
 
@@ -26,7 +27,9 @@ use crate::todo::{
     deny_unknown_fields
 )]
 enum DerivedClass {
-    Advance,
+    // Braced, so that `deny_unknown_fields` refuses a key beside the tag, as it does for the
+    // other variants.
+    Advance {},
     Monitor(MonitorSpec),
     Review { of: TodoId },
 }
@@ -71,7 +74,7 @@ impl<'de> Deserialize<'de> for TodoClass {
                 let rest = RestOf::new(&mut map, "kind");
                 Ok(match tag {
                     ClassTag::Advance => {
-                        rest.skip()?;
+                        rest.none()?;
                         TodoClass::Advance
                     }
                     ClassTag::Monitor => TodoClass::Monitor(MonitorSpec::deserialize(rest)?),
