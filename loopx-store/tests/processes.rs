@@ -1177,8 +1177,7 @@ impl Racer {
     }
 
     /// Begins and settles a turn under `epoch`, sometimes outliving the lease so that another
-    /// agent may take the todo over; then checks that the settled turn cannot settle again and
-    /// that an older epoch cannot begin a turn.
+    /// agent may take the todo over; then checks that the settled turn cannot settle again.
     async fn turn(&mut self, goal: &GoalId, todo: &TodoId, epoch: u64) {
         let turn = TurnId::new(format!("{}-turn-{}", self.agent, self.ops)).unwrap();
         let begin = Command::BeginTurn {
@@ -1227,23 +1226,28 @@ impl Racer {
             "{}: a second settlement of one turn was not refused: {again:?}",
             self.agent
         );
-        if epoch > 1 {
-            let old_epoch = Command::BeginTurn {
-                todo: todo.clone(),
-                epoch: epoch - 1,
-                turn: TurnId::new(format!("{}-stale-{}", self.agent, self.ops)).unwrap(),
-                reserve: None,
-            };
-            match self.submit(goal, &old_epoch).await {
-                Err(SubmitError::Refused(Refusal::StaleLeaseEpoch { .. })) => {
-                    self.tally.deliberate_stale += 1;
-                }
-                Err(SubmitError::Contended { .. }) => {}
-                other => panic!(
-                    "{}: a begin under a stale epoch was not refused: {other:?}",
-                    self.agent
-                ),
+    }
+
+    /// Right after winning `epoch > 1`, begins a turn under the epoch before it: never
+    /// accepted, and refused as stale unless the todo moved on meanwhile (another agent took
+    /// it over after this lease expired and closed it). Tried at every such claim, so the
+    /// check does not hang on how many turns a loaded machine manages to settle in time.
+    async fn begin_stale(&mut self, goal: &GoalId, todo: &TodoId, epoch: u64) {
+        let old_epoch = Command::BeginTurn {
+            todo: todo.clone(),
+            epoch: epoch - 1,
+            turn: TurnId::new(format!("{}-stale-{}", self.agent, self.ops)).unwrap(),
+            reserve: None,
+        };
+        match self.submit(goal, &old_epoch).await {
+            Err(SubmitError::Refused(Refusal::StaleLeaseEpoch { .. })) => {
+                self.tally.deliberate_stale += 1;
             }
+            Err(SubmitError::Refused(_) | SubmitError::Contended { .. }) => {}
+            other => panic!(
+                "{}: a begin under a stale epoch was not refused: {other:?}",
+                self.agent
+            ),
         }
     }
 }
@@ -1268,6 +1272,9 @@ fn race_worker(
     rt.block_on(async {
         while Instant::now() < deadline {
             if let Some((goal, todo, epoch)) = racer.claim(out).await {
+                if epoch > 1 {
+                    racer.begin_stale(&goal, &todo, epoch).await;
+                }
                 racer.turn(&goal, &todo, epoch).await;
             }
         }

@@ -298,9 +298,10 @@ pub(crate) trait Dialect: Send {
         subjects: &BTreeSet<Subject>,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
-    /// Inside a write transaction: whether the subjects of goals written before the
-    /// `goal_subjects` index existed are still to be indexed (the migration's mark; on
-    /// PostgreSQL it stays locked until the transaction ends, so one host does the work).
+    /// Whether the subjects of goals written before the `goal_subjects` index existed are
+    /// still to be indexed (the migration's mark). Asked once alone, then again inside the
+    /// write transaction that indexes them: there, on PostgreSQL, the mark stays locked until
+    /// the transaction ends, so one host does the work.
     fn subjects_pending(&mut self) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
     /// Inside a write transaction: removes that mark.

@@ -690,6 +690,11 @@ pub(crate) async fn watching<D: Dialect>(
 /// cannot be read (damaged) is left unindexed: it can be neither read nor written, and
 /// `loopx doctor` reports it.
 pub(crate) async fn index_subjects<D: Dialect>(d: &mut D) -> Result<(), StoreError> {
+    // Every open asks, and nearly every one finds nothing pending: asking with one statement
+    // of its own keeps opens out of the writers' queue for the write lock.
+    if !d.subjects_pending().await? {
+        return Ok(());
+    }
     d.begin(Mode::Write).await?;
     if !d.subjects_pending().await? {
         return d.rollback().await;
