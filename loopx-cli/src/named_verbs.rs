@@ -143,6 +143,7 @@ fn decisions_without_reason() -> Vec<(&'static str, Decision)> {
             reserve: Amounts::ZERO,
             handoff: None,
             pending_gates: Vec::new(),
+            decided: Vec::new(),
         })
     };
     vec![

@@ -86,8 +86,15 @@ fn the_brief_follows_the_seed_story() {
         "{answered}"
     );
     assert!(
-        !answered.contains("error-code-name"),
+        !answered.contains("### Waiting on someone"),
         "answered gates wait on no one:\n{answered}"
+    );
+    // The answer reaches the agent whose work it decides, quoted with who gave it.
+    assert!(
+        answered.contains("### Decided")
+            && answered.contains("gate `error-code-name` answered by person:maintainer")
+            && answered.contains("  > yes, keep error_code"),
+        "the brief carries the answer:\n{answered}"
     );
     let accepted = markdown("brief_accepted");
     assert!(accepted.contains("terminal (accepted)"), "{accepted}");

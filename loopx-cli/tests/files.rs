@@ -112,6 +112,10 @@ fn refuses_every_unknown_field(lx: &Loopx, verb: &str, args: &[&str], document: 
 }
 
 #[test]
+#[allow(
+    clippy::too_many_lines,
+    reason = "one table: a case per file-taking verb"
+)]
 fn every_file_taking_verb_refuses_an_unknown_field_at_any_depth() {
     let lx = Loopx::sqlite();
     goal(&lx);

@@ -17,7 +17,7 @@ use crate::actor::Actor;
 use crate::budget::{Amounts, Dimension, Limits};
 use crate::decide::{Decision, decide, terminal};
 use crate::evidence::{Freshness, Outcome};
-use crate::gate::GateState;
+use crate::gate::{Decided, GateState};
 use crate::identity::IdentityMode;
 use crate::ids::{
     AgentId, CheckId, CriterionId, EvidenceId, GateId, GoalId, ObligationId, PersonId, Revision,
@@ -77,6 +77,10 @@ pub struct GoalBrief {
     pub more_open: usize,
     /// Gates waiting on someone.
     pub gates: Vec<GateBrief>,
+    /// What the gates covering open work came to — answers in full, rejections, withdrawals,
+    /// expiries, with who and when — oldest first: the decisions that work acts on.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub decided: Vec<Decided>,
     /// Open obligations.
     pub obligations: Vec<ObligationBrief>,
     /// The goal's budget: its limits, what is spent and reserved, what is left.
@@ -287,6 +291,7 @@ impl GoalBrief {
             open,
             more_open,
             gates: gates(state, now),
+            decided: decided(state, now),
             obligations: state
                 .obligations
                 .values()
@@ -328,6 +333,7 @@ impl GoalBrief {
         self.write_next(out);
         self.write_criteria(out);
         self.write_work(out);
+        self.write_decided(out);
         self.write_waiting(out);
         let _ = writeln!(out, "\n### Budget\n\n{}", budget_words(&self.budget));
     }
@@ -433,6 +439,22 @@ impl GoalBrief {
                 out.push_str(")\n");
             }
             more(out, self.more_open, "open");
+        }
+    }
+
+    fn write_decided(&self, out: &mut String) {
+        if self.decided.is_empty() {
+            return;
+        }
+        out.push_str(
+            "\n### Decided\n\nWhat people decided on open work, in their words (quoted: what they said, not loopx's instructions):\n\n",
+        );
+        for decided in &self.decided {
+            // A bullet for the gate, its quoted lines beneath it.
+            for (i, line) in words::decided_words(decided, "").lines().enumerate() {
+                let bullet = if i == 0 { "- " } else { "  " };
+                let _ = writeln!(out, "{bullet}{line}");
+            }
         }
     }
 
@@ -583,6 +605,23 @@ fn open(state: &GoalState, agent: &AgentId, now: Timestamp) -> (Vec<OpenBrief>, 
         })
         .collect();
     (listed, more)
+}
+
+/// The outcomes of the gates that cover an open todo, oldest first.
+fn decided(state: &GoalState, now: Timestamp) -> Vec<Decided> {
+    let mut decided: Vec<Decided> = state
+        .gates
+        .values()
+        .filter(|gate| {
+            state
+                .todos
+                .values()
+                .any(|t| !t.status.is_closed() && gate.scope.covers(t))
+        })
+        .filter_map(|gate| gate.decided(now))
+        .collect();
+    decided.sort_by(|a, b| (a.at, &a.gate).cmp(&(b.at, &b.gate)));
+    decided
 }
 
 fn gates(state: &GoalState, now: Timestamp) -> Vec<GateBrief> {

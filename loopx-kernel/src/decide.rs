@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::actor::Actor;
 use crate::budget::{Amounts, Dimension, Ledger, Limits};
-use crate::gate::{ExpiryPolicy, GateState};
+use crate::gate::{Decided, ExpiryPolicy, GateState};
 use crate::goal::{BudgetExhaustion, GrantedAction};
 use crate::ids::{
     AgentId, CriterionId, DecisionScope, EffectId, GateId, ObligationId, TodoId, TurnId,
@@ -93,6 +93,10 @@ pub struct Assignment {
     /// Gates still waiting on people while this independent work continues (the dual channel).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pending_gates: Vec<GateId>,
+    /// What the gates covering this todo came to — answers in full, rejections, withdrawals,
+    /// expiries, with who and when — while the todo is open: the decisions this turn acts on.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub decided: Vec<Decided>,
 }
 
 /// Where the agent's lease on the assigned todo stands.
@@ -786,6 +790,7 @@ fn own_lease(state: &GoalState, agent: &AgentId, now: Timestamp) -> Option<Decis
         reserve: reservation(state, todo),
         handoff: todo.handoff.as_deref().cloned(),
         pending_gates: pending_gates(state, now),
+        decided: state.decided_for(todo, now),
     }))
 }
 
@@ -962,6 +967,7 @@ fn offer(state: &GoalState, todo: &Todo, now: Timestamp) -> Decision {
         reserve,
         handoff: None,
         pending_gates: pending_gates(state, now),
+        decided: state.decided_for(todo, now),
     })
 }
 

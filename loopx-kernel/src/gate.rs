@@ -158,7 +158,58 @@ pub struct Gate {
     pub status: GateStatus,
 }
 
+/// What became of a gate, as the work it covers reads it: the outcome, the person's (or
+/// authority's) words in full, who and when. A pending gate has none.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Decided {
+    /// The gate.
+    pub gate: GateId,
+    /// Its question.
+    pub question: String,
+    /// Answered, rejected, withdrawn or expired.
+    pub outcome: GateState,
+    /// The answer, or why it was rejected or withdrawn, verbatim and whole (every line); empty
+    /// for an expired gate. Outside text: shown to an agent as quoted data, never as loopx's
+    /// instruction.
+    pub text: String,
+    /// Who decided; `None` for an expired gate (its deadline decided).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<Actor>,
+    /// When: the answer's time, or the deadline of an expired gate.
+    pub at: Timestamp,
+}
+
 impl Gate {
+    /// What became of the gate at `now`; `None` while it is pending or overdue.
+    pub fn decided(&self, now: Timestamp) -> Option<Decided> {
+        let (outcome, text, by, at) = match &self.status {
+            GateStatus::Resolved { answer, by, at } => {
+                (GateState::Resolved, answer.clone(), Some(by.clone()), *at)
+            }
+            GateStatus::Rejected { reason, by, at } => {
+                (GateState::Rejected, reason.clone(), Some(by.clone()), *at)
+            }
+            GateStatus::Withdrawn { reason, by, at } => {
+                (GateState::Withdrawn, reason.clone(), Some(by.clone()), *at)
+            }
+            GateStatus::Pending => match (self.state_at(now), self.deadline) {
+                (GateState::Expired, Some(deadline)) => {
+                    (GateState::Expired, String::new(), None, deadline)
+                }
+                _ => return None,
+            },
+        };
+        Some(Decided {
+            gate: self.id.clone(),
+            question: self.question.clone(),
+            outcome,
+            text,
+            by,
+            at,
+        })
+    }
+
     /// The effective state at `now`, applying the deadline and expiry policy.
     pub fn state_at(&self, now: Timestamp) -> GateState {
         match &self.status {

@@ -107,7 +107,7 @@ pub use evidence::{
 pub use execute::{MAX_TEXT, execute};
 pub use fix::{Fix, FixArg, Who};
 pub use from_fn::{executor_fn, validator_fn};
-pub use gate::{ExpiryPolicy, Gate, GateScope, GateState, GateStatus, NewGate};
+pub use gate::{Decided, ExpiryPolicy, Gate, GateScope, GateState, GateStatus, NewGate};
 pub use goal::{
     Amendment, BudgetExhaustion, CapabilityBinding, Criterion, DEFAULT_CLOCK_SKEW,
     DEFAULT_RETIRE_AFTER, GoalSpec, GoalSpecBuilder, GrantedAction, Policy,

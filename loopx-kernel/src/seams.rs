@@ -717,6 +717,10 @@ pub struct TurnRequest {
     pub handoff: Option<HandoffNote>,
     /// The lease expiry; the turn must finish (or renew) before it.
     pub deadline: Timestamp,
+    /// What the gates covering the todo came to (see [`crate::Decided`]): the people's
+    /// answers this turn acts on, in full.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub decided: Vec<crate::gate::Decided>,
 }
 
 /// What an executor hands back. Its own account is not evidence: the validator decides.

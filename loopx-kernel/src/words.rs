@@ -16,6 +16,7 @@ use crate::decide::{
 };
 use crate::evidence::Freshness;
 use crate::fix::{Fix, Who};
+use crate::gate::{Decided, GateState};
 use crate::ids::CriterionId;
 use crate::obligation::ObligationCause;
 use crate::refusal::Refusal;
@@ -387,6 +388,9 @@ pub fn describe(decision: &Decision) -> String {
             if let Some(note) = &a.handoff {
                 let _ = writeln!(text, "  handoff: {}", note.next_action);
             }
+            for decided in &a.decided {
+                text.push_str(&decided_words(decided, "  "));
+            }
         }
         Decision::Wait { reasons, .. } if reasons.len() > 1 => {
             for reason in reasons {
@@ -735,4 +739,42 @@ pub fn submit_error(error: &SubmitError) -> (&'static str, String, String) {
             "the goal id in the file and on the command line must agree".to_owned(),
         ),
     }
+}
+
+/// A gate's outcome in words, each line indented by `indent`: the outcome with who and when,
+/// the question, then the person's words whole, every line quoted (`> `) so that a reader —
+/// person or agent — sees them as what someone said, never as loopx's own instruction.
+pub fn decided_words(decided: &Decided, indent: &str) -> String {
+    let outcome = decided_word(decided.outcome);
+    let by = decided
+        .by
+        .as_ref()
+        .map_or_else(String::new, |by| format!(" by {by}"));
+    let mut text = format!(
+        "{indent}gate `{}` {outcome}{by} at {}: \"{}\"\n",
+        decided.gate,
+        decided.at,
+        one_line(&decided.question)
+    );
+    for line in decided.text.lines() {
+        let _ = writeln!(text, "{indent}  > {line}");
+    }
+    text
+}
+
+/// What became of a gate, in one word or two: `answered`, `rejected`, `withdrawn`, `expired
+/// unanswered` (`pending` while it still asks).
+pub fn decided_word(state: GateState) -> &'static str {
+    match state {
+        GateState::Resolved => "answered",
+        GateState::Rejected => "rejected",
+        GateState::Withdrawn => "withdrawn",
+        GateState::Expired => "expired unanswered",
+        GateState::Pending | GateState::Overdue => "pending",
+    }
+}
+
+/// `text` on one line: line breaks as spaces.
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }

@@ -13,6 +13,7 @@
 //! | `LOOPX_AGENT` | the agent |
 //! | `LOOPX_DEADLINE` | the lease expiry, RFC 3339 (the engine renews it while the turn runs) |
 //! | `LOOPX_USAGE_FILE` | where the turn writes what it used (see below) |
+//! | `LOOPX_REQUEST_FILE` | the whole [`TurnRequest`] as JSON (read-only): with the objective, the handoff note and `decided` — what the gates covering the todo came to, each person's answer in full with who and when |
 //!
 //! **Usage.** The turn reports the tokens and the cost it used by writing one JSON object to
 //! the file `LOOPX_USAGE_FILE` names (inside the journal, owner-only; any earlier file of the
@@ -153,6 +154,11 @@ impl CommandExecutor {
             .env(
                 "LOOPX_USAGE_FILE",
                 self.record(turn, "usage").to_string_lossy().into_owned(),
+            )
+            // The `started` record is the request itself, written before the command starts.
+            .env(
+                "LOOPX_REQUEST_FILE",
+                self.record(turn, "started").to_string_lossy().into_owned(),
             )
     }
 }

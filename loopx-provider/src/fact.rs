@@ -33,15 +33,47 @@ pub struct FactBuilder {
 /// The longest fact value kept, in bytes; longer values are cut at a character boundary.
 pub const MAX_FACT_LEN: usize = 4096;
 
+/// Outside text, normalised and cut to `limit` bytes (see [`outside_text`]).
 fn cut(text: &str, limit: usize) -> String {
+    let text = outside_text(text);
     if text.len() <= limit {
-        return text.to_owned();
+        return text;
     }
     let mut end = limit;
     while !text.is_char_boundary(end) {
         end -= 1;
     }
     text[..end].to_owned()
+}
+
+/// Text from outside (a comment typed in a browser, a tool's output) as the kernel records
+/// it: line endings become `\n` (`\r\n` and a lone `\r` alike), and every other control
+/// character but the tab is neutralised into a visible stand-in — a C0 character into its
+/// Unicode control picture (ESC into `␛`, so a terminal escape prints as text and does
+/// nothing), DEL into `␡`, a C1 character and the bidirectional overrides and isolates
+/// (which could reorder what a reader sees) into `�`. Nothing is dropped: the words stay
+/// readable, and an observation is never refused for what its text holds.
+pub fn outside_text(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\r' => {
+                chars.next_if_eq(&'\n');
+                out.push('\n');
+            }
+            '\n' | '\t' => out.push(c),
+            '\u{0}'..='\u{1f}' => {
+                out.push(char::from_u32(0x2400 + u32::from(c)).unwrap_or('\u{fffd}'));
+            }
+            '\u{7f}' => out.push('\u{2421}'),
+            '\u{80}'..='\u{9f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' => {
+                out.push('\u{fffd}');
+            }
+            _ => out.push(c),
+        }
+    }
+    out
 }
 
 impl FactBuilder {
@@ -153,6 +185,25 @@ impl FactBuilder {
 mod tests {
     use super::*;
     use loopx_kernel::MAX_ID_LEN;
+
+    #[test]
+    fn outside_text_keeps_every_word_and_neutralises_controls() {
+        assert_eq!(
+            outside_text("ask:\r\nwhy?\rnow\tok\n\u{1b}[31mred\u{7f}\u{9b}\u{202e}txt"),
+            "ask:\nwhy?\nnow\tok\n\u{241b}[31mred\u{2421}\u{fffd}\u{fffd}txt"
+        );
+        // What the kernel records it as: no control character but the newline and the tab.
+        let built = FactBuilder::new("github-comment:1", "repo:acme/cli", "c1")
+            .fact("body", "line one\r\nline two\u{1b}]8;;x\u{7}")
+            .summary("a\r\nb")
+            .build(Timestamp::from_millis(0))
+            .unwrap();
+        assert_eq!(
+            built.facts["body"],
+            "line one\nline two\u{241b}]8;;x\u{2407}"
+        );
+        assert_eq!(built.summary, "a\nb");
+    }
 
     #[test]
     fn long_ids_are_cut_with_a_digest() {

@@ -29,6 +29,7 @@ fn turn() -> (TurnRequest, TurnReport) {
             reserved: Amounts::ZERO,
             handoff: None,
             deadline: now,
+            decided: Vec::new(),
         },
         TurnReport {
             effects: Vec::new(),

@@ -471,6 +471,16 @@ async fn the_inbox_answers_the_gate_as_its_owner_and_the_agents_decision_changes
         texts(&html, "tr.frontier td:first-child code"),
         ["document-json"]
     );
+    // The gate's row carries the answer, whole, as a quotation with who gave it.
+    assert_eq!(
+        texts(&html, "tr[data-gate] blockquote.answer"),
+        ["yes, keep error_code"]
+    );
+    let decided = texts(&html, "tr[data-gate] .decided");
+    assert!(
+        decided[0].starts_with("answered by person:maintainer at "),
+        "{decided:?}"
+    );
     // Answered again: the kernel's refusal, shown with its message and hint.
     let (status, html, _) = answer_post(&base, Some(&cookie), &csrf, "reject").await;
     assert_eq!(status, 409);

@@ -195,7 +195,13 @@ async fn list(ctx: &Ctx) -> Result<Exit, CliError> {
                 gate.question.clone(),
             ]);
         }
-        table.render(out)
+        let mut text = table.render(out);
+        // What the decided gates came to, in the answerers' own words, every line of them.
+        for decided in state.gates.values().filter_map(|g| g.decided(ctx.now)) {
+            text.push('\n');
+            text.push_str(&loopx_kernel::words::decided_words(&decided, ""));
+        }
+        text
     });
     Ok(Exit::Ok)
 }

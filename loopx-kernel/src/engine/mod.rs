@@ -789,6 +789,7 @@ impl Engine {
             reserved: lease.turn.as_ref().map_or(Amounts::ZERO, |t| t.reserved),
             handoff: item.handoff.as_deref().cloned(),
             deadline: lease.expires_at,
+            decided: state.decided_for(item, self.clock.now()),
         })
     }
 

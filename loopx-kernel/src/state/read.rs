@@ -9,7 +9,7 @@ use super::{CriterionStatus, GoalState};
 use crate::actor::Actor;
 use crate::budget::{Amounts, Dimension, Overrun};
 use crate::evidence::{Evidence, Freshness, NewEvidence, Observation, Outcome};
-use crate::gate::Gate;
+use crate::gate::{Decided, Gate};
 use crate::identity::may_establish;
 use crate::ids::{AgentId, CriterionId, EvidenceId, ObservationKey, PersonId, SourceId, Subject};
 use crate::login::login_key;
@@ -308,5 +308,18 @@ impl GoalState {
         self.gates
             .values()
             .filter(move |g| g.opened_by == actor && g.state_at(now).is_pending())
+    }
+
+    /// What the gates covering `todo` came to by `now` (answered, rejected, withdrawn or
+    /// expired), oldest first: the decisions the work on it must act on.
+    pub fn decided_for(&self, todo: &Todo, now: Timestamp) -> Vec<Decided> {
+        let mut decided: Vec<Decided> = self
+            .gates
+            .values()
+            .filter(|g| g.scope.covers(todo))
+            .filter_map(|g| g.decided(now))
+            .collect();
+        decided.sort_by(|a, b| (a.at, &a.gate).cmp(&(b.at, &b.gate)));
+        decided
     }
 }

@@ -2,9 +2,12 @@
 //! was delivered, with a line of its own in a comment or a review.
 //!
 //! ```text
-//! /loopx answer <gate> <text…>     resolves the gate with the rest of the line
-//! /loopx reject <gate> <reason…>   rejects it
+//! /loopx answer <gate> <text…>     resolves the gate with the rest of the line and the lines
+//!                                  that follow it, up to the next `/loopx` line
+//! /loopx reject <gate> <reason…>   rejects it, the same way
 //! ```
+//!
+//! Inside a fenced code block no line is a command.
 //!
 //! Parsing is strict and never fails a delivery: a line that starts with `/loopx` but is not
 //! one of these (an unknown sub-command, a gate id that does not read as one, no text) is
@@ -51,17 +54,56 @@ pub struct Commands {
 /// How to write a command, for the reasons of ignored lines.
 const USAGE: &str = "write `/loopx answer <gate> <text>` or `/loopx reject <gate> <reason>`";
 
-/// Reads the `/loopx` lines of a comment's or review's body.
+/// Reads the `/loopx` commands of a comment's or review's body. A command's text runs from its
+/// line to the next `/loopx` line or the end of the body, every line of it (trailing blank
+/// lines dropped). Lines inside a fenced code block (```` ``` ```` or `~~~`) are never
+/// commands: code that shows a command does not issue it.
 pub fn parse(body: &str) -> Commands {
     let mut commands = Commands::default();
+    let mut fenced = false;
+    // Whether the last command read takes the lines that follow as more of its text.
+    let mut continues = false;
     for line in body.lines() {
-        match parse_line(line.trim()) {
+        let trimmed = line.trim();
+        let fence = trimmed.starts_with("```") || trimmed.starts_with("~~~");
+        let parsed = if fenced || fence {
+            None
+        } else {
+            parse_line(trimmed)
+        };
+        fenced ^= fence;
+        match parsed {
+            Some(Ok(answer)) => {
+                commands.answers.push(answer);
+                continues = true;
+            }
+            Some(Err(reason)) => {
+                commands.ignored.push(Ignored { reason });
+                continues = false;
+            }
+            None if continues => {
+                if let Some((_, answer)) = commands.answers.last_mut() {
+                    let text = answer_text(answer);
+                    text.push('\n');
+                    text.push_str(line.trim_end());
+                }
+            }
             None => {}
-            Some(Ok(answer)) => commands.answers.push(answer),
-            Some(Err(reason)) => commands.ignored.push(Ignored { reason }),
         }
     }
+    for (_, answer) in &mut commands.answers {
+        let text = answer_text(answer);
+        text.truncate(text.trim_end().len());
+    }
     commands
+}
+
+/// The words of an answer or a rejection.
+fn answer_text(answer: &mut GateAnswer) -> &mut String {
+    match answer {
+        GateAnswer::Resolve { answer } => answer,
+        GateAnswer::Reject { reason } => reason,
+    }
 }
 
 /// `None` for prose; a command, or why a `/loopx` line is not one.
@@ -171,6 +213,48 @@ mod tests {
             reasons
                 .iter()
                 .all(|r| r.contains("/loopx answer <gate> <text>"))
+        );
+    }
+
+    #[test]
+    fn an_answer_keeps_every_line_up_to_the_next_command() {
+        // As a browser submits it: CRLF line endings.
+        let commands = parse(
+            "/loopx answer naming error_code is fine\r\nrename `message` to `detail`\r\n\r\n- and keep `code`\r\n\r\n/loopx reject yaml not now\r\n",
+        );
+        assert_eq!(
+            commands.answers,
+            vec![
+                (
+                    GateId::new("naming").unwrap(),
+                    resolve(
+                        "error_code is fine\nrename `message` to `detail`\n\n- and keep `code`"
+                    )
+                ),
+                (
+                    GateId::new("yaml").unwrap(),
+                    GateAnswer::Reject {
+                        reason: "not now".into()
+                    }
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_command_inside_a_code_fence_is_not_a_command() {
+        let commands = parse(
+            "To answer, write:\n```\n/loopx reject naming no\n```\n~~~text\n/loopx answer naming yes\n~~~\n",
+        );
+        assert_eq!(commands, Commands::default());
+        // A fence after an answer is part of its text, and ends nothing.
+        let commands = parse("/loopx answer naming yes, as in\n```\n/loopx answer other x\n```");
+        assert_eq!(
+            commands.answers,
+            vec![(
+                GateId::new("naming").unwrap(),
+                resolve("yes, as in\n```\n/loopx answer other x\n```")
+            )]
         );
     }
 }

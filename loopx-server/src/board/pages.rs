@@ -438,7 +438,12 @@ fn gates(state: &GoalState, now: Timestamp) -> Markup {
                 tbody {
                     @for gate in state.gates.values() {
                         tr data-gate=(gate.id) {
-                            td { code { (gate.id) } div { (gate.question) } }
+                            td {
+                                code { (gate.id) } div { (gate.question) }
+                                @if let Some(decided) = gate.decided(now) {
+                                    (decided_words(&decided))
+                                }
+                            }
                             td { (badge(views::gate_state_word(gate.state_at(now)))) }
                             td { (gate.owner) }
                             td { (maybe_time(gate.deadline)) }
@@ -447,6 +452,20 @@ fn gates(state: &GoalState, now: Timestamp) -> Markup {
                     }
                 }
             }
+        }
+    }
+}
+
+/// What a decided gate came to: who and when, then their words whole, as a quotation.
+fn decided_words(decided: &loopx_kernel::Decided) -> Markup {
+    html! {
+        div.decided {
+            (loopx_kernel::words::decided_word(decided.outcome))
+            @if let Some(by) = &decided.by { " by " (by) }
+            " at " (decided.at)
+        }
+        @if !decided.text.is_empty() {
+            blockquote.answer { (decided.text) }
         }
     }
 }

@@ -502,7 +502,7 @@ impl LoopxMcp {
     }
 
     #[tool(
-        description = "Resolve a turn whose expired lease left its outcome unknown, after reading back what happened. A committed turn carries its settlement as `settle` does: on a signed goal its verdict is the one the validator signed (`loopx verdict`), with the evidence it signed."
+        description = "Resolve a turn whose expired lease left its outcome unknown, after reading back. Committed: a settlement, its verdict signed as for settle."
     )]
     async fn resolve_outcome(
         &self,
