@@ -383,6 +383,7 @@ impl Ctx {
         command: &Command,
         operation: &OperationId,
     ) -> Result<Submitted, CliError> {
+        self.not_ahead(backend)?;
         let key = self.key_of(actor)?;
         let mut handle = backend.store().goal(goal);
         if let Some(key) = &key {
@@ -391,6 +392,22 @@ impl Ctx {
         Ok(handle
             .submit_operation(actor, self.now, command, operation)
             .await?)
+    }
+
+    /// On a store that runs on the system clock, a write may not be stamped later than this
+    /// host's clock: the store's clock skew is for hosts whose clocks differ, not for a caller
+    /// to get ahead of a backoff, a lease's expiry or a gate's deadline with `--now`.
+    fn not_ahead(&self, backend: &Backend) -> Result<(), CliError> {
+        let wall = system_now();
+        if self.now_given && self.now > wall && backend.clock() == loopx_store::StoreClock::System {
+            return Err(Refusal::ClockAhead {
+                at: self.now,
+                store_time: wall,
+                skew: loopx_kernel::Duration::ZERO,
+            }
+            .into());
+        }
+        Ok(())
     }
 
     /// Submits one command as the acting actor at `now` under the operation id: one atomic
@@ -403,6 +420,7 @@ impl Ctx {
     ) -> Result<Submitted, CliError> {
         let actor = self.actor()?;
         let operation = self.operation()?;
+        self.not_ahead(backend)?;
         // Paced on the wall clock, so several agents' CLIs writing one goal spread out.
         let clock = SystemClock;
         let key = self.key_of(&actor)?;

@@ -657,3 +657,112 @@ fn run_over_a_validator_that_keeps_failing_backs_off_and_ends_at_a_replan() {
 
     runs_to_the_failing_obligation(&lx, 3, "validation failed");
 }
+
+/// The token the validator runs with: it must appear nowhere loopx writes.
+const TOKEN: &str = "ghp_s3cr3tT0kenValue";
+
+/// A check that fails saying why, and prints the token it was given.
+const FAILING_CHECK: &str = r#"
+echo "authenticating with $GITHUB_TOKEN" >&2
+echo "running 12 tests"
+echo "tests failed: 3 failures in serde_roundtrip" >&2
+exit 1
+"#;
+
+/// The turn, keeping the request it was given beside the repository.
+const TURN_KEEPING_ITS_REQUEST: &str = r#"
+cp "$LOOPX_REQUEST_FILE" "../request-$LOOPX_TURN.json"
+echo "$LOOPX_TURN" >> work.txt
+git add work.txt && git -c user.name=a -c user.email=a@example.com commit -q -m "$LOOPX_TURN"
+"#;
+
+#[test]
+fn a_failing_checks_words_reach_the_run_the_evidence_and_the_next_turn_but_its_token_does_not() {
+    let lx = setup_failing(TURN_KEEPING_ITS_REQUEST, FAILING_CHECK);
+    let run = lx.run_env(
+        &[
+            &RUN[..],
+            &["--pass-env", "GITHUB_TOKEN", "--wait", "--max-steps", "30"],
+        ]
+        .concat(),
+        &[("GITHUB_TOKEN", TOKEN)],
+    );
+    assert_eq!(run.code, REPLAN, "{}", run.stderr);
+    // `run` shows why each turn failed, in the check's own words.
+    assert!(
+        run.stdout
+            .contains("    │ tests failed: 3 failures in serde_roundtrip"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("    │ running 12 tests"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("authenticating with [redacted]"),
+        "{}",
+        run.stdout
+    );
+    // So do `status` and the brief, under the todo whose turns failed.
+    let status = lx.run(&["--goal", GOAL, "status"]).stdout;
+    assert!(
+        status.contains("failed 3 turn(s) in a row")
+            && status.contains("      │ tests failed: 3 failures in serde_roundtrip"),
+        "{status}"
+    );
+    let brief = lx
+        .run(&["--goal", GOAL, "brief", "--agent", "agent-a"])
+        .stdout;
+    assert!(
+        brief.contains("    │ tests failed: 3 failures in serde_roundtrip"),
+        "{brief}"
+    );
+    // The failing evidence says it too.
+    let evidence = lx.ok(&["--goal", GOAL, "evidence", "list"]).to_string();
+    assert!(
+        evidence.contains("3 failures in serde_roundtrip"),
+        "{evidence}"
+    );
+    // Each turn after the first starts from what failed before it.
+    let requests: Vec<Value> = std::fs::read_dir(lx.path("."))
+        .expect("the test directory")
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with("request-"))
+        .map(|e| {
+            serde_json::from_slice(&std::fs::read(e.path()).expect("a request")).expect("JSON")
+        })
+        .collect();
+    assert_eq!(requests.len(), 3, "three turns ran");
+    let told: Vec<usize> = requests
+        .iter()
+        .map(|r| r["failures"].as_array().map_or(0, Vec::len))
+        .collect();
+    let mut sorted = told.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, [0, 1, 2], "each turn knows the failures before it");
+    assert!(
+        requests
+            .iter()
+            .flat_map(|r| r["failures"].as_array().cloned().unwrap_or_default())
+            .all(|f| f["result"]["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("3 failures in serde_roundtrip"))),
+        "{requests:#?}"
+    );
+    // The token is nowhere: not in what run printed, the store, an export or a request.
+    let export = lx.run(&["--goal", GOAL, "export"]);
+    let mut written = vec![run.stdout, run.stderr, export.stdout];
+    for entry in std::fs::read_dir(lx.path(".")).expect("the test directory") {
+        let path = entry.expect("an entry").path();
+        if path.is_file() {
+            written
+                .push(String::from_utf8_lossy(&std::fs::read(&path).expect("read")).into_owned());
+        }
+    }
+    assert!(
+        written.iter().all(|text| !text.contains(TOKEN)),
+        "the token leaked"
+    );
+}

@@ -24,9 +24,10 @@ use crate::ids::{
     Subject, TodoId, TurnId,
 };
 use crate::obligation::ObligationKind;
+use crate::retry::{FailureNote, Streak};
 use crate::state::{CriterionStatus, GoalState};
 use crate::time::Timestamp;
-use crate::todo::{HandoffNote, TodoStatus};
+use crate::todo::{HandoffNote, Todo, TodoStatus};
 use crate::words;
 
 /// At most this many done todos are listed per goal (the most recent); the rest are counted.
@@ -159,6 +160,12 @@ pub struct OpenBrief {
     /// Who holds its live lease, and until when.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub held_by: Option<(AgentId, Timestamp)>,
+    /// Its turns that failed in a row, when its last settled turn failed.
+    #[serde(skip_serializing_if = "crate::is_default")]
+    pub failures: u32,
+    /// The last of them: what failed and why, in the failure's own words.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_failure: Option<FailureNote>,
 }
 
 /// A gate waiting on its owner.
@@ -437,6 +444,9 @@ impl GoalBrief {
                     let _ = write!(out, ", leased by agent:{holder} until {until}");
                 }
                 out.push_str(")\n");
+                if let Some(note) = &o.last_failure {
+                    out.push_str(&words::failure_words(o.failures, note, "  "));
+                }
             }
             more(out, self.more_open, "open");
         }
@@ -573,6 +583,11 @@ fn done(state: &GoalState) -> (Vec<DoneBrief>, usize) {
     (done, more)
 }
 
+/// The todo's streak, when its last settled turn failed.
+fn failing<'s>(state: &'s GoalState, todo: &Todo) -> Option<&'s Streak> {
+    state.streaks.get(&todo.id).filter(|s| s.failures > 0)
+}
+
 fn open(state: &GoalState, agent: &AgentId, now: Timestamp) -> (Vec<OpenBrief>, usize) {
     let mut open: Vec<_> = state
         .todos
@@ -602,6 +617,8 @@ fn open(state: &GoalState, agent: &AgentId, now: Timestamp) -> (Vec<OpenBrief>, 
                 .as_ref()
                 .filter(|l| l.is_live(now))
                 .map(|l| (l.holder.clone(), l.expires_at)),
+            failures: failing(state, todo).map_or(0, |streak| streak.failures),
+            last_failure: failing(state, todo).and_then(|streak| streak.recent.last().cloned()),
         })
         .collect();
     (listed, more)

@@ -137,8 +137,10 @@ impl Fix {
     }
 }
 
-fn next_at(at: crate::time::Timestamp) -> Fix {
-    Fix::new("next", None, Who::Asker).arg("now", &at)
+/// Asking again once time has passed. No `--now`: a hint never invites a caller to claim a
+/// time ahead of the store's clock (the words name the time to ask at).
+fn next_at(_at: crate::time::Timestamp) -> Fix {
+    Fix::new("next", None, Who::Asker)
 }
 
 fn budget(dimension: Dimension) -> Fix {
@@ -212,9 +214,9 @@ impl WaitReason {
             WaitReason::MonitorNotDue { due, .. } => next_at(*due),
             WaitReason::Deferred { until, .. } => match until {
                 ResumeCondition::At { at } => next_at(*at),
-                ResumeCondition::TodoDone { todo } => {
-                    Fix::new("claim", Some("claim"), Who::AnyAgent).arg("todo", todo)
-                }
+                // The other todo may itself wait (a lease, a backoff, a gate): asking names
+                // what moves it, where a claim could be refused.
+                ResumeCondition::TodoDone { .. } => Fix::new("next", None, Who::Asker),
                 ResumeCondition::GateSettled { gate } => Fix::new(
                     "gate answer",
                     Some("answer_gate"),
@@ -229,10 +231,9 @@ impl WaitReason {
                         .choose("subject")
                 }
             },
-            WaitReason::Dependencies { on, .. } => match on.first() {
-                Some(first) => Fix::new("claim", Some("claim"), Who::AnyAgent).arg("todo", first),
-                None => Fix::new("next", None, Who::Asker),
-            },
+            // A dependency may itself wait (a lease, a backoff, a gate): its own standing is
+            // what to act on, and `next` names it; a claim of it could be refused.
+            WaitReason::Dependencies { .. } => Fix::new("next", None, Who::Asker),
             WaitReason::WriteScopeBusy { other, .. } => Fix::new(
                 "release",
                 Some("release"),

@@ -721,6 +721,11 @@ pub struct TurnRequest {
     /// answers this turn acts on, in full.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub decided: Vec<crate::gate::Decided>,
+    /// The todo's recent failed turns, newest last (see [`crate::retry::Streak`]): what failed
+    /// last time and why — a failing check's or command's own words, bounded and redacted —
+    /// so this turn starts from it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failures: Vec<crate::retry::FailureNote>,
 }
 
 /// What an executor hands back. Its own account is not evidence: the validator decides.

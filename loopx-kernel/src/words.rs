@@ -20,6 +20,7 @@ use crate::gate::{Decided, GateState};
 use crate::ids::CriterionId;
 use crate::obligation::ObligationCause;
 use crate::refusal::Refusal;
+use crate::retry::{FailureNote, TurnResult};
 use crate::seams::StoreError;
 use crate::state::CriterionStatus;
 use crate::todo::ResumeCondition;
@@ -63,15 +64,17 @@ pub fn wait_reason(reason: &WaitReason) -> String {
             format!("`{todo}` is meant for agent:{agent}") + &then("to take it, reassign it", &fix)
         }
         WaitReason::MonitorNotDue { todo, due } => {
-            format!("monitor `{todo}` is due at {due}") + &then("ask again then", &fix)
+            format!("monitor `{todo}` is due at {due}")
+                + &then(&format!("ask again at {due}"), &fix)
         }
         WaitReason::Deferred { todo, until } => match until {
             ResumeCondition::At { at } => {
-                format!("`{todo}` is deferred until {at}") + &then("ask again then", &fix)
+                format!("`{todo}` is deferred until {at}")
+                    + &then(&format!("ask again at {at}"), &fix)
             }
             ResumeCondition::TodoDone { todo: other } => {
                 format!("`{todo}` is deferred until `{other}` is done")
-                    + &then("work on it first", &fix)
+                    + &then("it resumes once that is done; see what moves it", &fix)
             }
             ResumeCondition::GateSettled { gate } => {
                 format!("`{todo}` is deferred until gate {gate} is settled")
@@ -84,7 +87,8 @@ pub fn wait_reason(reason: &WaitReason) -> String {
         },
         WaitReason::Dependencies { todo, on } => {
             let on: Vec<String> = on.iter().map(|t| format!("`{t}`")).collect();
-            format!("`{todo}` waits on {}", on.join(", ")) + &then("work on those first", &fix)
+            format!("`{todo}` waits on {}", on.join(", "))
+                + &then("it is ready once those are done; see what moves them", &fix)
         }
         WaitReason::WriteScopeBusy { todo, other, until } => {
             format!("`{todo}` writes where `{other}` does, leased until {until}")
@@ -114,7 +118,7 @@ pub fn wait_reason(reason: &WaitReason) -> String {
             until,
         } => {
             format!("`{todo}` failed {failures} turn(s) in a row and pauses until {until}")
-                + &then("ask again then", &fix)
+                + &then(&format!("ask again at {until}"), &fix)
         }
     }
 }
@@ -777,4 +781,26 @@ pub fn decided_word(state: GateState) -> &'static str {
 /// `text` on one line: line breaks as spaces.
 fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Why a todo's last turn failed, each line indented by `indent`: how many failed in a row,
+/// the last one's turn, time and kind, then the failure's own words (a failing command's
+/// output among them), every line marked `│` as quoted output. Empty for a note that is no
+/// failure.
+pub fn failure_words(failures: u32, note: &FailureNote, indent: &str) -> String {
+    let (what, detail) = match &note.result {
+        TurnResult::ExecutorFailed { class, detail } => {
+            (format!("executor failed ({class})"), detail)
+        }
+        TurnResult::ValidationFailed { detail } => ("validation failed".to_owned(), detail),
+        TurnResult::Progress | TurnResult::NoProgress => return String::new(),
+    };
+    let mut text = format!(
+        "{indent}failed {failures} turn(s) in a row; the last, {} at {}: {what}\n",
+        note.turn, note.at
+    );
+    for line in detail.lines() {
+        let _ = writeln!(text, "{indent}  │ {line}");
+    }
+    text
 }

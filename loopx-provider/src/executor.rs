@@ -57,8 +57,10 @@
 //! | exit 126 or 127 (the shell could not run the program), or the program could not start | `unavailable` |
 //! | any other exit code | `exited` |
 //!
-//! Standard error is only matched, never recorded: the failure's detail names the command and
-//! how it ended, nothing it printed (which could hold a secret).
+//! The failure's detail names the command and how it ended, then what it printed: the tails of
+//! its standard error and output, together within the kernel's text bound, with the values of
+//! the secret environment variables it ran with masked ([`ProcessOutput::told`]), so that the
+//! next turn on the todo (its request's `failures`) and the people reading `status` see why.
 //!
 //! The journal is one directory (created owner-only). Before the process starts, a `started`
 //! record is written and synced; after it ends, its report (or its failure) is written
@@ -258,7 +260,7 @@ impl Executor for CommandExecutor {
             .run()
             .await
             .map_err(|e| TurnError::Failed(e.to_string()))?;
-        if let Some(error) = failure(&self.command.display(), &output) {
+        if let Some(error) = failure(&self.command, &output) {
             let encoded = serde_json::to_vec(&error.failure())
                 .map_err(|e| failed("encode the failure", &e))?;
             write_synced(&self.journal, &self.record(turn, "failed"), &encoded)
@@ -342,9 +344,18 @@ fn epoch_in(path: &Path) -> Option<u64> {
 }
 
 /// The turn error of a process that did not exit zero, classed as the module docs say.
-fn failure(command: &str, output: &ProcessOutput) -> Option<TurnError> {
-    let command: String = command.chars().take(200).collect();
-    let detail = format!("`{command}` {}", output.exit);
+fn failure(spec: &CommandSpec, output: &ProcessOutput) -> Option<TurnError> {
+    let command: String = spec.display().chars().take(200).collect();
+    let mut detail = format!("`{command}` {}", output.exit);
+    // Why, in the command's own words: the tails of what it printed, bounded and redacted.
+    let told = output.told(
+        &spec.secret_values(),
+        loopx_kernel::MAX_TEXT.saturating_sub(detail.len() + 1),
+    );
+    if !told.is_empty() {
+        detail.push('\n');
+        detail.push_str(&told);
+    }
     let code = match output.exit {
         Exit::Code { code: 0 } => return None,
         Exit::TimedOut => {

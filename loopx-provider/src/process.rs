@@ -17,6 +17,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -158,6 +159,49 @@ impl CommandSpec {
         self
     }
 
+    /// The values of the child's environment variables whose names say they hold a secret
+    /// (`TOKEN`, `SECRET`, `KEY`, `PASSWORD`, `PASSWD`, `CREDENTIAL`, `AUTH`, `COOKIE`,
+    /// `SESSION`, `PRIVATE` anywhere in the name, in any case), those it lets through from this
+    /// process and those it sets: what [`ProcessOutput::told`] masks. Values shorter than 4
+    /// characters are left out (masking them would mask ordinary words).
+    pub fn secret_values(&self) -> Vec<String> {
+        const SECRET: [&str; 10] = [
+            "TOKEN",
+            "SECRET",
+            "KEY",
+            "PASSWORD",
+            "PASSWD",
+            "CREDENTIAL",
+            "AUTH",
+            "COOKIE",
+            "SESSION",
+            "PRIVATE",
+        ];
+        let secret = |name: &OsStr| {
+            let name = name.to_string_lossy().to_uppercase();
+            SECRET.iter().any(|word| name.contains(word))
+        };
+        let allowed = self
+            .allow_env
+            .iter()
+            .filter(|name| secret(name))
+            .filter_map(std::env::var_os);
+        let set = self
+            .set_env
+            .iter()
+            .filter(|(name, _)| secret(name))
+            .map(|(_, value)| value.clone());
+        let mut values: Vec<String> = allowed
+            .chain(set)
+            .map(|v| v.to_string_lossy().into_owned())
+            .filter(|v| v.chars().count() >= 4)
+            .collect();
+        // The longest first, so that a secret holding another is masked whole.
+        values.sort_by_key(|v| std::cmp::Reverse(v.len()));
+        values.dedup();
+        values
+    }
+
     /// The program.
     pub fn program(&self) -> &OsStr {
         &self.program
@@ -273,6 +317,43 @@ pub struct ProcessOutput {
 }
 
 impl ProcessOutput {
+    /// What the command printed, for the people and the next turn that must know why it
+    /// failed: the last bytes of its standard error, then of its standard output, each under a
+    /// line that names the stream and how much of it is shown, together at most `budget`
+    /// bytes (a stream that printed nothing gives its share to the other). Every value of
+    /// `secrets` ([`CommandSpec::secret_values`]) is masked as `[redacted]` — also the end of
+    /// one whose beginning fell outside the captured tail —, so is every word that begins
+    /// like a well-known credential (`sk-`, `ghp_`, `github_pat_`, `xoxb-`, `AKIA`, … or
+    /// after `Bearer `), and control characters are neutralised
+    /// ([`crate::fact::outside_text`]). Empty when it printed nothing.
+    pub fn told(&self, secrets: &[String], budget: usize) -> String {
+        let streams = [("stderr", &self.stderr), ("stdout", &self.stdout)];
+        let printed = streams.iter().filter(|(_, c)| c.total_bytes > 0).count();
+        let mut told = String::new();
+        for (name, captured) in streams {
+            if captured.total_bytes == 0 {
+                continue;
+            }
+            let share = budget.saturating_sub(told.len()) / printed.max(1);
+            let text = redact(&captured.text(), secrets);
+            let text = crate::fact::outside_text(text.trim_end());
+            let head_room = share.saturating_sub(64);
+            let tail = last_bytes(&text, head_room);
+            if captured.truncated() || tail.len() < text.len() {
+                let _ = writeln!(
+                    told,
+                    "{name} (the last {} of {} bytes):\n{tail}",
+                    tail.len(),
+                    captured.total_bytes
+                );
+            } else {
+                let _ = writeln!(told, "{name}:\n{tail}");
+            }
+        }
+        told.truncate(told.trim_end().len());
+        told
+    }
+
     /// A digest of the outcome: the exit and both streams' digests (not the duration), so two
     /// runs that behaved alike digest alike.
     pub fn digest(&self) -> String {
@@ -283,6 +364,87 @@ impl ProcessOutput {
         hasher.update([0]);
         hasher.update(self.stderr.sha256.as_bytes());
         hex(&hasher.finalize())
+    }
+}
+
+/// The beginnings of credentials that announce themselves (API keys, access tokens of the
+/// common providers), masked wherever they appear even when no variable named them.
+const CREDENTIAL_PREFIXES: [&str; 11] = [
+    "sk-",
+    "ghp_",
+    "gho_",
+    "ghs_",
+    "ghu_",
+    "ghr_",
+    "github_pat_",
+    "glpat-",
+    "xoxb-",
+    "xoxp-",
+    "AKIA",
+];
+
+/// Masks every word that begins like a credential ([`CREDENTIAL_PREFIXES`]) or follows
+/// `Bearer `.
+fn redact_credentials(text: &str) -> String {
+    let word = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    let mut after_bearer = false;
+    while let Some(start) = rest.find(word) {
+        out.push_str(&rest[..start]);
+        let tail = &rest[start..];
+        let end = tail.find(|c: char| !word(c)).unwrap_or(tail.len());
+        let token = &tail[..end];
+        let credential = after_bearer
+            || CREDENTIAL_PREFIXES
+                .iter()
+                .any(|p| token.len() > p.len() + 2 && token.starts_with(p));
+        out.push_str(if credential { "[redacted]" } else { token });
+        after_bearer = token.eq_ignore_ascii_case("bearer") && tail[end..].starts_with(' ');
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `text` with every secret value masked, and a secret's end that begins the text (the rest
+/// of it cut off by the capture bound) masked too; then every word that announces itself as a
+/// credential.
+fn redact(text: &str, secrets: &[String]) -> String {
+    let mut text = redact_secret_values(text, secrets);
+    text = redact_credentials(&text);
+    text
+}
+
+fn redact_secret_values(text: &str, secrets: &[String]) -> String {
+    let mut text = text.to_owned();
+    for secret in secrets {
+        text = text.replace(secret.as_str(), "[redacted]");
+        let cut_off = (1..secret.len().saturating_sub(3))
+            .filter(|&at| secret.is_char_boundary(at))
+            .map(|at| &secret[at..])
+            .find(|end| text.starts_with(end));
+        if let Some(end) = cut_off {
+            text.replace_range(..end.len(), "[redacted]");
+        }
+    }
+    text
+}
+
+/// The last at most `limit` bytes of `text`, starting at a line when one starts within their
+/// first 160 bytes (a cut mid-line reads worse than a few bytes fewer).
+fn last_bytes(text: &str, limit: usize) -> &str {
+    if text.len() <= limit {
+        return text;
+    }
+    let mut start = text.len() - limit;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    let tail = &text[start..];
+    match tail.find('\n') {
+        Some(line) if line < 160 => &tail[line + 1..],
+        _ => tail,
     }
 }
 

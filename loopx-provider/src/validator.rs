@@ -7,6 +7,9 @@
 //! on uncommitted changes never satisfies a criterion at a commit). A passing verdict needs exit
 //! code zero within the timeout; an exit code proves only that the process exited, which is why
 //! the evidence records which command ran, on which revision, and the digest of what it printed.
+//! A failing check's summary also carries what it printed — the tails of its standard error and
+//! output, bounded to the kernel's text limit, with the values of secret environment variables
+//! masked ([`ProcessOutput::told`]) — so whoever acts next can tell why it failed.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -14,8 +17,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use loopx_kernel::seams::{Clock, TurnError, TurnReport, TurnRequest, Validation, Validator};
 use loopx_kernel::{
-    Actor, CheckId, EvidenceId, Lineage, NewEvidence, Outcome, Revision, SourceId, Subject,
-    VerdictOutcome,
+    Actor, CheckId, EvidenceId, Lineage, MAX_TEXT, NewEvidence, Outcome, Revision, SourceId,
+    Subject, VerdictOutcome,
 };
 
 use crate::fact::{bounded_id, id_component};
@@ -143,6 +146,20 @@ impl Validator for CommandValidator {
                 ""
             },
         );
+        // A failing check says why, in its own words: what it printed, bounded and redacted.
+        let told = if passed {
+            String::new()
+        } else {
+            output.told(
+                &self.command.secret_values(),
+                MAX_TEXT.saturating_sub(summary.len() + 1),
+            )
+        };
+        let summary = if told.is_empty() {
+            summary
+        } else {
+            format!("{summary}\n{told}")
+        };
         let id = EvidenceId::new(bounded_id(&format!(
             "{}.{}",
             turn.turn,

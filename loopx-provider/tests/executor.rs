@@ -19,6 +19,7 @@ fn turn(name: &str) -> TurnRequest {
         handoff: None,
         deadline: Timestamp::parse("2026-11-29T11:00:00Z").expect("instant"),
         decided: Vec::new(),
+        failures: Vec::new(),
     }
 }
 
@@ -189,8 +190,15 @@ fn a_command_that_does_not_exit_zero_fails_the_turn_by_class() {
 
         assert_eq!(error.class(), class, "{script}: {error}");
         let failure = error.failure();
-        // What the process printed is matched, never recorded.
+        // What the process printed is recorded redacted: a key it printed is masked.
         assert!(!failure.detail.contains("sk-xyz"), "{}", failure.detail);
+        if script.contains("sk-") {
+            assert!(
+                failure.detail.contains("invalid API key [redacted]"),
+                "{}",
+                failure.detail
+            );
+        }
         // The failure is journalled: a restarted engine settles it instead of re-running.
         assert_eq!(
             rt.block_on(executor.recover(&turn(&name))),

@@ -22,6 +22,7 @@ fn turn(name: &str, epoch: u64) -> TurnRequest {
         handoff: None,
         deadline: Timestamp::parse("2026-11-29T11:00:00Z").expect("instant"),
         decided: Vec::new(),
+        failures: Vec::new(),
     }
 }
 

@@ -30,6 +30,7 @@ fn turn() -> (TurnRequest, TurnReport) {
             handoff: None,
             deadline: now,
             decided: Vec::new(),
+            failures: Vec::new(),
         },
         TurnReport {
             effects: Vec::new(),

@@ -41,6 +41,8 @@ const LEASE_TTL: Duration = Duration::from_millis(2_000);
 const TURN_WORK: StdDuration = StdDuration::from_millis(400);
 /// How long the hosts get to finish once every link is healed.
 const FINISH: StdDuration = StdDuration::from_secs(90);
+/// How long the hosts get, once the work is done, to each step again and see it done.
+const CONVERGE: StdDuration = StdDuration::from_secs(30);
 
 fn main() -> ExitCode {
     if env::var(HOST).is_ok() {
@@ -413,7 +415,7 @@ fn partitioned_hosts() {
         }
         thread::sleep(StdDuration::from_millis(300));
     };
-    thread::sleep(StdDuration::from_millis(1_500));
+    await_convergence(&lines);
     hosts.stop();
     assert!(
         finished,
@@ -431,6 +433,29 @@ fn partitioned_hosts() {
         figures.takeovers > 0,
         "no cut outlived a lease: the test proved nothing about epochs"
     );
+}
+
+/// Waits until every host has said where the work stands after it was done, or for at most
+/// [`CONVERGE`]: each host steps again within its wait (at most a second when nothing wakes
+/// it), however slowly a loaded machine lets it.
+fn await_convergence(lines: &Lines) {
+    let started = Instant::now();
+    while started.elapsed() < CONVERGE {
+        let printed = lines.lock().expect("lines").clone();
+        let last = last_decisions(&printed);
+        if last.len() == HOSTS && last.values().all(|d| *d == "terminal") {
+            return;
+        }
+        thread::sleep(StdDuration::from_millis(200));
+    }
+}
+
+/// Each host's last printed decision.
+fn last_decisions(printed: &[(usize, String)]) -> BTreeMap<usize, &str> {
+    printed
+        .iter()
+        .filter_map(|(host, line)| line.strip_prefix("decision ").map(|d| (*host, d)))
+        .collect()
 }
 
 async fn seed(store: &PostgresStore, goal: &GoalId) {
@@ -597,10 +622,7 @@ fn verify_printed(printed: &[(usize, String)], settled: &BTreeSet<String>, figur
             _ => {}
         }
     }
-    let last: BTreeMap<usize, &str> = printed
-        .iter()
-        .filter_map(|(host, line)| line.strip_prefix("decision ").map(|d| (*host, d)))
-        .collect();
+    let last = last_decisions(printed);
     let decisions: BTreeSet<&str> = last.values().copied().collect();
     assert_eq!(
         last.len(),

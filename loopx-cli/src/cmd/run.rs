@@ -21,7 +21,7 @@ use loopx_kernel::ids::path_component;
 use loopx_kernel::seams::{Clock, Store, UsageProblem};
 use loopx_kernel::{
     Actor, AgentId, CheckId, Decision, Duration, GoalId, GoalSpec, Keyring, ObservationKey,
-    Refusal, SourceId, Subject, TurnResult,
+    Refusal, SourceId, Subject, TodoId, TurnResult, VerdictOutcome,
 };
 use loopx_provider::clock::SystemClock;
 use loopx_provider::executor::CommandExecutor;
@@ -428,8 +428,54 @@ fn split_words(text: &str) -> Result<Vec<String>, String> {
     Ok(words)
 }
 
+/// What a failed command printed, on the lines after the step's, each marked as its output.
+fn quoted(told: &str) -> String {
+    told.lines().fold(String::new(), |mut text, line| {
+        let _ = write!(text, "\n    │ {line}");
+        text
+    })
+}
+
+/// A settled turn in words, and what a failed command printed (empty when nothing failed).
+fn settled_words(
+    out: &Output,
+    todo: &TodoId,
+    again: &str,
+    verdict: VerdictOutcome,
+    result: Option<&TurnResult>,
+) -> (String, String) {
+    match result {
+        Some(TurnResult::ExecutorFailed { class, detail }) => {
+            let (how, told) = detail.split_once('\n').unwrap_or((detail, ""));
+            let words = format!(
+                "turn on `{todo}`{again} settled as failed: {} ({class}: {how})",
+                out.paint(Style::Bad, "executor failed"),
+            );
+            (words, quoted(told))
+        }
+        Some(TurnResult::ValidationFailed { detail }) => {
+            let (_, told) = detail.split_once('\n').unwrap_or((detail, ""));
+            let words = format!(
+                "turn on `{todo}`{again} settled as failed: {}",
+                out.paint(Style::Bad, "validation failed"),
+            );
+            (words, quoted(told))
+        }
+        Some(TurnResult::NoProgress) => (
+            format!("turn on `{todo}` settled: {verdict:?}{again}, no progress"),
+            String::new(),
+        ),
+        Some(TurnResult::Progress) | None => (
+            format!("turn on `{todo}` settled: {verdict:?}{again}"),
+            String::new(),
+        ),
+    }
+}
+
 fn progress(out: &Output, n: usize, report: &StepReport) -> String {
     let mut line = format!("step {n:>3}  ");
+    // What a failed command printed, shown under the step's line.
+    let mut output = String::new();
     if !report.observed.is_empty() {
         let _ = write!(line, "observed {} · ", report.observed.len());
     }
@@ -454,31 +500,9 @@ fn progress(out: &Output, n: usize, report: &StepReport) -> String {
         }) => {
             let again = if *resumed { " (resumed)" } else { "" };
             // A failed turn is reported as failed, whatever the validator said of the tree.
-            match result {
-                Some(TurnResult::ExecutorFailed { class, detail }) => {
-                    let _ = write!(
-                        line,
-                        "turn on `{todo}`{again} settled as failed: {} ({class}: {detail})",
-                        out.paint(Style::Bad, "executor failed")
-                    );
-                }
-                Some(TurnResult::ValidationFailed { .. }) => {
-                    let _ = write!(
-                        line,
-                        "turn on `{todo}`{again} settled as failed: {}",
-                        out.paint(Style::Bad, "validation failed")
-                    );
-                }
-                Some(TurnResult::NoProgress) => {
-                    let _ = write!(
-                        line,
-                        "turn on `{todo}` settled: {verdict:?}{again}, no progress"
-                    );
-                }
-                Some(TurnResult::Progress) | None => {
-                    let _ = write!(line, "turn on `{todo}` settled: {verdict:?}{again}");
-                }
-            }
+            let (words, told) = settled_words(out, todo, again, *verdict, result.as_ref());
+            line.push_str(&words);
+            output = told;
             if !overrun.is_zero() {
                 let _ = write!(
                     line,
@@ -527,7 +551,7 @@ fn progress(out: &Output, n: usize, report: &StepReport) -> String {
         "next: {}",
         crate::decision::headline(out, &report.decision)
     );
-    line
+    line + &output
 }
 
 /// A signal that interrupts `run`.

@@ -63,6 +63,23 @@ pub async fn run(ctx: &Ctx, args: &StatusArgs) -> Result<Exit, CliError> {
     Ok(Exit::Ok)
 }
 
+/// Why an open todo's last turn failed, when its streak is of failures.
+fn last_failure(state: &GoalState, todo: &Todo) -> String {
+    state
+        .streaks
+        .get(&todo.id)
+        .filter(|streak| streak.failures > 0)
+        .and_then(|streak| {
+            let note = streak.recent.last()?;
+            Some(loopx_kernel::words::failure_words(
+                streak.failures,
+                note,
+                "    ",
+            ))
+        })
+        .unwrap_or_default()
+}
+
 fn human(out: &Output, state: &GoalState, now: Timestamp) -> String {
     let mut text = view::goal_text(out, state, now);
     text.push('\n');
@@ -80,6 +97,7 @@ fn human(out: &Output, state: &GoalState, now: Timestamp) -> String {
                 format!("  [{lease}]")
             };
             let _ = writeln!(text, "  {}  {}{lease}", todo.id, todo.title);
+            text.push_str(&last_failure(state, todo));
         }
     }
     let pending: Vec<_> = state

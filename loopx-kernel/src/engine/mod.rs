@@ -790,6 +790,11 @@ impl Engine {
             handoff: item.handoff.as_deref().cloned(),
             deadline: lease.expires_at,
             decided: state.decided_for(item, self.clock.now()),
+            failures: state
+                .streaks
+                .get(todo)
+                .map(|streak| streak.recent.clone())
+                .unwrap_or_default(),
         })
     }
 
