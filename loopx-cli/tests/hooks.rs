@@ -412,3 +412,115 @@ fn the_installed_command_runs_as_written() {
     let answer: Value = serde_json::from_slice(&output.stdout).expect("one JSON object");
     assert_eq!(answer["decision"], "block", "{answer}");
 }
+
+/// A session-start input of `runtime`'s shape for session `session`, started by `source`.
+fn session_start(session: &str, source: &str) -> String {
+    json!({
+        "session_id": session,
+        "transcript_path": format!("/home/dev/.claude/projects/acme-cli/{session}.jsonl"),
+        "cwd": "/home/dev/acme-cli",
+        "hook_event_name": "SessionStart",
+        "source": source,
+    })
+    .to_string()
+}
+
+/// A session's briefs do not pile up: a resume with nothing changed gets one line naming the
+/// revision its brief still describes; a compaction after the maintainer answered gets what
+/// changed — the answer whole, quoted — above the new brief, which carries it too.
+#[test]
+fn a_resumed_session_gets_what_changed_or_one_line_not_another_brief() {
+    let lx = Loopx::sqlite();
+    lx.ok(&["init"]);
+    let t0 = at(29, "10:00");
+    goal(&lx, GOAL, &t0);
+    todo(&lx, GOAL, "edit", &t0);
+    lx.ok(&[
+        "--goal",
+        GOAL,
+        "--as",
+        "agent:agent-a",
+        "--now",
+        &t0,
+        "gate",
+        "open",
+        "--id",
+        "error-code-name",
+        "--question",
+        "is error_code acceptable?",
+        "--owner",
+        "person:maintainer",
+        "--todo",
+        "edit",
+    ]);
+    let revision = lx.revision(GOAL);
+    let context = |source: &str, now: &str| {
+        let answer = hook_with(
+            &lx,
+            Some(GOAL),
+            now,
+            "claude",
+            "session-start",
+            &session_start("s-1", source),
+        );
+        answer["hookSpecificOutput"]["additionalContext"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+
+    let started = context("startup", &t0);
+    assert!(started.contains("### Next"), "{started}");
+    let resumed = context("resume", &t0);
+    assert_eq!(
+        resumed,
+        format!(
+            "loopx: nothing changed since this session's last brief (goal `{GOAL}` at revision {revision}); it still holds."
+        )
+    );
+    // Another session is briefed in full.
+    let other = hook_with(
+        &lx,
+        Some(GOAL),
+        &t0,
+        "claude",
+        "session-start",
+        &session_start("s-2", "resume"),
+    );
+    assert!(
+        other.to_string().contains("### Next"),
+        "a session never briefed gets the brief: {other}"
+    );
+
+    let t1 = at(29, "10:30");
+    lx.ok(&[
+        "--goal",
+        GOAL,
+        "--as",
+        "person:maintainer",
+        "--now",
+        &t1,
+        "gate",
+        "answer",
+        "--gate",
+        "error-code-name",
+        "--answer",
+        "error_code is fine\nrename `message` to `detail`",
+    ]);
+    let compacted = context("compact", &t1);
+    let changed = compacted
+        .split("# Brief")
+        .next()
+        .expect("what changed comes first");
+    assert!(
+        changed.contains("What changed since this session's last brief")
+            && changed.contains(&format!("revision {revision} → {}", revision + 1))
+            && changed.contains("gate_resolved by person:maintainer")
+            && changed.contains("  > rename `message` to `detail`"),
+        "{compacted}"
+    );
+    assert!(
+        compacted.contains("### Decided") && compacted.contains("### Next"),
+        "the new brief follows: {compacted}"
+    );
+}

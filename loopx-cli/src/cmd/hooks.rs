@@ -2,8 +2,11 @@
 //! prints) the runtime's hook configuration; `run EVENT` answers one hook call: it reads the
 //! JSON the runtime sends on standard input and prints the answer in the runtime's format.
 //!
-//! - `session-start` (also after a compaction, for Claude Code): the agent's brief, injected
-//!   as the session's context.
+//! - `session-start` (also on a resume or after a compaction): the agent's brief, injected as
+//!   the session's context. A resumed or compacted session whose goals did not move since its
+//!   last brief gets a one-line "nothing changed since revision N" instead of another copy;
+//!   one whose goals moved gets what changed (each commit, a person's answer in full) above
+//!   the new brief.
 //! - `stop`: while the agent's decision is `continue`, the stop is refused with the assignment
 //!   as the reason; on `wait`, `ask`, `replan`, `repair` or `terminal` the session stops, told
 //!   why. A stop the runtime already continued because of this hook (`stop_hook_active`) is
@@ -14,17 +17,20 @@
 //! malformed input, an unknown goal, a store that cannot be read) is answered with exit 0 and
 //! a `systemMessage` naming its code, and printed on standard error too.
 
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand, ValueEnum};
 use loopx_kernel::brief::Brief;
+use loopx_kernel::ids::path_component;
 use loopx_kernel::{Actor, AgentId, Decision, GoalState, decide};
 use serde_json::{Map, Value, json};
 
 use crate::context::Ctx;
 use crate::error::{CliError, Exit};
-use crate::store::Location;
+use crate::store::{Backend, Location};
 
 /// The most a hook's input may hold: runtimes send a small object.
 const MAX_INPUT: u64 = 1 << 20;
@@ -111,16 +117,171 @@ async fn respond(ctx: &Ctx, args: &RunArgs) -> Result<Value, CliError> {
     let states = ctx.goal_states(&backend).await?;
     Ok(match args.event {
         Event::SessionStart => {
-            let brief = Brief::across(&states, &agent, ctx.now);
+            let context = session_context(ctx, &backend, &input, &states, &agent).await?;
             json!({
                 "hookSpecificOutput": {
                     "hookEventName": "SessionStart",
-                    "additionalContext": brief.to_markdown(),
+                    "additionalContext": context,
                 }
             })
         }
         Event::Stop => stop(&input, &states, &agent, ctx),
     })
+}
+
+/// What a session start injects. A new session gets the whole brief. A session that resumes or
+/// was compacted (the input's `source`) gets a short "unchanged since revision N" when no goal
+/// moved since this session's last brief, and otherwise what changed since then above the
+/// whole brief; each brief is remembered per session (beside a SQLite store).
+async fn session_context(
+    ctx: &Ctx,
+    backend: &Backend,
+    input: &Map<String, Value>,
+    states: &[GoalState],
+    agent: &AgentId,
+) -> Result<String, CliError> {
+    let memory = SessionMemory::of(ctx, agent, input);
+    let briefed = memory.as_ref().map(SessionMemory::read).unwrap_or_default();
+    let now: BTreeMap<String, u64> = states
+        .iter()
+        .map(|s| (s.spec.id.to_string(), s.revision))
+        .collect();
+    let again = matches!(
+        input.get("source").and_then(Value::as_str),
+        Some("resume" | "compact")
+    );
+    if let Some(memory) = &memory {
+        memory.write(&now);
+    }
+    if again && !briefed.is_empty() && briefed == now {
+        let at: Vec<String> = now
+            .iter()
+            .map(|(goal, revision)| format!("goal `{goal}` at revision {revision}"))
+            .collect();
+        return Ok(format!(
+            "loopx: nothing changed since this session's last brief ({}); it still holds.",
+            at.join(", ")
+        ));
+    }
+    let mut context = String::new();
+    if again && !briefed.is_empty() {
+        context.push_str(&changed_since(ctx, backend, states, &briefed).await?);
+    }
+    context.push_str(&Brief::across(states, agent, ctx.now).to_markdown());
+    Ok(context)
+}
+
+/// The most commits listed per goal in "what changed".
+const MAX_CHANGES: usize = 20;
+
+/// What each goal recorded since the revision this session was last briefed at: one line a
+/// commit's event, who and when — a person's answer in full, quoted.
+async fn changed_since(
+    ctx: &Ctx,
+    backend: &Backend,
+    states: &[GoalState],
+    briefed: &BTreeMap<String, u64>,
+) -> Result<String, CliError> {
+    let mut text = String::from("# What changed since this session's last brief\n");
+    for state in states {
+        let goal = &state.spec.id;
+        let since = briefed.get(goal.as_str()).copied().unwrap_or(0);
+        if since >= state.revision {
+            continue;
+        }
+        let events = backend
+            .store()
+            .events(goal, since, MAX_CHANGES + 1)
+            .await
+            .map_err(CliError::from)?;
+        let _ = writeln!(
+            text,
+            "\n## Goal `{goal}`: revision {since} → {}\n",
+            state.revision
+        );
+        for recorded in events.iter().take(MAX_CHANGES) {
+            let _ = writeln!(
+                text,
+                "- revision {}: {} by {} at {}",
+                recorded.revision,
+                recorded.event.name(),
+                recorded.actor,
+                recorded.at
+            );
+        }
+        if events.len() > MAX_CHANGES {
+            let _ = writeln!(text, "- … and more: `loopx log --goal {goal}`");
+        }
+        // The gates decided since: at or after the first commit this session has not seen.
+        let first = events.first().map_or(ctx.now, |e| e.at);
+        for decided in state
+            .gates
+            .values()
+            .filter_map(|g| g.decided(ctx.now))
+            .filter(|d| d.at >= first)
+        {
+            text.push_str(&loopx_kernel::words::decided_words(&decided, ""));
+        }
+    }
+    text.push('\n');
+    Ok(text)
+}
+
+/// The revisions a session was last briefed at, kept in a file of its own: `hooks/AGENT/
+/// SESSION.json` beside a SQLite store (names encoded, written owner-only through a new
+/// temporary file renamed into place, so no link is followed). A PostgreSQL store, or a
+/// runtime that names no session, keeps none: every start gets the whole brief.
+struct SessionMemory {
+    file: PathBuf,
+}
+
+impl SessionMemory {
+    fn of(ctx: &Ctx, agent: &AgentId, input: &Map<String, Value>) -> Option<SessionMemory> {
+        let session = input.get("session_id").and_then(Value::as_str)?;
+        let Location::Sqlite(store) = ctx.location() else {
+            return None;
+        };
+        let file = store
+            .with_file_name("hooks")
+            .join(path_component(agent.as_str()))
+            .join(format!("{}.json", path_component(session)));
+        Some(SessionMemory { file })
+    }
+
+    fn read(&self) -> BTreeMap<String, u64> {
+        std::fs::read(&self.file)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .unwrap_or_default()
+    }
+
+    /// Best effort: a session whose memory cannot be written gets whole briefs.
+    fn write(&self, revisions: &BTreeMap<String, u64>) {
+        use std::io::Write as _;
+        use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+        let Some(dir) = self.file.parent() else {
+            return;
+        };
+        let _ = std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir);
+        let temporary = dir.join(format!(
+            ".{}.{}.tmp",
+            std::process::id(),
+            uuid::Uuid::now_v7()
+        ));
+        let written = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&temporary)
+            .and_then(|mut file| file.write_all(&serde_json::to_vec(revisions).unwrap_or_default()))
+            .and_then(|()| std::fs::rename(&temporary, &self.file));
+        if written.is_err() {
+            let _ = std::fs::remove_file(&temporary);
+        }
+    }
 }
 
 /// The hook's input: one JSON object. Its fields are the runtime's; the ones read here are
