@@ -7,17 +7,7 @@
 mod support;
 
 use serde_json::{Value, json};
-use support::{GOAL, Loopx};
-
-/// The system clock's time, `seconds` from now, as the CLI writes times.
-fn clock(seconds: i64) -> String {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("after 1970")
-        .as_millis();
-    let now = i64::try_from(now).expect("a time in range");
-    loopx_kernel::Timestamp::from_millis(now + seconds * 1000).to_string()
-}
+use support::{GOAL, Loopx, clock};
 
 /// Every fix named anywhere in `decision`.
 fn fixes(decision: &Value, found: &mut Vec<Value>) {

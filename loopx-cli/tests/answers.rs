@@ -5,24 +5,10 @@
 
 mod support;
 
-use std::path::Path;
-use std::process::Command;
-
 use serde_json::{Value, json};
-use support::{GOAL, Loopx};
+use support::{GOAL, Loopx, git_repo};
 
 const ANSWER: &str = "error_code is fine\nrename `message` to `detail`";
-
-fn git(dir: &Path, args: &[&str]) {
-    let status = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "user.name=a", "-c", "user.email=a@example.com"])
-        .args(args)
-        .status()
-        .expect("git runs");
-    assert!(status.success(), "git {args:?}");
-}
 
 /// The goal with todo `document-json` held by gate `error-code-name`, answered in two lines.
 fn answered(lx: &Loopx) {
@@ -140,16 +126,10 @@ fn the_answer_reaches_next_brief_gate_list_and_the_turn() {
     }
 
     // A turn's executor reads the request, answer and all.
-    let repo = lx.path("repo");
-    std::fs::create_dir_all(&repo).expect("repo dir");
-    std::fs::write(
-        repo.join("turn.sh"),
-        "cp \"$LOOPX_REQUEST_FILE\" ../request.json\n",
-    )
-    .expect("turn script");
-    git(&repo, &["init", "-q"]);
-    git(&repo, &["add", "-A"]);
-    git(&repo, &["commit", "-q", "-m", "start"]);
+    git_repo(
+        &lx,
+        &[("turn.sh", "cp \"$LOOPX_REQUEST_FILE\" ../request.json\n")],
+    );
     lx.run(&[
         "--goal",
         GOAL,

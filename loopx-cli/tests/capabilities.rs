@@ -9,12 +9,10 @@ mod support;
 #[path = "../../loopx-provider/tests/support/github.rs"]
 mod github;
 
-use std::path::Path;
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
-use support::Loopx;
+use support::{Loopx, git};
 
 const GOAL: &str = "fix-42";
 const HEAD: &str = "0123456789abcdef0123456789abcdef01234567";
@@ -122,18 +120,6 @@ fn answers(check: Arc<Mutex<Check>>) -> github::Handler {
         };
         github::ok(&body.to_string())
     })
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let status = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "user.name=a", "-c", "user.email=a@example.com"])
-        .args(["-c", "commit.gpgsign=false"])
-        .args(args)
-        .status()
-        .expect("git runs");
-    assert!(status.success(), "git {args:?}");
 }
 
 /// A store, and a checkout `repo` holding the turn script.

@@ -3,12 +3,11 @@
 
 mod support;
 
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
-use support::Loopx;
+use support::{Loopx, git};
 
 const GOAL: &str = "demo";
 
@@ -26,17 +25,6 @@ fi
 
 /// The validator: the work file exists at the committed head.
 const CHECK: &str = "git diff --quiet HEAD && test -s work.txt\n";
-
-fn git(dir: &Path, args: &[&str]) {
-    let status = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "user.name=a", "-c", "user.email=a@example.com"])
-        .args(args)
-        .status()
-        .expect("git runs");
-    assert!(status.success(), "git {args:?}");
-}
 
 /// A SQLite store, a goal with one criterion on `repo:demo`, the given todos, and a git
 /// repository `repo` holding the turn and check scripts.

@@ -6,12 +6,11 @@
 mod support;
 
 use std::io::{BufRead as _, BufReader};
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support::{Loopx, signal};
+use support::{Loopx, git, signal};
 
 const GOAL: &str = "demo";
 
@@ -31,17 +30,6 @@ echo '{"transition":{"kind":"complete","continuation":{"kind":"no_follow_up"}},"
 
 /// The validator: the work file exists at the committed head.
 const CHECK: &str = "git diff --quiet HEAD && test -s work.txt\n";
-
-fn git(dir: &Path, args: &[&str]) {
-    let status = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "user.name=a", "-c", "user.email=a@example.com"])
-        .args(args)
-        .status()
-        .expect("git runs");
-    assert!(status.success(), "git {args:?}");
-}
 
 /// A SQLite store, a goal with one criterion on `repo:demo` and the todo `edit` (with
 /// `todo_flags`), and a git repository `repo` holding `turn.sh` and `check.sh`.

@@ -6,22 +6,11 @@
 
 mod support;
 
-use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::{GOAL, Loopx, REPO, settle_signed, settlement};
-
-/// The system clock's time, `seconds` from now, as the CLI writes times.
-fn clock(seconds: i64) -> String {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .expect("after 1970")
-        .as_millis();
-    let now = i64::try_from(now).expect("a time in range");
-    loopx_kernel::Timestamp::from_millis(now + seconds * 1000).to_string()
-}
+use support::{GOAL, Loopx, REPO, clock, git_repo, settle_signed, settlement};
 
 /// Evidence that `check` passed at `revision`, observed just now.
 fn passing(check: &str, revision: &str) -> Value {
@@ -43,17 +32,6 @@ fn eventually(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(100));
     }
     done()
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let status = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "user.name=a", "-c", "user.email=a@example.com"])
-        .args(args)
-        .status()
-        .expect("git runs");
-    assert!(status.success(), "git {args:?}");
 }
 
 /// The turn `loopx run` starts: it leaves its pid and stands still, as a long turn does.
@@ -100,12 +78,7 @@ fn next(lx: &Loopx) -> Value {
 /// the executor's process group, which it leads. The turn that was in flight and its lease's
 /// epoch.
 fn kill_a_running_turn(lx: &Loopx) -> (String, u64) {
-    let repo = lx.path("repo");
-    std::fs::create_dir_all(&repo).expect("repo dir");
-    std::fs::write(repo.join("turn.sh"), LONG_TURN).expect("turn script");
-    git(&repo, &["init", "-q"]);
-    git(&repo, &["add", "-A"]);
-    git(&repo, &["commit", "-q", "-m", "start"]);
+    git_repo(lx, &[("turn.sh", LONG_TURN)]);
     let mut run = lx.spawn(&RUN);
     let pid_file = lx.path("turn.pid");
     let mut pid = String::new();

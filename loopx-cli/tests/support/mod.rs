@@ -762,3 +762,39 @@ pub fn http_answer(mut stream: impl std::io::Read) -> (u16, String) {
         .unwrap_or_default();
     (code, body)
 }
+
+/// Runs `git` in `dir` as a throwaway author, and fails the test when it fails.
+pub fn git(dir: &Path, args: &[&str]) {
+    let status = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=a", "-c", "user.email=a@example.com"])
+        .args(["-c", "commit.gpgsign=false"])
+        .args(args)
+        .status()
+        .expect("git runs");
+    assert!(status.success(), "git {args:?}");
+}
+
+/// A git repository `repo` in the test's directory holding `files`, committed once.
+pub fn git_repo(lx: &Loopx, files: &[(&str, &str)]) -> PathBuf {
+    let repo = lx.path("repo");
+    std::fs::create_dir_all(&repo).expect("repo dir");
+    for (name, text) in files {
+        std::fs::write(repo.join(name), text).expect("a file of the repository");
+    }
+    git(&repo, &["init", "-q"]);
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "start"]);
+    repo
+}
+
+/// The system clock's time, `seconds` from now, as the CLI writes times.
+pub fn clock(seconds: i64) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_millis();
+    let now = i64::try_from(now).expect("a time in range");
+    loopx_kernel::Timestamp::from_millis(now + seconds * 1000).to_string()
+}
