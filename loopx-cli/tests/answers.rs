@@ -1,6 +1,6 @@
 //! A person's answer reaches the agent that must act on it. The maintainer answers the gate on
 //! `document-json` in two lines; the coder's `next` (JSON and words), `brief` (JSON and
-//! markdown), `gate list` and the request a turn's executor reads (`LOOPX_REQUEST_FILE`) all
+//! markdown), `status`, `gate list` and the request a turn's executor reads (`LOOPX_REQUEST_FILE`) all
 //! carry the whole answer with who gave it — quoted, as what a person said.
 
 mod support;
@@ -116,6 +116,11 @@ fn the_answer_reaches_next_brief_gate_list_and_the_turn() {
     assert!(markdown.contains("### Decided"), "{markdown}");
     for line in QUOTED {
         assert!(markdown.contains(line.trim_start()), "{markdown}");
+    }
+
+    let status = lx.run(&["--goal", GOAL, "status"]).stdout;
+    for line in QUOTED {
+        assert!(status.contains(line), "`status` quotes `{line}`: {status}");
     }
 
     let gates = lx.ok(&["--goal", GOAL, "gate", "list"]);

@@ -298,7 +298,7 @@ impl GoalBrief {
             open,
             more_open,
             gates: gates(state, now),
-            decided: decided(state, now),
+            decided: state.decided_on_open_work(now),
             obligations: state
                 .obligations
                 .values()
@@ -622,23 +622,6 @@ fn open(state: &GoalState, agent: &AgentId, now: Timestamp) -> (Vec<OpenBrief>, 
         })
         .collect();
     (listed, more)
-}
-
-/// The outcomes of the gates that cover an open todo, oldest first.
-fn decided(state: &GoalState, now: Timestamp) -> Vec<Decided> {
-    let mut decided: Vec<Decided> = state
-        .gates
-        .values()
-        .filter(|gate| {
-            state
-                .todos
-                .values()
-                .any(|t| !t.status.is_closed() && gate.scope.covers(t))
-        })
-        .filter_map(|gate| gate.decided(now))
-        .collect();
-    decided.sort_by(|a, b| (a.at, &a.gate).cmp(&(b.at, &b.gate)));
-    decided
 }
 
 fn gates(state: &GoalState, now: Timestamp) -> Vec<GateBrief> {

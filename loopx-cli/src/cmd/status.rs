@@ -121,6 +121,13 @@ fn human(out: &Output, state: &GoalState, now: Timestamp) -> String {
         }
         text.push_str(&table.render(out));
     }
+    let decided = state.decided_on_open_work(now);
+    if !decided.is_empty() {
+        text.push_str("\ndecided on open work (their words, quoted):\n");
+        for decided in &decided {
+            text.push_str(&loopx_kernel::words::decided_words(decided, "  "));
+        }
+    }
     text.push_str(&logins(out, state));
     text.push('\n');
     let ledger = &state.ledger;

@@ -310,6 +310,23 @@ impl GoalState {
             .filter(move |g| g.opened_by == actor && g.state_at(now).is_pending())
     }
 
+    /// What the gates covering any open todo came to by `now`, oldest first: the decisions the
+    /// goal's remaining work acts on.
+    pub fn decided_on_open_work(&self, now: Timestamp) -> Vec<Decided> {
+        let mut decided: Vec<Decided> = self
+            .gates
+            .values()
+            .filter(|gate| {
+                self.todos
+                    .values()
+                    .any(|t| !t.status.is_closed() && gate.scope.covers(t))
+            })
+            .filter_map(|gate| gate.decided(now))
+            .collect();
+        decided.sort_by(|a, b| (a.at, &a.gate).cmp(&(b.at, &b.gate)));
+        decided
+    }
+
     /// What the gates covering `todo` came to by `now` (answered, rejected, withdrawn or
     /// expired), oldest first: the decisions the work on it must act on.
     pub fn decided_for(&self, todo: &Todo, now: Timestamp) -> Vec<Decided> {
