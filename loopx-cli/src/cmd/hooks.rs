@@ -150,9 +150,6 @@ async fn session_context(
         input.get("source").and_then(Value::as_str),
         Some("resume" | "compact")
     );
-    if let Some(memory) = &memory {
-        memory.write(&now);
-    }
     if again && !briefed.is_empty() && briefed == now {
         let at: Vec<String> = now
             .iter()
@@ -168,6 +165,10 @@ async fn session_context(
         context.push_str(&changed_since(ctx, backend, states, &briefed).await?);
     }
     context.push_str(&Brief::across(states, agent, ctx.now).to_markdown());
+    // Remembered only once the brief is made: a start that failed briefs in full next time.
+    if let Some(memory) = &memory {
+        memory.write(&now);
+    }
     Ok(context)
 }
 
@@ -210,7 +211,11 @@ async fn changed_since(
             );
         }
         if events.len() > MAX_CHANGES {
-            let _ = writeln!(text, "- … and more: `loopx log --goal {goal}`");
+            let _ = writeln!(
+                text,
+                "- … and more: `loopx --goal {goal} log --from {}`",
+                since + 1
+            );
         }
         // The gates decided since: at or after the first commit this session has not seen.
         let first = events.first().map_or(ctx.now, |e| e.at);
