@@ -24,10 +24,10 @@ use crate::ids::{
     Subject, TodoId, TurnId,
 };
 use crate::obligation::ObligationKind;
-use crate::retry::{FailureNote, Streak};
+use crate::retry::FailureNote;
 use crate::state::{CriterionStatus, GoalState};
 use crate::time::Timestamp;
-use crate::todo::{HandoffNote, Todo, TodoStatus};
+use crate::todo::{HandoffNote, TodoStatus};
 use crate::words;
 
 /// At most this many done todos are listed per goal (the most recent); the rest are counted.
@@ -583,11 +583,6 @@ fn done(state: &GoalState) -> (Vec<DoneBrief>, usize) {
     (done, more)
 }
 
-/// The todo's streak, when its last settled turn failed.
-fn failing<'s>(state: &'s GoalState, todo: &Todo) -> Option<&'s Streak> {
-    state.streaks.get(&todo.id).filter(|s| s.failures > 0)
-}
-
 fn open(state: &GoalState, agent: &AgentId, now: Timestamp) -> (Vec<OpenBrief>, usize) {
     let mut open: Vec<_> = state
         .todos
@@ -617,8 +612,10 @@ fn open(state: &GoalState, agent: &AgentId, now: Timestamp) -> (Vec<OpenBrief>, 
                 .as_ref()
                 .filter(|l| l.is_live(now))
                 .map(|l| (l.holder.clone(), l.expires_at)),
-            failures: failing(state, todo).map_or(0, |streak| streak.failures),
-            last_failure: failing(state, todo).and_then(|streak| streak.recent.last().cloned()),
+            failures: state
+                .last_failure(&todo.id)
+                .map_or(0, |(failures, _)| failures),
+            last_failure: state.last_failure(&todo.id).map(|(_, note)| note.clone()),
         })
         .collect();
     (listed, more)

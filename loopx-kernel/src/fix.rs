@@ -137,9 +137,10 @@ impl Fix {
     }
 }
 
-/// Asking again once time has passed. No `--now`: a hint never invites a caller to claim a
-/// time ahead of the store's clock (the words name the time to ask at).
-fn next_at(_at: crate::time::Timestamp) -> Fix {
+/// Asking for the next step again: what acts on a wait that time, or another todo's own
+/// standing, ends. Never with `--now`: a hint does not invite a caller to claim a time ahead of
+/// the store's clock (the words name the time to ask at).
+fn ask_again() -> Fix {
     Fix::new("next", None, Who::Asker)
 }
 
@@ -211,12 +212,13 @@ impl WaitReason {
             )
             .arg("todo", todo)
             .choose("to"),
-            WaitReason::MonitorNotDue { due, .. } => next_at(*due),
+            // Time ends these, or another todo's own standing, which may itself wait (a lease,
+            // a backoff, a gate): asking names what moves it, where a claim could be refused.
+            WaitReason::MonitorNotDue { .. }
+            | WaitReason::Backoff { .. }
+            | WaitReason::Dependencies { .. } => ask_again(),
             WaitReason::Deferred { until, .. } => match until {
-                ResumeCondition::At { at } => next_at(*at),
-                // The other todo may itself wait (a lease, a backoff, a gate): asking names
-                // what moves it, where a claim could be refused.
-                ResumeCondition::TodoDone { .. } => Fix::new("next", None, Who::Asker),
+                ResumeCondition::At { .. } | ResumeCondition::TodoDone { .. } => ask_again(),
                 ResumeCondition::GateSettled { gate } => Fix::new(
                     "gate answer",
                     Some("answer_gate"),
@@ -231,9 +233,6 @@ impl WaitReason {
                         .choose("subject")
                 }
             },
-            // A dependency may itself wait (a lease, a backoff, a gate): its own standing is
-            // what to act on, and `next` names it; a claim of it could be refused.
-            WaitReason::Dependencies { .. } => Fix::new("next", None, Who::Asker),
             WaitReason::WriteScopeBusy { other, .. } => Fix::new(
                 "release",
                 Some("release"),
@@ -249,7 +248,6 @@ impl WaitReason {
                 Fix::new("claim", Some("claim"), Who::OtherAgent).arg("todo", todo)
             }
             WaitReason::Budget { dimension, .. } => budget(*dimension),
-            WaitReason::Backoff { until, .. } => next_at(*until),
         }
     }
 }
@@ -348,7 +346,7 @@ impl Refusal {
     /// asking for the next step again at the current time, `loopx next` without `--now`.
     /// `None` for the kernel's own refusals, whose messages say what to do.
     pub fn fix(&self) -> Option<Fix> {
-        matches!(self, Refusal::ClockAhead { .. }).then(|| Fix::new("next", None, Who::Asker))
+        matches!(self, Refusal::ClockAhead { .. }).then(ask_again)
     }
 }
 

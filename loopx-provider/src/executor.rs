@@ -346,16 +346,8 @@ fn epoch_in(path: &Path) -> Option<u64> {
 /// The turn error of a process that did not exit zero, classed as the module docs say.
 fn failure(spec: &CommandSpec, output: &ProcessOutput) -> Option<TurnError> {
     let command: String = spec.display().chars().take(200).collect();
-    let mut detail = format!("`{command}` {}", output.exit);
     // Why, in the command's own words: the tails of what it printed, bounded and redacted.
-    let told = output.told(
-        &spec.secret_values(),
-        loopx_kernel::MAX_TEXT.saturating_sub(detail.len() + 1),
-    );
-    if !told.is_empty() {
-        detail.push('\n');
-        detail.push_str(&told);
-    }
+    let detail = output.explained(format!("`{command}` {}", output.exit), spec);
     let code = match output.exit {
         Exit::Code { code: 0 } => return None,
         Exit::TimedOut => {

@@ -354,6 +354,19 @@ impl ProcessOutput {
         told
     }
 
+    /// `header`, then on the lines below it what the command printed ([`told`](Self::told),
+    /// with the secrets `spec` runs with masked), together within the kernel's text bound
+    /// ([`loopx_kernel::MAX_TEXT`]): a failure's words for people and the next turn.
+    pub fn explained(&self, header: String, spec: &CommandSpec) -> String {
+        let budget = loopx_kernel::MAX_TEXT.saturating_sub(header.len() + 1);
+        let told = self.told(&spec.secret_values(), budget);
+        if told.is_empty() {
+            header
+        } else {
+            format!("{header}\n{told}")
+        }
+    }
+
     /// A digest of the outcome: the exit and both streams' digests (not the duration), so two
     /// runs that behaved alike digest alike.
     pub fn digest(&self) -> String {
@@ -411,9 +424,7 @@ fn redact_credentials(text: &str) -> String {
 /// of it cut off by the capture bound) masked too; then every word that announces itself as a
 /// credential.
 fn redact(text: &str, secrets: &[String]) -> String {
-    let mut text = redact_secret_values(text, secrets);
-    text = redact_credentials(&text);
-    text
+    redact_credentials(&redact_secret_values(text, secrets))
 }
 
 fn redact_secret_values(text: &str, secrets: &[String]) -> String {

@@ -17,8 +17,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use loopx_kernel::seams::{Clock, TurnError, TurnReport, TurnRequest, Validation, Validator};
 use loopx_kernel::{
-    Actor, CheckId, EvidenceId, Lineage, MAX_TEXT, NewEvidence, Outcome, Revision, SourceId,
-    Subject, VerdictOutcome,
+    Actor, CheckId, EvidenceId, Lineage, NewEvidence, Outcome, Revision, SourceId, Subject,
+    VerdictOutcome,
 };
 
 use crate::fact::{bounded_id, id_component};
@@ -147,18 +147,10 @@ impl Validator for CommandValidator {
             },
         );
         // A failing check says why, in its own words: what it printed, bounded and redacted.
-        let told = if passed {
-            String::new()
-        } else {
-            output.told(
-                &self.command.secret_values(),
-                MAX_TEXT.saturating_sub(summary.len() + 1),
-            )
-        };
-        let summary = if told.is_empty() {
+        let summary = if passed {
             summary
         } else {
-            format!("{summary}\n{told}")
+            output.explained(summary, &self.command)
         };
         let id = EvidenceId::new(bounded_id(&format!(
             "{}.{}",

@@ -66,17 +66,8 @@ pub async fn run(ctx: &Ctx, args: &StatusArgs) -> Result<Exit, CliError> {
 /// Why an open todo's last turn failed, when its streak is of failures.
 fn last_failure(state: &GoalState, todo: &Todo) -> String {
     state
-        .streaks
-        .get(&todo.id)
-        .filter(|streak| streak.failures > 0)
-        .and_then(|streak| {
-            let note = streak.recent.last()?;
-            Some(loopx_kernel::words::failure_words(
-                streak.failures,
-                note,
-                "    ",
-            ))
-        })
+        .last_failure(&todo.id)
+        .map(|(failures, note)| loopx_kernel::words::failure_words(failures, note, "    "))
         .unwrap_or_default()
 }
 

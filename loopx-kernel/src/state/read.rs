@@ -11,8 +11,11 @@ use crate::budget::{Amounts, Dimension, Overrun};
 use crate::evidence::{Evidence, Freshness, NewEvidence, Observation, Outcome};
 use crate::gate::{Decided, Gate};
 use crate::identity::may_establish;
-use crate::ids::{AgentId, CriterionId, EvidenceId, ObservationKey, PersonId, SourceId, Subject};
+use crate::ids::{
+    AgentId, CriterionId, EvidenceId, ObservationKey, PersonId, SourceId, Subject, TodoId,
+};
 use crate::login::login_key;
+use crate::retry::FailureNote;
 use crate::time::Timestamp;
 use crate::todo::Todo;
 
@@ -313,30 +316,35 @@ impl GoalState {
     /// What the gates covering any open todo came to by `now`, oldest first: the decisions the
     /// goal's remaining work acts on.
     pub fn decided_on_open_work(&self, now: Timestamp) -> Vec<Decided> {
+        self.decided_where(now, |gate| {
+            self.todos
+                .values()
+                .any(|t| !t.status.is_closed() && gate.scope.covers(t))
+        })
+    }
+
+    /// What the gates covering `todo` came to by `now` (answered, rejected, withdrawn or
+    /// expired), oldest first: the decisions the work on it must act on.
+    pub fn decided_for(&self, todo: &Todo, now: Timestamp) -> Vec<Decided> {
+        self.decided_where(now, |gate| gate.scope.covers(todo))
+    }
+
+    /// What the gates `covers` picks came to by `now`, oldest first.
+    fn decided_where(&self, now: Timestamp, covers: impl Fn(&Gate) -> bool) -> Vec<Decided> {
         let mut decided: Vec<Decided> = self
             .gates
             .values()
-            .filter(|gate| {
-                self.todos
-                    .values()
-                    .any(|t| !t.status.is_closed() && gate.scope.covers(t))
-            })
+            .filter(|gate| covers(gate))
             .filter_map(|gate| gate.decided(now))
             .collect();
         decided.sort_by(|a, b| (a.at, &a.gate).cmp(&(b.at, &b.gate)));
         decided
     }
 
-    /// What the gates covering `todo` came to by `now` (answered, rejected, withdrawn or
-    /// expired), oldest first: the decisions the work on it must act on.
-    pub fn decided_for(&self, todo: &Todo, now: Timestamp) -> Vec<Decided> {
-        let mut decided: Vec<Decided> = self
-            .gates
-            .values()
-            .filter(|g| g.scope.covers(todo))
-            .filter_map(|g| g.decided(now))
-            .collect();
-        decided.sort_by(|a, b| (a.at, &a.gate).cmp(&(b.at, &b.gate)));
-        decided
+    /// How many turns of `todo` failed in a row and the last of them, while its last settled
+    /// turn failed.
+    pub fn last_failure(&self, todo: &TodoId) -> Option<(u32, &FailureNote)> {
+        let streak = self.streaks.get(todo).filter(|s| s.failures > 0)?;
+        Some((streak.failures, streak.recent.last()?))
     }
 }
