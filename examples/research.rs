@@ -392,6 +392,9 @@ fn freshness(freshness: &Freshness) -> String {
     match freshness {
         Freshness::Fresh => "fresh".into(),
         Freshness::Superseded { current } => format!("stale: the subject is now at {current}"),
+        dirty @ Freshness::DirtyTree { .. } => {
+            format!("stale: {}", loopx_kernel::words::freshness_words(dirty))
+        }
         Freshness::Expired { at } => format!("stale: expired at {at}"),
         Freshness::InputStale { input } => format!("stale: its input {input} is stale"),
         Freshness::ObservationChanged { key } => {

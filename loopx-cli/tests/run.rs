@@ -422,6 +422,57 @@ fn a_validator_that_dirties_the_tree_is_named_with_the_files_it_left() {
     );
     let (_, out) = lx.json(&RUN);
     assert_eq!(out["workspace_dirty"][0], "Cargo.lock");
+
+    // The fix names the verb that checks again; with the file gone it refreshes the evidence.
+    let next = lx.run(&["--goal", GOAL, "--as", "agent:agent-a", "next"]);
+    assert!(
+        next.stdout
+            .contains("loopx validate --criterion work-done --validate …"),
+        "{}",
+        next.stdout
+    );
+    assert!(
+        next.stdout.contains("established on a dirty tree"),
+        "the same words as `status` and `evidence list`: {}",
+        next.stdout
+    );
+    std::fs::remove_file(repo.join("Cargo.lock")).expect("the lock file");
+    let validate = [
+        "--goal",
+        GOAL,
+        "--as",
+        "validator:validate.agent-a",
+        "validate",
+        "--criterion",
+        "work-done",
+        "--validate",
+        "test -s work.txt",
+        "--workspace",
+        "repo",
+    ];
+    let run = lx.run(&validate);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.contains("criterion work-done is met"),
+        "{}",
+        run.stdout
+    );
+
+    // A failing check is recorded with what it printed, and the exit says it failed.
+    std::fs::write(
+        repo.join("fail.sh"),
+        "echo '3 failures in serde_roundtrip' >&2; exit 1\n",
+    )
+    .expect("a failing check");
+    let mut failing = validate.to_vec();
+    failing[8] = "sh fail.sh";
+    let run = lx.run(&failing);
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.contains("3 failures in serde_roundtrip"),
+        "{}",
+        run.stdout
+    );
 }
 
 #[test]

@@ -193,6 +193,15 @@ pub enum Freshness {
         /// The subject's current revision.
         current: Revision,
     },
+    /// Established on a working tree with uncommitted or untracked files (a revision
+    /// `git:<sha>+dirty`) whose commit is the subject's current revision: no clean observation
+    /// ever matches it, so it must be checked again on a clean tree.
+    DirtyTree {
+        /// The revision it was established at.
+        established: Revision,
+        /// The subject's current revision.
+        current: Revision,
+    },
     /// Past its time-to-live.
     Expired {
         /// When it expired.

@@ -16,6 +16,7 @@ use crate::decide::{Question, RepairIssue, ReplanReason, Stuck, WaitReason};
 use crate::ids::{AgentId, GateId, TodoId};
 use crate::obligation::ObligationCause;
 use crate::refusal::Refusal;
+use crate::state::CriterionStatus;
 use crate::todo::ResumeCondition;
 
 /// The step that acts on one reason of a decision.
@@ -85,6 +86,8 @@ pub enum Who {
     },
     /// An agent, provider or validator that observes the outside world.
     Observer,
+    /// A validator registered for the criterion's check (the goal's spec names them).
+    Validator,
 }
 
 impl Fix {
@@ -301,11 +304,20 @@ impl ReplanReason {
                         .choose("replacement-file")
                 }
             },
-            ReplanReason::AcceptanceGap { .. } => {
-                Fix::new("todo add", Some("add_todo"), Who::Planner)
+            // Evidence that only went stale needs checking again, not new work.
+            ReplanReason::AcceptanceGap { criteria } => match criteria
+                .iter()
+                .find(|(_, status)| matches!(status, CriterionStatus::Stale { .. }))
+            {
+                Some((criterion, _)) => {
+                    Fix::new("validate", Some("record_evidence"), Who::Validator)
+                        .arg("criterion", criterion)
+                        .choose("validate")
+                }
+                None => Fix::new("todo add", Some("add_todo"), Who::Planner)
                     .choose("id")
-                    .choose("title")
-            }
+                    .choose("title"),
+            },
             ReplanReason::ClosureIntentMissing => {
                 Fix::new("goal close", Some("declare_closure"), Who::Planner).choose("reason")
             }

@@ -305,6 +305,58 @@ pub struct GoalSummary {
     pub next_wake: Option<Timestamp>,
 }
 
+/// A provider's fact a goal refused to record, kept beside the goals so that nothing from
+/// outside is lost without a trace: it stays visible (`status`, the board, `/metrics`) until it
+/// is re-applied or dismissed ([`Store::keep_dead_letter`]). One per goal and operation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeadLetter {
+    /// The goal that refused it.
+    pub goal: GoalId,
+    /// The operation it was submitted under. Re-applying submits it under the same one, so a
+    /// record that committed meanwhile replays instead of recording twice.
+    pub operation: OperationId,
+    /// Who submitted it (the provider).
+    pub actor: Actor,
+    /// What it would have recorded.
+    pub command: Command,
+    /// Where it came from, in words (e.g. `GitHub delivery 72d3… (issue_comment)`).
+    pub origin: String,
+    /// The refusal's code.
+    pub code: String,
+    /// The refusal's words: why the goal could not record it.
+    pub reason: String,
+    /// When it was first refused.
+    pub first_refused: Timestamp,
+    /// When it was last refused.
+    pub last_refused: Timestamp,
+    /// How many times it was refused (a redelivery or a retry refused again counts).
+    pub refusals: u32,
+}
+
+impl DeadLetter {
+    /// `self` refused again as `newer` says: the first time kept, the newer reason and time
+    /// taken, the refusal counted.
+    #[must_use]
+    pub fn refused_again(self, newer: DeadLetter) -> DeadLetter {
+        DeadLetter {
+            first_refused: self.first_refused.min(newer.first_refused),
+            refusals: self.refusals.saturating_add(newer.refusals.max(1)),
+            ..newer
+        }
+    }
+}
+
+/// The dead letters a store keeps: the oldest first, up to the limit asked for, and how many
+/// there are in all.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeadLetters {
+    /// The letters, the first refused first.
+    pub letters: Vec<DeadLetter>,
+    /// How many the store keeps.
+    pub total: u64,
+}
+
 /// A store failure. Refusals are not store errors: a stale revision is [`StoreError::Conflict`]
 /// because it is the store that detects it at commit time.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -528,6 +580,22 @@ pub trait Store: Send + Sync {
         found.sort();
         Ok(found)
     }
+
+    /// Keeps `letter` ([`DeadLetter`]): a letter of the same goal and operation already kept
+    /// is [refused again](DeadLetter::refused_again). Required, so that a wrapper cannot
+    /// forget to forward it.
+    async fn keep_dead_letter(&self, letter: DeadLetter) -> Result<(), StoreError>;
+
+    /// Up to `limit` of the dead letters kept, the first refused first, with how many are kept.
+    async fn dead_letters(&self, limit: usize) -> Result<DeadLetters, StoreError>;
+
+    /// Removes the dead letter of `operation` on `goal` (it was re-applied, or a person
+    /// dismissed it); true when one was kept.
+    async fn drop_dead_letter(
+        &self,
+        goal: &GoalId,
+        operation: &OperationId,
+    ) -> Result<bool, StoreError>;
 
     /// The earliest wake time across all goals after `now`.
     async fn next_wake(&self, now: Timestamp) -> Result<Option<Timestamp>, StoreError>;

@@ -40,6 +40,7 @@ pub fn who(by: &Who) -> String {
         Who::GateOwner { gate } => format!("the owner of gate {gate}"),
         Who::Holder { todo } => format!("the holder of the lease on `{todo}`"),
         Who::Observer => "an agent, provider or validator".to_owned(),
+        Who::Validator => "a validator registered for the criterion's check".to_owned(),
     }
 }
 
@@ -214,6 +215,12 @@ pub fn freshness_words(freshness: &Freshness) -> String {
     match freshness {
         Freshness::Fresh => "fresh".to_owned(),
         Freshness::Superseded { current } => format!("the subject is now at {current}"),
+        Freshness::DirtyTree {
+            established,
+            current,
+        } => format!(
+            "established on a dirty tree ({established}): the checkout had uncommitted or untracked files when it was checked, and the subject is at {current}; commit or ignore those files (`git status` shows them) and check again"
+        ),
         Freshness::Expired { at } => format!("expired at {at}"),
         Freshness::InputStale { input } => format!("its input {input} is stale"),
         Freshness::ObservationChanged { key } => format!("observation `{key}` changed"),
@@ -264,7 +271,12 @@ pub fn replan_reason(reason: &ReplanReason) -> String {
                 .iter()
                 .map(|(id, status)| criterion_words(id, status))
                 .collect();
-            format!("no work left but {}", words.join(", ")) + &then("add a todo", &fix)
+            let action = if fix.verb == "validate" {
+                "check it again at the current revision"
+            } else {
+                "add a todo"
+            };
+            format!("no work left but {}", words.join(", ")) + &then(action, &fix)
         }
         ReplanReason::ClosureIntentMissing => {
             "every criterion is met and no work is left, but nobody declared the intent to close"

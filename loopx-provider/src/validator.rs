@@ -130,7 +130,30 @@ impl Validator for CommandValidator {
         turn: &TurnRequest,
         _report: &TurnReport,
     ) -> Result<Validation, TurnError> {
-        let CommandVerdict { revision, output } = self.run().await?;
+        let verdict = self.run().await?;
+        let id = EvidenceId::new(bounded_id(&format!(
+            "{}.{}",
+            turn.turn,
+            id_component(self.check.as_str())
+        )))
+        .map_err(|e| TurnError::Failed(e.to_string()))?;
+        let evidence = self.evidence(id, &verdict);
+        let outcome = if verdict.output.exit.success() {
+            VerdictOutcome::Passed
+        } else {
+            VerdictOutcome::Failed
+        };
+        Ok(Validation::new(outcome, evidence.summary.clone()).with_evidence([evidence]))
+    }
+}
+
+impl CommandValidator {
+    /// The evidence `verdict` establishes, as `id`: of the check about the subject, at the
+    /// revision the command ran at, passing exactly when it exited zero. Its summary names the
+    /// command, the exit, the time and what it printed; a failing one also carries the tails of
+    /// its output, bounded and redacted ([`ProcessOutput::explained`]).
+    pub fn evidence(&self, id: EvidenceId, verdict: &CommandVerdict) -> NewEvidence {
+        let CommandVerdict { revision, output } = verdict;
         let passed = output.exit.success();
         let summary = format!(
             "`{}` {} after {} ms at {}; stdout sha256 {}, {} bytes{}",
@@ -152,29 +175,17 @@ impl Validator for CommandValidator {
         } else {
             output.explained(summary, &self.command)
         };
-        let id = EvidenceId::new(bounded_id(&format!(
-            "{}.{}",
-            turn.turn,
-            id_component(self.check.as_str())
-        )))
-        .map_err(|e| TurnError::Failed(e.to_string()))?;
-        let evidence = NewEvidence {
+        NewEvidence {
             id,
             check: self.check.clone(),
             subject: self.subject.clone(),
-            revision,
+            revision: revision.clone(),
             outcome: if passed { Outcome::Pass } else { Outcome::Fail },
-            summary: summary.clone(),
+            summary,
             observed_at: self.clock.now(),
             ttl: None,
             inputs: Lineage::default(),
-        };
-        let outcome = if passed {
-            VerdictOutcome::Passed
-        } else {
-            VerdictOutcome::Failed
-        };
-        Ok(Validation::new(outcome, summary).with_evidence([evidence]))
+        }
     }
 }
 

@@ -19,6 +19,12 @@
 //! kernel's rule (the goal owner's login mapping), so anyone else's comment is refused and
 //! changes nothing. Each outcome is in the delivery's answer ([`AnswerOutcome`]).
 //!
+//! A fact a goal refuses (e.g. `key_unregistered`: the provider's key is not registered on a
+//! signed goal) is not acknowledged as if it were recorded: it is kept as a dead letter
+//! ([`Store::keep_dead_letter`]) that `status`, the board, `/metrics` and `loopx dead-letters`
+//! show and re-apply, no `/loopx` command in it is relayed to that goal, and the route answers
+//! `422`, so the delivery shows as failed on GitHub too.
+//!
 //! The `X-GitHub-Delivery` id is the idempotency key: the observation is committed under an
 //! operation id derived from it, so a redelivery replays what the first delivery committed and
 //! never conflicts. A store failure answers `503` before the delivery is acknowledged, so
@@ -129,7 +135,8 @@ pub struct Received {
     pub delivery: String,
     /// The `X-GitHub-Event`.
     pub event: String,
-    /// `recorded` (a fact routed to `goals`), `ping` or `ignored`.
+    /// `recorded` (a fact routed to `goals`), `dead_letter` (a goal refused it: kept as a
+    /// dead letter, the route answers `422`), `ping` or `ignored`.
     pub outcome: &'static str,
     /// What each goal that follows the fact's subjects made of it, in id order.
     pub goals: Vec<GoalOutcome>,
@@ -172,9 +179,13 @@ pub struct GoalOutcome {
     pub changed: bool,
     /// True when this delivery id had already been recorded on the goal: nothing was written.
     pub replayed: bool,
-    /// The refusal's code when the goal refused the fact (e.g. `key_unregistered`).
+    /// The refusal's code when the goal refused the fact (e.g. `key_unregistered`): the fact
+    /// is kept as a dead letter.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refused: Option<&'static str>,
+    /// The refusal's words when refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
     /// The commands its capability proposed in the same pass and the goal accepted.
     pub proposed: Vec<String>,
 }
@@ -287,10 +298,21 @@ impl Deliveries {
             .watching(&subjects, now)
             .await
             .map_err(DeliveryError::Store)?;
+        let origin = format!("GitHub delivery {} ({})", headers.delivery, headers.event);
         let mut outcomes = Vec::with_capacity(goals.len());
         for goal in &goals {
-            outcomes.push(self.deliver_to(goal, &observation, &operation).await?);
+            outcomes.push(
+                self.deliver_to(goal, &observation, &operation, &origin)
+                    .await?,
+            );
         }
+        // A command is relayed only where its comment is on record: a goal that refused the
+        // fact (now a dead letter) must not be answered by words it never recorded.
+        let recorded: Vec<GoalId> = outcomes
+            .iter()
+            .filter(|o| o.refused.is_none())
+            .map(|o| o.goal.clone())
+            .collect();
         let mut relayed = Vec::new();
         for (index, answer) in answers.iter().enumerate() {
             let relay = Relay {
@@ -299,7 +321,7 @@ impl Deliveries {
                 message: Some(answer.message.clone()),
             };
             let operation = answer_operation(&operation, index)?;
-            relayed.extend(self.relay(&goals, answer, relay, &operation).await?);
+            relayed.extend(self.relay(&recorded, answer, relay, &operation).await?);
         }
         for goal in &goals {
             self.judging
@@ -312,10 +334,15 @@ impl Deliveries {
             answers = relayed.len(),
             "delivery recorded"
         );
+        let outcome = if outcomes.iter().any(|o| o.refused.is_some()) {
+            "dead_letter"
+        } else {
+            "recorded"
+        };
         Ok(Received {
             answers: relayed,
             ignored: ignored.into_iter().map(|i| i.reason).collect(),
-            ..received("recorded", outcomes)
+            ..received(outcome, outcomes)
         })
     }
 
@@ -380,6 +407,7 @@ impl Deliveries {
         goal: &GoalId,
         observation: &Observation,
         operation: &OperationId,
+        origin: &str,
     ) -> Result<GoalOutcome, DeliveryError> {
         let record = Submission {
             actor: Actor::Provider(source(PROVIDER)),
@@ -389,7 +417,7 @@ impl Deliveries {
             operation: operation.clone(),
         };
         self.judging
-            .record_and_judge(goal, vec![record])
+            .record_and_judge(goal, vec![record], origin)
             .await
             .map_err(DeliveryError::Store)
     }
@@ -455,6 +483,12 @@ async fn webhook(
     };
     let signature = text("x-hub-signature-256");
     match deliveries.receive(event, delivery, signature, &body).await {
+        // A fact a goal could not record is kept as a dead letter and answered 422, so the
+        // delivery shows as failed in GitHub's list of recent deliveries too.
+        Ok(received) if received.outcome == "dead_letter" => {
+            tracing::warn!("a goal refused the delivery's fact; kept as a dead letter");
+            (StatusCode::UNPROCESSABLE_ENTITY, axum::Json(received)).into_response()
+        }
         Ok(received) => (StatusCode::OK, axum::Json(received)).into_response(),
         Err(error) => {
             tracing::warn!(code = error.code(), "delivery refused");

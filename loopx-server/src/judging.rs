@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use loopx_kernel::engine::{JudgeRound, Submission, record_evidence};
+use loopx_kernel::engine::{JudgeRound, Submission, dead_letter, record_evidence};
 use loopx_kernel::prelude::*;
 use loopx_kernel::seams::StoreError;
 use loopx_kernel::write::{SubmitError, Submitted};
@@ -34,8 +34,9 @@ impl Judging {
     /// [`record_observation`](loopx_kernel::engine::record_observation) or a delivery builds
     /// it), then the evidence each recorded fact establishes by the goal's capability's rule
     /// ([`Bound::evidence`], recorded as the same provider), then judges the goal. The first
-    /// refusal of a record ends the pass (nothing after it is recorded or judged) and is named
-    /// in the outcome.
+    /// refusal of a record ends the pass (nothing after it is recorded or judged), is named in
+    /// the outcome and keeps the refused record as a dead letter from `origin` (where the
+    /// facts came from, in words), so that it is not lost.
     ///
     /// # Errors
     /// The store's failure; what committed before it stays committed and replays.
@@ -43,12 +44,14 @@ impl Judging {
         &self,
         goal: &GoalId,
         records: Vec<Submission>,
+        origin: &str,
     ) -> Result<GoalOutcome, StoreError> {
         let mut outcome = GoalOutcome {
             goal: goal.clone(),
             changed: false,
             replayed: false,
             refused: None,
+            reason: None,
             proposed: Vec::new(),
         };
         let mut state = None;
@@ -59,13 +62,22 @@ impl Judging {
                 .await?
             {
                 Ok(submitted) => {
+                    // A fact refused before and recorded now (GitHub redelivered it after the
+                    // cause was fixed) is no longer a dead letter.
+                    if !submitted.replayed && !submitted.events.is_empty() {
+                        self.store.drop_dead_letter(goal, &record.operation).await?;
+                    }
                     outcome.changed |= !submitted.events.is_empty();
                     outcome.replayed |= submitted.replayed;
                     state = Some(submitted.state);
                     facts.push(record);
                 }
                 Err(refusal) => {
+                    let now = self.clock.now();
+                    let letter = dead_letter(goal, &record, &refusal, origin.to_owned(), now);
+                    self.store.keep_dead_letter(letter).await?;
                     outcome.refused = Some(refusal.code());
+                    outcome.reason = Some(refusal.to_string());
                     return Ok(outcome);
                 }
             }

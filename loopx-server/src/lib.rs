@@ -8,6 +8,7 @@
 
 pub mod board;
 pub mod capabilities;
+pub mod dead_letters;
 pub mod gates;
 pub mod github;
 mod judging;

@@ -464,10 +464,15 @@ impl Poller {
             .into_iter()
             .map(|observation| record_observation(&poll.source, observation))
             .collect();
-        let outcome = self.judging.record_and_judge(&poll.goal, records).await?;
+        let origin = format!("poll of {} `{}`", poll.source, request.key);
+        // Boxed: the pass holds a write path's future, and a poll's future stays small.
+        let outcome = Box::pin(self.judging.record_and_judge(&poll.goal, records, &origin)).await?;
         poll.outcome = match (outcome.refused, outcome.changed) {
             (Some(code), _) => {
-                tracing::warn!(code, "the goal refused the observation");
+                tracing::warn!(
+                    code,
+                    "the goal refused the observation; kept as a dead letter"
+                );
                 PollOutcome::Refused
             }
             (None, true) => PollOutcome::Changed,

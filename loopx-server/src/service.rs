@@ -50,6 +50,7 @@ struct Metrics {
     requests: Family<RequestLabels, Counter>,
     latency: Family<RequestLabels, Histogram>,
     goals: Family<StatusLabels, Gauge>,
+    dead_letters: Gauge,
 }
 
 fn latency_histogram() -> Histogram {
@@ -80,11 +81,18 @@ impl Metrics {
             "Goals in the store by standing, as of the last scrape",
             goals.clone(),
         );
+        let dead_letters = Gauge::default();
+        registry.register(
+            "dead_letters",
+            "Provider facts a goal refused to record, kept until re-applied or dismissed, as of the last scrape",
+            dead_letters.clone(),
+        );
         Metrics {
             registry,
             requests,
             latency,
             goals,
+            dead_letters,
         }
     }
 }
@@ -177,7 +185,7 @@ fn unavailable(why: &str) -> Response {
 }
 
 /// `GET /metrics`: the Prometheus text exposition of the service's metrics, with the goals
-/// gauge brought up to date from the store first.
+/// and dead-letter gauges brought up to date from the store first.
 async fn metrics(State(shared): State<Shared>) -> Response {
     let now = shared.clock.now();
     let counts = match tokio::time::timeout(HEALTH_TIMEOUT, shared.store.goals(now)).await {
@@ -187,7 +195,15 @@ async fn metrics(State(shared): State<Shared>) -> Response {
         })),
         _ => None,
     };
+    let dead_letters =
+        match tokio::time::timeout(HEALTH_TIMEOUT, shared.store.dead_letters(0)).await {
+            Ok(Ok(kept)) => Some(i64::try_from(kept.total).unwrap_or(i64::MAX)),
+            _ => None,
+        };
     let _serial = shared.scrape.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(total) = dead_letters {
+        shared.metrics.dead_letters.set(total);
+    }
     if let Some(counts) = counts {
         for (status, count) in ["active", "accepted", "abandoned"].into_iter().zip(counts) {
             shared

@@ -265,26 +265,14 @@ pub fn evidence(state: &GoalState, evidence: &Evidence, now: Timestamp) -> Value
     let freshness = state.freshness(&evidence.id, now);
     let mut value = merge(json!(evidence), json!(freshness));
     if !freshness.is_fresh() {
-        value = merge(
-            value,
-            json!({ "stale_because": stale_words(evidence, &freshness) }),
-        );
+        value = merge(value, json!({ "stale_because": stale_words(&freshness) }));
     }
     value
 }
 
-/// Why evidence is stale, in words. Evidence a validator established on a tree with
-/// uncommitted files is bound to `git:<sha>+dirty`, which no clean observation matches: that
-/// is said outright, since the files are usually something the validator itself left behind.
-pub fn stale_words(evidence: &Evidence, freshness: &Freshness) -> String {
-    if let Freshness::Superseded { current } = freshness
-        && evidence.revision.as_str().ends_with("+dirty")
-    {
-        return format!(
-            "established on a dirty tree ({}): the checkout had uncommitted or untracked files when it was checked, and the subject is at {current}; commit or ignore those files (`git status` shows them) and check again",
-            evidence.revision
-        );
-    }
+/// Why evidence is stale, in words: the kernel's, so `evidence list`, `status`, `next`, the
+/// brief and the board say it alike (a dirty tree is named as such, with what to do).
+pub fn stale_words(freshness: &Freshness) -> String {
     loopx_kernel::words::freshness_words(freshness)
 }
 

@@ -51,7 +51,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 use loopx_kernel::seams::{
-    AppendRequest, Appended, Commit, GoalStatus, GoalSummary, PastState, Receipt, Store, StoreError,
+    AppendRequest, Appended, Commit, DeadLetter, GoalStatus, GoalSummary, PastState, Receipt,
+    Store, StoreError,
 };
 use loopx_kernel::{
     Actor, AgentId, Amounts, Command, Continuation, Duration, Event, Fingerprint, GoalId, GoalSpec,
@@ -163,6 +164,7 @@ macro_rules! conformance_suite {
             watching_finds_each_kind_of_subject,
             watching_lists_many_goals_in_order,
             watching_agrees_with_a_scan_of_every_goal,
+            dead_letters_are_kept_counted_and_dropped,
         );
     };
     (@cases $backend:expr; $($case:ident),* $(,)?) => {
@@ -3484,4 +3486,73 @@ async fn index_agrees<S: Store + ?Sized>(
             "{when}, subjects {together:?}"
         );
     }
+}
+
+/// A dead letter refused at `minutes` on `goal` under `operation`, with `reason`.
+fn dead_letter(goal: &str, operation: &str, minutes: i64, reason: &str) -> DeadLetter {
+    DeadLetter {
+        goal: id(goal),
+        operation: id(operation),
+        actor: github(),
+        command: observed("pr", "pr:acme/cli#1", minutes),
+        origin: format!("GitHub delivery {operation} (issue_comment)"),
+        code: "key_unregistered".to_owned(),
+        reason: reason.to_owned(),
+        first_refused: at(minutes),
+        last_refused: at(minutes),
+        refusals: 1,
+    }
+}
+
+/// Dead letters are kept whole, listed the first refused first with the count of all, one per
+/// goal and operation (a letter refused again keeps its first time and counts the refusal),
+/// survive a reopen, and are dropped one at a time.
+pub async fn dead_letters_are_kept_counted_and_dropped<B: Backend>(backend: &B) {
+    let store = backend.fresh().await;
+    assert_eq!(store.dead_letters(10).await.unwrap().total, 0);
+    store
+        .keep_dead_letter(dead_letter("g-b", "delivery-1", 1, "no key"))
+        .await
+        .unwrap();
+    store
+        .keep_dead_letter(dead_letter("g-a", "delivery-2", 2, "no key"))
+        .await
+        .unwrap();
+    store
+        .keep_dead_letter(dead_letter("g-b", "delivery-1", 3, "still no key"))
+        .await
+        .unwrap();
+    let store = backend.reopen(store).await;
+
+    let kept = store.dead_letters(10).await.unwrap();
+    assert_eq!(kept.total, 2, "one letter per goal and operation");
+    let again = &kept.letters[0];
+    assert_eq!(
+        (again.goal.as_str(), again.operation.as_str()),
+        ("g-b", "delivery-1")
+    );
+    assert_eq!(
+        again.first_refused,
+        at(1),
+        "the first refusal's time is kept"
+    );
+    assert_eq!(again.last_refused, at(3));
+    assert_eq!(again.refusals, 2);
+    assert_eq!(again.reason, "still no key", "the newest reason is shown");
+    assert_eq!(
+        again.command,
+        observed("pr", "pr:acme/cli#1", 3),
+        "the letter is kept whole, as last refused"
+    );
+    assert_eq!(kept.letters[1].operation.as_str(), "delivery-2");
+
+    let page = store.dead_letters(1).await.unwrap();
+    assert_eq!((page.letters.len(), page.total), (1, 2));
+
+    let (goal, operation) = (id::<GoalId>("g-b"), id::<OperationId>("delivery-1"));
+    assert!(store.drop_dead_letter(&goal, &operation).await.unwrap());
+    assert!(!store.drop_dead_letter(&goal, &operation).await.unwrap());
+    let left = store.dead_letters(10).await.unwrap();
+    assert_eq!(left.total, 1);
+    assert_eq!(left.letters[0].goal.as_str(), "g-a");
 }

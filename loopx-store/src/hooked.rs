@@ -4,8 +4,8 @@
 
 use async_trait::async_trait;
 use loopx_kernel::seams::{
-    AppendRequest, Appended, Commit, GoalSummary, OperationRecord, PastState, Receipt, Store,
-    StoreError,
+    AppendRequest, Appended, Commit, DeadLetter, DeadLetters, GoalSummary, OperationRecord,
+    PastState, Receipt, Store, StoreError,
 };
 use loopx_kernel::{
     AgentId, Duration, GoalId, GoalState, OperationId, RecordedEvent, Subject, Timestamp, TodoId,
@@ -110,6 +110,22 @@ impl<S: Store, H: AppendHook<S>> Store for Hooked<S, H> {
 
     async fn next_wake(&self, now: Timestamp) -> Result<Option<Timestamp>, StoreError> {
         self.inner.next_wake(now).await
+    }
+
+    async fn keep_dead_letter(&self, letter: DeadLetter) -> Result<(), StoreError> {
+        self.inner.keep_dead_letter(letter).await
+    }
+
+    async fn dead_letters(&self, limit: usize) -> Result<DeadLetters, StoreError> {
+        self.inner.dead_letters(limit).await
+    }
+
+    async fn drop_dead_letter(
+        &self,
+        goal: &GoalId,
+        operation: &OperationId,
+    ) -> Result<bool, StoreError> {
+        self.inner.drop_dead_letter(goal, operation).await
     }
 
     async fn watching(

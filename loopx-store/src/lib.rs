@@ -86,6 +86,7 @@ pub mod chain;
 mod clock;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod commit;
+mod dead_letter;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod dialect;
 mod fold;

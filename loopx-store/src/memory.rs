@@ -6,7 +6,8 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use async_trait::async_trait;
 use loopx_kernel::Duration;
 use loopx_kernel::seams::{
-    Appended, Commit, GoalStatus, GoalSummary, PastState, Receipt, Store, StoreError,
+    Appended, Commit, DeadLetter, DeadLetters, GoalStatus, GoalSummary, PastState, Receipt, Store,
+    StoreError,
 };
 use loopx_kernel::{
     AgentId, GoalId, GoalState, OperationId, RecordedEvent, Snapshot, Subject, Timestamp, TodoId,
@@ -55,6 +56,8 @@ struct Inner {
     from: BTreeSet<(Timestamp, GoalId)>,
     /// Goals by the end of their index window (goals without one are absent).
     until: BTreeSet<(Timestamp, GoalId)>,
+    /// The dead letters, by goal and operation.
+    dead_letters: BTreeMap<(GoalId, OperationId), DeadLetter>,
 }
 
 #[derive(Debug)]
@@ -380,6 +383,35 @@ impl Store for MemoryStore {
                 Some((id, todos.as_slice()))
             });
         Ok(merge_frontiers(per_goal))
+    }
+
+    async fn keep_dead_letter(&self, letter: DeadLetter) -> Result<(), StoreError> {
+        let mut inner = self.lock();
+        let key = (letter.goal.clone(), letter.operation.clone());
+        let kept = match inner.dead_letters.remove(&key) {
+            Some(old) => old.refused_again(letter),
+            None => letter,
+        };
+        inner.dead_letters.insert(key, kept);
+        Ok(())
+    }
+
+    async fn dead_letters(&self, limit: usize) -> Result<DeadLetters, StoreError> {
+        let inner = self.lock();
+        let mut letters: Vec<DeadLetter> = inner.dead_letters.values().cloned().collect();
+        letters.sort_by(crate::dead_letter::order);
+        let total = u64::try_from(letters.len()).unwrap_or(u64::MAX);
+        letters.truncate(limit);
+        Ok(DeadLetters { letters, total })
+    }
+
+    async fn drop_dead_letter(
+        &self,
+        goal: &GoalId,
+        operation: &OperationId,
+    ) -> Result<bool, StoreError> {
+        let key = (goal.clone(), operation.clone());
+        Ok(self.lock().dead_letters.remove(&key).is_some())
     }
 
     async fn next_wake(&self, now: Timestamp) -> Result<Option<Timestamp>, StoreError> {

@@ -182,7 +182,7 @@ pub fn table(
         } else {
             out.paint(
                 Style::Warn,
-                &format!("stale: {}", view::stale_words(evidence, &freshness)),
+                &format!("stale: {}", view::stale_words(&freshness)),
             )
         };
         let outcome = match evidence.outcome {

@@ -9,6 +9,7 @@ use crate::error::{CliError, Exit};
 
 mod brief;
 mod capability;
+mod dead_letters;
 mod describe;
 mod doctor;
 mod effect;
@@ -32,6 +33,7 @@ mod settle;
 mod status;
 mod todo;
 mod transfer;
+mod validate;
 pub mod verdict;
 mod view;
 
@@ -90,6 +92,9 @@ pub enum Verb {
     /// As a validator: sign a verdict on one turn and print it as JSON, for the agent to carry
     /// into its settlement (`loopx settle --verdict FILE`).
     Verdict(verdict::VerdictArgs),
+    /// As a validator: check a criterion again at the workspace's current head, without a
+    /// turn, and record the verdict as evidence (what refreshes stale evidence).
+    Validate(validate::ValidateArgs),
     /// Open, list, answer, reject or withdraw gates (questions for a person).
     #[command(subcommand)]
     Gate(gate::GateVerb),
@@ -123,6 +128,9 @@ pub enum Verb {
     Completions(describe::CompletionsArgs),
     /// Print loopx's man page (roff), generated from the command line itself.
     Man,
+    /// List, re-apply or dismiss the provider facts a goal refused to record (dead letters).
+    #[command(subcommand, name = "dead-letters")]
+    DeadLetters(dead_letters::DeadLettersVerb),
     /// Write a goal's recorded events as JSON lines.
     Export(transfer::ExportArgs),
     /// Create a goal from exported JSON lines (validated by replay before anything is written).
@@ -151,6 +159,7 @@ pub async fn run(ctx: &Ctx, verb: Verb) -> Result<Exit, CliError> {
         Verb::Settle(args) => settle::run(ctx, &args).await,
         Verb::Effect(verb) => effect::run(ctx, verb).await,
         Verb::Verdict(args) => verdict::run(ctx, args),
+        Verb::Validate(args) => validate::run(ctx, &args).await,
         Verb::Gate(verb) => gate::run(ctx, verb).await,
         Verb::Obligation(verb) => obligation::run(ctx, verb).await,
         Verb::Evidence(verb) => evidence::run(ctx, verb).await,
@@ -162,6 +171,7 @@ pub async fn run(ctx: &Ctx, verb: Verb) -> Result<Exit, CliError> {
         Verb::Serve(args) => serve::run(ctx, &args).await,
         Verb::Completions(args) => Ok(describe::completions(&args)),
         Verb::Man => describe::man(),
+        Verb::DeadLetters(verb) => dead_letters::run(ctx, verb).await,
         Verb::Export(args) => transfer::export(ctx, &args).await,
         Verb::Import(args) => transfer::import(ctx, &args).await,
     }

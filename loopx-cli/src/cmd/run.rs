@@ -283,7 +283,7 @@ async fn build(
         args.check.clone(),
         args.subject.clone(),
         &workspace,
-        command(args, "--validate", &args.validate, &workspace)?,
+        command(&args.bounds(), "--validate", &args.validate, &workspace)?,
         clock.clone(),
     );
     let head = GitProvider::new(
@@ -364,8 +364,8 @@ fn executor_command(
     workspace: &PathBuf,
 ) -> Result<CommandSpec, CliError> {
     let spec = match &args.exec {
-        Some(text) => command(args, "--exec", text, workspace)?,
-        None => spec_of(args, "--", &args.argv, workspace)?,
+        Some(text) => command(&args.bounds(), "--exec", text, workspace)?,
+        None => spec_of(&args.bounds(), "--", &args.argv, workspace)?,
     };
     // With --json, standard output holds the one document: the copy goes to standard error.
     let tee = match (args.tee, ctx.out.json) {
@@ -376,8 +376,8 @@ fn executor_command(
     Ok(spec.tee(tee))
 }
 
-fn command(
-    args: &RunArgs,
+pub(crate) fn command(
+    bounds: &Bounds<'_>,
     flag: &str,
     text: &str,
     workspace: &PathBuf,
@@ -389,13 +389,29 @@ fn command(
             "quote arguments with ' or \"",
         )
     })?;
-    spec_of(args, flag, &words, workspace)
+    spec_of(bounds, flag, &words, workspace)
+}
+
+/// What bounds a command `run` or `validate` starts: its time limit, and the environment
+/// variables passed through to it besides `PATH` and `HOME`.
+pub(crate) struct Bounds<'a> {
+    pub timeout: Duration,
+    pub pass_env: &'a [String],
+}
+
+impl RunArgs {
+    fn bounds(&self) -> Bounds<'_> {
+        Bounds {
+            timeout: self.timeout,
+            pass_env: &self.pass_env,
+        }
+    }
 }
 
 /// The command of an argument vector, run in the workspace with the run's bounds and
 /// environment.
 fn spec_of<S: AsRef<std::ffi::OsStr>>(
-    args: &RunArgs,
+    bounds: &Bounds<'_>,
     flag: &str,
     words: &[S],
     workspace: &PathBuf,
@@ -411,8 +427,8 @@ fn spec_of<S: AsRef<std::ffi::OsStr>>(
         .current_dir(workspace)
         .allow_env("PATH")
         .allow_env("HOME")
-        .timeout(args.timeout);
-    for name in &args.pass_env {
+        .timeout(bounds.timeout);
+    for name in bounds.pass_env {
         spec = spec.allow_env(name);
     }
     Ok(spec)

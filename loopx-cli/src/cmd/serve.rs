@@ -268,7 +268,7 @@ fn github_poller(
 
 /// The keys deliveries are signed with: `provider:github`'s and each shipped capability's that
 /// the key directory holds (a goal created here with `--capability` registered them).
-fn delivery_keyring(ctx: &Ctx) -> Result<Keyring, CliError> {
+pub(crate) fn delivery_keyring(ctx: &Ctx) -> Result<Keyring, CliError> {
     let mut actors = vec![crate::context::parse_actor("provider:github")?];
     for name in Registry::shipped().names() {
         actors.push(crate::context::parse_actor(&format!("capability:{name}"))?);

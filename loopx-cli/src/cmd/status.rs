@@ -3,15 +3,20 @@
 use std::fmt::Write as _;
 
 use clap::Args;
-use loopx_kernel::{GoalState, Timestamp, Todo};
+use loopx_kernel::seams::DeadLetter;
+use loopx_kernel::{GoalId, GoalState, Timestamp, Todo};
 use serde_json::json;
 
 use crate::cmd::{effect, evidence, revision, view};
 use crate::context::Ctx;
 use crate::error::{CliError, Exit};
 use crate::output::{Output, Style, Table, or_dash};
+use crate::store::Backend;
 
 use loopx_server::views::{COLUMNS, column};
+
+/// How many of the store's dead letters `status` reads to find a goal's.
+const DEAD_LETTERS_READ: usize = 1000;
 
 /// Flags of `loopx status`.
 #[derive(Debug, Args)]
@@ -44,8 +49,14 @@ pub async fn run(ctx: &Ctx, args: &StatusArgs) -> Result<Exit, CliError> {
     if let (true, Some(status)) = (test_clock, value["status"].as_object_mut()) {
         status.insert("clock".into(), json!("test"));
     }
+    // What this goal refused to record from outside, kept as dead letters.
+    let refused = dead_letters_of(&backend, &goal).await?;
+    if let (false, Some(status)) = (refused.is_empty(), value["status"].as_object_mut()) {
+        status.insert("dead_letters".into(), json!(refused));
+    }
     ctx.out.emit(&value, |out| {
         let mut text = human(out, &state, now);
+        text.push_str(&dead_letters_text(&goal, &refused));
         if args.at_revision.is_some() {
             let _ = write!(
                 text,
@@ -61,6 +72,41 @@ pub async fn run(ctx: &Ctx, args: &StatusArgs) -> Result<Exit, CliError> {
         text
     });
     Ok(Exit::Ok)
+}
+
+/// The dead letters of `goal` among the first the store keeps.
+async fn dead_letters_of(backend: &Backend, goal: &GoalId) -> Result<Vec<DeadLetter>, CliError> {
+    let kept = backend.store().dead_letters(DEAD_LETTERS_READ).await?;
+    Ok(kept
+        .letters
+        .into_iter()
+        .filter(|letter| letter.goal == *goal)
+        .collect())
+}
+
+/// The dead letters as lines after a blank one; nothing without any.
+fn dead_letters_text(goal: &GoalId, letters: &[DeadLetter]) -> String {
+    if letters.is_empty() {
+        return String::new();
+    }
+    let mut text = format!(
+        "
+{} fact(s) from outside this goal refused to record (dead letters):
+",
+        letters.len()
+    );
+    for letter in letters {
+        let _ = writeln!(
+            text,
+            "  {} `{}`: {}: {}",
+            letter.origin, letter.operation, letter.code, letter.reason
+        );
+    }
+    let _ = writeln!(
+        text,
+        "  fix the cause, then re-apply them: loopx dead-letters retry --goal {goal}"
+    );
+    text
 }
 
 /// Why an open todo's last turn failed, when its streak is of failures.

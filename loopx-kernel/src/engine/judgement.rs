@@ -16,8 +16,9 @@ use super::operation;
 use crate::actor::Actor;
 use crate::command::Command;
 use crate::evidence::{NewEvidence, Observation};
-use crate::ids::{AgentId, OperationId, SourceId};
-use crate::seams::{Capability, Proposal};
+use crate::ids::{AgentId, GoalId, OperationId, SourceId};
+use crate::refusal::Refusal;
+use crate::seams::{Capability, DeadLetter, Proposal};
 use crate::state::GoalState;
 use crate::time::Timestamp;
 use crate::write::digest;
@@ -50,6 +51,30 @@ pub fn record_observation(provider: &SourceId, observation: Observation) -> Subm
         actor: Actor::Provider(provider.clone()),
         command: Command::RecordObservation { observation },
         operation,
+    }
+}
+
+/// The dead letter of `record`, a provider's fact that `goal` refused with `refusal` at `now`:
+/// what a driver keeps ([`Store::keep_dead_letter`](crate::seams::Store::keep_dead_letter)) so
+/// that the fact is not lost without a trace. `origin` says where it came from, in words.
+pub fn dead_letter(
+    goal: &GoalId,
+    record: &Submission,
+    refusal: &Refusal,
+    origin: String,
+    now: Timestamp,
+) -> DeadLetter {
+    DeadLetter {
+        goal: goal.clone(),
+        operation: record.operation.clone(),
+        actor: record.actor.clone(),
+        command: record.command.clone(),
+        origin,
+        code: refusal.code().to_owned(),
+        reason: refusal.to_string(),
+        first_refused: now,
+        last_refused: now,
+        refusals: 1,
     }
 }
 

@@ -62,7 +62,8 @@ use futures::pin_mut;
 
 pub use effects::{EffectReport, EffectStep};
 pub use judgement::{
-    EvidenceRule, JudgeRound, Proposed, Submission, record_evidence, record_observation,
+    EvidenceRule, JudgeRound, Proposed, Submission, dead_letter, record_evidence,
+    record_observation,
 };
 pub use report::{ProposalOutcome, ProviderFailure, StepReport, TurnOutcome, Until};
 
@@ -470,6 +471,14 @@ impl Engine {
                     .await?;
                 if written.changed() {
                     report.observed.push(key);
+                } else if let Written::Refused(refusal) = &written {
+                    let origin = format!("poll of {} `{key}`", watch.provider.source());
+                    let letter = dead_letter(&state.spec.id, &recorded, refusal, origin, now);
+                    self.store
+                        .keep_dead_letter(letter)
+                        .await
+                        .map_err(EngineError::Store)?;
+                    continue;
                 }
                 self.record_evidence(state, &recorded).await?;
             }

@@ -161,8 +161,19 @@ impl GoalState {
         if let Some(head) = self.subjects.get(&evidence.subject)
             && head.revision != evidence.revision
         {
-            return Freshness::Superseded {
-                current: head.revision.clone(),
+            let current = head.revision.clone();
+            let on_dirty_tree = evidence
+                .revision
+                .as_str()
+                .strip_suffix("+dirty")
+                .is_some_and(|clean| clean == current.as_str());
+            return if on_dirty_tree {
+                Freshness::DirtyTree {
+                    established: evidence.revision.clone(),
+                    current,
+                }
+            } else {
+                Freshness::Superseded { current }
             };
         }
         if let Some(ttl) = evidence.ttl {

@@ -8,6 +8,7 @@
 use crate::actor::Actor;
 use crate::budget::{Amounts, Dimension, Limits};
 use crate::decide::{Decision, Question, RepairIssue, ReplanReason, Stuck, WaitReason};
+use crate::evidence::Freshness;
 use crate::ids::CriterionId;
 use crate::obligation::ObligationCause;
 use crate::retry::{FailureClass, FailureNote, TurnResult};
@@ -18,7 +19,7 @@ use crate::todo::ResumeCondition;
 use super::id;
 
 /// How many distinct names [`name`] gives: the number of samples [`every_reason`] holds.
-pub const REASONS: usize = 33;
+pub const REASONS: usize = 34;
 
 /// The stable name of the reason a decision gives (`wait.lease_held`, `replan.stuck.blocked`,
 /// …); `None` for `continue` and `terminal`, which give none.
@@ -61,6 +62,13 @@ pub fn name(decision: &Decision) -> Option<&'static str> {
                 Stuck::Blocked { .. } => "replan.stuck.blocked",
                 Stuck::DependencyClosed { .. } => "replan.stuck.dependency_closed",
             },
+            ReplanReason::AcceptanceGap { criteria }
+                if criteria
+                    .iter()
+                    .any(|(_, status)| matches!(status, CriterionStatus::Stale { .. })) =>
+            {
+                "replan.acceptance_gap.stale"
+            }
             ReplanReason::AcceptanceGap { .. } => "replan.acceptance_gap",
             ReplanReason::ClosureIntentMissing => "replan.closure_intent_missing",
         },
@@ -310,6 +318,20 @@ pub fn every_reason() -> Vec<(&'static str, Decision)> {
                         },
                     ),
                 ],
+            },
+        },
+        Decision::Replan {
+            reason: ReplanReason::AcceptanceGap {
+                criteria: vec![(
+                    id::<CriterionId>("tests"),
+                    CriterionStatus::Stale {
+                        evidence: id("t1.tests"),
+                        freshness: Freshness::DirtyTree {
+                            established: id("git:046a4fc+dirty"),
+                            current: id("git:046a4fc"),
+                        },
+                    },
+                )],
             },
         },
         Decision::Replan {

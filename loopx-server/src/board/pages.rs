@@ -362,14 +362,11 @@ fn criterion_cells(state: &GoalState, status: &CriterionStatus) -> Markup {
         td { @if let Some(e) = shown { code { (e.revision) } } @else { "—" } }
         td.why {
             @match status {
-                CriterionStatus::Stale { evidence, freshness } => {
+                CriterionStatus::Stale { freshness, .. } => {
                     @if let Some(current) = superseded(freshness) {
                         span.stale { "stale: superseded by " code { (current) } }
                     } @else {
                         span.stale { "stale: " (freshness_words(freshness)) }
-                    }
-                    @if let Some(e) = state.evidence.get(evidence) {
-                        div.detail { (views::stale_words(e, freshness)) }
                     }
                 }
                 CriterionStatus::UnregisteredValidator { produced_by, .. } => {

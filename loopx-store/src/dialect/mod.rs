@@ -28,7 +28,7 @@ use crate::rows::StoredRows;
 /// The tables of a store's data, in both schemas (besides `schema_version`).
 // Read by the PostgreSQL schema check and the SQLite plan tests only.
 #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
-pub(crate) const TABLES: [&str; 8] = [
+pub(crate) const TABLES: [&str; 9] = [
     "goals",
     "events",
     "archived_events",
@@ -37,6 +37,7 @@ pub(crate) const TABLES: [&str; 8] = [
     "goal_agents",
     "frontier",
     "goal_subjects",
+    "dead_letters",
 ];
 
 /// What a transaction is for.
@@ -397,6 +398,37 @@ pub(crate) trait Dialect: Send {
         chain: &[u8; 32],
         origin: u64,
     ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
+    /// The dead letter of `operation` on `goal`, as stored (JSON).
+    fn dead_letter(
+        &mut self,
+        goal: &GoalId,
+        operation: &OperationId,
+    ) -> impl Future<Output = Result<Option<String>, StoreError>> + Send;
+
+    /// Inside a write transaction: stores `letter` (JSON) as the dead letter of `operation` on
+    /// `goal`, first refused at `first_refused`, in place of the one kept.
+    fn write_dead_letter(
+        &mut self,
+        goal: &GoalId,
+        operation: &OperationId,
+        first_refused: Timestamp,
+        letter: &str,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Up to `limit` dead letters as stored (JSON), the first refused first, and how many are
+    /// kept; one consistent read.
+    fn dead_letter_rows(
+        &mut self,
+        limit: usize,
+    ) -> impl Future<Output = Result<(Vec<String>, u64), StoreError>> + Send;
+
+    /// Removes the dead letter of `operation` on `goal` (one statement); true when one was kept.
+    fn delete_dead_letter(
+        &mut self,
+        goal: &GoalId,
+        operation: &OperationId,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
     /// The revision of the goal's first archived event (`None`: its archive is empty).
     fn archive_start(

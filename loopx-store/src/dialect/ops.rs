@@ -3,7 +3,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use loopx_kernel::seams::{
-    Appended, Commit, GoalStatus, GoalSummary, PastState, Receipt, StoreError,
+    Appended, Commit, DeadLetter, DeadLetters, GoalStatus, GoalSummary, PastState, Receipt,
+    StoreError,
 };
 use loopx_kernel::{
     AgentId, GoalId, GoalState, OperationId, RecordedEvent, Snapshot, Subject, Timestamp, TodoId,
@@ -712,6 +713,47 @@ pub(crate) async fn index_subjects<D: Dialect>(d: &mut D) -> Result<(), StoreErr
     }
     d.subjects_indexed().await?;
     d.commit().await
+}
+
+// ----- dead letters ------------------------------------------------------------------------
+
+/// Keeps `letter`, or counts it against the letter of its goal and operation already kept, in
+/// one write transaction.
+pub(crate) async fn keep_dead_letter<D: Dialect>(
+    d: &mut D,
+    letter: DeadLetter,
+) -> Result<(), StoreError> {
+    d.begin(Mode::Write).await?;
+    let kept = match d.dead_letter(&letter.goal, &letter.operation).await? {
+        Some(stored) => crate::dead_letter::decode(&stored)?.refused_again(letter),
+        None => letter,
+    };
+    let encoded = encode(&kept)?;
+    d.write_dead_letter(&kept.goal, &kept.operation, kept.first_refused, &encoded)
+        .await?;
+    d.commit().await
+}
+
+/// Up to `limit` dead letters, the first refused first, and how many are kept.
+pub(crate) async fn dead_letters<D: Dialect>(
+    d: &mut D,
+    limit: usize,
+) -> Result<DeadLetters, StoreError> {
+    let (rows, total) = d.dead_letter_rows(limit).await?;
+    let letters = rows
+        .iter()
+        .map(|row| crate::dead_letter::decode(row))
+        .collect::<Result<_, _>>()?;
+    Ok(DeadLetters { letters, total })
+}
+
+/// Removes the dead letter of `operation` on `goal`; true when one was kept.
+pub(crate) async fn drop_dead_letter<D: Dialect>(
+    d: &mut D,
+    goal: &GoalId,
+    operation: &OperationId,
+) -> Result<bool, StoreError> {
+    d.delete_dead_letter(goal, operation).await
 }
 
 /// The cross-goal frontier of `agent` at `now`.

@@ -11,7 +11,9 @@ use std::time::Duration as StdDuration;
 
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod};
-use loopx_kernel::seams::{Appended, Commit, GoalSummary, PastState, Receipt, Store, StoreError};
+use loopx_kernel::seams::{
+    Appended, Commit, DeadLetter, DeadLetters, GoalSummary, PastState, Receipt, Store, StoreError,
+};
 use loopx_kernel::{
     AgentId, Duration, GoalId, GoalState, OperationId, RecordedEvent, Snapshot, Subject, Timestamp,
     TodoId,
@@ -520,6 +522,22 @@ impl Store for PostgresStore {
 
     async fn next_wake(&self, now: Timestamp) -> Result<Option<Timestamp>, StoreError> {
         shared::next_wake(&mut self.dialect().await?, now).await
+    }
+
+    async fn keep_dead_letter(&self, letter: DeadLetter) -> Result<(), StoreError> {
+        shared::keep_dead_letter(&mut self.dialect().await?, letter).await
+    }
+
+    async fn dead_letters(&self, limit: usize) -> Result<DeadLetters, StoreError> {
+        shared::dead_letters(&mut self.dialect().await?, limit).await
+    }
+
+    async fn drop_dead_letter(
+        &self,
+        goal: &GoalId,
+        operation: &OperationId,
+    ) -> Result<bool, StoreError> {
+        shared::drop_dead_letter(&mut self.dialect().await?, goal, operation).await
     }
 
     /// From the `goal_subjects` index: one statement for all the subjects.

@@ -124,6 +124,17 @@ const APPEND: &str = "SELECT r_outcome, r_digest, r_revision, r_events, r_commit
 const RECEIPT_ATTEMPT: &str = "SELECT digest, revision, commit_events, at, attempt FROM events WHERE hashtextextended(operation, 0) = hashtextextended($2, 0) AND operation IS NOT NULL AND goal = $1 AND operation = $2
      UNION ALL SELECT digest, revision, events, committed_at, attempt FROM receipts WHERE hashtextextended(operation, 0) = hashtextextended($2, 0) AND goal = $1 AND operation = $2";
 
+// ----- dead letters -------------------------------------------------------------------------
+
+const DEAD_LETTER: &str = "SELECT letter FROM dead_letters WHERE goal = $1 AND operation = $2";
+const WRITE_DEAD_LETTER: &str =
+    "INSERT INTO dead_letters (goal, operation, first_refused, letter) VALUES ($1, $2, $3, $4)
+     ON CONFLICT (goal, operation) DO UPDATE SET first_refused = $3, letter = $4";
+const DEAD_LETTERS: &str = "SELECT letter FROM dead_letters
+     ORDER BY first_refused, goal, operation LIMIT $1";
+const DEAD_LETTER_COUNT: &str = "SELECT count(*) FROM dead_letters";
+const DELETE_DEAD_LETTER: &str = "DELETE FROM dead_letters WHERE goal = $1 AND operation = $2";
+
 // ----- rows ---------------------------------------------------------------------------------
 
 fn get<'a, T: tokio_postgres::types::FromSql<'a>>(row: &'a Row, i: usize) -> Result<T, StoreError> {
@@ -925,6 +936,63 @@ impl Dialect for Pg<'_> {
         )
         .await?;
         Ok(removed)
+    }
+
+    async fn dead_letter(
+        &mut self,
+        goal: &GoalId,
+        operation: &OperationId,
+    ) -> Result<Option<String>, StoreError> {
+        let rows = self
+            .query(DEAD_LETTER, &[&goal.as_str(), &operation.as_str()])
+            .await?;
+        rows.first().map(|r| r.text(0)).transpose()
+    }
+
+    async fn write_dead_letter(
+        &mut self,
+        goal: &GoalId,
+        operation: &OperationId,
+        first_refused: Timestamp,
+        letter: &str,
+    ) -> Result<(), StoreError> {
+        self.execute(
+            WRITE_DEAD_LETTER,
+            &[
+                &goal.as_str(),
+                &operation.as_str(),
+                &first_refused.as_millis(),
+                &letter,
+            ],
+        )
+        .await
+        .map(drop)
+    }
+
+    async fn dead_letter_rows(&mut self, limit: usize) -> Result<(Vec<String>, u64), StoreError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let letters = self
+            .query(DEAD_LETTERS, &[&limit])
+            .await?
+            .iter()
+            .map(|r| r.text(0))
+            .collect::<Result<_, _>>()?;
+        let total = match self.query(DEAD_LETTER_COUNT, &[]).await?.first() {
+            Some(r) => r.int(0)?,
+            None => 0,
+        };
+        Ok((letters, dialect::count(total, "dead letter count")?))
+    }
+
+    async fn delete_dead_letter(
+        &mut self,
+        goal: &GoalId,
+        operation: &OperationId,
+    ) -> Result<bool, StoreError> {
+        let removed = self
+            .execute(DELETE_DEAD_LETTER, &[&goal.as_str(), &operation.as_str()])
+            .await?;
+        Ok(removed > 0)
     }
 
     async fn archive_start(&mut self, goal: &GoalId) -> Result<Option<u64>, StoreError> {

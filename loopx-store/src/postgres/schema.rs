@@ -8,7 +8,7 @@ use crate::clock::StoreClock;
 use crate::dialect::TABLES;
 
 /// The newest database schema this build reads and writes.
-pub const SCHEMA_VERSION: u32 = 10;
+pub const SCHEMA_VERSION: u32 = 11;
 
 /// The migrations, in order: migration `n` takes the schema from `n - 1` to `n`.
 const MIGRATIONS: &[(u32, &str)] = &[
@@ -51,6 +51,10 @@ const MIGRATIONS: &[(u32, &str)] = &[
     (
         10,
         include_str!("../../migrations/postgres/0010_receipt_digests.sql"),
+    ),
+    (
+        11,
+        include_str!("../../migrations/postgres/0011_dead_letters.sql"),
     ),
 ];
 

@@ -10,7 +10,9 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration as StdDuration;
 
 use async_trait::async_trait;
-use loopx_kernel::seams::{Appended, Commit, GoalSummary, PastState, Receipt, Store, StoreError};
+use loopx_kernel::seams::{
+    Appended, Commit, DeadLetter, DeadLetters, GoalSummary, PastState, Receipt, Store, StoreError,
+};
 use loopx_kernel::{
     AgentId, Duration, GoalId, GoalState, OperationId, RecordedEvent, Snapshot, Subject, Timestamp,
     TodoId,
@@ -699,6 +701,27 @@ impl Store for SqliteStore {
 
     async fn next_wake(&self, now: Timestamp) -> Result<Option<Timestamp>, StoreError> {
         self.run_dialect(async move |d| shared::next_wake(d, now).await)
+            .await
+    }
+
+    async fn keep_dead_letter(&self, letter: DeadLetter) -> Result<(), StoreError> {
+        self.run_dialect(async move |d| shared::keep_dead_letter(d, letter).await)
+            .await
+    }
+
+    async fn dead_letters(&self, limit: usize) -> Result<DeadLetters, StoreError> {
+        self.run_dialect(async move |d| shared::dead_letters(d, limit).await)
+            .await
+    }
+
+    async fn drop_dead_letter(
+        &self,
+        goal: &GoalId,
+        operation: &OperationId,
+    ) -> Result<bool, StoreError> {
+        let goal = goal.clone();
+        let operation = operation.clone();
+        self.run_dialect(async move |d| shared::drop_dead_letter(d, &goal, &operation).await)
             .await
     }
 

@@ -127,6 +127,17 @@ const ORPHAN_ROWS: &str = "SELECT DISTINCT t.goal, 'events' FROM events t WHERE 
 const LISTING: &str =
     "SELECT goal, objective, status, revision, valid_from, valid_until FROM goals";
 
+// ----- dead letters -------------------------------------------------------------------------
+
+const DEAD_LETTER: &str = "SELECT letter FROM dead_letters WHERE goal = ?1 AND operation = ?2";
+const WRITE_DEAD_LETTER: &str =
+    "INSERT INTO dead_letters (goal, operation, first_refused, letter) VALUES (?1, ?2, ?3, ?4)
+     ON CONFLICT (goal, operation) DO UPDATE SET first_refused = ?3, letter = ?4";
+const DEAD_LETTERS: &str = "SELECT letter FROM dead_letters
+     ORDER BY first_refused, goal, operation LIMIT ?1";
+const DEAD_LETTER_COUNT: &str = "SELECT count(*) FROM dead_letters";
+const DELETE_DEAD_LETTER: &str = "DELETE FROM dead_letters WHERE goal = ?1 AND operation = ?2";
+
 // ----- rows ---------------------------------------------------------------------------------
 
 impl Columns for rusqlite::Row<'_> {
@@ -764,6 +775,59 @@ impl Dialect for Sqlite<'_> {
             params![g, int(target), int(origin)],
         )?;
         Ok(removed as u64)
+    }
+
+    async fn dead_letter(
+        &mut self,
+        goal: &GoalId,
+        operation: &OperationId,
+    ) -> Result<Option<String>, StoreError> {
+        first(
+            self.conn,
+            DEAD_LETTER,
+            [goal.as_str(), operation.as_str()],
+            |r| r.text(0),
+        )
+    }
+
+    async fn write_dead_letter(
+        &mut self,
+        goal: &GoalId,
+        operation: &OperationId,
+        first_refused: Timestamp,
+        letter: &str,
+    ) -> Result<(), StoreError> {
+        run(
+            self.conn,
+            WRITE_DEAD_LETTER,
+            params![
+                goal.as_str(),
+                operation.as_str(),
+                first_refused.as_millis(),
+                letter
+            ],
+        )
+        .map(drop)
+    }
+
+    async fn dead_letter_rows(&mut self, limit: usize) -> Result<(Vec<String>, u64), StoreError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let letters = rows(self.conn, DEAD_LETTERS, [limit], |r| r.text(0))?;
+        let total = first(self.conn, DEAD_LETTER_COUNT, [], |r| r.int(0))?.unwrap_or(0);
+        Ok((letters, dialect::count(total, "dead letter count")?))
+    }
+
+    async fn delete_dead_letter(
+        &mut self,
+        goal: &GoalId,
+        operation: &OperationId,
+    ) -> Result<bool, StoreError> {
+        let removed = run(
+            self.conn,
+            DELETE_DEAD_LETTER,
+            [goal.as_str(), operation.as_str()],
+        )?;
+        Ok(removed > 0)
     }
 
     async fn archive_start(&mut self, goal: &GoalId) -> Result<Option<u64>, StoreError> {
