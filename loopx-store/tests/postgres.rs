@@ -448,7 +448,8 @@ async fn rewrite_as_schema_2(client: &tokio_postgres::Client) {
 /// damage triggers, no stored chains, receipts without the attempt id of the append that
 /// wrote them nor authorship, schema 4's commit function and none behind the clock, no store
 /// settings (schema 6), no authorship (schema 7), no goal subjects (schema 8) and no archive
-/// (schema 9, and with it no authorship in the archive, schema 10); version 4. Running it again changes nothing.
+/// (schema 9, and with it no authorship in the archive, schema 10), no dead letters (schema 11);
+/// version 4. Running it again changes nothing.
 async fn rewrite_as_schema_4(client: &tokio_postgres::Client) {
     let schema_4 = include_str!("../migrations/postgres/0004_receipts_on_events.sql");
     let function = &schema_4[schema_4.find("CREATE FUNCTION").unwrap()..];
@@ -456,6 +457,7 @@ async fn rewrite_as_schema_4(client: &tokio_postgres::Client) {
         .batch_execute(&format!(
             "DROP FUNCTION IF EXISTS loopx_append_clocked;
              DROP VIEW IF EXISTS commits;
+             DROP TABLE IF EXISTS dead_letters;
              DROP TABLE IF EXISTS archived_events;
              DROP FUNCTION IF EXISTS loopx_mark_archive_damage;
              DROP FUNCTION IF EXISTS loopx_mark_archive_truncation;

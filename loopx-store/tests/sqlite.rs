@@ -270,12 +270,14 @@ fn concurrent_creates_and_opens_agree() {
     }
 }
 
-/// Turns a store written by this build back into what schema 5 wrote: no archive (schema 9),
-/// no goal subjects (schema 8), no authorship with the receipts; version 5.
+/// Turns a store written by this build back into what schema 5 wrote: no dead letters (schema
+/// 11), no archive (schema 9), no goal subjects (schema 8), no authorship with the receipts;
+/// version 5.
 fn rewrite_as_schema_5(path: &Path) {
     let conn = Connection::open(path).unwrap();
     conn.execute_batch(
-        "DROP TABLE archived_events;
+        "DROP TABLE dead_letters;
+         DROP TABLE archived_events;
          DROP TABLE goal_subjects;
          DROP VIEW commits;
          ALTER TABLE events DROP COLUMN authorship;
@@ -754,7 +756,8 @@ fn a_store_written_by_schema_7_indexes_the_subjects_of_its_goals() {
     };
     let conn = Connection::open(&path).unwrap();
     conn.execute_batch(
-        "DROP TABLE archived_events; DROP TABLE goal_subjects; UPDATE schema_version SET version = 7;",
+        "DROP TABLE dead_letters; DROP TABLE archived_events; DROP TABLE goal_subjects;
+         UPDATE schema_version SET version = 7;",
     )
         .unwrap();
     drop(conn);
