@@ -109,7 +109,12 @@ async fn fill(store: &dyn Store) -> Result<(), Failure> {
 async fn serve(store: Arc<dyn Store>) -> Result<String, Failure> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let router = Service::new(store.clone(), clock.clone())
-        .mount(loopx_server::board::router(store, clock, Tokens::new()))
+        .mount(loopx_server::board::router(
+            store,
+            clock,
+            Tokens::new(),
+            &loopx_server::Site::default(),
+        ))
         .router();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let base = format!("http://{}", listener.local_addr()?);
