@@ -224,7 +224,8 @@ pub(crate) fn refusal(status: StatusCode, code: &str, message: &str) -> Response
 }
 
 /// Serves `router` on `listener` under `bounds` until `shutdown` completes, then stops
-/// accepting and lets the connections open finish their requests.
+/// accepting and lets the connections open finish their requests, for at most the idle
+/// timeout.
 ///
 /// # Errors
 /// The bound that cannot be served, as an `InvalidInput` I/O error.
@@ -266,7 +267,13 @@ pub async fn serve_with(
         });
     }
     drop(listener);
-    graceful.shutdown().await;
+    // An event stream never finishes on its own: the drain is bounded too.
+    if tokio::time::timeout(bounds.idle_timeout, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::info!("connections still open after the drain were closed");
+    }
     Ok(())
 }
 

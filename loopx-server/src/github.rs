@@ -550,3 +550,38 @@ fn refused(error: &DeliveryError) -> Response {
     )
         .into_response()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use futures::StreamExt as _;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_chunked_body_that_grows_past_the_cap_is_cut_off_there() {
+        const CHUNK: usize = 1024 * 1024;
+        let pulled = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&pulled);
+        let chunks = futures::stream::iter(0..40).map(move |_| {
+            counted.fetch_add(1, Ordering::Relaxed);
+            Ok::<_, std::io::Error>(axum::body::Bytes::from(vec![b'x'; CHUNK]))
+        });
+        let refused = read_body(Body::from_stream(chunks), None).await;
+        assert!(
+            matches!(
+                refused,
+                Err(DeliveryError::Webhook(WebhookError::TooLarge { .. }))
+            ),
+            "{refused:?}"
+        );
+        let read = pulled.load(Ordering::Relaxed);
+        assert_eq!(
+            read,
+            MAX_BODY_BYTES / CHUNK + 1,
+            "no chunk past the cap is read"
+        );
+    }
+}

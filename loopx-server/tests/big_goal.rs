@@ -103,6 +103,24 @@ async fn every_page_of_a_goal_of_100k_todos_weighs_under_a_megabyte() {
             "{path}: one page of todos"
         );
     }
+    // A past revision is folded from the store's history: timed, for the record.
+    let start = Instant::now();
+    let past = client
+        .get(format!("{base}/goals/big?revision=50000"))
+        .send()
+        .await
+        .expect("answered");
+    let past = past.text().await.expect("a page");
+    println!(
+        "/goals/big?revision=50000: {} bytes in {:?}",
+        past.len(),
+        start.elapsed()
+    );
+    assert!(
+        past.len() <= MAX_PAGE,
+        "a past revision weighs {} bytes",
+        past.len()
+    );
     let last = client
         .get(format!("{base}/goals/big?todos=1000"))
         .send()
