@@ -24,7 +24,7 @@ fn request(address: &str, text: &str) -> (u16, String) {
 fn get(address: &str, path: &str) -> (u16, String) {
     request(
         address,
-        &format!("GET {path} HTTP/1.1\r\nHost: loopx\r\nConnection: close\r\n\r\n"),
+        &format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"),
     )
 }
 
@@ -98,7 +98,7 @@ fn post(address: &str, path: &str, token: &str, body: &str) -> (u16, String) {
     request(
         address,
         &format!(
-            "POST {path} HTTP/1.1\r\nHost: loopx\r\nConnection: close\r\n\
+            "POST {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\
              Authorization: Bearer {token}\r\nContent-Type: application/json\r\n\
              Content-Length: {}\r\n\r\n{body}",
             body.len()

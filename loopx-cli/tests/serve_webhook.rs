@@ -38,7 +38,7 @@ fn send(address: &str, event: &str, delivery: &str, body: &[u8]) -> TcpStream {
         .expect("a read timeout");
     write!(
         stream,
-        "POST /github/webhook HTTP/1.1\r\nHost: loopx\r\nConnection: close\r\n\
+        "POST /github/webhook HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\
          Content-Type: application/json\r\nContent-Length: {}\r\nX-GitHub-Event: {event}\r\n\
          X-GitHub-Delivery: {delivery}\r\nX-Hub-Signature-256: {signature}\r\n\r\n",
         body.len()

@@ -1,8 +1,10 @@
 //! GitHub's deliveries in: `POST /github/webhook`.
 //!
-//! A delivery is checked in this order, and nothing is parsed or written before the check
-//! before it passed: its size (over [`MAX_BODY_BYTES`] is `413`, unread), its headers
-//! (`X-GitHub-Event` and `X-GitHub-Delivery` present and well formed, else `400`), its
+//! A delivery is checked in this order, and nothing is read, parsed or written before the
+//! check before it passed: its headers, before its body is read (`X-GitHub-Event` and
+//! `X-GitHub-Delivery` present and well formed, else `400`; a declared `Content-Length` over
+//! [`MAX_BODY_BYTES`] is `413`), its body as it arrives (cut off with `413` once it grows past
+//! the cap; `408` when it does not arrive whole within the service's body timeout), its
 //! `X-Hub-Signature-256` HMAC under the webhook's secret (missing, malformed or wrong is `401`),
 //! then its payload (`400` when GitHub's shape does not parse; `ping` and the actions loopx
 //! does not need answer `200` and record nothing).
@@ -33,11 +35,12 @@
 use std::sync::Arc;
 
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use http_body_util::BodyExt as _;
 use loopx_kernel::engine::Submission;
 use loopx_kernel::ids::bounded_id;
 use loopx_kernel::prelude::*;
@@ -54,6 +57,8 @@ use crate::judging::Judging;
 
 /// The longest delivery id accepted: GitHub's are 36-character GUIDs.
 const MAX_DELIVERY_ID: usize = 64;
+/// The longest event name accepted: GitHub's are short words like `pull_request_review`.
+const MAX_EVENT_NAME: usize = 64;
 
 /// The provider deliveries are recorded as.
 const PROVIDER: &str = "github";
@@ -89,6 +94,10 @@ pub enum DeliveryError {
     /// The webhook module refused it: size, signature or payload.
     #[error(transparent)]
     Webhook(#[from] WebhookError),
+    /// The body did not arrive whole: it stalled past the service's body timeout, or the
+    /// connection failed.
+    #[error("the delivery's body did not arrive whole in time")]
+    Incomplete,
     /// The store failed; the delivery is not acknowledged, and a redelivery replays what
     /// committed.
     #[error("the store failed: {0}")]
@@ -100,6 +109,7 @@ impl DeliveryError {
     pub fn status(&self) -> StatusCode {
         match self {
             DeliveryError::Header { .. } => StatusCode::BAD_REQUEST,
+            DeliveryError::Incomplete => StatusCode::REQUEST_TIMEOUT,
             DeliveryError::Webhook(error) => match error {
                 WebhookError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
                 WebhookError::MissingSignature
@@ -115,6 +125,7 @@ impl DeliveryError {
     pub fn code(&self) -> &'static str {
         match self {
             DeliveryError::Header { .. } => "bad_header",
+            DeliveryError::Incomplete => "body_incomplete",
             DeliveryError::Webhook(error) => match error {
                 WebhookError::TooLarge { .. } => "too_large",
                 WebhookError::MissingSignature => "signature_missing",
@@ -242,8 +253,6 @@ impl Deliveries {
     pub fn router(self) -> Router {
         Router::new()
             .route("/github/webhook", post(webhook))
-            // One byte over GitHub's cap, so the webhook module names the size itself.
-            .layer(DefaultBodyLimit::max(MAX_BODY_BYTES + 1))
             .with_state(self)
     }
 
@@ -463,23 +472,20 @@ fn source(name: &str) -> SourceId {
     }
 }
 
-/// The route: headers read, the delivery taken, its outcome or refusal as JSON.
-async fn webhook(
-    State(deliveries): State<Deliveries>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    let (Some(event), Some(delivery)) = (text("x-github-event"), text("x-github-delivery")) else {
-        let missing = if text("x-github-event").is_none() {
-            "X-GitHub-Event"
-        } else {
-            "X-GitHub-Delivery"
-        };
-        return refused(&DeliveryError::Header {
-            header: missing,
-            problem: "missing",
-        });
+/// The route: the headers checked, then the body read (never more than the cap), then the
+/// delivery taken; its outcome or refusal as JSON.
+async fn webhook(State(deliveries): State<Deliveries>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let text = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
+    let checked = delivery_headers(text("x-github-event"), text("x-github-delivery"))
+        .and_then(|(event, delivery)| Ok((event, delivery, declared_size(&parts.headers)?)));
+    let (event, delivery, size) = match checked {
+        Ok(checked) => checked,
+        Err(error) => return refused(&error),
+    };
+    let body = match read_body(body, size).await {
+        Ok(body) => body,
+        Err(error) => return refused(&error),
     };
     let signature = text("x-hub-signature-256");
     match deliveries.receive(event, delivery, signature, &body).await {
@@ -497,6 +503,75 @@ async fn webhook(
     }
 }
 
+/// `X-GitHub-Event` and `X-GitHub-Delivery`, present and well formed.
+fn delivery_headers<'h>(
+    event: Option<&'h str>,
+    delivery: Option<&'h str>,
+) -> Result<(&'h str, &'h str), DeliveryError> {
+    let missing = |header| DeliveryError::Header {
+        header,
+        problem: "missing",
+    };
+    let event = event.ok_or_else(|| missing("X-GitHub-Event"))?;
+    let delivery = delivery.ok_or_else(|| missing("X-GitHub-Delivery"))?;
+    let event_name = !event.is_empty()
+        && event.len() <= MAX_EVENT_NAME
+        && event
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if !event_name {
+        return Err(DeliveryError::Header {
+            header: "X-GitHub-Event",
+            problem: "not an event name (up to 64 letters, digits, `_` and `-`)",
+        });
+    }
+    delivery_operation(delivery)?;
+    Ok((event, delivery))
+}
+
+/// The body's declared size, refused when over the cap, before a byte of it is read.
+fn declared_size(headers: &HeaderMap) -> Result<Option<usize>, DeliveryError> {
+    let Some(length) = headers.get(header::CONTENT_LENGTH) else {
+        return Ok(None);
+    };
+    let size = length
+        .to_str()
+        .ok()
+        .and_then(|l| l.parse::<usize>().ok())
+        .ok_or(DeliveryError::Header {
+            header: "Content-Length",
+            problem: "not a length",
+        })?;
+    if size > MAX_BODY_BYTES {
+        return Err(WebhookError::TooLarge {
+            size,
+            limit: MAX_BODY_BYTES,
+        }
+        .into());
+    }
+    Ok(Some(size))
+}
+
+/// The body, read frame by frame into one buffer of its declared size; a body that grows past
+/// the cap (chunked, or longer than declared) is cut off there.
+async fn read_body(mut body: Body, declared: Option<usize>) -> Result<Vec<u8>, DeliveryError> {
+    let mut bytes = Vec::with_capacity(declared.unwrap_or(0));
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|_| DeliveryError::Incomplete)?;
+        if let Some(data) = frame.data_ref() {
+            if bytes.len() + data.len() > MAX_BODY_BYTES {
+                return Err(WebhookError::TooLarge {
+                    size: bytes.len() + data.len(),
+                    limit: MAX_BODY_BYTES,
+                }
+                .into());
+            }
+            bytes.extend_from_slice(data);
+        }
+    }
+    Ok(bytes)
+}
+
 fn refused(error: &DeliveryError) -> Response {
     let message = match error {
         // The store's own words may name a host or a path: they go to the log only.
@@ -508,4 +583,39 @@ fn refused(error: &DeliveryError) -> Response {
         axum::Json(json!({"code": error.code(), "message": message})),
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use futures::StreamExt as _;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_chunked_body_that_grows_past_the_cap_is_cut_off_there() {
+        const CHUNK: usize = 1024 * 1024;
+        let pulled = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&pulled);
+        let chunks = futures::stream::iter(0..40).map(move |_| {
+            counted.fetch_add(1, Ordering::Relaxed);
+            Ok::<_, std::io::Error>(axum::body::Bytes::from(vec![b'x'; CHUNK]))
+        });
+        let refused = read_body(Body::from_stream(chunks), None).await;
+        assert!(
+            matches!(
+                refused,
+                Err(DeliveryError::Webhook(WebhookError::TooLarge { .. }))
+            ),
+            "{refused:?}"
+        );
+        let read = pulled.load(Ordering::Relaxed);
+        assert_eq!(
+            read,
+            MAX_BODY_BYTES / CHUNK + 1,
+            "no chunk past the cap is read"
+        );
+    }
 }

@@ -7,6 +7,7 @@
 //! (`GoalHandle::submit`), signed by the actor it is made for.
 
 pub mod board;
+pub mod bounds;
 pub mod capabilities;
 pub mod dead_letters;
 pub mod gates;
@@ -16,10 +17,13 @@ pub mod mcp;
 pub mod notices;
 pub mod schedule;
 pub mod service;
+pub mod site;
 pub mod telemetry;
 pub mod views;
 
+pub use bounds::{Bounds, serve_with};
 pub use service::{Service, serve, shutdown_signal};
+pub use site::Site;
 
 /// The crate README's example, compiled as a doctest so it cannot rot.
 #[cfg(doctest)]

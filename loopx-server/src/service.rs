@@ -2,8 +2,12 @@
 //! routes a host mounts beside them, a request-count and latency metric and a `tracing` span on
 //! every request, and graceful shutdown.
 //!
+//! Every request is checked against where the service is served ([`Site`]: its host, and a
+//! browser's origin on posts) and bounded in the body it may send ([`Bounds`]); the connections
+//! themselves are bounded by [`serve_with`].
+//!
 //! A host that has its own server merges [`Service::router`] into it; `loopx serve` runs it with
-//! [`serve`] until SIGTERM or SIGINT ([`shutdown_signal`]).
+//! [`serve_with`] until SIGTERM or SIGINT ([`shutdown_signal`]).
 
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -25,6 +29,9 @@ use prometheus_client::registry::Registry;
 use serde_json::json;
 use tokio::net::TcpListener;
 use tower_http::trace::TraceLayer;
+
+use crate::bounds::{Bounds, serve_with};
+use crate::site::Site;
 
 /// How long `/healthz` waits for the store before it calls it unavailable.
 const HEALTH_TIMEOUT: StdDuration = StdDuration::from_secs(2);
@@ -113,6 +120,8 @@ pub struct Service {
     clock: Arc<dyn Clock>,
     metrics: Metrics,
     mounted: Router,
+    site: Site,
+    bounds: Bounds,
 }
 
 impl Service {
@@ -123,7 +132,26 @@ impl Service {
             clock,
             metrics: Metrics::new(),
             mounted: Router::new(),
+            site: Site::default(),
+            bounds: Bounds::default(),
         }
+    }
+
+    /// Answers only to `site`'s hosts, and refuses a browser's post from another origin (by
+    /// default: the loopback names, any port).
+    #[must_use]
+    pub fn site(mut self, site: Site) -> Service {
+        self.site = site;
+        self
+    }
+
+    /// Bounds each request's body by `bounds`: its deadline, its size and the budget of bodies
+    /// in flight (by default [`Bounds::default`]). The connection-level bounds are
+    /// [`serve_with`]'s.
+    #[must_use]
+    pub fn bounds(mut self, bounds: Bounds) -> Service {
+        self.bounds = bounds;
+        self
     }
 
     /// Counts `poller`'s polls on `/metrics`: `loopx_polls_total` by provider source and
@@ -152,11 +180,14 @@ impl Service {
             metrics: Arc::new(self.metrics),
             scrape: Arc::new(Mutex::new(())),
         };
-        Router::new()
+        let routes = Router::new()
             .route("/healthz", get(healthz))
             .route("/metrics", get(metrics))
             .with_state(shared.clone())
-            .merge(self.mounted)
+            .merge(self.mounted);
+        // The host is checked before a body is reserved for, so a foreign one costs nothing.
+        self.site
+            .around(self.bounds.around(routes))
             .layer(middleware::from_fn_with_state(shared, count))
             .layer(TraceLayer::new_for_http())
     }
@@ -258,9 +289,9 @@ async fn count(State(shared): State<Shared>, request: Request, next: Next) -> Re
     response
 }
 
-/// Serves `router` on `listener` until `shutdown` completes, then stops accepting and lets the
-/// requests in flight finish (a delivery being handled is either answered or never
-/// acknowledged, so its sender retries it).
+/// Serves `router` on `listener` under the default [`Bounds`] until `shutdown` completes, then
+/// stops accepting and lets the requests in flight finish (a delivery being handled is either
+/// answered or never acknowledged, so its sender retries it). [`serve_with`] takes the bounds.
 ///
 /// # Errors
 /// The listener's I/O error.
@@ -269,9 +300,7 @@ pub async fn serve(
     router: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown)
-        .await
+    serve_with(listener, router, &Bounds::default(), shutdown).await
 }
 
 /// Completes on the first SIGTERM or SIGINT (on platforms without them, on Ctrl-C).

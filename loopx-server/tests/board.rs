@@ -28,6 +28,7 @@ async fn serve(story: &Story) -> String {
             story.store.clone(),
             clock,
             story.tokens(),
+            &loopx_server::Site::default(),
         ))
         .router();
     support::on_loopback(router).await
@@ -725,18 +726,34 @@ async fn the_timeline_lists_the_latest_commits_and_links_the_earlier_ones() {
         ("r111", "r12")
     );
     assert_eq!(
-        attribute(&html, "table.timeline + p.meta a", "href"),
-        "/goals/long?revision=11"
+        attribute(&html, "table.timeline + p.meta a[rel=next]", "href"),
+        "/goals/long?commits=11#commits"
     );
-    let (_, html, _) = page(client().get(format!("{base}/goals/long?revision=11"))).await;
+    let (_, html, _) = page(client().get(format!("{base}/goals/long?commits=11"))).await;
     let revisions = texts(&html, "table.timeline tbody tr td:first-child");
     assert_eq!(revisions.len(), 11, "the rest: {revisions:?}");
     assert_eq!(revisions.last().map(String::as_str), Some("r1"));
+    assert_eq!(count(&html, "p.meta a[rel=next]"), 0, "nothing earlier");
     assert_eq!(
-        count(&html, "table.timeline + p.meta"),
-        0,
-        "nothing earlier"
+        attribute(&html, "table.timeline + p.meta a[rel=first]", "href"),
+        "/goals/long?commits=111#commits"
     );
+    // The goal itself is still the head: its todos are all there, a page at a time.
+    assert_eq!(count(&html, "table.todos tbody tr"), 100);
+    assert_eq!(
+        texts(&html, "#todos nav.pager")[0],
+        "Page 1 of 2 (110 todos) · Next"
+    );
+    let next = attribute(&html, "#todos nav.pager a[rel=next]", "href");
+    assert_eq!(next, "/goals/long?todos=2#todos");
+    let (_, html, _) = page(client().get(format!("{base}{next}"))).await;
+    assert_eq!(count(&html, "table.todos tbody tr"), 10);
+    assert_eq!(
+        attribute(&html, "#todos nav.pager a[rel=prev]", "href"),
+        "/goals/long?todos=1#todos"
+    );
+    let (status, _, _) = page(client().get(format!("{base}/goals/long?todos=0"))).await;
+    assert_eq!(status, 400, "pages count from 1");
 }
 
 #[tokio::test]

@@ -84,6 +84,7 @@ async fn serve(story: Arc<Story>) -> String {
             story.store.clone(),
             clock,
             story.tokens(),
+            &loopx_server::Site::default(),
         ))
         .mount(axum::Router::new().route("/story/next", next))
         .router();

@@ -17,7 +17,7 @@ use tokio::sync::oneshot;
 /// One `GET` over a fresh connection: the status and the body.
 async fn get_path(addr: std::net::SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
     let mut stream = TcpStream::connect(addr).await?;
-    let request = format!("GET {path} HTTP/1.1\r\nHost: loopx\r\nConnection: close\r\n\r\n");
+    let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
     stream.write_all(request.as_bytes()).await?;
     let mut answer = String::new();
     stream.read_to_string(&mut answer).await?;

@@ -18,7 +18,7 @@ use loopx_server::capabilities::{GITHUB_PROVIDER, Registry};
 use loopx_server::github::Deliveries;
 use loopx_server::mcp::{Acting, LoopxMcp, Tokens, http};
 use loopx_server::schedule::Poller;
-use loopx_server::{Service, serve, shutdown_signal};
+use loopx_server::{Bounds, Service, Site, serve_with, shutdown_signal};
 use loopx_server::{board, gates};
 use serde_json::json;
 use tokio::net::TcpListener;
@@ -55,6 +55,84 @@ pub struct ServeArgs {
     /// How often each watched stream is polled: once its last observation is this old.
     #[arg(long = "poll-every", value_parser = parse_duration, default_value = "1m", value_name = "DURATION")]
     poll_every: Duration,
+    /// The URL people reach the service at (e.g. through a proxy): its host is answered to, and
+    /// the inbox's cookie is `Secure` when it is https. Every request must name `localhost`,
+    /// the listen address or one of these hosts, or it is refused (421).
+    #[arg(long = "public-url", value_name = "URL")]
+    public_url: Option<String>,
+    /// Also answer to requests for host NAME (without a port). Repeatable.
+    #[arg(long = "allow-host", value_name = "NAME")]
+    allow_hosts: Vec<String>,
+    #[command(flatten)]
+    bounds: BoundsArgs,
+}
+
+/// What one client may hold of the service (see the server's `bounds`).
+#[derive(Debug, Args)]
+pub struct BoundsArgs {
+    /// Connections open at once; past it the service stops accepting until one closes.
+    #[arg(long = "max-connections", default_value_t = 512, value_name = "N")]
+    max_connections: usize,
+    /// How long a request's headers may take to arrive, counted from when the connection waits
+    /// for them (so also how long a connection may stay open without a request).
+    #[arg(long = "header-timeout", value_parser = parse_duration, default_value = "10s", value_name = "DURATION")]
+    header_timeout: Duration,
+    /// How long a request's whole body may take to arrive.
+    #[arg(long = "body-timeout", value_parser = parse_duration, default_value = "30s", value_name = "DURATION")]
+    body_timeout: Duration,
+    /// How long a connection may go without a byte moving either way.
+    #[arg(long = "idle-timeout", value_parser = parse_duration, default_value = "60s", value_name = "DURATION")]
+    idle_timeout: Duration,
+    /// Bytes of request bodies read at once (e.g. 64MiB), at least the largest body (25 MiB);
+    /// a body that does not fit waits up to the body timeout, then is refused (503).
+    #[arg(long = "body-budget", value_parser = parse_bytes, default_value = "64MiB", value_name = "BYTES")]
+    body_budget: usize,
+}
+
+impl BoundsArgs {
+    /// The bounds these flags give, checked.
+    fn bounds(&self) -> Result<Bounds, CliError> {
+        let time = |duration: Duration| {
+            std::time::Duration::from_millis(duration.as_millis().try_into().unwrap_or(0))
+        };
+        let bounds = Bounds {
+            max_connections: self.max_connections,
+            header_timeout: time(self.header_timeout),
+            body_timeout: time(self.body_timeout),
+            idle_timeout: time(self.idle_timeout),
+            body_budget: self.body_budget,
+            ..Bounds::default()
+        };
+        bounds.check().map_err(|error| {
+            CliError::usage(
+                "bounds_invalid",
+                format!("the service cannot be served so: {error}"),
+                "give positive timeouts and connections, and --body-budget of at least 25MiB",
+            )
+        })?;
+        Ok(bounds)
+    }
+}
+
+/// Parses a size in bytes, with an optional `KiB`, `MiB` or `GiB` (clap value parser).
+fn parse_bytes(text: &str) -> Result<usize, String> {
+    let text = text.trim();
+    let (digits, unit) = text
+        .find(|c: char| !c.is_ascii_digit())
+        .map_or((text, ""), |i| text.split_at(i));
+    let value: usize = digits
+        .parse()
+        .map_err(|_| format!("`{text}` is not a size (e.g. 64MiB)"))?;
+    let scale: usize = match unit {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        _ => return Err(format!("`{text}` has an unknown unit: use KiB, MiB or GiB")),
+    };
+    value
+        .checked_mul(scale)
+        .ok_or_else(|| format!("`{text}` is too large"))
 }
 
 /// How long one request to GitHub may take.
@@ -76,13 +154,12 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Exit, CliError> {
             "give a positive interval, e.g. --poll-every 1m",
         ));
     }
+    let bounds = args.bounds.bounds()?;
     let store = ctx.open().await?.into_store();
     let client = match github_token {
         Some(token) => Some(github_client(args, token)?),
         None => None,
     };
-    let (service, poller) = routes(ctx, args, &store, client.as_ref(), verifier, tokens)?;
-    let router = service.router();
     let listener = TcpListener::bind(args.listen).await.map_err(|error| {
         CliError::new(
             Exit::Other,
@@ -91,6 +168,10 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Exit, CliError> {
             "choose another address with --listen (port 0 picks a free one)",
         )
     })?;
+    let address = listener.local_addr().map_or(args.listen, |address| address);
+    let site = site(args, address)?;
+    let (service, poller) = routes(ctx, args, &store, client.as_ref(), verifier, tokens, &site)?;
+    let router = service.site(site).bounds(bounds.clone()).router();
     let shutdown = shutdown_signal().map_err(|error| {
         CliError::new(
             Exit::Other,
@@ -99,7 +180,6 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Exit, CliError> {
             "",
         )
     })?;
-    let address = listener.local_addr().map_or(args.listen, |address| address);
     let polling = poller
         .as_ref()
         .map(|_| format!("polling {} every {}", args.github_api_url, args.poll_every));
@@ -134,7 +214,7 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Exit, CliError> {
         shutdown.await;
         let _ = stop.send(true);
     };
-    let served = serve(listener, router, signalled).await;
+    let served = serve_with(listener, router, &bounds, signalled).await;
     if let Some(polling) = polling {
         let _ = polling.await;
     }
@@ -158,6 +238,7 @@ fn routes(
     client: Option<&Arc<GitHubClient>>,
     verifier: Option<WebhookVerifier>,
     tokens: Option<Tokens>,
+    site: &Site,
 ) -> Result<(Service, Option<Poller>), CliError> {
     let mut service = Service::new(Arc::clone(store), Arc::new(SystemClock));
     if let Some(verifier) = verifier {
@@ -175,6 +256,7 @@ fn routes(
         Arc::clone(store),
         Arc::new(SystemClock),
         inbox,
+        site,
     ));
     let poller = match client {
         Some(client) => Some(github_poller(ctx, args, store, client)?),
@@ -186,9 +268,35 @@ fn routes(
     if let Some(tokens) = tokens {
         let answers = gates::router(Arc::clone(store), Arc::new(SystemClock), tokens.clone());
         let tools = LoopxMcp::new(Arc::clone(store), Arc::new(SystemClock));
-        service = service.mount(http::router(tools, tokens)).mount(answers);
+        service = service
+            .mount(http::router_at(tools, tokens, site))
+            .mount(answers);
     }
     Ok((service, poller))
+}
+
+/// Where the service listening at `address` is served: `localhost`, the address, the host of
+/// `--public-url` and each `--allow-host`.
+fn site(args: &ServeArgs, address: SocketAddr) -> Result<Site, CliError> {
+    let invalid = |flag: &str, error: loopx_server::site::SiteError| {
+        CliError::usage(
+            "site_invalid",
+            format!("{flag}: {error}"),
+            "e.g. --public-url https://loopx.example.com, --allow-host loopx.internal",
+        )
+    };
+    let mut site = Site::local(address);
+    if let Some(url) = &args.public_url {
+        site = site
+            .public_url(url)
+            .map_err(|e| invalid("--public-url", e))?;
+    }
+    for host in &args.allow_hosts {
+        site = site
+            .allow_host(host)
+            .map_err(|e| invalid("--allow-host", e))?;
+    }
+    Ok(site)
 }
 
 /// The verifier of `--webhook-secret-env NAME`, its secret read from NAME; `None` without the

@@ -18,14 +18,18 @@ use super::render::{self, Nav, badge, maybe_time, time};
 use super::{Board, Failure, Listed, all_goals, goal_href};
 use crate::gates::{AnswerRefused, answer_as};
 use crate::mcp::{Acting, Tokens};
+use crate::site::Site;
 use crate::views;
 
-/// The cookie holding a signed-in person's session id (never the token it was opened with).
+/// The cookie holding a signed-in person's session id (never the token it was opened with),
+/// before the site names it after its listener ([`Site::cookie`]).
 pub const SESSION_COOKIE: &str = "loopx_session";
-/// The cookie the sign-in form's CSRF token is bound to.
+/// The cookie the sign-in form's CSRF token is bound to, before the site names it.
 const SIGN_IN_COOKIE: &str = "loopx_sign_in";
 /// How long a session lasts.
 const SESSION_TTL: Duration = Duration::from_secs(12 * 60 * 60);
+/// How many of the todos a gate blocks its card names; the rest are counted.
+const BLOCKED_NAMED: usize = 20;
 /// The most sessions kept at once; past it, the one closest to expiry goes first.
 const MAX_SESSIONS: usize = 10_000;
 
@@ -36,17 +40,41 @@ struct Session {
     expires: Instant,
 }
 
-/// The sessions the server keeps, by session id, and the tokens a person signs in with.
+/// The inbox's cookies as the site names them, and whether they must be `Secure`.
+struct Cookies {
+    session: String,
+    sign_in: String,
+    secure: bool,
+}
+
+impl Cookies {
+    /// A cookie the script cannot read and no other site sends: `Max-Age=0` clears it.
+    fn set(&self, name: &str, value: &str, max_age: u64) -> Option<HeaderValue> {
+        let secure = if self.secure { "; Secure" } else { "" };
+        let text =
+            format!("{name}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}");
+        HeaderValue::from_str(&text).ok()
+    }
+}
+
+/// The sessions the server keeps, by session id, the tokens a person signs in with, and the
+/// cookies that carry them.
 pub(super) struct Sessions {
     tokens: Tokens,
     open: Mutex<HashMap<String, Session>>,
+    cookies: Cookies,
 }
 
 impl Sessions {
-    pub(super) fn new(tokens: Tokens) -> Sessions {
+    pub(super) fn new(tokens: Tokens, site: &Site) -> Sessions {
         Sessions {
             tokens,
             open: Mutex::new(HashMap::new()),
+            cookies: Cookies {
+                session: site.cookie(SESSION_COOKIE),
+                sign_in: site.cookie(SIGN_IN_COOKIE),
+                secure: site.secure(),
+            },
         }
     }
 
@@ -75,7 +103,7 @@ impl Sessions {
 
     /// Whom the request's session acts as, and its CSRF token; `None` without a live one.
     fn of(&self, headers: &HeaderMap) -> Option<(Acting, String)> {
-        let id = cookie(headers, SESSION_COOKIE)?;
+        let id = cookie(headers, &self.cookies.session)?;
         let open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
         open.get(id)
             .filter(|s| s.expires > Instant::now())
@@ -83,7 +111,7 @@ impl Sessions {
     }
 
     fn close(&self, headers: &HeaderMap) {
-        if let Some(id) = cookie(headers, SESSION_COOKIE) {
+        if let Some(id) = cookie(headers, &self.cookies.session) {
             let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
             open.remove(id);
         }
@@ -113,19 +141,15 @@ fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
         .map(|(_, value)| value)
 }
 
-/// A cookie the script cannot read and no other site sends: `Max-Age=0` clears it.
-fn set_cookie(name: &str, value: &str, max_age: u64) -> Option<HeaderValue> {
-    let text = format!("{name}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age}");
-    HeaderValue::from_str(&text).ok()
-}
-
 fn same(a: &str, b: &str) -> bool {
     a.len() == b.len() && bool::from(a.as_bytes().ct_eq(b.as_bytes()))
 }
 
 /// What a page says after a post.
 enum Notice {
-    Done(String),
+    /// An answer to this gate was recorded; said only when some goal holds the gate, so the
+    /// page never repeats text a link brought.
+    Answered(GateId),
     Refused {
         code: String,
         message: String,
@@ -145,10 +169,11 @@ pub(super) async fn page(
     headers: HeaderMap,
     Query(query): Query<InboxQuery>,
 ) -> Result<Response, Failure> {
-    let notice = query
+    let answered = query
         .answered
-        .map(|gate| Notice::Done(format!("Your answer to gate `{gate}` was recorded.")));
-    show(&board, &headers, StatusCode::OK, notice.as_ref()).await
+        .and_then(|gate| GateId::new(gate).ok())
+        .map(Notice::Answered);
+    show(&board, &headers, StatusCode::OK, answered.as_ref()).await
 }
 
 /// The inbox as the request's session sees it, answered with `status`.
@@ -173,8 +198,9 @@ async fn show(
         now,
     );
     let mut response = (status, render::html(page)).into_response();
+    let cookies = &board.sessions.cookies;
     if let Some(csrf) = sign_in
-        && let Some(value) = set_cookie(SIGN_IN_COOKIE, &csrf, 3600)
+        && let Some(value) = cookies.set(&cookies.sign_in, &csrf, 3600)
     {
         response.headers_mut().append(header::SET_COOKIE, value);
     }
@@ -215,6 +241,7 @@ fn inbox_page(
     notice: Option<&Notice>,
     now: Timestamp,
 ) -> Markup {
+    let notice = notice.filter(|n| !matches!(n, Notice::Answered(gate) if !held(goals, gate)));
     let open = open_gates(goals, now);
     let (mine, others): (Vec<_>, Vec<_>) = open
         .into_iter()
@@ -222,7 +249,9 @@ fn inbox_page(
     let body = html! {
         h1 { "Inbox" }
         @match notice {
-            Some(Notice::Done(text)) => p.notice.done role="status" { (text) },
+            Some(Notice::Answered(gate)) => p.notice.done role="status" {
+                "Your answer to gate `" (gate) "` was recorded."
+            },
             Some(Notice::Refused { code, message, hint }) => div.notice.refused role="alert" {
                 p { strong { "Refused (" (code) "): " } (message) }
                 @if !hint.is_empty() { p.hint { (hint) } }
@@ -253,6 +282,13 @@ fn inbox_page(
     render::layout("Inbox", Nav::Inbox, Some("all"), &body)
 }
 
+/// Whether some goal holds `gate`.
+fn held(goals: &[Listed], gate: &GateId) -> bool {
+    goals
+        .iter()
+        .any(|(state, _)| state.gates.contains_key(gate))
+}
+
 fn sign_in_form(csrf: &str) -> Markup {
     html! {
         form.sign-in method="post" action="/inbox/sign-in" {
@@ -267,11 +303,12 @@ fn sign_in_form(csrf: &str) -> Markup {
 
 /// One open gate: its question, what it blocks, and, with `csrf`, the forms that answer it.
 fn gate_card(state: &GoalState, gate: &Gate, effective: GateState, csrf: Option<&str>) -> Markup {
-    let blocked: Vec<_> = state
+    let mut blocked = state
         .todos
         .values()
-        .filter(|t| !matches!(views::column(t), "done" | "superseded") && gate.scope.covers(t))
-        .collect();
+        .filter(|t| !matches!(views::column(t), "done" | "superseded") && gate.scope.covers(t));
+    let named: Vec<_> = blocked.by_ref().take(BLOCKED_NAMED).collect();
+    let more = blocked.count();
     html! {
         article.gate data-goal=(state.spec.id) data-gate=(gate.id) {
             h3 {
@@ -285,9 +322,10 @@ fn gate_card(state: &GoalState, gate: &Gate, effective: GateState, csrf: Option<
                 " · owner " (gate.owner) " · due " (maybe_time(gate.deadline))
             }
             p { "Blocks " (views::scope_text(&gate.scope))
-                @if !blocked.is_empty() {
-                    ": " @for todo in &blocked { code { (todo.id) } " (" (todo.title) ") " }
+                @if !named.is_empty() {
+                    ": " @for todo in &named { code { (todo.id) } " (" (todo.title) ") " }
                 }
+                @if more > 0 { "and " (more) " more" }
             }
             @if let Some(csrf) = csrf {
                 div.answers {
@@ -337,7 +375,8 @@ pub(super) async fn sign_in(
     headers: HeaderMap,
     Form(form): Form<SignIn>,
 ) -> Result<Response, Failure> {
-    let bound = cookie(&headers, SIGN_IN_COOKIE).unwrap_or_default();
+    let cookies = &board.sessions.cookies;
+    let bound = cookie(&headers, &cookies.sign_in).unwrap_or_default();
     if bound.is_empty() || !same(bound, &form.csrf) {
         return Err(forged());
     }
@@ -358,8 +397,8 @@ pub(super) async fn sign_in(
     })?;
     let mut response = Redirect::to("/inbox").into_response();
     for value in [
-        set_cookie(SESSION_COOKIE, &id, SESSION_TTL.as_secs()),
-        set_cookie(SIGN_IN_COOKIE, "", 0),
+        cookies.set(&cookies.session, &id, SESSION_TTL.as_secs()),
+        cookies.set(&cookies.sign_in, "", 0),
     ]
     .into_iter()
     .flatten()
@@ -385,7 +424,8 @@ pub(super) async fn sign_out(
     checked(&board, &headers, &form.csrf)?;
     board.sessions.close(&headers);
     let mut response = Redirect::to("/inbox").into_response();
-    if let Some(value) = set_cookie(SESSION_COOKIE, "", 0) {
+    let cookies = &board.sessions.cookies;
+    if let Some(value) = cookies.set(&cookies.session, "", 0) {
         response.headers_mut().append(header::SET_COOKIE, value);
     }
     Ok(response)

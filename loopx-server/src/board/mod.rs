@@ -23,7 +23,10 @@
 //!
 //! A person signs in by posting the bearer token issued for them (the MCP endpoint's
 //! [`Tokens`]); the server keeps the session and answers with a cookie holding only a random
-//! session id (`HttpOnly`, `SameSite=Strict`). Every form carries a CSRF token: the sign-in form
+//! session id (`HttpOnly`, `SameSite=Strict`, named after the listener's port, and `Secure`
+//! when the site is served over https: [`Site::cookie`]). Browsers send a host's cookies to
+//! every port of it and count every port as the same site, so the service also refuses any
+//! post a browser says came from another origin ([`crate::site`]). Every form carries a CSRF token: the sign-in form
 //! one bound to a cookie of its own, the others the session's. An answer is submitted through the
 //! same path as `POST /goals/{goal}/gates/{gate}/answer` ([`crate::gates`]): as the session's
 //! actor, signed with its key; the kernel decides who may answer, and its refusal is shown with
@@ -44,6 +47,7 @@ use loopx_kernel::seams::{Clock, Store, StoreError};
 use loopx_kernel::{GoalId, GoalState, Timestamp};
 
 use crate::mcp::Tokens;
+use crate::site::Site;
 
 pub use inbox::SESSION_COOKIE;
 
@@ -61,12 +65,14 @@ struct Board {
 }
 
 /// The board's routes over `store`, timed by `clock`, with the inbox open to the holders of
-/// `tokens` (none: everyone reads, nobody signs in). Ready to mount ([`crate::Service::mount`]).
-pub fn router(store: Arc<dyn Store>, clock: Arc<dyn Clock>, tokens: Tokens) -> Router {
+/// `tokens` (none: everyone reads, nobody signs in), its cookies named and secured for `site`
+/// ([`Site::cookie`]). Ready to mount ([`crate::Service::mount`]) on a service served as `site`
+/// ([`crate::Service::site`]), which checks each request's host and origin.
+pub fn router(store: Arc<dyn Store>, clock: Arc<dyn Clock>, tokens: Tokens, site: &Site) -> Router {
     let board = Board {
         store,
         clock,
-        sessions: Arc::new(inbox::Sessions::new(tokens)),
+        sessions: Arc::new(inbox::Sessions::new(tokens, site)),
     };
     Router::new()
         .route("/", get(pages::goals))

@@ -1,6 +1,6 @@
 //! The goals page and a goal's page.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -18,8 +18,10 @@ use super::render::{self, Nav, badge, maybe_time, time};
 use super::{Board, Failure, Listed, all_goals, goal_href};
 use crate::views::{self, STANDINGS};
 
-/// How many of a goal's latest commits its timeline lists.
-const TIMELINE: usize = 100;
+/// How many rows each list of a goal's page shows at once: its todos, criteria, gates,
+/// obligations and commits. A page of any goal therefore stays the same size however large the
+/// goal grows; the rest is one link away.
+const PAGE: usize = 100;
 
 /// The goals page's filters.
 #[derive(Debug, Default, Deserialize)]
@@ -131,10 +133,75 @@ fn decision_list(decisions: &[(AgentId, Decision)]) -> Markup {
     }
 }
 
-/// A goal page's query: the revision to show, the head when absent.
+/// A goal page's query: the revision to show (the head when absent), the page of each list
+/// (from 1) and the revision the timeline lists commits up to.
 #[derive(Debug, Default, Deserialize)]
 pub(super) struct GoalQuery {
     revision: Option<String>,
+    todos: Option<String>,
+    criteria: Option<String>,
+    gates: Option<String>,
+    obligations: Option<String>,
+    commits: Option<String>,
+}
+
+/// The page of each list a goal's page shows, from 1.
+#[derive(Debug, Clone, Copy)]
+struct Pages {
+    todos: usize,
+    criteria: usize,
+    gates: usize,
+    obligations: usize,
+}
+
+impl GoalQuery {
+    fn pages(&self) -> Result<Pages, Failure> {
+        Ok(Pages {
+            todos: page_number("todos", self.todos.as_deref())?,
+            criteria: page_number("criteria", self.criteria.as_deref())?,
+            gates: page_number("gates", self.gates.as_deref())?,
+            obligations: page_number("obligations", self.obligations.as_deref())?,
+        })
+    }
+}
+
+/// `?NAME=N`: a page from 1 (1 when absent).
+fn page_number(name: &str, text: Option<&str>) -> Result<usize, Failure> {
+    match text.filter(|t| !t.is_empty()) {
+        None => Ok(1),
+        Some(text) => text
+            .parse::<usize>()
+            .ok()
+            .filter(|n| *n >= 1)
+            .ok_or_else(|| {
+                Failure::new(
+                    StatusCode::BAD_REQUEST,
+                    "No such page",
+                    format!("?{name}= takes a page number from 1"),
+                )
+            }),
+    }
+}
+
+/// One page of a list: its rows, which page it is and how many there are.
+struct Paged<T> {
+    rows: Vec<T>,
+    page: usize,
+    pages: usize,
+    total: usize,
+}
+
+/// Page `page` of the `total` rows `all` yields (the last page when past it).
+fn paged<T>(all: impl Iterator<Item = T>, total: usize, page: usize) -> Paged<T> {
+    let pages = total.div_ceil(PAGE).max(1);
+    let page = page.min(pages);
+    let rows = all.skip((page - 1) * PAGE).take(PAGE).collect();
+    Paged {
+        rows,
+        page,
+        pages,
+        total,
+    }
 }
 
 /// Which revision a goal's page shows.
@@ -161,8 +228,12 @@ struct GoalView<'a> {
     head: u64,
     /// The earliest revision the store can show (1 unless the history was compacted).
     earliest: u64,
-    /// The latest commits up to the revision shown, newest first (at most [`TIMELINE`]).
+    /// The latest commits up to `commits_to`, newest first (at most [`PAGE`]).
     commits: &'a [OperationRecord],
+    /// The revision the timeline lists commits up to (the revision shown, unless `?commits=`).
+    commits_to: u64,
+    /// The page of each list.
+    pages: Pages,
     /// When the page judges the goal: now for the head, the revision's commit time otherwise.
     now: Timestamp,
 }
@@ -175,6 +246,7 @@ pub(super) async fn goal(
     Query(query): Query<GoalQuery>,
 ) -> Result<Response, Failure> {
     let goal = GoalId::new(goal).map_err(|_| unknown_goal())?;
+    let pages = query.pages()?;
     let head = board
         .store
         .load(&goal)
@@ -184,7 +256,7 @@ pub(super) async fn goal(
     let earliest = earliest_kept(&*board.store, &goal).await?;
     let asked = match query.revision.as_deref().filter(|r| !r.is_empty()) {
         None => None,
-        Some(text) => Some(parse_revision(text, earliest, head.revision)?),
+        Some(text) => Some(parse_revision("revision", text, earliest, head.revision)?),
     };
     let (state, shown) = match asked {
         None => (head.clone(), Shown::Head),
@@ -202,9 +274,13 @@ pub(super) async fn goal(
         Shown::Head => board.clock.now(),
         Shown::Past | Shown::Earliest { .. } => state.last_commit(),
     };
+    let commits_to = match query.commits.as_deref().filter(|r| !r.is_empty()) {
+        None => state.revision,
+        Some(text) => parse_revision("commits", text, earliest, state.revision)?,
+    };
     let commits = board
         .store
-        .latest_operations(&goal, state.revision, TIMELINE)
+        .latest_operations(&goal, commits_to, PAGE)
         .await
         .map_err(|e| Failure::store(&e))?;
     Ok(render::html(goal_page(&GoalView {
@@ -213,6 +289,8 @@ pub(super) async fn goal(
         head: head.revision,
         earliest,
         commits: &commits,
+        commits_to,
+        pages,
         now,
     })))
 }
@@ -254,14 +332,14 @@ async fn past_state(store: &dyn Store, goal: &GoalId, revision: u64) -> Result<G
 }
 
 /// `text` is a revision from 1 to `head` (one before `earliest` is shown as `earliest`).
-fn parse_revision(text: &str, earliest: u64, head: u64) -> Result<u64, Failure> {
+fn parse_revision(name: &str, text: &str, earliest: u64, head: u64) -> Result<u64, Failure> {
     match text.parse::<u64>() {
         Ok(revision) if (1..=head).contains(&revision) => Ok(revision),
         _ => Err(Failure::new(
             StatusCode::BAD_REQUEST,
             "No such revision",
             format!(
-                "?revision= takes a revision the goal has reached; revisions {earliest} to {head} can be viewed"
+                "?{name}= takes a revision the goal has reached; revisions {earliest} to {head} can be viewed"
             ),
         )),
     }
@@ -279,11 +357,11 @@ fn goal_page(view: &GoalView<'_>) -> Markup {
         (revision_notice(view))
         section { h2 { "Decisions" } (decision_list(&decisions)) }
         section { h2 { "Budget" } (render::budget(&state.ledger)) }
-        section { h2 { "Criteria" } (criteria(state, now)) }
-        section { h2 { "Todos" } (todos(state, now)) }
-        section { h2 { "Gates" } (gates(state, now)) }
-        section { h2 { "Obligations" } (obligations(state)) }
-        section { h2 { "Timeline" } (revision_form(view)) (timeline(view)) }
+        section #criteria { h2 { "Criteria" } (criteria(view)) }
+        section #todos { h2 { "Todos" } (todos(view)) }
+        section #gates { h2 { "Gates" } (gates(view)) }
+        section #obligations { h2 { "Obligations" } (obligations(view)) }
+        section #timeline { h2 { "Timeline" } (revision_form(view)) (timeline(view)) }
     };
     let live = (view.shown == Shown::Head).then(|| id.as_str());
     render::layout(id.as_str(), Nav::Goals, live, &body)
@@ -326,17 +404,19 @@ fn revision_form(view: &GoalView<'_>) -> Markup {
     }
 }
 
-fn criteria(state: &GoalState, now: Timestamp) -> Markup {
-    let status = state.criteria_status(now);
+fn criteria(view: &GoalView<'_>) -> Markup {
+    let (state, now) = (view.state, view.now);
+    let status: HashMap<_, _> = state.criteria_status(now).into_iter().collect();
+    let all = &state.spec.criteria;
+    let page = paged(all.iter(), all.len(), view.pages.criteria);
     html! {
         table.criteria {
             thead { tr { th { "Criterion" } th { "Status" } th { "Evidence" } th { "Shown at" } th { "Why" } } }
             tbody {
-                @for criterion in &state.spec.criteria {
-                    @let found = status.iter().find(|(c, _)| c == &criterion.id).map(|(_, s)| s);
+                @for criterion in &page.rows {
                     tr data-criterion=(criterion.id) {
                         td { strong { (criterion.id) } div { (criterion.text) } }
-                        @match found {
+                        @match status.get(&criterion.id) {
                             Some(status) => (criterion_cells(state, status)),
                             None => td colspan="4" { "—" },
                         }
@@ -344,6 +424,7 @@ fn criteria(state: &GoalState, now: Timestamp) -> Markup {
                 }
             }
         }
+        (pager(view, "criteria", &page))
     }
 }
 
@@ -386,13 +467,15 @@ fn superseded(freshness: &Freshness) -> Option<&Revision> {
     }
 }
 
-fn todos(state: &GoalState, now: Timestamp) -> Markup {
-    let frontiers: Vec<(&AgentId, Vec<TodoId>)> = state
+fn todos(view: &GoalView<'_>) -> Markup {
+    let (state, now) = (view.state, view.now);
+    let frontiers: Vec<(&AgentId, HashSet<TodoId>)> = state
         .spec
         .agents
         .iter()
-        .map(|agent| (agent, frontier(state, agent, now)))
+        .map(|agent| (agent, frontier(state, agent, now).into_iter().collect()))
         .collect();
+    let page = paged(state.todos.values(), state.todos.len(), view.pages.todos);
     html! {
         @if state.todos.is_empty() {
             p.empty { "No todos yet." }
@@ -400,7 +483,7 @@ fn todos(state: &GoalState, now: Timestamp) -> Markup {
             table.todos {
                 thead { tr { th { "Todo" } th { "Status" } th { "Depends on" } th { "Lease" } th { "Ready for" } } }
                 tbody {
-                    @for todo in state.todos.values() {
+                    @for todo in &page.rows {
                         @let ready: Vec<&AgentId> = frontiers.iter().filter(|(_, f)| f.contains(&todo.id)).map(|(a, _)| *a).collect();
                         tr id={ "todo-" (todo.id) } class=[(!ready.is_empty()).then_some("frontier")] {
                             td { code { (todo.id) } div { (todo.title) } }
@@ -421,11 +504,14 @@ fn todos(state: &GoalState, now: Timestamp) -> Markup {
                     }
                 }
             }
+            (pager(view, "todos", &page))
         }
     }
 }
 
-fn gates(state: &GoalState, now: Timestamp) -> Markup {
+fn gates(view: &GoalView<'_>) -> Markup {
+    let (state, now) = (view.state, view.now);
+    let page = paged(state.gates.values(), state.gates.len(), view.pages.gates);
     html! {
         @if state.gates.is_empty() {
             p.empty { "No gates." }
@@ -433,7 +519,7 @@ fn gates(state: &GoalState, now: Timestamp) -> Markup {
             table.gates {
                 thead { tr { th { "Gate" } th { "State" } th { "Owner" } th { "Deadline" } th { "Blocks" } } }
                 tbody {
-                    @for gate in state.gates.values() {
+                    @for gate in &page.rows {
                         tr data-gate=(gate.id) {
                             td {
                                 code { (gate.id) } div { (gate.question) }
@@ -449,6 +535,7 @@ fn gates(state: &GoalState, now: Timestamp) -> Markup {
                     }
                 }
             }
+            (pager(view, "gates", &page))
         }
     }
 }
@@ -467,15 +554,18 @@ fn decided_words(decided: &loopx_kernel::Decided) -> Markup {
     }
 }
 
-fn obligations(state: &GoalState) -> Markup {
+fn obligations(view: &GoalView<'_>) -> Markup {
+    let state = view.state;
+    let all = &state.obligations;
+    let page = paged(all.values(), all.len(), view.pages.obligations);
     html! {
-        @if state.obligations.is_empty() {
+        @if all.is_empty() {
             p.empty { "No obligations." }
         } @else {
             table.obligations {
                 thead { tr { th { "Obligation" } th { "Owner" } th { "Raised" } th { "Discharged" } } }
                 tbody {
-                    @for o in state.obligations.values() {
+                    @for o in &page.rows {
                         tr {
                             td { code { (o.id) } div { (o.detail) } }
                             td { @if let Some(owner) = &o.owner { "agent:" (owner) } @else { "anyone" } }
@@ -483,6 +573,37 @@ fn obligations(state: &GoalState) -> Markup {
                             td { @if let Some(d) = &o.discharged { "by " (d.by) " at " (time(d.at)) } @else { "open" } }
                         }
                     }
+                }
+            }
+            (pager(view, "obligations", &page))
+        }
+    }
+}
+
+/// The link to page `page` of the list `list`, on the revision the page shows.
+fn list_href(view: &GoalView<'_>, list: &str, page: impl std::fmt::Display) -> String {
+    let goal = goal_href(&view.state.spec.id);
+    match view.shown {
+        Shown::Head => format!("{goal}?{list}={page}#{list}"),
+        _ => format!(
+            "{goal}?revision={}&{list}={page}#{list}",
+            view.state.revision
+        ),
+    }
+}
+
+/// Where a list's page stands among its pages, with links to the previous and the next one;
+/// nothing for a list that fits on one page.
+fn pager<T>(view: &GoalView<'_>, list: &str, page: &Paged<T>) -> Markup {
+    html! {
+        @if page.pages > 1 {
+            nav.pager aria-label={ (list) " pages" } {
+                "Page " (page.page) " of " (page.pages) " (" (page.total) " " (list) ")"
+                @if page.page > 1 {
+                    " · " a rel="prev" href=(list_href(view, list, page.page - 1)) { "Previous" }
+                }
+                @if page.page < page.pages {
+                    " · " a rel="next" href=(list_href(view, list, page.page + 1)) { "Next" }
                 }
             }
         }
@@ -507,8 +628,15 @@ fn timeline(view: &GoalView<'_>) -> Markup {
             }
             @if let Some(before) = earlier_page(view) {
                 p.meta {
-                    "Only the latest " (TIMELINE) " commits are listed. "
-                    a href={ (goal_href(goal)) "?revision=" (before) } { "Earlier commits" }
+                    "Only " (PAGE) " commits are listed. "
+                    a rel="next" href=(list_href(view, "commits", before)) { "Earlier commits" }
+                    @if view.commits_to < view.state.revision {
+                        " · " a rel="first" href={ (list_href(view, "commits", view.state.revision)) } { "Latest commits" }
+                    }
+                }
+            } @else if view.commits_to < view.state.revision {
+                p.meta {
+                    a rel="first" href={ (list_href(view, "commits", view.state.revision)) } { "Latest commits" }
                 }
             }
         }
@@ -534,7 +662,7 @@ fn commit_row(goal: &GoalId, record: &OperationRecord, earliest: u64) -> Markup 
                 @if record.events.is_empty() {
                     div.detail { "recorded, nothing changed" }
                 } @else {
-                    div.detail { (record.events.join(", ")) }
+                    div.detail { (event_runs(&record.events)) }
                 }
             }
             td.receipt {
@@ -549,10 +677,31 @@ fn commit_row(goal: &GoalId, record: &OperationRecord, earliest: u64) -> Markup 
     }
 }
 
-/// The revision whose page lists the commits before the ones listed, when the timeline was
-/// cut at [`TIMELINE`] and that revision is kept.
+/// A commit's events by name, a run of one name counted (`todo_added ×3`), so a commit of many
+/// events takes one line.
+fn event_runs(events: &[String]) -> String {
+    let mut runs: Vec<(&str, usize)> = Vec::new();
+    for event in events {
+        match runs.last_mut() {
+            Some((name, count)) if *name == event.as_str() => *count += 1,
+            _ => runs.push((event, 1)),
+        }
+    }
+    let words: Vec<String> = runs
+        .into_iter()
+        .take(PAGE)
+        .map(|(name, count)| match count {
+            1 => name.to_owned(),
+            _ => format!("{name} ×{count}"),
+        })
+        .collect();
+    words.join(", ")
+}
+
+/// The revision up to which the next page lists the commits before the ones listed, when the
+/// timeline was cut at [`PAGE`] and that revision is kept.
 fn earlier_page(view: &GoalView<'_>) -> Option<u64> {
-    if view.commits.len() < TIMELINE {
+    if view.commits.len() < PAGE {
         return None;
     }
     let oldest = view.commits.last()?;
@@ -562,5 +711,5 @@ fn earlier_page(view: &GoalView<'_>) -> Option<u64> {
     } else {
         oldest.receipt.revision
     };
-    (before >= view.earliest && before < view.state.revision).then_some(before)
+    (before >= view.earliest && before < view.commits_to).then_some(before)
 }

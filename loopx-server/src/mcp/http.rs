@@ -17,6 +17,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use serde_json::json;
 
 use super::{Acting, LoopxMcp, Tokens};
+use crate::site::Site;
 
 /// Where the router serves the MCP endpoint.
 pub const PATH: &str = "/mcp";
@@ -26,6 +27,13 @@ pub const PATH: &str = "/mcp";
 /// under another name passes its own [`StreamableHttpServerConfig`] to [`router_with`]).
 pub fn router(tools: LoopxMcp, tokens: Tokens) -> Router {
     router_with(tools, tokens, StreamableHttpServerConfig::default())
+}
+
+/// [`router`] answering to `site`'s hosts, the list the service checks every request's host
+/// against ([`crate::Service::site`]), so the transport and the service agree.
+pub fn router_at(tools: LoopxMcp, tokens: Tokens, site: &Site) -> Router {
+    let config = StreamableHttpServerConfig::default().with_allowed_hosts(site.hosts().to_vec());
+    router_with(tools, tokens, config)
 }
 
 /// [`router`] with the transport's settings given (allowed hosts, keep-alive, cancellation).
