@@ -534,13 +534,25 @@ fn is_ours(handler: &Value) -> bool {
     let (flags, verb) = rest.split_at(rest.len().saturating_sub(5));
     let verb: Vec<&str> = verb.iter().map(String::as_str).collect();
     Path::new(binary).file_name() == Some("loopx".as_ref())
-        && flags
-            .chunks(2)
-            .all(|pair| matches!(pair, [flag, _] if ["--store", "--as", "--goal"].contains(&flag.as_str())))
+        && flags.chunks(2).all(our_flag)
         && matches!(
             verb.as_slice(),
-            ["hooks", "run", "session-start" | "stop", "--runtime", "claude" | "codex"]
+            [
+                "hooks",
+                "run",
+                "session-start" | "stop",
+                "--runtime",
+                "claude" | "codex"
+            ]
         )
+}
+
+/// A flag and its value of those [`hook_command`] writes before the verb.
+fn our_flag(pair: &[String]) -> bool {
+    match pair {
+        [flag, _] => ["--store", "--as", "--goal"].contains(&flag.as_str()),
+        _ => false,
+    }
 }
 
 /// `config` with loopx's session-start and stop handlers in place of any earlier ones; every
