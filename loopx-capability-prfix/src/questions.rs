@@ -72,7 +72,8 @@ fn quote(body: &str) -> String {
         .unwrap_or("");
     let mut quote: String = line
         .chars()
-        .filter(|c| !c.is_control())
+        // Outside text quoted into a question: nothing that reorders or hides what it says.
+        .filter(|c| !c.is_control() && !loopx_kernel::text::reorders_or_hides(*c))
         .take(MAX_QUOTE)
         .collect();
     if line.chars().count() > MAX_QUOTE {

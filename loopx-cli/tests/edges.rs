@@ -484,3 +484,29 @@ fn raise_list_and_discharge_an_obligation() {
     let next = lx.ok(&refs(&as_("agent:agent-a", &["next"])));
     assert_eq!(next["decision"]["todo"], "edit-2", "{next:#}");
 }
+
+/// A title is read by people and agents alike, so it may not hold a character that reorders
+/// or hides the text around it: refused, typed, and nothing is written.
+#[test]
+fn a_title_that_would_read_differently_than_it_is_is_refused() {
+    let lx = goal();
+    let before = lx.revision(GOAL);
+    for title in [
+        "invoice \u{202e}fdp.exe",
+        "pay\u{200b}ment",
+        "\u{2067}isolated\u{2069}",
+    ] {
+        let (code, refused) = lx.json(&refs(&as_(
+            "person:maintainer",
+            &["todo", "add", "--id", "spoof", "--title", title],
+        )));
+        assert_eq!(code, 3, "{refused}");
+        assert_eq!(refused["error"]["code"], "invalid_input", "{refused}");
+        let message = refused["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("title") && message.contains("U+"),
+            "{message}"
+        );
+    }
+    assert_eq!(lx.revision(GOAL), before, "nothing changed");
+}

@@ -489,3 +489,48 @@ fn a_title_changed_on_disk_that_still_folds_is_history_damage_for_every_read() {
         );
     }
 }
+
+/// An export holds the whole history, so it is written owner-only like the store (whatever the
+/// mode of a file it replaces), and never through a link.
+#[test]
+fn export_writes_a_file_only_its_owner_reads_and_never_through_a_link() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let lx = Loopx::sqlite();
+    lx.ok(&["init"]);
+    lx.ok(&[
+        "--goal",
+        "g",
+        "--as",
+        "person:owner",
+        "--now",
+        &at(29, "10:00"),
+        "goal",
+        "create",
+        "--objective",
+        "o",
+        "--agent",
+        "agent-a",
+    ]);
+    let out = lx.path("g.jsonl");
+    std::fs::write(&out, "old").expect("written");
+    std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let out_arg = out.display().to_string();
+    lx.ok(&["--goal", "g", "export", "--out", &out_arg]);
+    let mode = std::fs::metadata(&out).expect("stat").permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+
+    let outside = lx.path("outside.txt");
+    std::fs::write(&outside, "keep").expect("written");
+    let link = lx.path("link.jsonl");
+    std::os::unix::fs::symlink(&outside, &link).expect("a link");
+    let (code, refused) = lx.json(&[
+        "--goal",
+        "g",
+        "export",
+        "--out",
+        &link.display().to_string(),
+    ]);
+    assert_eq!(code, 1, "{refused}");
+    assert_eq!(refused["error"]["code"], "write_failed");
+    assert_eq!(std::fs::read_to_string(&outside).expect("read"), "keep");
+}

@@ -524,3 +524,117 @@ fn a_resumed_session_gets_what_changed_or_one_line_not_another_brief() {
         "the new brief follows: {compacted}"
     );
 }
+
+/// `hooks install claude` into `project`: the run.
+fn install_into(lx: &Loopx, project: &std::path::Path) -> support::Run {
+    let dir = project.display().to_string();
+    lx.run(&[
+        "--json",
+        "--as",
+        "agent:agent-a",
+        "hooks",
+        "install",
+        "claude",
+        "--dir",
+        &dir,
+    ])
+}
+
+/// A repository controls what its `.claude/` holds, so the install writes nothing through a
+/// link it ships: a planted temporary name pointing outside is never opened, and a settings
+/// file (or directory) that is a link is refused, typed, with both left as they were.
+#[test]
+fn install_never_writes_through_a_link_a_repository_ships() {
+    let lx = Loopx::sqlite();
+    let outside = lx.path("outside.txt");
+    std::fs::write(&outside, "not loopx's to write").expect("written");
+    let project = lx.dir.path().join("project");
+    let claude = project.join(".claude");
+    std::fs::create_dir_all(&claude).expect("a directory");
+    std::os::unix::fs::symlink(&outside, claude.join("settings.json.loopx-partial"))
+        .expect("a planted link");
+    let run = install_into(&lx, &project);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(
+        std::fs::read_to_string(&outside).expect("read"),
+        "not loopx's to write"
+    );
+    let settings = claude.join("settings.json");
+    assert!(
+        std::fs::symlink_metadata(&settings)
+            .expect("written")
+            .is_file()
+    );
+
+    // The settings file itself a link: refused, the link and its target unchanged.
+    std::fs::remove_file(&settings).expect("removed");
+    std::os::unix::fs::symlink(&outside, &settings).expect("a link");
+    let run = install_into(&lx, &project);
+    assert_eq!(run.code, 7, "{run:?}");
+    assert_eq!(run.json()["error"]["code"], "hooks_config_link");
+    assert!(
+        std::fs::symlink_metadata(&settings)
+            .expect("there")
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(
+        std::fs::read_to_string(&outside).expect("read"),
+        "not loopx's to write"
+    );
+
+    // `.claude` itself a link to a directory outside: refused, nothing written there.
+    let elsewhere = lx.dir.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).expect("a directory");
+    let other = lx.dir.path().join("other");
+    std::fs::create_dir_all(&other).expect("a directory");
+    std::os::unix::fs::symlink(&elsewhere, other.join(".claude")).expect("a link");
+    let run = install_into(&lx, &other);
+    assert_eq!(run.code, 7, "{run:?}");
+    assert_eq!(run.json()["error"]["code"], "hooks_config_link");
+    assert_eq!(std::fs::read_dir(&elsewhere).expect("list").count(), 0);
+}
+
+/// The install keeps what is not its own: the settings file's mode, and every hook loopx did
+/// not write — one whose command merely contains ` hooks run ` included.
+#[test]
+fn install_keeps_the_files_mode_and_every_foreign_hook() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let lx = Loopx::sqlite();
+    let project = lx.dir.path().join("project");
+    let settings = project.join(".claude").join("settings.json");
+    std::fs::create_dir_all(settings.parent().expect("a parent")).expect("a directory");
+    let foreign = "make -C tools hooks run stop";
+    let existing = json!({
+        "hooks": {
+            "Stop": [
+                { "hooks": [{ "type": "command", "command": foreign }] },
+                { "matcher": "kept-empty", "hooks": [] },
+            ],
+        },
+    });
+    std::fs::write(&settings, existing.to_string()).expect("written");
+    std::fs::set_permissions(&settings, std::fs::Permissions::from_mode(0o640)).expect("chmod");
+    for _ in 0..2 {
+        let run = install_into(&lx, &project);
+        assert_eq!(run.code, 0, "{run:?}");
+    }
+    let mode = std::fs::metadata(&settings)
+        .expect("stat")
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o640, "the mode is kept");
+    let written: Value =
+        serde_json::from_str(&std::fs::read_to_string(&settings).expect("read")).expect("json");
+    let stops = written["hooks"]["Stop"].as_array().expect("stop groups");
+    assert_eq!(
+        stops[0], existing["hooks"]["Stop"][0],
+        "the foreign hook stays"
+    );
+    assert_eq!(
+        stops[1], existing["hooks"]["Stop"][1],
+        "so does an empty group"
+    );
+    assert_eq!(stops.len(), 3, "and loopx's own once: {stops:?}");
+}

@@ -262,10 +262,12 @@ fn an_agent_session_over_http_with_a_bearer_token_drives_the_seed_story_to_accep
     let key = keys::find_with(&keys, &agent, None)
         .expect("read the key directory")
         .expect("the agent's key, made by goal create");
-    let tokens = Tokens::new().with(
-        "token-of-agent-a",
-        Acting::signed(agent, Arc::new(key.secret)),
-    );
+    let tokens = Tokens::new()
+        .with(
+            "token-of-agent-a-8c3f1a9e6b2d7f4c",
+            Acting::signed(agent, Arc::new(key.secret)),
+        )
+        .expect("a strong token");
     let tools = LoopxMcp::new(store, Arc::new(SystemClock));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -286,7 +288,7 @@ fn an_agent_session_over_http_with_a_bearer_token_drives_the_seed_story_to_accep
         &lx.store,
         GOAL,
         &url,
-        "token-of-agent-a",
+        "token-of-agent-a-8c3f1a9e6b2d7f4c",
         "not-a-token",
     ]);
     let wrong = step(&steps, "wrong_token");
@@ -316,7 +318,7 @@ fn an_agent_session_over_loopx_serve_drives_the_seed_story_to_accepted() {
             "127.0.0.1:0",
         ])
         .args(["--mcp-token", "agent:agent-a=LOOPX_TEST_MCP_TOKEN"])
-        .env("LOOPX_TEST_MCP_TOKEN", "token-of-agent-a")
+        .env("LOOPX_TEST_MCP_TOKEN", "token-of-agent-a-8c3f1a9e6b2d7f4c")
         .env_remove("LOOPX_KEY")
         .env_remove("LOOPX_KEYS")
         .current_dir(lx.dir.path())
@@ -332,7 +334,7 @@ fn an_agent_session_over_loopx_serve_drives_the_seed_story_to_accepted() {
         &lx.store,
         GOAL,
         &url,
-        "token-of-agent-a",
+        "token-of-agent-a-8c3f1a9e6b2d7f4c",
         "not-a-token",
     ]);
     let _ = serve.kill();

@@ -154,8 +154,14 @@ fn serve_answers_a_gate_as_the_person_whose_token_it_is_signed_with_their_key() 
             "person:mallory=LOOPX_TEST_MALLORY_TOKEN",
         ],
         &[
-            ("LOOPX_TEST_MARIA_TOKEN", "maria-secret-token"),
-            ("LOOPX_TEST_MALLORY_TOKEN", "mallory-secret-token"),
+            (
+                "LOOPX_TEST_MARIA_TOKEN",
+                "maria-secret-token-2b7e9f4a1c6d8e3f",
+            ),
+            (
+                "LOOPX_TEST_MALLORY_TOKEN",
+                "mallory-secret-token-5c0a7e2f9b4d1c8e",
+            ),
         ],
     );
     let url = listening(child.stdout.take().expect("piped stdout"));
@@ -163,13 +169,71 @@ fn serve_answers_a_gate_as_the_person_whose_token_it_is_signed_with_their_key() 
     let answer = r#"{"kind": "resolve", "answer": "snake_case"}"#;
     let path = "/goals/g/gates/naming/answer";
 
-    let (code, body) = post(&address, path, "mallory-secret-token", answer);
+    let (code, body) = post(
+        &address,
+        path,
+        "mallory-secret-token-5c0a7e2f9b4d1c8e",
+        answer,
+    );
     assert_eq!(code, 409, "{body}");
     assert!(body.contains("not_gate_owner"), "{body}");
-    let (code, body) = post(&address, path, "maria-secret-token", answer);
+    let (code, body) = post(
+        &address,
+        path,
+        "maria-secret-token-2b7e9f4a1c6d8e3f",
+        answer,
+    );
     assert_eq!(code, 200, "maria's answer, signed with her key: {body}");
     let gates = lx.ok(&["--goal", "g", "gate", "list"]).to_string();
     assert!(gates.contains("snake_case"), "{gates}");
     signal(child.id(), "TERM");
     assert_eq!(exit_code(child), Some(0));
+}
+
+/// A token anyone could guess, or one token for two actors (which would act for the first
+/// only), stops the service before it listens: a usage error naming the actors, never the
+/// token.
+#[test]
+fn serve_refuses_a_short_token_and_one_token_for_two_actors() {
+    let lx = Loopx::sqlite();
+    lx.ok(&["init"]);
+    let strong = "7d1f3b5a9c2e4f6a8b0c1d3e5f7a9b2c4d6e8f0a";
+    let cases = [
+        (
+            "mcp_token_weak",
+            [("LOOPX_TEST_A", "hunter2-2024"), ("LOOPX_TEST_B", strong)],
+        ),
+        (
+            "mcp_token_shared",
+            [("LOOPX_TEST_A", strong), ("LOOPX_TEST_B", strong)],
+        ),
+    ];
+    for (code, env) in cases {
+        let run = lx.run_env(
+            &[
+                "--json",
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--mcp-token",
+                "person:maria=LOOPX_TEST_A",
+                "--mcp-token",
+                "agent:agent-a=LOOPX_TEST_B",
+            ],
+            &env,
+        );
+        assert_eq!(run.code, 2, "{run:?}");
+        let said = format!("{}{}", run.stdout, run.stderr);
+        assert!(said.contains(code), "{said}");
+        assert!(!said.contains("listening"), "{said}");
+        for (_, token) in env {
+            assert!(!said.contains(token), "the token is never shown: {said}");
+        }
+        if code == "mcp_token_shared" {
+            assert!(
+                said.contains("person:maria") && said.contains("agent:agent-a"),
+                "{said}"
+            );
+        }
+    }
 }

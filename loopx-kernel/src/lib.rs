@@ -60,6 +60,7 @@ mod retry;
 pub mod schema;
 pub mod seams;
 mod state;
+pub mod text;
 mod time;
 mod todo;
 mod todos;

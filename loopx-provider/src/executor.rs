@@ -77,7 +77,6 @@
 //! sees one order: either the old session started first (the recovery then says
 //! [`Recovery::Unknown`]) or the recovery fenced it first (the old session never starts).
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
@@ -391,16 +390,11 @@ fn failed(what: &str, error: &dyn std::fmt::Display) -> TurnError {
     TurnError::Failed(format!("could not {what}: {error}"))
 }
 
-/// Writes `bytes` to `path` atomically and durably: a synced temporary file renamed into place,
-/// then the directory synced.
+/// Writes `bytes` to `path` atomically and durably, owner-only (the careful writer).
 fn write_synced(dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     create_private_dir(dir)?;
-    let temporary = path.with_extension("tmp");
-    let mut file = std::fs::File::create(&temporary)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    std::fs::rename(&temporary, path)?;
-    std::fs::File::open(dir)?.sync_all()
+    crate::files::replace(path, bytes, crate::files::Mode::Exactly(0o600))
+        .map_err(std::io::Error::other)
 }
 
 fn create_private_dir(dir: &Path) -> std::io::Result<()> {

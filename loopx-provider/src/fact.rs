@@ -50,8 +50,9 @@ fn cut(text: &str, limit: usize) -> String {
 /// it: line endings become `\n` (`\r\n` and a lone `\r` alike), and every other control
 /// character but the tab is neutralised into a visible stand-in — a C0 character into its
 /// Unicode control picture (ESC into `␛`, so a terminal escape prints as text and does
-/// nothing), DEL into `␡`, a C1 character and the bidirectional overrides and isolates
-/// (which could reorder what a reader sees) into `�`. Nothing is dropped: the words stay
+/// nothing), DEL into `␡`, a C1 character and every character that reorders or hides the
+/// text around it ([`loopx_kernel::text::reorders_or_hides`]: bidirectional overrides,
+/// isolates and marks, zero-width spaces) into `�`. Nothing is dropped: the words stay
 /// readable, and an observation is never refused for what its text holds.
 pub fn outside_text(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -67,9 +68,8 @@ pub fn outside_text(text: &str) -> String {
                 out.push(char::from_u32(0x2400 + u32::from(c)).unwrap_or('\u{fffd}'));
             }
             '\u{7f}' => out.push('\u{2421}'),
-            '\u{80}'..='\u{9f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' => {
-                out.push('\u{fffd}');
-            }
+            '\u{80}'..='\u{9f}' => out.push('\u{fffd}'),
+            c if loopx_kernel::text::reorders_or_hides(c) => out.push('\u{fffd}'),
             _ => out.push(c),
         }
     }

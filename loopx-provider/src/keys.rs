@@ -23,11 +23,12 @@
 //! (CI's secrets, another OS user's key directory).
 
 use std::fmt;
-use std::io::Write as _;
-use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _, PermissionsExt as _};
+use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 
 use loopx_kernel::{Actor, AgentId, PersonId, PublicKey, SecretKey, Signer as _, SourceId};
+
+use crate::files::FileError;
 
 /// The environment variable naming one key file to sign with.
 pub const KEY_ENV: &str = "LOOPX_KEY";
@@ -196,50 +197,21 @@ impl KeyFile {
     /// [`KeyError::Exists`] when `path` exists (a key is never overwritten), [`KeyError::Io`]
     /// otherwise.
     pub fn write(&self, path: &Path) -> Result<(), KeyError> {
-        let io = |action, source| KeyError::Io {
-            action,
-            path: path.to_owned(),
-            source,
-        };
-        let dir = path
-            .parent()
-            .filter(|d| !d.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let mut tag = [0u8; 8];
-        getrandom::fill(&mut tag).map_err(|error| KeyError::Random(error.to_string()))?;
-        let temporary = dir.join(format!(".{name}.{}.tmp", loopx_kernel::ids::hex(&tag)));
-        let written = (|| {
-            let mut file = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&temporary)?;
-            file.write_all(self.render().as_bytes())?;
-            file.sync_all()
-        })();
-        if let Err(error) = written {
-            let _ = std::fs::remove_file(&temporary);
-            return Err(io("write", error));
-        }
-        // A hard link never replaces an existing file, unlike a rename.
-        let linked = std::fs::hard_link(&temporary, path);
-        let _ = std::fs::remove_file(&temporary);
-        match linked {
-            Ok(()) => {}
-            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {
-                return Err(KeyError::Exists {
-                    path: path.to_owned(),
-                });
-            }
-            Err(error) => return Err(io("write", error)),
-        }
-        std::fs::File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(|error| io("sync the directory of", error))
+        crate::files::create(path, self.render().as_bytes(), 0o600).map_err(|error| match error {
+            FileError::Exists { .. } => KeyError::Exists {
+                path: path.to_owned(),
+            },
+            FileError::Io { action, source, .. } => KeyError::Io {
+                action,
+                path: path.to_owned(),
+                source,
+            },
+            other => KeyError::Io {
+                action: "write",
+                path: path.to_owned(),
+                source: std::io::Error::other(other.to_string()),
+            },
+        })
     }
 
     /// Reads a key file, refusing one whose mode lets others than its owner read or write it.

@@ -19,6 +19,8 @@
 //!   provider it wraps is one, the ones that wait waiting on a [`Clock`](loopx_kernel::seams::Clock).
 //! - [`clock::SystemClock`]: real time for hosts (the kernel never reads a clock).
 //! - [`fact`]: how every provider builds an observation and its fingerprint.
+//! - [`files`]: the one careful writer for files in places others control: never through a
+//!   link, never half, with a chosen mode.
 //! - [`keys`]: ed25519 signing keys generated from the OS's random source, private key files
 //!   (mode `0600`), a key directory by actor, and an actor's key found from it or `LOOPX_KEY`.
 #![forbid(unsafe_code)]
@@ -26,6 +28,7 @@
 pub mod clock;
 pub mod executor;
 pub mod fact;
+pub mod files;
 pub mod git;
 pub mod github;
 pub mod keys;

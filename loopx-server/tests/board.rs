@@ -18,7 +18,7 @@ use loopx_kernel::{
 use loopx_server::Service;
 use loopx_store::{Retention, SqliteOptions, SqliteStore, StoreClock};
 use scraper::{Html, Selector};
-use story::{GATE, GOAL, MAINTAINER_TOKEN, REVIEWER_TOKEN, Story};
+use story::{AGENT_TOKEN, GATE, GOAL, MAINTAINER_TOKEN, REVIEWER_TOKEN, Story};
 
 /// The board of `story` served on loopback (with the house routes, as `loopx serve` mounts it).
 async fn serve(story: &Story) -> String {
@@ -561,6 +561,21 @@ async fn forged_answers_are_refused_and_change_nothing() {
         .expect("an answer");
     assert_eq!(response.status().as_u16(), 401);
     assert!(set_cookie(&response, "loopx_session").is_none());
+    // An agent's token is known, but the inbox is for people: no session.
+    let response = client()
+        .post(format!("{base}/inbox/sign-in"))
+        .header("cookie", "loopx_sign_in=abc")
+        .form(&[("csrf", "abc"), ("token", AGENT_TOKEN)])
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(response.status().as_u16(), 403);
+    assert!(set_cookie(&response, "loopx_session").is_none());
+    let html = response.text().await.expect("a page");
+    assert!(
+        html.contains("not_a_person") && !html.contains(AGENT_TOKEN),
+        "{html}"
+    );
     assert_eq!(gate_state(&story).await, before, "nothing changed");
     // Signed out, the session no longer answers.
     let response = client()

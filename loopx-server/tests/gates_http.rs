@@ -52,8 +52,17 @@ async fn setup() -> (Arc<dyn Store>, String) {
     .await
     .expect("the gate opens");
     let tokens = Tokens::new()
-        .with("maria-token", Acting::unsigned(person("maria")))
-        .with("mallory-token", Acting::unsigned(person("mallory")));
+        .with(
+            "maria-token-3e8b1f6a9c2d7e4b0f5a",
+            Acting::unsigned(person("maria")),
+        )
+        .and_then(|t| {
+            t.with(
+                "mallory-token-6d2a8f0c4e9b1d7a3f5c",
+                Acting::unsigned(person("mallory")),
+            )
+        })
+        .expect("strong tokens");
     let router = Service::new(store.clone(), Arc::new(SystemClock))
         .mount(loopx_server::gates::router(
             store.clone(),
@@ -104,7 +113,7 @@ async fn the_gates_owner_answers_over_http_and_nobody_else_can() {
         (
             "someone else",
             "naming",
-            Some("mallory-token"),
+            Some("mallory-token-6d2a8f0c4e9b1d7a3f5c"),
             answer,
             409,
             "not_gate_owner",
@@ -112,7 +121,7 @@ async fn the_gates_owner_answers_over_http_and_nobody_else_can() {
         (
             "no answer",
             "naming",
-            Some("maria-token"),
+            Some("maria-token-3e8b1f6a9c2d7e4b0f5a"),
             r#"{"kind": "maybe"}"#,
             400,
             "invalid_answer",
@@ -120,7 +129,7 @@ async fn the_gates_owner_answers_over_http_and_nobody_else_can() {
         (
             "an unknown gate",
             "other",
-            Some("maria-token"),
+            Some("maria-token-3e8b1f6a9c2d7e4b0f5a"),
             answer,
             404,
             "unknown_gate",
@@ -132,7 +141,13 @@ async fn the_gates_owner_answers_over_http_and_nobody_else_can() {
         assert_eq!(revision(&*store).await, before, "{case} changed nothing");
     }
 
-    let (status, body) = post(&base, "naming", Some("maria-token"), answer).await;
+    let (status, body) = post(
+        &base,
+        "naming",
+        Some("maria-token-3e8b1f6a9c2d7e4b0f5a"),
+        answer,
+    )
+    .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["replayed"], false, "{body}");
     let state = store
@@ -149,7 +164,13 @@ async fn the_gates_owner_answers_over_http_and_nobody_else_can() {
         "resolved with maria's answer: {:?}",
         gate.status
     );
-    let (status, again) = post(&base, "naming", Some("maria-token"), answer).await;
+    let (status, again) = post(
+        &base,
+        "naming",
+        Some("maria-token-3e8b1f6a9c2d7e4b0f5a"),
+        answer,
+    )
+    .await;
     assert_eq!(status, 200, "{again}");
     assert_eq!(again["replayed"], true, "a retry replays: {again}");
 }

@@ -17,10 +17,12 @@ fn agent() -> Actor {
 }
 
 fn tokens() -> Tokens {
-    Tokens::new().with(
-        "secret-token-a",
-        Acting::signed(agent(), Arc::new(SecretKey::from_seed([1; 32]))),
-    )
+    Tokens::new()
+        .with(
+            "secret-token-a-4f9c2e7b1d8a3f6c0e5b",
+            Acting::signed(agent(), Arc::new(SecretKey::from_seed([1; 32]))),
+        )
+        .expect("a strong token")
 }
 
 /// Serves the router on a loopback port; its address.
@@ -86,10 +88,10 @@ async fn a_request_without_a_known_token_is_refused_with_401() {
 #[tokio::test]
 async fn the_known_token_reaches_the_mcp_endpoint() {
     let address = serve().await;
-    let response = initialize(address, Some("Bearer secret-token-a")).await;
+    let response = initialize(address, Some("Bearer secret-token-a-4f9c2e7b1d8a3f6c0e5b")).await;
     assert!(response.starts_with("HTTP/1.1 200"), "{response}");
     assert!(response.contains("\"name\":\"loopx\""), "{response}");
-    let lower = initialize(address, Some("bearer secret-token-a")).await;
+    let lower = initialize(address, Some("bearer secret-token-a-4f9c2e7b1d8a3f6c0e5b")).await;
     assert!(
         lower.starts_with("HTTP/1.1 200"),
         "the scheme is case-insensitive"
@@ -98,22 +100,35 @@ async fn the_known_token_reaches_the_mcp_endpoint() {
 
 #[test]
 fn tokens_map_to_their_actor_and_are_never_shown() {
-    let tokens = tokens().with(
-        "secret-token-b",
-        Acting::unsigned(Actor::Agent(AgentId::new("agent-b").expect("an id"))),
-    );
+    let tokens = tokens()
+        .with(
+            "secret-token-b-9a1d7c3e5f0b8d2a6c4e",
+            Acting::unsigned(Actor::Agent(AgentId::new("agent-b").expect("an id"))),
+        )
+        .expect("a strong token");
     assert_eq!(
-        tokens.find("secret-token-a").map(Acting::actor),
+        tokens
+            .find("secret-token-a-4f9c2e7b1d8a3f6c0e5b")
+            .map(Acting::actor),
         Some(&agent())
     );
     assert_eq!(
-        tokens.find("secret-token-b").map(|a| a.actor().to_string()),
+        tokens
+            .find("secret-token-b-9a1d7c3e5f0b8d2a6c4e")
+            .map(|a| a.actor().to_string()),
         Some("agent:agent-b".to_owned())
     );
     assert!(tokens.find("secret-token-").is_none());
     assert!(tokens.find("").is_none());
-    assert!(tokens.find("secret-token-a ").is_none());
-    let shown = format!("{tokens:?} {:?}", tokens.find("secret-token-a"));
+    assert!(
+        tokens
+            .find("secret-token-a-4f9c2e7b1d8a3f6c0e5b ")
+            .is_none()
+    );
+    let shown = format!(
+        "{tokens:?} {:?}",
+        tokens.find("secret-token-a-4f9c2e7b1d8a3f6c0e5b")
+    );
     assert!(!shown.contains("secret-token"), "{shown}");
     assert_eq!(tokens.len(), 2);
 }

@@ -759,7 +759,7 @@ fn a_store_written_by_schema_7_indexes_the_subjects_of_its_goals() {
         "DROP TABLE dead_letters; DROP TABLE archived_events; DROP TABLE goal_subjects;
          UPDATE schema_version SET version = 7;",
     )
-        .unwrap();
+    .unwrap();
     drop(conn);
 
     for _ in 0..2 {

@@ -26,6 +26,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use loopx_kernel::brief::Brief;
 use loopx_kernel::ids::path_component;
 use loopx_kernel::{Actor, AgentId, Decision, GoalState, decide};
+use loopx_provider::files::{self, FileError, Mode};
 use serde_json::{Map, Value, json};
 
 use crate::context::Ctx;
@@ -233,8 +234,8 @@ async fn changed_since(
 }
 
 /// The revisions a session was last briefed at, kept in a file of its own: `hooks/AGENT/
-/// SESSION.json` beside a SQLite store (names encoded, written owner-only through a new
-/// temporary file renamed into place, so no link is followed). A PostgreSQL store, or a
+/// SESSION.json` beside a SQLite store (names encoded, written owner-only by the careful
+/// writer, so no link is followed). A PostgreSQL store, or a
 /// runtime that names no session, keeps none: every start gets the whole brief.
 struct SessionMemory {
     file: PathBuf,
@@ -262,8 +263,7 @@ impl SessionMemory {
 
     /// Best effort: a session whose memory cannot be written gets whole briefs.
     fn write(&self, revisions: &BTreeMap<String, u64>) {
-        use std::io::Write as _;
-        use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+        use std::os::unix::fs::DirBuilderExt as _;
         let Some(dir) = self.file.parent() else {
             return;
         };
@@ -271,21 +271,8 @@ impl SessionMemory {
             .recursive(true)
             .mode(0o700)
             .create(dir);
-        let temporary = dir.join(format!(
-            ".{}.{}.tmp",
-            std::process::id(),
-            uuid::Uuid::now_v7()
-        ));
-        let written = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&temporary)
-            .and_then(|mut file| file.write_all(&serde_json::to_vec(revisions).unwrap_or_default()))
-            .and_then(|()| std::fs::rename(&temporary, &self.file));
-        if written.is_err() {
-            let _ = std::fs::remove_file(&temporary);
-        }
+        let bytes = serde_json::to_vec(revisions).unwrap_or_default();
+        let _ = files::replace(&self.file, &bytes, Mode::Exactly(0o600));
     }
 }
 
@@ -485,19 +472,16 @@ fn config_path(args: &InstallArgs) -> Result<PathBuf, CliError> {
     Ok(base.join(file))
 }
 
+/// The most a runtime's configuration file may hold.
+const MAX_CONFIG: u64 = 4 << 20;
+
+/// The configuration at `path`: an empty one when there is none; never read through a link.
 fn read_config(path: &Path) -> Result<Map<String, Value>, CliError> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Map::new()),
-        Err(error) => {
-            return Err(CliError::input(
-                "hooks_config_unreadable",
-                format!("{} cannot be read: {error}", path.display()),
-                "fix its permissions, or print the configuration with --print",
-            ));
-        }
+    let Some(bytes) = files::read(path, MAX_CONFIG).map_err(|e| file_refused(path, e, false))?
+    else {
+        return Ok(Map::new());
     };
-    match serde_json::from_str::<Value>(&text) {
+    match serde_json::from_slice::<Value>(&bytes) {
         Ok(Value::Object(map)) => Ok(map),
         _ => Err(CliError::input(
             "hooks_config_malformed",
@@ -510,12 +494,65 @@ fn read_config(path: &Path) -> Result<Map<String, Value>, CliError> {
     }
 }
 
-/// Whether a hook handler is one of loopx's own (so a new install replaces it).
+/// A file the install would not or could not touch, as a typed error: a link (the repository
+/// decides where it points, so loopx never follows one), or the system's refusal.
+fn file_refused(path: &Path, error: FileError, writing: bool) -> CliError {
+    match error {
+        FileError::Link { path: link } => CliError::input(
+            "hooks_config_link",
+            format!(
+                "{} is a symbolic link; loopx never reads or writes a runtime's configuration through a link, which could point outside the project",
+                link.display()
+            ),
+            "replace the link with a copy of the file it points to (`cp --remove-destination \"$(readlink -f LINK)\" LINK`) and install again",
+        ),
+        other => CliError::input(
+            if writing {
+                "hooks_config_unwritable"
+            } else {
+                "hooks_config_unreadable"
+            },
+            format!("{} cannot be used: {other}", path.display()),
+            "fix the file or the directory, or print the configuration with --print",
+        ),
+    }
+}
+
+/// Whether a hook handler is one loopx wrote, so a new install replaces it: a command of
+/// exactly the shape [`hook_command`] writes — a `loopx` binary, its `--store`, `--as` and
+/// `--goal` flags, then `hooks run EVENT --runtime RUNTIME` — and nothing more. Every other
+/// command, one that merely mentions loopx included, is someone else's and stays.
 fn is_ours(handler: &Value) -> bool {
-    handler
+    let words = handler
         .get("command")
         .and_then(Value::as_str)
-        .is_some_and(|c| c.contains(" hooks run "))
+        .and_then(|command| shell_words::split(command).ok())
+        .unwrap_or_default();
+    let Some((binary, rest)) = words.split_first() else {
+        return false;
+    };
+    let (flags, verb) = rest.split_at(rest.len().saturating_sub(5));
+    let verb: Vec<&str> = verb.iter().map(String::as_str).collect();
+    Path::new(binary).file_name() == Some("loopx".as_ref())
+        && flags.chunks(2).all(our_flag)
+        && matches!(
+            verb.as_slice(),
+            [
+                "hooks",
+                "run",
+                "session-start" | "stop",
+                "--runtime",
+                "claude" | "codex"
+            ]
+        )
+}
+
+/// A flag and its value of those [`hook_command`] writes before the verb.
+fn our_flag(pair: &[String]) -> bool {
+    match pair {
+        [flag, _] => ["--store", "--as", "--goal"].contains(&flag.as_str()),
+        _ => false,
+    }
 }
 
 /// `config` with loopx's session-start and stop handlers in place of any earlier ones; every
@@ -554,36 +591,31 @@ fn with_hooks(
             *groups = Value::Array(Vec::new());
         }
         if let Value::Array(groups) = groups {
-            for existing in groups.iter_mut() {
-                if let Some(Value::Array(handlers)) = existing.get_mut("hooks") {
-                    handlers.retain(|h| !is_ours(h));
-                }
-            }
-            groups.retain(|g| {
-                g.get("hooks")
-                    .and_then(Value::as_array)
-                    .is_none_or(|h| !h.is_empty())
-            });
+            groups.retain_mut(without_ours);
             groups.push(group);
         }
     }
     config
 }
 
-fn write_config(path: &Path, config: &Map<String, Value>) -> Result<(), CliError> {
-    let failed = |error: std::io::Error| {
-        CliError::input(
-            "hooks_config_unwritable",
-            format!("{} cannot be written: {error}", path.display()),
-            "fix the directory's permissions, or print the configuration with --print",
-        )
+/// Takes loopx's own handlers out of a group of hooks; false when that left it empty (a group
+/// that was empty before is someone else's and stays).
+fn without_ours(group: &mut Value) -> bool {
+    let Some(Value::Array(handlers)) = group.get_mut("hooks") else {
+        return true;
     };
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(failed)?;
+    let before = handlers.len();
+    handlers.retain(|h| !is_ours(h));
+    !handlers.is_empty() || handlers.len() == before
+}
+
+/// Writes the configuration through the careful writer: never through a link (the file or its
+/// directory), never half, keeping the mode of the file it replaces (`0644` for a new one).
+fn write_config(path: &Path, config: &Map<String, Value>) -> Result<(), CliError> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        files::ensure_dir(dir).map_err(|e| file_refused(path, e, true))?;
     }
     let text = serde_json::to_string_pretty(config).unwrap_or_default() + "\n";
-    // Written beside it and renamed over it, so a crash leaves the old file or the new one.
-    let partial = path.with_extension("json.loopx-partial");
-    std::fs::write(&partial, text).map_err(failed)?;
-    std::fs::rename(&partial, path).map_err(failed)
+    files::replace(path, text.as_bytes(), Mode::Keep(0o644))
+        .map_err(|e| file_refused(path, e, true))
 }

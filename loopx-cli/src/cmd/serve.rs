@@ -16,7 +16,7 @@ use loopx_provider::github::rest::{GITHUB_API, GitHubClient, Token};
 use loopx_provider::github::webhook::WebhookVerifier;
 use loopx_server::capabilities::{GITHUB_PROVIDER, Registry};
 use loopx_server::github::Deliveries;
-use loopx_server::mcp::{Acting, LoopxMcp, Tokens, http};
+use loopx_server::mcp::{Acting, LoopxMcp, TokenError, Tokens, http};
 use loopx_server::schedule::Poller;
 use loopx_server::{Bounds, Service, Site, serve_with, shutdown_signal};
 use loopx_server::{board, gates};
@@ -35,7 +35,9 @@ pub struct ServeArgs {
     /// Serve the MCP tools at `/mcp`, gate answers at `POST /goals/GOAL/gates/GATE/answer` and
     /// the board's inbox (signed in at `/inbox` with the token) to ACTOR, who presents the bearer token held in the
     /// environment variable ENV (never the token itself on the command line, where `ps` shows
-    /// it); its commands are signed with ACTOR's key from the key directory. Repeatable.
+    /// it); its commands are signed with ACTOR's key from the key directory. A token has at
+    /// least 32 characters (`openssl rand -hex 32`) and one actor; only a person's signs in to
+    /// the inbox. Repeatable.
     #[arg(long = "mcp-token", value_name = "ACTOR=ENV")]
     mcp_tokens: Vec<String>,
     /// Receive GitHub's deliveries at `POST /github/webhook`, verified with the webhook secret
@@ -421,9 +423,24 @@ fn mcp_tokens(ctx: &Ctx, given: &[String]) -> Result<Option<Tokens>, CliError> {
             Some(key) => Acting::signed(actor, Arc::new(key.secret)),
             None => Acting::unsigned(actor),
         };
-        tokens = tokens.with(&token, acting);
+        tokens = tokens.with(&token, acting).map_err(|e| token_refused(&e))?;
     }
     Ok(Some(tokens))
+}
+
+/// A token the service will not serve with, naming the actors and never the token.
+fn token_refused(error: &TokenError) -> CliError {
+    let (code, hint) = match error {
+        TokenError::TooShort { .. } => (
+            "mcp_token_weak",
+            "make each token with `openssl rand -hex 32` (or another generator of at least 128 random bits)",
+        ),
+        TokenError::Shared { .. } => (
+            "mcp_token_shared",
+            "give each actor a token of its own, each in its own variable",
+        ),
+    };
+    CliError::usage(code, format!("--mcp-token: {error}"), hint)
 }
 
 /// The log goes to standard error, filtered by `LOOPX_LOG`; standard output keeps the one line

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use clap::Args;
 use loopx_kernel::seams::{AppendRequest, Commit, StoreError};
 use loopx_kernel::{GoalId, GoalState, OperationId, RecordedEvent, check_invariants};
+use loopx_provider::files::{self, FileError, Mode};
 use loopx_store::HistoryChain;
 use serde_json::json;
 use sha2::{Digest as _, Sha256};
@@ -149,18 +150,14 @@ pub async fn export(ctx: &Ctx, args: &ExportArgs) -> Result<Exit, CliError> {
     text.push('\n');
     match &args.out {
         Some(path) => {
-            let tmp = path.with_extension("loopx-partial");
-            let written =
-                std::fs::write(&tmp, text.as_bytes()).and_then(|()| std::fs::rename(&tmp, path));
-            if let Err(error) = written {
-                let _ = std::fs::remove_file(&tmp);
-                return Err(CliError::new(
-                    Exit::Other,
-                    "write_failed",
-                    format!("cannot write `{}`: {error}", path.display()),
-                    "check the path and its permissions",
-                ));
-            }
+            // Owner-only like the store it copies, and never through a link.
+            files::replace(path, text.as_bytes(), Mode::Exactly(0o600)).map_err(|error| {
+                let hint = match error {
+                    FileError::Link { .. } => "name the file itself, not a link to it",
+                    _ => "check the path and its permissions",
+                };
+                CliError::new(Exit::Other, "write_failed", error.to_string(), hint)
+            })?;
             let value = json!({
                 "export": { "goal": goal, "revision": state.revision, "events": events.len(), "chain": trailer.chain, "file": path }
             });

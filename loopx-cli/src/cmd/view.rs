@@ -40,7 +40,8 @@ pub fn lease_cell(todo: &Todo, now: Timestamp) -> String {
     }
 }
 
-/// The todos as a table.
+/// The todos as a table. A title is shown as outside text: one recorded before the kernel
+/// refused hiding characters (or imported) cannot reorder or hide what a terminal shows.
 pub fn todo_table(out: &Output, todos: &[&Todo], now: Timestamp) -> String {
     let mut table = Table::new(&["TODO", "STATUS", "PRI", "ASSIGNEE", "LEASE", "TITLE"]);
     for todo in todos {
@@ -57,7 +58,7 @@ pub fn todo_table(out: &Output, todos: &[&Todo], now: Timestamp) -> String {
             format!("{:?}", todo.priority),
             or_dash(todo.assignee.as_ref()),
             lease_cell(todo, now),
-            todo.title.clone(),
+            loopx_provider::fact::outside_text(&todo.title),
         ]);
     }
     table.render(out)
@@ -137,5 +138,35 @@ pub fn criterion_status(out: &Output, status: &loopx_kernel::CriterionStatus) ->
             Style::Warn,
             &format!("ignored ({evidence} by {produced_by}, not registered for the check)"),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loopx_kernel::{Command, GoalSpec, NewTodo, TodoId};
+
+    #[test]
+    fn a_title_that_would_reorder_the_terminal_is_listed_neutralised() {
+        let now = Timestamp::parse("2026-11-29T10:00:00Z").expect("a time");
+        let spec = GoalSpec::builder("g", "ship it", "maintainer")
+            .agent("agent-a")
+            .declared_identity()
+            .build()
+            .expect("a spec");
+        let mut state = GoalState::create(&spec.owner_actor(), now, &spec).expect("a goal");
+        let todo = NewTodo::advance(TodoId::new("edit").expect("an id"), "fix the output");
+        state
+            .handle(&spec.owner_actor(), now, &Command::AddTodo { todo })
+            .expect("added");
+        // As an older store may hold it: written before the kernel refused it.
+        let mut todo = state.todos.values().next().expect("the todo").clone();
+        todo.title = "invoice \u{202e}fdp.exe\u{200b}".to_owned();
+        let table = todo_table(&Output::new(false), &[&todo], now);
+        assert!(table.contains("invoice \u{fffd}fdp.exe\u{fffd}"), "{table}");
+        assert!(
+            !table.contains('\u{202e}') && !table.contains('\u{200b}'),
+            "{table}"
+        );
     }
 }

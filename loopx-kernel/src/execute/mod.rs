@@ -133,6 +133,15 @@ fn optional_text(field: &'static str, value: &str) -> Result<(), Refusal> {
     {
         return Err(invalid(field, "holds control characters"));
     }
+    if let Some(c) = crate::text::first_reordering_or_hiding(value) {
+        return Err(invalid(
+            field,
+            format!(
+                "holds U+{:04X}, a character that reorders or hides the text around it; write it without",
+                u32::from(c)
+            ),
+        ));
+    }
     Ok(())
 }
 

@@ -7,7 +7,10 @@
 //! /loopx reject <gate> <reason…>   rejects it, the same way
 //! ```
 //!
-//! Inside a fenced code block no line is a command.
+//! Inside a fenced code block (closed only by a fence of its own mark, as Markdown reads it)
+//! and on a line indented as code, no line is a command. An answer's text is outside text:
+//! recorded with its controls and hiding characters neutralised
+//! ([`crate::fact::outside_text`]).
 //!
 //! Parsing is strict and never fails a delivery: a line that starts with `/loopx` but is not
 //! one of these (an unknown sub-command, a gate id that does not read as one, no text) is
@@ -56,22 +59,15 @@ const USAGE: &str = "write `/loopx answer <gate> <text>` or `/loopx reject <gate
 
 /// Reads the `/loopx` commands of a comment's or review's body. A command's text runs from its
 /// line to the next `/loopx` line or the end of the body, every line of it (trailing blank
-/// lines dropped). Lines inside a fenced code block (```` ``` ```` or `~~~`) are never
-/// commands: code that shows a command does not issue it.
+/// lines dropped). Lines inside a fenced code block (```` ``` ```` or `~~~`) or indented as
+/// code are never commands: code that shows a command does not issue it.
 pub fn parse(body: &str) -> Commands {
     let mut commands = Commands::default();
-    let mut fenced = false;
+    let mut fence: Option<Fence> = None;
     // Whether the last command read takes the lines that follow as more of its text.
     let mut continues = false;
     for line in body.lines() {
-        let trimmed = line.trim();
-        let fence = trimmed.starts_with("```") || trimmed.starts_with("~~~");
-        let parsed = if fenced || fence {
-            None
-        } else {
-            parse_line(trimmed)
-        };
-        fenced ^= fence;
+        let parsed = outside_code(line, &mut fence).and_then(parse_line);
         match parsed {
             Some(Ok(answer)) => {
                 commands.answers.push(answer);
@@ -93,9 +89,63 @@ pub fn parse(body: &str) -> Commands {
     }
     for (_, answer) in &mut commands.answers {
         let text = answer_text(answer);
-        text.truncate(text.trim_end().len());
+        // Outside text: what a browser typed is recorded with its controls neutralised.
+        *text = crate::fact::outside_text(text.trim_end());
     }
     commands
+}
+
+/// The line, trimmed, when it is prose and so may be a command; `None` when it is code: inside
+/// a fence (which it may close), opening one, or indented as code.
+fn outside_code<'l>(line: &'l str, fence: &mut Option<Fence>) -> Option<&'l str> {
+    if let Some(open) = *fence {
+        if open.closed_by(line) {
+            *fence = None;
+        }
+        return None;
+    }
+    *fence = Fence::opened_by(line);
+    (fence.is_none() && !indented_code(line)).then(|| line.trim())
+}
+
+/// A line indented four spaces or a tab or more: Markdown shows it as code (or as the rest of
+/// a paragraph), never as a line of its own.
+fn indented_code(line: &str) -> bool {
+    line.starts_with('\t') || line.starts_with("    ")
+}
+
+/// An open fenced code block, as Markdown (`CommonMark`) reads one: a run of at least three
+/// backticks or tildes, indented less than four spaces, closed only by a run of the same
+/// character at least as long with nothing after it. A fence of the other character inside is
+/// part of the code.
+#[derive(Debug, Clone, Copy)]
+struct Fence {
+    mark: char,
+    length: usize,
+}
+
+impl Fence {
+    fn opened_by(line: &str) -> Option<Fence> {
+        let text = Fence::unindented(line)?;
+        let mark = text.chars().next().filter(|c| matches!(c, '`' | '~'))?;
+        let length = text.chars().take_while(|c| *c == mark).count();
+        // A backtick fence's info string holds no backtick (it would be inline code).
+        let info_ok = mark == '~' || !text[length..].contains('`');
+        (length >= 3 && info_ok).then_some(Fence { mark, length })
+    }
+
+    fn closed_by(self, line: &str) -> bool {
+        Fence::unindented(line).is_some_and(|text| {
+            let text = text.trim_end();
+            text.chars().all(|c| c == self.mark) && text.chars().count() >= self.length
+        })
+    }
+
+    /// The line without up to three spaces of indentation; `None` when it is indented more.
+    fn unindented(line: &str) -> Option<&str> {
+        let text = line.trim_start_matches(' ');
+        (line.len() - text.len() < 4).then_some(text)
+    }
 }
 
 /// The words of an answer or a rejection.
@@ -238,6 +288,33 @@ mod tests {
                     }
                 ),
             ]
+        );
+    }
+
+    #[test]
+    fn a_fence_closes_only_with_its_own_mark_so_a_command_inside_stays_code() {
+        let commands = parse(
+            "~~~\n```\n/loopx reject naming no\n```\n~~~\n````md\n```\n/loopx reject naming no\n````\n",
+        );
+        assert_eq!(commands, Commands::default());
+    }
+
+    #[test]
+    fn an_indented_code_line_is_not_a_command() {
+        let commands =
+            parse("Example:\n\n    /loopx reject naming no\n\t/loopx answer naming yes\n");
+        assert_eq!(commands, Commands::default());
+    }
+
+    #[test]
+    fn an_answer_is_outside_text_with_its_hiding_characters_neutralised() {
+        let commands = parse("/loopx answer naming yes\u{202e} and \u{200b}no\u{1b}[31m");
+        assert_eq!(
+            commands.answers,
+            vec![(
+                GateId::new("naming").unwrap(),
+                resolve("yes\u{fffd} and \u{fffd}no\u{241b}[31m")
+            )]
         );
     }
 

@@ -30,8 +30,10 @@ const SIGN_IN_COOKIE: &str = "loopx_sign_in";
 const SESSION_TTL: Duration = Duration::from_secs(12 * 60 * 60);
 /// How many of the todos a gate blocks its card names; the rest are counted.
 const BLOCKED_NAMED: usize = 20;
-/// The most sessions kept at once; past it, the one closest to expiry goes first.
-const MAX_SESSIONS: usize = 10_000;
+/// The most sessions one person keeps at once (a browser each); past it, that person's oldest
+/// goes first. Bounded per person, so nobody's sign-ins can end another's session, and the
+/// whole is bounded by the people given a token.
+const MAX_SESSIONS_PER_ACTOR: usize = 8;
 
 /// A signed-in person: whom they act as, and the CSRF token of their forms.
 struct Session {
@@ -84,14 +86,7 @@ impl Sessions {
         let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
         let now = Instant::now();
         open.retain(|_, s| s.expires > now);
-        if open.len() >= MAX_SESSIONS
-            && let Some(first) = open
-                .iter()
-                .min_by_key(|(_, s)| s.expires)
-                .map(|(id, _)| id.clone())
-        {
-            open.remove(&first);
-        }
+        make_room(&mut open, acting.actor());
         let session = Session {
             acting,
             csrf: csrf.clone(),
@@ -115,6 +110,21 @@ impl Sessions {
             let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
             open.remove(id);
         }
+    }
+}
+
+/// Ends `actor`'s oldest sessions until one more fits within [`MAX_SESSIONS_PER_ACTOR`];
+/// nobody else's.
+fn make_room(open: &mut HashMap<String, Session>, actor: &Actor) {
+    let mut theirs: Vec<(Instant, String)> = open
+        .iter()
+        .filter(|(_, s)| s.acting.actor() == actor)
+        .map(|(id, s)| (s.expires, id.clone()))
+        .collect();
+    theirs.sort();
+    let excess = (theirs.len() + 1).saturating_sub(MAX_SESSIONS_PER_ACTOR);
+    for (_, id) in theirs.into_iter().take(excess) {
+        open.remove(&id);
     }
 }
 
@@ -388,6 +398,18 @@ pub(super) async fn sign_in(
         };
         return show(&board, &headers, StatusCode::UNAUTHORIZED, Some(&notice)).await;
     };
+    if !matches!(acting.actor(), Actor::Person(_)) {
+        // The inbox is where people answer; an agent's or a service's token acts at `/mcp`.
+        let notice = Notice::Refused {
+            code: "not_a_person".into(),
+            message: format!(
+                "the token is {}'s, and only a person signs in to the inbox",
+                acting.actor()
+            ),
+            hint: "sign in with the token issued for you as person:NAME".into(),
+        };
+        return show(&board, &headers, StatusCode::FORBIDDEN, Some(&notice)).await;
+    }
     let (id, _) = board.sessions.open(acting).ok_or_else(|| {
         Failure::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -513,5 +535,38 @@ pub(super) async fn answer(
             };
             show(&board, &headers, status, Some(&notice)).await
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loopx_kernel::PersonId;
+
+    fn person(name: &str) -> Acting {
+        Acting::unsigned(Actor::Person(PersonId::new(name).expect("a person id")))
+    }
+
+    #[test]
+    fn sign_ins_past_the_bound_end_only_the_same_persons_oldest_sessions() {
+        let site = Site::local(std::net::SocketAddr::from(([127, 0, 0, 1], 7468)));
+        let sessions = Sessions::new(Tokens::new(), &site);
+        let (maria, _) = sessions.open(person("maria")).expect("a session");
+        let (mallory_first, _) = sessions.open(person("mallory")).expect("a session");
+        for _ in 0..10_000 {
+            sessions.open(person("mallory")).expect("a session");
+        }
+        let open = sessions.open.lock().expect("the sessions");
+        assert!(open.contains_key(&maria), "another person's session stays");
+        assert!(
+            !open.contains_key(&mallory_first),
+            "their own oldest went first"
+        );
+        let mallory = Actor::Person(PersonId::new("mallory").expect("a person id"));
+        let theirs = open
+            .values()
+            .filter(|s| s.acting.actor() == &mallory)
+            .count();
+        assert_eq!(theirs, MAX_SESSIONS_PER_ACTOR);
     }
 }

@@ -56,6 +56,31 @@ impl fmt::Debug for Acting {
     }
 }
 
+/// The fewest characters a bearer token may have: 32 hexadecimal digits are 128 bits, and a
+/// token is as good as the guesses it takes. Make one with `openssl rand -hex 32`.
+pub const MIN_TOKEN_CHARS: usize = 32;
+
+/// Why a token was not registered. Names actors, never a token.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TokenError {
+    /// The token is shorter than [`MIN_TOKEN_CHARS`].
+    #[error(
+        "the token of {actor} is too short: a token needs at least {MIN_TOKEN_CHARS} characters (e.g. `openssl rand -hex 32`)"
+    )]
+    TooShort {
+        /// Whose token it is.
+        actor: Actor,
+    },
+    /// Two actors were given one token, which would act for the first only.
+    #[error("{first} and {second} were given the same token; give each actor a token of its own")]
+    Shared {
+        /// The actor it was registered for first.
+        first: Actor,
+        /// The actor it was given to again.
+        second: Actor,
+    },
+}
+
 /// The bearer tokens of the HTTP transport, each mapped to the actor it acts for.
 #[derive(Clone, Default)]
 pub struct Tokens {
@@ -68,11 +93,31 @@ impl Tokens {
         Tokens::default()
     }
 
-    /// The same, with `token` acting as `acting`. A token given twice keeps its first actor.
-    #[must_use]
-    pub fn with(mut self, token: &str, acting: Acting) -> Self {
-        self.entries.push((digest(token), acting));
-        self
+    /// The same, with `token` acting as `acting`. Surrounding whitespace is not part of a token
+    /// (a presented one is read without it).
+    ///
+    /// # Errors
+    /// [`TokenError::TooShort`] below [`MIN_TOKEN_CHARS`] characters; [`TokenError::Shared`]
+    /// when another actor already has the token.
+    pub fn with(mut self, token: &str, acting: Acting) -> Result<Self, TokenError> {
+        let token = token.trim();
+        if token.chars().count() < MIN_TOKEN_CHARS {
+            return Err(TokenError::TooShort {
+                actor: acting.actor.clone(),
+            });
+        }
+        let digest = digest(token);
+        match self.entries.iter().find(|(known, _)| *known == digest) {
+            Some((_, first)) if first.actor == acting.actor => {}
+            Some((_, first)) => {
+                return Err(TokenError::Shared {
+                    first: first.actor.clone(),
+                    second: acting.actor,
+                });
+            }
+            None => self.entries.push((digest, acting)),
+        }
+        Ok(self)
     }
 
     /// The actor `presented` acts for, or `None` for an unknown token. Every registered token
@@ -112,4 +157,51 @@ impl fmt::Debug for Tokens {
 
 fn digest(token: &str) -> [u8; 32] {
     Sha256::digest(token.as_bytes()).into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loopx_kernel::{AgentId, PersonId};
+
+    const STRONG: &str = "4f3c2b1a0918273645546372819aabbccddeeff00112233445566778899aabbcc";
+
+    fn agent(name: &str) -> Acting {
+        Acting::unsigned(Actor::Agent(AgentId::new(name).expect("an agent id")))
+    }
+
+    #[test]
+    fn a_short_token_and_one_token_for_two_actors_are_refused_naming_actors_only() {
+        let short = Tokens::new().with("hunter2", agent("agent-a")).map(|_| ());
+        assert_eq!(
+            short,
+            Err(TokenError::TooShort {
+                actor: agent("agent-a").actor
+            })
+        );
+        let maria = Acting::unsigned(Actor::Person(PersonId::new("maria").expect("an id")));
+        let shared = Tokens::new()
+            .with(STRONG, maria)
+            .and_then(|t| t.with(&format!(" {STRONG}\n"), agent("agent-a")))
+            .map(|_| ());
+        let Err(error) = shared else {
+            panic!("one token for two actors is refused");
+        };
+        let words = error.to_string();
+        assert!(
+            words.contains("person:maria") && words.contains("agent:agent-a"),
+            "{words}"
+        );
+        assert!(!words.contains(STRONG), "{words}");
+    }
+
+    #[test]
+    fn a_token_registered_with_surrounding_whitespace_is_found_as_presented() {
+        let tokens = Tokens::new()
+            .with(&format!("{STRONG}\n"), agent("agent-a"))
+            .expect("registered");
+        assert!(tokens.find(STRONG).is_some());
+        assert!(tokens.find(&STRONG[1..]).is_none());
+        assert!(!format!("{tokens:?}").contains(STRONG));
+    }
 }

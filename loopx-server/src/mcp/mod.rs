@@ -45,7 +45,7 @@ use rmcp::{
 };
 use serde_json::{Value, json};
 
-pub use identity::{Acting, Tokens};
+pub use identity::{Acting, MIN_TOKEN_CHARS, TokenError, Tokens};
 use inputs::{
     BeginInput, BlockInput, BriefInput, ClaimInput, DeferInput, DischargeInput, EvidenceAddInput,
     GateOpenInput, HandoffInput, NextInput, ObserveInput, ReadyInput, ReleaseInput, RenewInput,

@@ -20,9 +20,11 @@ use loopx_store::MemoryStore;
 pub const GOAL: &str = "cli-json-output";
 pub const GATE: &str = "error-code-name";
 /// The maintainer's bearer token, who owns the gate.
-pub const MAINTAINER_TOKEN: &str = "maintainer-token-7f3a";
+pub const MAINTAINER_TOKEN: &str = "maintainer-token-7f3a9c1e5b2d8f4a6c0e";
 /// A reviewer's bearer token: a person who owns no gate.
-pub const REVIEWER_TOKEN: &str = "reviewer-token-91c2";
+pub const REVIEWER_TOKEN: &str = "reviewer-token-91c2d4e6f8a0b2c4d6e8";
+/// The agent's bearer token: not a person's, so it never signs in to the inbox.
+pub const AGENT_TOKEN: &str = "agent-token-0e4c8a2f6b1d9e3a7c5f";
 const REPO: &str = "repo:acme/cli";
 const TEXT_CHECK: &str = "tests.text_output";
 const JSON_CHECK: &str = "tests.json_schema";
@@ -149,8 +151,8 @@ impl Story {
         .await;
     }
 
-    /// The tokens of the maintainer (who owns the gate) and of a reviewer (who owns none),
-    /// each signing with their own key.
+    /// The tokens of the maintainer (who owns the gate), of a reviewer (who owns none) and of
+    /// the agent (who works at `/mcp`), each signing with their own key.
     pub fn tokens(&self) -> Tokens {
         let reviewer = actor(Actor::Person(id("reviewer")), 4);
         Tokens::new()
@@ -158,7 +160,14 @@ impl Story {
                 MAINTAINER_TOKEN,
                 Acting::signed(self.maintainer.0.clone(), self.maintainer.1.clone()),
             )
-            .with(REVIEWER_TOKEN, Acting::signed(reviewer.0, reviewer.1))
+            .and_then(|t| t.with(REVIEWER_TOKEN, Acting::signed(reviewer.0, reviewer.1)))
+            .and_then(|t| {
+                t.with(
+                    AGENT_TOKEN,
+                    Acting::signed(self.agent.0.clone(), self.agent.1.clone()),
+                )
+            })
+            .expect("strong tokens, one per actor")
     }
 
     /// The goal as the store holds it.
