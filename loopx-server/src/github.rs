@@ -15,8 +15,12 @@
 //! bound to, for each agent registered with it, the proposals submitted as the capability.
 //!
 //! A comment or review whose body carries `/loopx answer <gate> …` or `/loopx reject <gate> …`
-//! ([`Routed::answers`]) is relayed, after the fact, to each of those goals that holds the gate:
-//! `relay_gate_answer` as `provider:github`, naming the login that wrote it. The delivery's
+//! ([`Routed::answers`]) is relayed, after the fact, to each of those goals that recorded the
+//! fact and holds the gate: `relay_gate_answer` as `provider:github`, naming the login that
+//! wrote it. Only words as their author wrote them count (a created comment, a submitted
+//! review: an edit never relays), each comment once whichever delivery carries it (the
+//! operation is the comment's), and only for a gate that was open when the comment was written
+//! (`comment_predates_gate` otherwise, so a captured delivery replayed later answers nothing). The delivery's
 //! signature proves it came from GitHub; whether that login speaks for the gate's owner is the
 //! kernel's rule (the goal owner's login mapping), so anyone else's comment is refused and
 //! changes nothing. Each outcome is in the delivery's answer ([`AnswerOutcome`]).
@@ -329,7 +333,7 @@ impl Deliveries {
                 delivery: headers.delivery.to_owned(),
                 message: Some(answer.message.clone()),
             };
-            let operation = answer_operation(&operation, index)?;
+            let operation = answer_operation(&answer.message, index)?;
             relayed.extend(self.relay(&recorded, answer, relay, &operation).await?);
         }
         for goal in &goals {
@@ -388,7 +392,21 @@ impl Deliveries {
                 .state()
                 .await
                 .map_err(DeliveryError::Store)?;
-            if !state.gates.contains_key(&answer.gate) {
+            let Some(gate) = state.gates.get(&answer.gate) else {
+                continue;
+            };
+            // Words written before the question was asked do not answer it (a comment from
+            // 2019 replayed under a new delivery id, say); a comment of unknown time neither.
+            if answer
+                .written_at
+                .is_none_or(|written| written < gate.opened_at)
+            {
+                outcomes.push(outcome(
+                    Some(goal),
+                    "refused",
+                    false,
+                    Some("comment_predates_gate"),
+                ));
                 continue;
             }
             outcomes.push(
@@ -396,10 +414,15 @@ impl Deliveries {
                     .judging
                     .submit(goal, &provider, &command, operation)
                     .await
-                    .map_err(DeliveryError::Store)?
                 {
-                    Ok(submitted) => outcome(Some(goal), "answered", submitted.replayed, None),
-                    Err(refusal) => outcome(Some(goal), "refused", false, Some(refusal.code())),
+                    Ok(Ok(submitted)) => outcome(Some(goal), "answered", submitted.replayed, None),
+                    Ok(Err(refusal)) => outcome(Some(goal), "refused", false, Some(refusal.code())),
+                    // The operation is the comment's: another delivery of the same comment
+                    // already relayed it, so it answers once.
+                    Err(StoreError::OperationConflict { .. }) => {
+                        outcome(Some(goal), "answered", true, None)
+                    }
+                    Err(error) => return Err(DeliveryError::Store(error)),
                 },
             );
         }
@@ -432,10 +455,12 @@ impl Deliveries {
     }
 }
 
-/// The operation the `index`th answer a delivery carries commits under: derived from the
-/// delivery's, so a redelivery replays the answer as it replays the fact.
-fn answer_operation(delivery: &OperationId, index: usize) -> Result<OperationId, DeliveryError> {
-    OperationId::new(bounded_id(&format!("{delivery}-answer-{index}"))).map_err(|_| {
+/// The operation the `index`th command of a comment or review (`message`, e.g. `comment:1984`)
+/// commits under: derived from the comment, not the delivery, so a comment relays once
+/// whichever delivery carries it, and a redelivery replays.
+fn answer_operation(message: &str, index: usize) -> Result<OperationId, DeliveryError> {
+    let message = message.replace(':', "-");
+    OperationId::new(bounded_id(&format!("github-{message}-answer-{index}"))).map_err(|_| {
         DeliveryError::Header {
             header: "X-GitHub-Delivery",
             problem: "not a delivery id (up to 64 letters, digits and dashes)",

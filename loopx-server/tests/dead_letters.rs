@@ -102,6 +102,9 @@ fn owners_comment(body: &str) -> Vec<u8> {
     payload["comment"]["id"] = json!(9001);
     payload["comment"]["user"]["login"] = json!("Codertocat");
     payload["comment"]["body"] = json!(body);
+    // Written after the gate opened: only then does a command in it answer the gate.
+    let written = Timestamp::from_millis(SystemClock.now().as_millis() + 1000);
+    payload["comment"]["created_at"] = json!(written.to_string());
     serde_json::to_vec(&payload).expect("JSON")
 }
 

@@ -222,7 +222,6 @@ fn refused(
 
 fn refused_deliveries(body: &[u8]) -> Vec<Refused> {
     let truncated = &body[..body.len() / 2];
-    let huge = vec![b' '; 26 * 1024 * 1024];
     vec![
         refused("truncated", "pull_request", "d1", truncated),
         Refused {
@@ -267,11 +266,9 @@ fn refused_deliveries(body: &[u8]) -> Vec<Refused> {
             ..refused("an event loopx does not read", "deployment", "d7", body)
         },
         refused("another event's shape", "check_run", "d8", SHAPELESS),
-        Refused {
-            status: 413,
-            code: "",
-            ..refused("over GitHub's cap", "pull_request", "d9", &huge)
-        },
+        // A body over GitHub's cap is refused (413) before it is read, and the connection
+        // closed while a client may still be sending it: `tests/bounded.rs` proves that case
+        // over a raw connection, which reads the answer without sending the body.
     ]
 }
 
@@ -673,7 +670,16 @@ fn comment_on(number: u64, login: &str, id: u64, body: &str) -> Vec<u8> {
     payload["comment"]["id"] = json!(id);
     payload["comment"]["user"]["login"] = json!(login);
     payload["comment"]["body"] = json!(body);
+    // Written now: after the test's gate opened (a command answers only a gate open by then).
+    payload["comment"]["created_at"] = json!(just_now());
     serde_json::to_vec(&payload).expect("JSON")
+}
+
+/// A second after now, as GitHub writes times: a comment or review written after any gate the
+/// test opened before it.
+fn just_now() -> String {
+    let later = Timestamp::from_millis(SystemClock.now().as_millis() + 1000);
+    later.to_string()
 }
 
 /// A goal that follows pull request #1 with a pending gate of its owner's, `olivia`, whose
@@ -832,6 +838,7 @@ async fn a_review_carrying_the_command_answers_and_an_unknown_gate_answers_nothi
     review["pull_request"]["number"] = json!(1);
     review["review"]["body"] =
         json!("/loopx reject naming call it `code`\n/loopx answer ghost yes");
+    review["review"]["submitted_at"] = json!(just_now());
     let body = serde_json::to_vec(&review).expect("JSON");
     let (status, answer) = post(
         &base,
@@ -906,5 +913,88 @@ async fn a_reviewers_question_in_the_pull_request_becomes_the_agents_todo() {
     assert_eq!(
         todo.title,
         "answer @maintainer: Is `error_code` a stable field name?"
+    );
+}
+
+/// The human channel keeps its integrity: an edited review relays nothing, even its author's;
+/// a comment relays once, whichever delivery carries it; and words written before a gate
+/// opened never answer it, however they are delivered again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_a_comment_as_written_after_the_question_answers_it_and_only_once() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let base = serve(store.clone()).await;
+    let goal = gated(&*store).await;
+    let raw = std::fs::read(
+        fixtures().join("github-webhooks/pull_request_review/submitted.payload.json"),
+    )
+    .expect("read");
+    let mut review: Value = serde_json::from_slice(&raw).expect("JSON");
+    review["pull_request"]["number"] = json!(1);
+    review["review"]["body"] = json!("/loopx answer naming yes");
+    review["review"]["submitted_at"] = json!(just_now());
+
+    // Edited, by its author: relays nothing.
+    review["action"] = json!("edited");
+    let body = serde_json::to_vec(&review).expect("JSON");
+    let (status, answer) = post(
+        &base,
+        Some("pull_request_review"),
+        Some("d-edit"),
+        sign(&body),
+        body,
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    assert!(
+        answer.get("answers").is_none(),
+        "an edit relays nothing: {answer}"
+    );
+    assert_eq!(gate_status(&*store, &goal).await, GateStatus::Pending);
+
+    // Written before the gate opened, replayed under a new delivery id: refused.
+    let old = comment_on_the_pull("Codertocat", 4242, "/loopx answer naming yes, from 2019");
+    let mut old: Value = serde_json::from_slice(&old).expect("JSON");
+    old["comment"]["created_at"] = json!("2019-05-15T15:20:33Z");
+    let old = serde_json::to_vec(&old).expect("JSON");
+    let (_, answer) = post(
+        &base,
+        Some("issue_comment"),
+        Some("d-replayed"),
+        sign(&old),
+        old,
+    )
+    .await;
+    assert_eq!(
+        answer["answers"][0]["refused"], "comment_predates_gate",
+        "{answer}"
+    );
+    assert_eq!(gate_status(&*store, &goal).await, GateStatus::Pending);
+
+    // Written now: answers; the same comment under another delivery id answers nothing more.
+    let now = comment_on_the_pull("Codertocat", 4243, "/loopx answer naming yes");
+    let (_, answer) = post(
+        &base,
+        Some("issue_comment"),
+        Some("d-now"),
+        sign(&now),
+        now.clone(),
+    )
+    .await;
+    assert_eq!(answer["answers"][0]["outcome"], "answered", "{answer}");
+    let revision = state_of(&*store, "g").await.revision;
+    let (status, answer) = post(
+        &base,
+        Some("issue_comment"),
+        Some("d-again"),
+        sign(&now),
+        now,
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["answers"][0]["replayed"], true, "{answer}");
+    assert_eq!(
+        state_of(&*store, "g").await.revision,
+        revision,
+        "the same comment relays once"
     );
 }

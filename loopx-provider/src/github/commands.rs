@@ -36,6 +36,9 @@ pub struct RelayedAnswer {
     pub login: String,
     /// The comment's or review's id, e.g. `comment:1984` or `review:77`.
     pub message: String,
+    /// When the comment was written or the review submitted, as GitHub says (`None` when it
+    /// did not): a command answers only a gate that was open by then.
+    pub written_at: Option<loopx_kernel::Timestamp>,
 }
 
 /// A `/loopx` line that is not a command, and why.

@@ -285,6 +285,9 @@ pub struct Comment {
     /// Its text.
     #[serde(default)]
     pub body: Option<String>,
+    /// When it was written.
+    #[serde(default)]
+    pub created_at: Option<String>,
     /// When it was last edited (its creation time until then).
     #[serde(default)]
     pub updated_at: Option<String>,
@@ -528,6 +531,8 @@ pub enum GitHubEvent {
     Review {
         /// `owner/name`.
         repo: String,
+        /// The webhook action (`submitted`, `edited`, `dismissed`), when it came from one.
+        action: Option<String>,
         /// The pull request number.
         number: u64,
         /// The review.
@@ -649,7 +654,7 @@ impl GitHubEvent {
     /// pending. Every other fact carries none. Lines that start with `/loopx` but are not
     /// commands come back as [`commands::Ignored`], with their reasons.
     pub fn commands(&self) -> (Vec<commands::RelayedAnswer>, Vec<commands::Ignored>) {
-        let (user, body, message) = match self {
+        let (user, body, message, written) = match self {
             GitHubEvent::IssueComment {
                 action,
                 on_pull_request: true,
@@ -659,14 +664,18 @@ impl GitHubEvent {
                 comment.user.as_ref(),
                 comment.body.as_deref(),
                 format!("comment:{}", comment.id),
+                comment.created_at.as_deref(),
             ),
-            GitHubEvent::Review { review, .. }
-                if !matches!(review.normalized_state().as_str(), "dismissed" | "pending") =>
+            // As its author submitted it: an edit, even by the author, never relays.
+            GitHubEvent::Review { review, action, .. }
+                if action.as_deref().is_none_or(|a| a == "submitted")
+                    && !matches!(review.normalized_state().as_str(), "dismissed" | "pending") =>
             {
                 (
                     review.user.as_ref(),
                     review.body.as_deref(),
                     format!("review:{}", review.id),
+                    review.submitted_at.as_deref(),
                 )
             }
             _ => return (Vec::new(), Vec::new()),
@@ -683,6 +692,7 @@ impl GitHubEvent {
                 answer,
                 login: user.login.clone(),
                 message: message.clone(),
+                written_at: github_time(written),
             })
             .collect();
         (answers, read.ignored)
@@ -796,6 +806,7 @@ impl GitHubEvent {
                 repo,
                 number,
                 review,
+                ..
             } => {
                 let who = login(review.user.as_ref());
                 let key = facts::Review::key(&Thread::new(repo, *number), who);

@@ -698,6 +698,7 @@ impl GitHubClient {
         }];
         events.extend(reviews.into_iter().map(|review| GitHubEvent::Review {
             repo: repo.to_owned(),
+            action: None,
             number,
             review,
         }));

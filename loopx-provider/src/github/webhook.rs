@@ -385,6 +385,7 @@ struct PullRequestPayload {
 
 #[derive(Deserialize)]
 struct ReviewPayload {
+    action: Option<String>,
     review: Review,
     pull_request: PullNumber,
     repository: Repository,
@@ -564,6 +565,7 @@ fn parse_fact(event: &str, body: &[u8]) -> Result<GitHubEvent, WebhookError> {
             let p: ReviewPayload = read(event, body)?;
             GitHubEvent::Review {
                 repo: p.repository.full_name,
+                action: p.action,
                 number: p.pull_request.number,
                 review: p.review,
             }
