@@ -116,8 +116,10 @@ impl PrFix {
     }
 
     /// Each question a reviewer asked in the pull request becomes a todo for whoever works it
-    /// ("answer @reviewer: …", one per comment or review), and is retired once the author
-    /// answered it, it was deleted, or the pull request ended ([`questions`]).
+    /// ("answer @reviewer's comment …", one per comment or review, quoting its first line), and
+    /// is retired once the author answered it, it was deleted, or the pull request ended
+    /// ([`questions`]). A stranger's question (see [`questions::trusted`]) waits behind a gate
+    /// of the goal's owner, who accepts it as work by answering or dismisses it by rejecting.
     fn plan_questions(&self, out: &mut Proposals, pull: &Observation, now: Timestamp) {
         let Some(thread) = Thread::parse(pull.key.as_str(), PullRequest::PREFIX) else {
             return;
@@ -132,27 +134,81 @@ impl PrFix {
         let worker = Line::new(self, out.state(), &PullRequest::key(&thread), now).owner();
         let pr = thread.key("");
         for question in questions::questions(out.state(), &thread, &author) {
-            let reason = match (question.settled, ended) {
-                (Some(why), _) => format!("{why} in {pr}"),
-                (None, true) => format!("{pr} ended"),
-                (None, false) => {
-                    let mut todo = NewTodo::advance(
-                        question.id.clone(),
-                        format!("answer @{}: {}", question.who, question.quote),
-                    )
-                    .with_priority(Priority::P1);
-                    if let Some(agent) = &worker {
-                        todo = todo.for_agent(agent.clone());
-                    }
-                    out.add_todo(
-                        todo,
-                        format!("@{} asked in {pr} and waits for an answer", question.who),
-                    );
+            let gate = acceptance_gate_id(&question.id);
+            let dismissed = gate.as_ref().is_some_and(|gate| {
+                out.state()
+                    .gates
+                    .get(gate)
+                    .is_some_and(|g| matches!(g.status, loopx_kernel::GateStatus::Rejected { .. }))
+            });
+            let reason = match (question.settled, ended, dismissed) {
+                (Some(why), _, _) => format!("{why} in {pr}"),
+                (None, true, _) => format!("{pr} ended"),
+                (None, false, true) => format!("the goal's owner dismissed it in {pr}"),
+                (None, false, false) => {
+                    self.ask(out, &question, &pr, worker.as_ref());
                     continue;
                 }
             };
-            out.retire(&question.id, reason);
+            out.retire(&question.id, reason.clone());
+            if let Some(gate) = &gate {
+                out.withdraw_gate(gate, reason);
+            }
         }
+    }
+
+    /// Proposes the todo that answers `question`: at once for a trusted asker (or any asker
+    /// under `questions_from: anyone`), otherwise behind the owner's acceptance gate.
+    fn ask(
+        &self,
+        out: &mut Proposals,
+        question: &questions::Question,
+        pr: &str,
+        worker: Option<&AgentId>,
+    ) {
+        // Quoted, with who and where: the asker's words are data, never loopx's instruction.
+        let title = format!(
+            "answer @{}'s {} in {pr}: “{}”",
+            question.who, question.place, question.quote
+        );
+        let mut todo = NewTodo::advance(question.id.clone(), title).with_priority(Priority::P1);
+        if let Some(agent) = worker {
+            todo = todo.for_agent(agent.clone());
+        }
+        let rationale = format!("@{} asked in {pr} and waits for an answer", question.who);
+        let open = self.config.questions_from == crate::config::QuestionsFrom::Anyone
+            || questions::trusted(out.state(), question);
+        if open {
+            out.add_todo(todo, rationale);
+            return;
+        }
+        let (Some(gate), Ok(scope)) = (
+            acceptance_gate_id(&question.id),
+            DecisionScope::new(bounded_id(&format!("{}/accept", question.id))),
+        ) else {
+            return;
+        };
+        todo.requires_decisions.insert(scope.clone());
+        let association = question.association.as_deref().unwrap_or("no association");
+        let gate = NewGate {
+            id: gate,
+            question: format!(
+                "@{} ({association}: not an owner, member or collaborator of the repository) asked in {pr} ({}): “{}”. Answer this gate to make it the agent's work; reject it to dismiss it.",
+                question.who, question.place, question.quote
+            ),
+            owner: Actor::Person(out.state().spec.owner.clone()),
+            scope: GateScope {
+                decisions: BTreeSet::from([scope]),
+                ..GateScope::default()
+            },
+            deadline: None,
+            on_expiry: loopx_kernel::ExpiryPolicy::KeepAsking,
+        };
+        out.open_gate(
+            gate,
+            format!("{rationale}; the goal's owner decides whether it is work"),
+        );
+        out.add_todo(todo, rationale);
     }
 
     fn plan_issue(&self, out: &mut Proposals, triage: &Observation, now: Timestamp) {
@@ -602,4 +658,9 @@ fn reviews(state: &GoalState, thread: &Thread) -> Vec<Review> {
 /// At most `max` characters of `text`.
 fn clip(text: &str, max: usize) -> String {
     text.chars().take(max).collect()
+}
+
+/// The gate through which the goal's owner accepts or dismisses a stranger's question.
+fn acceptance_gate_id(question: &TodoId) -> Option<GateId> {
+    GateId::new(bounded_id(&format!("{question}/accept-gate"))).ok()
 }

@@ -28,6 +28,23 @@ pub struct PrFixConfig {
     /// says all its host needs to know. Left out of the JSON when empty.
     #[serde(skip_serializing_if = "BTreeSet::is_empty")]
     pub pulls: BTreeSet<String>,
+    /// Whose questions in a pull request become the agent's work at once (default
+    /// `trusted`: the repository's owners, members and collaborators, by GitHub's
+    /// `author_association`, and the logins the goal's owner mapped). Anyone else's question
+    /// waits for the goal's owner to accept it (answer its gate) or dismiss it (reject it);
+    /// `anyone` takes every question as work, which lets a stranger's words reach the agent.
+    pub questions_from: QuestionsFrom,
+}
+
+/// Whose questions become the agent's work at once ([`PrFixConfig::questions_from`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QuestionsFrom {
+    /// The repository's owners, members and collaborators, and the goal's mapped logins.
+    #[default]
+    Trusted,
+    /// Anyone who comments (the looser policy, said outright).
+    Anyone,
 }
 
 impl Default for PrFixConfig {
@@ -39,6 +56,7 @@ impl Default for PrFixConfig {
             monitor_cadence: Duration::minutes(30),
             max_fix_scopes: 8,
             pulls: BTreeSet::new(),
+            questions_from: QuestionsFrom::Trusted,
         }
     }
 }

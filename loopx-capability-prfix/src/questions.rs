@@ -32,8 +32,12 @@ const MAX_QUOTE: usize = 120;
 pub(crate) struct Question {
     /// The todo that carries it, one per comment or review.
     pub id: TodoId,
+    /// Where it was asked, in words: `comment 1984`, `review comment 7`, `review 77`.
+    pub place: String,
     /// Who asked.
     pub who: String,
+    /// GitHub's `author_association` of who asked, in lower case, when GitHub said it.
+    pub association: Option<String>,
     /// The first line of what they wrote.
     pub quote: String,
     /// Why it no longer waits (`None` while it does).
@@ -86,6 +90,7 @@ fn quote(body: &str) -> String {
 struct Comment {
     id: u64,
     author: String,
+    association: Option<String>,
     body: String,
     deleted: bool,
     in_reply_to: Option<u64>,
@@ -107,6 +112,7 @@ fn issue_comments(state: &GoalState, thread: &Thread) -> Vec<Comment> {
             Some(Comment {
                 id: IssueComment::id_of(o.key.as_str())?,
                 author: known(&facts.author)?,
+                association: known(&facts.association),
                 body: known(&facts.body).unwrap_or_default(),
                 deleted: known(&facts.deleted) == Some(true),
                 in_reply_to: None,
@@ -125,6 +131,7 @@ fn review_comments(state: &GoalState, thread: &Thread) -> Vec<Comment> {
             Some(Comment {
                 id: ReviewComment::id_of(o.key.as_str())?,
                 author: known(&facts.author)?,
+                association: known(&facts.association),
                 body: known(&facts.body).unwrap_or_default(),
                 deleted: known(&facts.deleted) == Some(true),
                 in_reply_to: known(&facts.in_reply_to),
@@ -146,33 +153,30 @@ pub(crate) fn questions(state: &GoalState, thread: &Thread, author: &str) -> Vec
     let by_author = |c: &&Comment| c.author.eq_ignore_ascii_case(author) && !c.deleted;
     let replied_after = |at: Timestamp| comments.iter().filter(by_author).any(|c| c.at > at);
     let mut out = Vec::new();
-    let mut ask = |id: Option<TodoId>, who: &str, body: &str, deleted: bool, answered: bool| {
-        if let Some(id) = id {
-            let settled = if deleted {
-                Some("the question was deleted")
-            } else if answered {
-                Some("the author answered it")
-            } else {
-                None
-            };
-            out.push(Question {
-                id,
-                who: who.to_owned(),
-                quote: quote(body),
-                settled,
-            });
-        }
+    let mut ask = |asked: Asked<'_>, deleted: bool, answered: bool| {
+        let Some(id) = todo_id(thread, asked.what, asked.id) else {
+            return;
+        };
+        let settled = if deleted {
+            Some("the question was deleted")
+        } else if answered {
+            Some("the author answered it")
+        } else {
+            None
+        };
+        out.push(Question {
+            id,
+            place: format!("{} {}", asked.what.replace('-', " "), asked.id),
+            who: asked.who.to_owned(),
+            association: asked.association.cloned(),
+            quote: quote(asked.body),
+            settled,
+        });
     };
     let others = |c: &&Comment| !c.author.eq_ignore_ascii_case(author);
     for c in comments.iter().filter(others) {
         if c.deleted || asks(&c.body) {
-            ask(
-                todo_id(thread, "comment", c.id),
-                &c.author,
-                &c.body,
-                c.deleted,
-                replied_after(c.at),
-            );
+            ask(Asked::comment("comment", c), c.deleted, replied_after(c.at));
         }
     }
     for c in diff.iter().filter(others) {
@@ -185,13 +189,7 @@ pub(crate) fn questions(state: &GoalState, thread: &Thread, author: &str) -> Vec
                 .iter()
                 .filter(by_author)
                 .any(|r| thread_of(r) && r.at > c.at);
-            ask(
-                todo_id(thread, "review-comment", c.id),
-                &c.author,
-                &c.body,
-                c.deleted,
-                answered,
-            );
+            ask(Asked::comment("review-comment", c), c.deleted, answered);
         }
     }
     for o in state.observations_with_prefix(&Review::streams(thread)) {
@@ -210,9 +208,55 @@ pub(crate) fn questions(state: &GoalState, thread: &Thread, author: &str) -> Vec
         }
         let at = when(o);
         let answered = replied_after(at) || diff.iter().filter(by_author).any(|r| r.at > at);
-        ask(todo_id(thread, "review", id), &who, &body, false, answered);
+        let association = known(&facts.association);
+        let asked = Asked {
+            what: "review",
+            id,
+            who: &who,
+            association: association.as_ref(),
+            body: &body,
+        };
+        ask(asked, false, answered);
     }
     out
+}
+
+/// What was asked, where and by whom, as read from one observation.
+struct Asked<'a> {
+    /// `comment`, `review-comment` or `review`.
+    what: &'static str,
+    id: u64,
+    who: &'a str,
+    association: Option<&'a String>,
+    body: &'a str,
+}
+
+impl<'a> Asked<'a> {
+    fn comment(what: &'static str, c: &'a Comment) -> Asked<'a> {
+        Asked {
+            what,
+            id: c.id,
+            who: &c.author,
+            association: c.association.as_ref(),
+            body: &c.body,
+        }
+    }
+}
+
+/// Whether `question`'s author speaks for the repository: one of its owners, members or
+/// collaborators (GitHub's `author_association`), or a login the goal's owner mapped to a
+/// person. Anyone else is a stranger whose words wait for the owner.
+pub(crate) fn trusted(state: &GoalState, question: &Question) -> bool {
+    let member = question
+        .association
+        .as_deref()
+        .is_some_and(|a| matches!(a, "owner" | "member" | "collaborator"));
+    let mapped = state
+        .logins
+        .iter()
+        .filter(|(provider, _)| provider.as_str() == "github")
+        .any(|(_, logins)| logins.contains_key(&question.who.to_ascii_lowercase()));
+    member || mapped
 }
 
 #[cfg(test)]

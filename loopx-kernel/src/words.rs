@@ -374,6 +374,26 @@ pub fn terminal_word(outcome: TerminalOutcome) -> &'static str {
     }
 }
 
+/// The next step on the lease of a `continue`, with its command line: claim, begin a turn,
+/// or finish (or take over) the turn in flight. Names the todo by id only, never its title.
+pub fn lease_step_words(a: &crate::decide::Assignment) -> String {
+    match &a.lease {
+        LeaseStep::Claim => format!("claim it: loopx claim --todo {}", a.todo),
+        LeaseStep::Held { epoch, expires_at } => format!(
+            "lease epoch {epoch} held until {expires_at}; begin a turn: loopx begin --todo {} --epoch {epoch} --turn …",
+            a.todo
+        ),
+        LeaseStep::Resume {
+            epoch,
+            turn,
+            expires_at,
+        } => format!(
+            "turn {turn} is in flight under epoch {epoch} (lease until {expires_at}); finish it and settle it: loopx settle --file … (a session that did not begin it takes it over first: loopx take-over --todo {} --epoch {epoch} --turn {turn})",
+            a.todo
+        ),
+    }
+}
+
 /// A decision in full: the headline, then one line per reason or question with its fix, and for
 /// `continue` the next step on the lease.
 pub fn describe(decision: &Decision) -> String {
@@ -381,22 +401,7 @@ pub fn describe(decision: &Decision) -> String {
     text.push('\n');
     match decision {
         Decision::Continue(a) => {
-            let step = match &a.lease {
-                LeaseStep::Claim => format!("claim it: loopx claim --todo {}", a.todo),
-                LeaseStep::Held { epoch, expires_at } => format!(
-                    "lease epoch {epoch} held until {expires_at}; begin a turn: loopx begin --todo {} --epoch {epoch} --turn …",
-                    a.todo
-                ),
-                LeaseStep::Resume {
-                    epoch,
-                    turn,
-                    expires_at,
-                } => format!(
-                    "turn {turn} is in flight under epoch {epoch} (lease until {expires_at}); finish it and settle it: loopx settle --file … (a session that did not begin it takes it over first: loopx take-over --todo {} --epoch {epoch} --turn {turn})",
-                    a.todo
-                ),
-            };
-            let _ = writeln!(text, "  {step}");
+            let _ = writeln!(text, "  {}", lease_step_words(a));
             if !a.pending_gates.is_empty() {
                 let gates: Vec<String> = a.pending_gates.iter().map(ToString::to_string).collect();
                 let _ = writeln!(text, "  still pending elsewhere: {}", gates.join(", "));

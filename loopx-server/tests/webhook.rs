@@ -912,7 +912,7 @@ async fn a_reviewers_question_in_the_pull_request_becomes_the_agents_todo() {
         .expect("the question is the agent's todo");
     assert_eq!(
         todo.title,
-        "answer @maintainer: Is `error_code` a stable field name?"
+        "answer @maintainer's comment 7005 in Codertocat/Hello-World#2: “Is `error_code` a stable field name?”"
     );
 }
 

@@ -297,6 +297,10 @@ fact_schema! {
         opt review_id: u64,
         /// What the reviewer wrote with it, when anything.
         opt body: String,
+        /// GitHub's `author_association` of its author with the repository, in lower case
+        /// (`owner`, `member`, `collaborator`, `contributor`, `first_time_contributor`,
+        /// `first_timer`, `mannequin`, `none`), when GitHub said it.
+        opt association: String,
     }
 }
 
@@ -374,6 +378,10 @@ fact_schema! {
         req body_sha256: String,
         /// The length of its text, in bytes.
         req body_bytes: u64,
+        /// GitHub's `author_association` of its author with the repository, in lower case
+        /// (`owner`, `member`, `collaborator`, `contributor`, `first_time_contributor`,
+        /// `first_timer`, `mannequin`, `none`), when GitHub said it.
+        opt association: String,
     }
 }
 
@@ -450,6 +458,10 @@ fact_schema! {
         req body_sha256: String,
         /// The length of its text, in bytes.
         req body_bytes: u64,
+        /// GitHub's `author_association` of its author with the repository, in lower case
+        /// (`owner`, `member`, `collaborator`, `contributor`, `first_time_contributor`,
+        /// `first_timer`, `mannequin`, `none`), when GitHub said it.
+        opt association: String,
     }
 }
 

@@ -136,6 +136,10 @@ pub struct Review {
     /// What the reviewer wrote with it (`None` when nothing).
     #[serde(default)]
     pub body: Option<String>,
+    /// The author's association with the repository (`OWNER`, `MEMBER`, `COLLABORATOR`,
+    /// `CONTRIBUTOR`, `FIRST_TIME_CONTRIBUTOR`, `FIRST_TIMER`, `MANNEQUIN`, `NONE`).
+    #[serde(default)]
+    pub author_association: Option<String>,
 }
 
 impl Review {
@@ -291,6 +295,10 @@ pub struct Comment {
     /// When it was last edited (its creation time until then).
     #[serde(default)]
     pub updated_at: Option<String>,
+    /// The author's association with the repository (`OWNER`, `MEMBER`, `COLLABORATOR`,
+    /// `CONTRIBUTOR`, `FIRST_TIME_CONTRIBUTOR`, `FIRST_TIMER`, `MANNEQUIN`, `NONE`).
+    #[serde(default)]
+    pub author_association: Option<String>,
 }
 
 /// A comment on a pull request's diff.
@@ -316,6 +324,10 @@ pub struct ReviewComment {
     /// When it was last edited (its creation time until then).
     #[serde(default)]
     pub updated_at: Option<String>,
+    /// The author's association with the repository (`OWNER`, `MEMBER`, `COLLABORATOR`,
+    /// `CONTRIBUTOR`, `FIRST_TIME_CONTRIBUTOR`, `FIRST_TIMER`, `MANNEQUIN`, `NONE`).
+    #[serde(default)]
+    pub author_association: Option<String>,
 }
 
 /// A review thread of a pull request, as `pull_request_review_thread` deliveries carry it.
@@ -824,6 +836,7 @@ impl GitHubEvent {
                         pull: *number,
                         review_id: Some(review.id),
                         body: review.body.clone().filter(|b| !b.trim().is_empty()),
+                        association: association(review.author_association.as_deref()),
                     })
             }
             GitHubEvent::CheckRun { repo, run } => {
@@ -945,6 +958,7 @@ impl GitHubEvent {
                         body: body.to_owned(),
                         body_sha256: digest,
                         body_bytes: body.len() as u64,
+                        association: association(comment.author_association.as_deref()),
                     })
             }
             GitHubEvent::Push { repo, push } => {
@@ -1043,7 +1057,17 @@ fn review_comment(
             body: body.to_owned(),
             body_sha256: digest,
             body_bytes: body.len() as u64,
+            association: association(comment.author_association.as_deref()),
         })
+}
+
+/// GitHub's `author_association`, in lower case; `None` when GitHub did not say, or said
+/// something that is not one word of letters and underscores.
+fn association(said: Option<&str>) -> Option<String> {
+    said.filter(|a| {
+        !a.is_empty() && a.len() <= 32 && a.bytes().all(|b| b.is_ascii_alphabetic() || b == b'_')
+    })
+    .map(str::to_ascii_lowercase)
 }
 
 fn review_thread(repo: &str, number: u64, resolved: bool, thread: &ReviewThread) -> FactBuilder {
