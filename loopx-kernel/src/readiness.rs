@@ -183,6 +183,7 @@ impl GoalState {
         now: Timestamp,
     ) -> Option<GuardBlock> {
         let writes = todo.writes.as_ref()?;
+        let mut shared = None;
         for other in self.leased_todos() {
             if other.id == todo.id {
                 continue;
@@ -190,18 +191,9 @@ impl GoalState {
             let Some(lease) = other.live_lease(now) else {
                 continue;
             };
-            if let Some(workspace) = workspace
-                && &lease.holder != agent
-                && lease
-                    .workspace
-                    .as_ref()
-                    .is_some_and(|w| w.top_level == workspace.top_level)
-            {
-                return Some(GuardBlock::SharedCheckout {
-                    other: lease.holder.clone(),
-                    top_level: workspace.top_level.clone(),
-                });
-            }
+            // A scope conflict blocks whatever workspace the agent reports, so it comes before
+            // a shared checkout, which another workspace would cure: the agent is never sent
+            // to make a worktree for a claim that would still be refused.
             if other.writes.as_ref().is_some_and(|w| w.overlaps(writes)) {
                 return Some(GuardBlock::ScopeConflict {
                     other: other.id.clone(),
@@ -209,10 +201,23 @@ impl GoalState {
                     until: lease.expires_at,
                 });
             }
+            if let Some(workspace) = workspace
+                && shared.is_none()
+                && &lease.holder != agent
+                && lease
+                    .workspace
+                    .as_ref()
+                    .is_some_and(|w| w.top_level == workspace.top_level)
+            {
+                shared = Some(GuardBlock::SharedCheckout {
+                    other: lease.holder.clone(),
+                    top_level: workspace.top_level.clone(),
+                });
+            }
         }
-        // A scope conflict blocks whatever workspace the agent reports, so it is found even
-        // before the agent has reported one; otherwise the todo would be offered and refused.
-        workspace.is_none().then_some(GuardBlock::WorkspaceUnknown)
+        // Found even before the agent has reported a workspace; otherwise the todo would be
+        // offered and refused.
+        shared.or_else(|| workspace.is_none().then_some(GuardBlock::WorkspaceUnknown))
     }
 
     /// The todo's owning agent for authority purposes: the live lease holder, else the assignee.

@@ -1429,3 +1429,118 @@ pub fn failing_run(run: &FailingRun) -> Vec<Finding> {
     );
     out.0
 }
+
+/// Every decision leads somewhere the kernel admits (the design's "every decision leads
+/// somewhere"), for each registered agent of `agents` at `now`:
+///
+/// - a `continue` whose lease step is a claim is a claim the kernel accepts from that agent at
+///   that time (in the workspace it reported, else its own worktree);
+/// - a `continue` on a lease it holds is a turn the kernel lets it begin, with the reservation
+///   the decision names;
+/// - a fix that names a claim of a todo by the asking agent is a claim the kernel accepts;
+/// - no fix of any reason asks for `--now`: a caller is never invited ahead of the store's
+///   clock (a backoff, a lease's expiry or a gate's deadline ends when it ends).
+pub fn check_admissible(state: &GoalState, now: Timestamp, agents: &[AgentId]) -> Vec<Finding> {
+    let mut out = Out(Vec::new());
+    let Ok(turn) = crate::ids::TurnId::new("admissible-turn") else {
+        return out.0;
+    };
+    for agent in agents.iter().filter(|a| state.is_registered(a)) {
+        let decision = decide(state, agent, now);
+        let actor = Actor::Agent(agent.clone());
+        // Claim where the agent said it works; an agent that said nothing claims a todo that
+        // writes nowhere without one, and one that writes is left out (its workspace is the
+        // agent's to choose, which the decision cannot know).
+        let claim = |todo: &TodoId| {
+            let workspace = state.workspaces.get(agent).cloned();
+            let writes = state.todos.get(todo).is_some_and(|t| t.writes.is_some());
+            (workspace.is_some() || !writes).then(|| Command::Claim {
+                todo: todo.clone(),
+                ttl: None,
+                workspace,
+                grant_reason: None,
+            })
+        };
+        let step = match &decision {
+            Decision::Continue(a) => match &a.lease {
+                LeaseStep::Claim => claim(&a.todo),
+                LeaseStep::Held { epoch, .. } => Some(Command::BeginTurn {
+                    todo: a.todo.clone(),
+                    epoch: *epoch,
+                    turn: turn.clone(),
+                    reserve: Some(a.reserve),
+                }),
+                LeaseStep::Resume { .. } => None,
+            },
+            _ => None,
+        };
+        if let Some(step) = step {
+            let admitted = execute(Some(state), &actor, now, &step);
+            out.check(admitted.is_ok(), "every decision leads somewhere", || {
+                format!(
+                    "agent:{agent} was told `{}` at {now}, which the kernel refuses: {:?}",
+                    step.name(),
+                    admitted.err()
+                )
+            });
+        }
+        for fix in fixes(&decision) {
+            let line = fix.command_line();
+            out.check(
+                !line.contains("--now"),
+                "a fix never asks for --now",
+                || format!("agent:{agent} was told `{line}`"),
+            );
+            let claimed = fix
+                .args
+                .iter()
+                .find(|arg| arg.flag == "todo")
+                .and_then(|arg| arg.value.as_deref())
+                .and_then(|todo| TodoId::new(todo).ok());
+            let by_asker = fix.by == crate::fix::Who::Asker;
+            if let (true, Some(todo)) = (fix.verb == "claim" && by_asker, claimed) {
+                // A fix that leaves the workspace to choose is run in one nobody else uses.
+                let choose_workspace = fix
+                    .args
+                    .iter()
+                    .any(|arg| arg.flag == "workspace-top-level" && arg.value.is_none());
+                let claim = if choose_workspace {
+                    Some(Command::Claim {
+                        todo: todo.clone(),
+                        ttl: None,
+                        workspace: Some(Workspace {
+                            top_level: format!("/src/fresh-{agent}"),
+                            common_dir: "/src/acme/.git".into(),
+                        }),
+                        grant_reason: None,
+                    })
+                } else {
+                    claim(&todo)
+                };
+                let Some(claim) = claim else {
+                    continue;
+                };
+                let admitted = execute(Some(state), &actor, now, &claim);
+                out.check(admitted.is_ok(), "every fix leads somewhere", || {
+                    format!(
+                        "agent:{agent} was told `{line}` at {now} ({}), which the kernel refuses: {:?}",
+                        crate::words::headline(&decision),
+                        admitted.err()
+                    )
+                });
+            }
+        }
+    }
+    out.0
+}
+
+/// The fix of every reason and question of `decision`.
+fn fixes(decision: &Decision) -> Vec<crate::fix::Fix> {
+    match decision {
+        Decision::Wait { reasons, .. } => reasons.iter().map(WaitReason::fix).collect(),
+        Decision::Ask { questions, .. } => questions.iter().map(Question::fix).collect(),
+        Decision::Replan { reason } => vec![reason.fix()],
+        Decision::Repair { issue } => vec![issue.fix()],
+        Decision::Continue(_) | Decision::Terminal { .. } => Vec::new(),
+    }
+}

@@ -231,6 +231,11 @@ impl<S: LifecycleSut> StateMachineTest for LifecycleTest<S> {
             &roster::all_agents(),
         ));
         findings.extend(checks::check_budget(&state));
+        findings.extend(checks::check_admissible(
+            &state,
+            model.now(),
+            &roster::all_agents(),
+        ));
         findings.extend(checks::check_retirement(
             &state,
             &harness.log,
