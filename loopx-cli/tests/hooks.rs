@@ -290,7 +290,7 @@ fn install_writes_each_runtimes_configuration_and_keeps_everything_else() {
         if print {
             args.push("--print");
         }
-        lx.ok(&args)
+        codex_env(&lx, &args)
     };
     // Printed only: nothing written.
     let printed = install("claude", true);
@@ -338,7 +338,8 @@ fn install_writes_each_runtimes_configuration_and_keeps_everything_else() {
     assert_eq!(stops.len(), 2, "{stops:?}");
     assert!(stops.contains(&"notify-send done"), "{stops:?}");
 
-    // Codex: its own file and matcher, and the feature flag it needs said.
+    // Codex: its own file, a matcher of every source Codex starts a session with, and the
+    // trust it still needs said; no deprecated feature flag.
     let codex = install("codex", false);
     assert!(
         codex["hooks"]["path"]
@@ -346,14 +347,16 @@ fn install_writes_each_runtimes_configuration_and_keeps_everything_else() {
             .is_some_and(|p| p.ends_with(".codex/hooks.json"))
     );
     let notes = codex["hooks"]["notes"].to_string();
-    assert!(notes.contains("codex_hooks = true"), "{notes}");
+    assert!(notes.contains("codex exec --trust"), "{notes}");
+    assert!(notes.contains("/hooks"), "{notes}");
+    assert!(!notes.contains("codex_hooks"), "{notes}");
     let hooks: Value = serde_json::from_str(
         &std::fs::read_to_string(project.join(".codex").join("hooks.json")).expect("read"),
     )
     .expect("json");
     assert_eq!(
         hooks["hooks"]["SessionStart"][0]["matcher"],
-        "startup|resume|clear"
+        "startup|resume|clear|compact|fork"
     );
 
     // A settings file that is not JSON is left as it is.
@@ -373,6 +376,164 @@ fn install_writes_each_runtimes_configuration_and_keeps_everything_else() {
         std::fs::read_to_string(&settings).expect("read"),
         "{ not json"
     );
+}
+
+/// Runs `loopx --json ARGS` with a Codex home of the test's own (nothing trusted in it unless
+/// the test writes it); the document.
+fn codex_env(lx: &Loopx, args: &[&str]) -> Value {
+    let home = lx.path("codex-home");
+    std::fs::create_dir_all(&home).expect("the Codex home");
+    let home = home.display().to_string();
+    let run = lx.run_env(&[&["--json"][..], args].concat(), &[("CODEX_HOME", &home)]);
+    assert_eq!(run.code, 0, "loopx {args:?}: {run:?}");
+    run.json()
+}
+
+/// `hooks status` reads Codex's own configuration: an untrusted project and untrusted hooks
+/// say so, with how to trust them; once trusted as Codex records it (the project's entry and
+/// each hook's hash under `[hooks.state]`), Codex runs them; installed again with another
+/// command, they are `modified` and run no more. Hooks turned off, the deprecated feature flag
+/// and a matcher missing sources are named too.
+#[test]
+fn status_says_whether_each_runtime_will_run_the_hooks() {
+    let lx = Loopx::sqlite();
+    let project = lx.path("project");
+    std::fs::create_dir_all(&project).expect("the project");
+    let dir = project.display().to_string();
+    let status = |runtime: &str| {
+        codex_env(&lx, &["hooks", "status", runtime, "--dir", &dir])["hooks_status"][0].clone()
+    };
+    let install = |goal: Option<&str>| {
+        let mut args = vec!["--as", "agent:agent-a"];
+        args.extend(goal.map(|g| ["--goal", g]).into_iter().flatten());
+        args.extend(["hooks", "install", "codex", "--dir", &dir]);
+        codex_env(&lx, &args)
+    };
+    let absent = status("codex");
+    assert_eq!(absent["runs"], false);
+    assert!(
+        absent["needs"][0]
+            .as_str()
+            .is_some_and(|n| n.contains("not in")),
+        "{absent}"
+    );
+
+    install(None);
+    let untrusted = status("codex");
+    assert_eq!(untrusted["runs"], false, "{untrusted}");
+    let needs = untrusted["needs"].to_string();
+    assert!(
+        needs.contains("codex exec --trust") && needs.contains("/hooks"),
+        "{needs}"
+    );
+    let hooks = untrusted["hooks"]
+        .as_array()
+        .expect("loopx's hooks")
+        .clone();
+    assert_eq!(hooks.len(), 2, "{untrusted}");
+    assert!(
+        hooks.iter().all(|h| h["trust"] == "untrusted"),
+        "{untrusted}"
+    );
+    assert!(
+        hooks[0]["key"]
+            .as_str()
+            .is_some_and(|k| k.ends_with(".codex/hooks.json:session_start:0:0")),
+        "{untrusted}"
+    );
+
+    // The person trusts the project and each hook; Codex keeps both in its config.toml.
+    let home = lx.path("codex-home");
+    let config = trust_as_codex_records(&dir, &hooks);
+    std::fs::write(home.join("config.toml"), &config).expect("written");
+    let trusted = status("codex");
+    assert_eq!(trusted["runs"], true, "{trusted}");
+    assert_eq!(trusted["needs"], json!([]), "{trusted}");
+
+    // Installed again for one goal: another command, which nobody trusted yet.
+    install(Some(GOAL));
+    let modified = status("codex");
+    assert_eq!(modified["runs"], false, "{modified}");
+    assert!(
+        modified["hooks"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .all(|h| h["trust"] == "modified"),
+        "{modified}"
+    );
+
+    // Hooks turned off under the deprecated name: both said.
+    std::fs::write(
+        home.join("config.toml"),
+        format!("{config}[features]\ncodex_hooks = false\n"),
+    )
+    .expect("written");
+    let off = status("codex");
+    assert!(off["needs"].to_string().contains("turned off"), "{off}");
+    assert!(off["notes"].to_string().contains("deprecated"), "{off}");
+
+    // A SessionStart matcher from before `compact` and `fork` were covered.
+    let file = project.join(".codex").join("hooks.json");
+    let old = std::fs::read_to_string(&file)
+        .expect("read")
+        .replace("startup|resume|clear|compact|fork", "startup|resume|clear");
+    std::fs::write(&file, old).expect("written");
+    let stale = status("codex");
+    assert!(
+        stale["needs"].to_string().contains("misses compact, fork"),
+        "{stale}"
+    );
+}
+
+/// Claude Code runs the hooks of its settings once installed, unless `disableAllHooks` says no.
+#[test]
+fn status_says_whether_claude_code_will_run_the_hooks() {
+    let lx = Loopx::sqlite();
+    let dir = lx.path("project").display().to_string();
+    let status =
+        || codex_env(&lx, &["hooks", "status", "claude", "--dir", &dir])["hooks_status"][0].clone();
+    assert_eq!(status()["runs"], false);
+    codex_env(
+        &lx,
+        &[
+            "--as",
+            "agent:agent-a",
+            "hooks",
+            "install",
+            "claude",
+            "--dir",
+            &dir,
+        ],
+    );
+    assert_eq!(status()["runs"], true);
+    let settings = lx.path("project").join(".claude").join("settings.json");
+    let mut value: Value =
+        serde_json::from_str(&std::fs::read_to_string(&settings).expect("read")).expect("json");
+    value["disableAllHooks"] = json!(true);
+    std::fs::write(&settings, value.to_string()).expect("written");
+    let disabled = status();
+    assert_eq!(disabled["runs"], false);
+    assert!(
+        disabled["needs"].to_string().contains("disableAllHooks"),
+        "{disabled}"
+    );
+}
+
+/// The entries Codex writes into its `config.toml` when a person trusts the project `dir` and
+/// each of `hooks` (their keys and hashes as `hooks status` reports them).
+fn trust_as_codex_records(dir: &str, hooks: &[Value]) -> String {
+    use std::fmt::Write as _;
+    let mut config = format!("[projects.{dir:?}]\ntrust_level = \"trusted\"\n");
+    for hook in hooks {
+        let _ = writeln!(
+            config,
+            "[hooks.state.{:?}]\ntrusted_hash = {:?}",
+            hook["key"].as_str().unwrap_or_default(),
+            hook["hash"].as_str().unwrap_or_default()
+        );
+    }
+    config
 }
 
 /// The installed command is a real command line: run through `sh -c` with the runtime's input,

@@ -1,8 +1,11 @@
 //! `loopx hooks`: the control plane inside an agent runtime's session. `install` writes (or
-//! prints) the runtime's hook configuration; `run EVENT` answers one hook call: it reads the
-//! JSON the runtime sends on standard input and prints the answer in the runtime's format.
+//! prints) the runtime's hook configuration and says what else the runtime needs to run it;
+//! `status` says whether each runtime will actually run the hooks (Codex runs a project's
+//! hooks only once a person trusted the project and each hook), read from the runtime's own
+//! files; `run EVENT` answers one hook call: it reads the JSON the runtime sends on standard
+//! input and prints the answer in the runtime's format.
 //!
-//! - `session-start` (also on a resume or after a compaction): the agent's brief, injected as
+//! - `session-start` (also on a resume, a fork or after a compaction): the agent's brief, injected as
 //!   the session's context. A resumed or compacted session whose goals did not move since its
 //!   last brief gets a one-line "nothing changed since revision N" instead of another copy;
 //!   one whose goals moved gets what changed (each commit, a person's answer in full) above
@@ -33,6 +36,8 @@ use crate::context::Ctx;
 use crate::error::{CliError, Exit};
 use crate::store::{Backend, Location};
 
+mod status;
+
 /// The most a hook's input may hold: runtimes send a small object.
 const MAX_INPUT: u64 = 1 << 20;
 
@@ -43,6 +48,10 @@ pub enum HooksVerb {
     Install(InstallArgs),
     /// Answer one hook call: read the runtime's JSON on standard input, print the answer.
     Run(RunArgs),
+    /// Whether each runtime will actually run loopx's hooks, read from its own configuration
+    /// (for Codex: its hooks feature, the project's trust and each hook's trust); what is
+    /// missing, and how to grant it. loopx never grants trust itself.
+    Status(StatusArgs),
 }
 
 /// The agent runtimes whose hooks loopx speaks.
@@ -50,8 +59,9 @@ pub enum HooksVerb {
 pub enum Runtime {
     /// Claude Code: `.claude/settings.json` (`~/.claude/settings.json` with `--user`).
     Claude,
-    /// Codex: `.codex/hooks.json` (`~/.codex/hooks.json` with `--user`), with
-    /// `[features] codex_hooks = true` in its `config.toml`.
+    /// Codex: `.codex/hooks.json` (`$CODEX_HOME/hooks.json`, by default
+    /// `~/.codex/hooks.json`, with `--user`). Codex runs a project's hooks only in a trusted
+    /// project, and each hook only once a person trusted its exact command.
     Codex,
 }
 
@@ -80,6 +90,19 @@ pub struct InstallArgs {
     dir: Option<PathBuf>,
 }
 
+/// Flags of `loopx hooks status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The runtime (default: both).
+    runtime: Option<Runtime>,
+    /// Read the user's configuration (in the home directory) instead of the project's.
+    #[arg(long)]
+    user: bool,
+    /// The project directory whose configuration is read (default: the current one).
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+}
+
 /// Flags of `loopx hooks run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -94,6 +117,7 @@ pub async fn run(ctx: &Ctx, verb: HooksVerb) -> Result<Exit, CliError> {
     match verb {
         HooksVerb::Install(args) => install(ctx, &args),
         HooksVerb::Run(args) => Ok(answer(ctx, &args).await),
+        HooksVerb::Status(args) => hooks_status(ctx, &args),
     }
 }
 
@@ -375,10 +399,11 @@ fn install(ctx: &Ctx, args: &InstallArgs) -> Result<Exit, CliError> {
     let agent = hook_agent(ctx)?;
     let start = hook_command(ctx, &agent, "session-start", args.runtime)?;
     let stop = hook_command(ctx, &agent, "stop", args.runtime)?;
-    let path = config_path(args)?;
+    let path = config_path(args.runtime, args.user, args.dir.as_deref())?;
     let current = read_config(&path)?;
     let config = with_hooks(current, args.runtime, &start, &stop);
-    let notes = notes(ctx, args.runtime);
+    let project = project_dir(args.user, args.dir.as_deref());
+    let notes = notes(ctx, args.runtime, &path, &config, project.as_deref())?;
     if !args.print {
         write_config(&path, &config)?;
     }
@@ -440,7 +465,15 @@ fn hook_command(
     Ok(shell_words::join(words))
 }
 
-fn notes(ctx: &Ctx, runtime: Runtime) -> Vec<String> {
+/// What else the runtime needs to run the hooks just installed (what `hooks status` would say
+/// of them), and where the store comes from.
+fn notes(
+    ctx: &Ctx,
+    runtime: Runtime,
+    path: &Path,
+    config: &Map<String, Value>,
+    project: Option<&Path>,
+) -> Result<Vec<String>, CliError> {
     let mut notes = Vec::new();
     if matches!(ctx.location(), Location::Postgres(_)) {
         notes.push(
@@ -448,32 +481,65 @@ fn notes(ctx: &Ctx, runtime: Runtime) -> Vec<String> {
                 .to_owned(),
         );
     }
-    if runtime == Runtime::Codex {
-        notes.push(
-            "Codex runs hooks only with `[features] codex_hooks = true` in its config.toml."
-                .to_owned(),
-        );
+    let report = status::report(runtime, path, config, project)?;
+    let runs = report.runs();
+    notes.extend(report.needs);
+    notes.extend(report.notes);
+    if !runs {
+        notes.push(format!(
+            "`loopx hooks status {}` says when it will run them.",
+            status::runtime_name(runtime)
+        ));
     }
-    notes
+    Ok(notes)
 }
 
-fn config_path(args: &InstallArgs) -> Result<PathBuf, CliError> {
-    let file = match args.runtime {
-        Runtime::Claude => Path::new(".claude").join("settings.json"),
-        Runtime::Codex => Path::new(".codex").join("hooks.json"),
-    };
-    let base = if args.user {
+/// `loopx hooks status`: one report a runtime.
+fn hooks_status(ctx: &Ctx, args: &StatusArgs) -> Result<Exit, CliError> {
+    let runtimes = args
+        .runtime
+        .map_or_else(|| vec![Runtime::Claude, Runtime::Codex], |r| vec![r]);
+    let project = project_dir(args.user, args.dir.as_deref());
+    let mut reports = Vec::new();
+    for runtime in runtimes {
+        let path = config_path(runtime, args.user, args.dir.as_deref())?;
+        let config = read_config(&path)?;
+        reports.push(status::report(runtime, &path, &config, project.as_deref())?);
+    }
+    let value =
+        json!({ "hooks_status": reports.iter().map(status::Report::to_json).collect::<Vec<_>>() });
+    ctx.out.emit(&value, |_| {
+        reports.iter().map(status::Report::to_text).collect()
+    });
+    Ok(Exit::Ok)
+}
+
+/// The project whose trust a project's hook file needs; none for the user's file.
+fn project_dir(user: bool, dir: Option<&Path>) -> Option<PathBuf> {
+    (!user).then(|| project_base(dir))
+}
+
+/// The runtime's hook file: the project's, or the user's (Codex's in `CODEX_HOME`).
+fn config_path(runtime: Runtime, user: bool, dir: Option<&Path>) -> Result<PathBuf, CliError> {
+    let home = || {
         std::env::var_os("HOME").map(PathBuf::from).ok_or_else(|| {
             CliError::usage(
                 "home_unknown",
                 "HOME is not set, so the user's configuration cannot be found",
                 "set HOME, or install into a project with --dir DIR",
             )
-        })?
-    } else {
-        args.dir.clone().unwrap_or_else(|| PathBuf::from("."))
+        })
     };
-    Ok(base.join(file))
+    Ok(match (runtime, user) {
+        (Runtime::Claude, true) => home()?.join(".claude").join("settings.json"),
+        (Runtime::Codex, true) => status::codex_home()?.join("hooks.json"),
+        (Runtime::Claude, false) => project_base(dir).join(".claude").join("settings.json"),
+        (Runtime::Codex, false) => project_base(dir).join(".codex").join("hooks.json"),
+    })
+}
+
+fn project_base(dir: Option<&Path>) -> PathBuf {
+    dir.map_or_else(|| PathBuf::from("."), Path::to_path_buf)
 }
 
 /// The most a runtime's configuration file may hold.
@@ -567,10 +633,9 @@ fn with_hooks(
     start: &str,
     stop: &str,
 ) -> Map<String, Value> {
-    let matcher = match runtime {
-        Runtime::Claude => "startup|resume|clear|compact",
-        Runtime::Codex => "startup|resume|clear",
-    };
+    // Every source the runtime starts a session with: a compacted or forked session needs
+    // its brief as much as a new one.
+    let matcher = status::session_sources(runtime).join("|");
     let hooks = config
         .entry("hooks")
         .or_insert_with(|| Value::Object(Map::new()));
