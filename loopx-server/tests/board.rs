@@ -823,3 +823,80 @@ async fn the_inbox_lists_the_most_overdue_gates_first_then_by_deadline_then_the_
         texts(&html, "article.gate h3")
     );
 }
+
+/// Why a turn failed reaches whoever looks at the board: the failed todo's row carries what
+/// the executor printed, in the same words `status` and the brief use.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_turns_words_are_on_the_todos_row() {
+    use loopx_kernel::{Actor, AgentId};
+    let store: Arc<dyn loopx_kernel::seams::Store> = Arc::new(loopx_store::MemoryStore::new());
+    let at = Timestamp::parse("2026-11-29T10:00:00Z").expect("a time");
+    let spec = GoalSpec::builder("failing", "a turn that fails", "olivia")
+        .agent("agent-a")
+        .declared_identity()
+        .build()
+        .expect("a spec");
+    let goal = store.goal(&spec.id);
+    goal.create(&spec, at).await.expect("created");
+    let owner = Actor::Person("olivia".parse().expect("an id"));
+    let agent = Actor::Agent(AgentId::new("agent-a").expect("an id"));
+    let todo = NewTodo::advance("bump".parse().expect("an id"), "bump the parser");
+    let steps: Vec<(&Actor, Command)> = vec![
+        (&owner, Command::AddTodo { todo }),
+        (
+            &agent,
+            serde_json::from_value(serde_json::json!({"command": "claim", "todo": "bump"}))
+                .expect("a claim"),
+        ),
+        (
+            &agent,
+            serde_json::from_value(
+                serde_json::json!({"command": "begin_turn", "todo": "bump", "epoch": 1, "turn": "t1"}),
+            )
+            .expect("a begin"),
+        ),
+        (
+            &agent,
+            Command::SettleTurn(
+                serde_json::from_value(serde_json::json!({
+                    "todo": "bump", "epoch": 1, "turn": "t1",
+                    "verdict": {"validator": {"kind": "validator", "id": "ci"}, "outcome": "failed",
+                                "summary": "tests failed: 3 failures in serde_roundtrip"},
+                    "transition": {"kind": "keep_open"},
+                    "usage": {"turns": 1},
+                    "failure": {"class": "exited", "detail": "tests failed: 3 failures in serde_roundtrip"}
+                }))
+                .expect("a settlement"),
+            ),
+        ),
+    ];
+    for (actor, command) in steps {
+        goal.submit(actor, at, &command).await.expect("accepted");
+    }
+    let clock: Arc<dyn loopx_kernel::seams::Clock> = Arc::new(loopx_kernel::ManualClock::new(at));
+    let router = Service::new(store.clone(), clock.clone())
+        .mount(loopx_server::board::router(
+            store,
+            clock,
+            loopx_server::mcp::Tokens::new(),
+            &loopx_server::Site::default(),
+        ))
+        .router();
+    let base = support::on_loopback(router).await;
+    let page = client()
+        .get(format!("{base}/goals/failing"))
+        .header("Host", "localhost")
+        .send()
+        .await
+        .expect("the page")
+        .text()
+        .await
+        .expect("a body");
+    let html = Html::parse_document(&page);
+    let failure = Selector::parse("tr#todo-bump pre.failure").expect("a selector");
+    let words: String = html.select(&failure).flat_map(|e| e.text()).collect();
+    assert!(
+        words.contains("3 failures in serde_roundtrip"),
+        "the failure's words on the todo's row: {page}"
+    );
+}

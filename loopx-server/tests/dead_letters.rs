@@ -146,8 +146,15 @@ async fn a_delivery_a_goal_cannot_record_is_a_visible_dead_letter_until_it_is_re
         WebhookVerifier::new(SECRET),
     )
     .keyring(provider_keyring());
+    let board = loopx_server::board::router(
+        store.clone(),
+        Arc::new(SystemClock),
+        loopx_server::mcp::Tokens::new(),
+        &loopx_server::Site::default(),
+    );
     let router = Service::new(store.clone(), Arc::new(SystemClock))
         .mount(deliveries.router())
+        .mount(board)
         .router();
     let base = support::on_loopback(router).await;
     let comment = owners_comment(
@@ -175,6 +182,18 @@ async fn a_delivery_a_goal_cannot_record_is_a_visible_dead_letter_until_it_is_re
         .await
         .expect("a body");
     assert!(metrics.contains("loopx_dead_letters 1"), "{metrics}");
+    let page = reqwest::Client::new()
+        .get(format!("{base}/goals/g"))
+        .header("Host", "localhost")
+        .send()
+        .await
+        .expect("the board")
+        .text()
+        .await
+        .expect("a page");
+    assert!(page.contains("Dead letters"), "{page}");
+    assert!(page.contains("key_unregistered"), "{page}");
+    assert!(page.contains("loopx dead-letters retry --goal g"), "{page}");
 
     // Redelivered before the fix: the same letter, refused twice.
     let (status, _) = deliver(&base, "d-1", &comment).await;

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use loopx_kernel::seams::{OperationRecord, PastState, Store};
+use loopx_kernel::seams::{DeadLetter, OperationRecord, PastState, Store};
 use loopx_kernel::words::{freshness_words, headline};
 use loopx_kernel::{
     AgentId, CriterionStatus, Decision, Freshness, GoalId, GoalState, Revision, Timestamp, TodoId,
@@ -236,6 +236,8 @@ struct GoalView<'a> {
     pages: Pages,
     /// When the page judges the goal: now for the head, the revision's commit time otherwise.
     now: Timestamp,
+    /// The facts from outside this goal refused to record, kept as dead letters (the head only).
+    dead_letters: &'a [DeadLetter],
 }
 
 /// `GET /goals/{goal}`: one goal, now or at `?revision=N`. A revision before the earliest the
@@ -283,6 +285,10 @@ pub(super) async fn goal(
         .latest_operations(&goal, commits_to, PAGE)
         .await
         .map_err(|e| Failure::store(&e))?;
+    let dead_letters = match shown {
+        Shown::Head => dead_letters_of(&*board.store, &goal).await?,
+        Shown::Past | Shown::Earliest { .. } => Vec::new(),
+    };
     Ok(render::html(goal_page(&GoalView {
         state: &state,
         shown,
@@ -292,7 +298,25 @@ pub(super) async fn goal(
         commits_to,
         pages,
         now,
+        dead_letters: &dead_letters,
     })))
+}
+
+/// How many of the store's dead letters a goal page reads to find its goal's.
+const DEAD_LETTERS_READ: usize = 1000;
+
+/// The dead letters of `goal` among the first the store keeps.
+async fn dead_letters_of(store: &dyn Store, goal: &GoalId) -> Result<Vec<DeadLetter>, Failure> {
+    let kept = store
+        .dead_letters(DEAD_LETTERS_READ)
+        .await
+        .map_err(|e| Failure::store(&e))?;
+    Ok(kept
+        .letters
+        .into_iter()
+        .filter(|letter| letter.goal == *goal)
+        .take(PAGE)
+        .collect())
 }
 
 fn unknown_goal() -> Failure {
@@ -360,6 +384,9 @@ fn goal_page(view: &GoalView<'_>) -> Markup {
         section #criteria { h2 { "Criteria" } (criteria(view)) }
         section #todos { h2 { "Todos" } (todos(view)) }
         section #gates { h2 { "Gates" } (gates(view)) }
+        @if !view.dead_letters.is_empty() {
+            section #dead-letters { h2 { "Dead letters" } (dead_letters(view.dead_letters)) }
+        }
         section #obligations { h2 { "Obligations" } (obligations(view)) }
         section #timeline { h2 { "Timeline" } (revision_form(view)) (timeline(view)) }
     };
@@ -486,7 +513,13 @@ fn todos(view: &GoalView<'_>) -> Markup {
                     @for todo in &page.rows {
                         @let ready: Vec<&AgentId> = frontiers.iter().filter(|(_, f)| f.contains(&todo.id)).map(|(a, _)| *a).collect();
                         tr id={ "todo-" (todo.id) } class=[(!ready.is_empty()).then_some("frontier")] {
-                            td { code { (todo.id) } div { (todo.title) } }
+                            td {
+                                code { (todo.id) } div { (todo.title) }
+                                // Why its last turn failed, in the words of whoever failed it.
+                                @if let Some((failures, note)) = state.last_failure(&todo.id) {
+                                    pre.failure { (loopx_kernel::words::failure_words(failures, note, "")) }
+                                }
+                            }
                             td { (badge(views::column(todo))) }
                             td {
                                 @for dep in &todo.depends_on {
@@ -505,6 +538,28 @@ fn todos(view: &GoalView<'_>) -> Markup {
                 }
             }
             (pager(view, "todos", &page))
+        }
+    }
+}
+
+/// The facts from outside the goal refused to record: where each came from, why, how often,
+/// and the verb that re-applies them once the cause is fixed.
+fn dead_letters(letters: &[DeadLetter]) -> Markup {
+    html! {
+        p { "Facts from outside this goal refused to record. Fix the cause, then re-apply them: "
+            code { "loopx dead-letters retry --goal " (letters[0].goal) } }
+        table.dead-letters {
+            thead { tr { th { "From" } th { "Letter" } th { "Why" } th { "Refused" } } }
+            tbody {
+                @for letter in letters {
+                    tr {
+                        td { (letter.origin) }
+                        td { code { (letter.operation) } }
+                        td { code { (letter.code) } div { (letter.reason) } }
+                        td { (letter.refusals) "×, last " (time(letter.last_refused)) }
+                    }
+                }
+            }
         }
     }
 }
