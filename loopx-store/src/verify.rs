@@ -1,6 +1,6 @@
 //! Re-checking a goal's recorded commits against what they were made from (store schema 7).
 //!
-//! Each commit keeps its [`Authorship`](loopx_kernel::seams::Authorship) with its receipt: the
+//! Each commit keeps its [`Authorship`] with its receipt: the
 //! command as submitted and its actor's signature. [`verify_history`] walks the goal's recorded
 //! history — its archive (the events compaction moved out, from store schema 9 on) and its
 //! kept events — commit by commit, on the state before each, and checks that
