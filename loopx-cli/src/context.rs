@@ -70,6 +70,18 @@ pub struct Global {
         value_name = "DIR"
     )]
     pub keys: Option<std::path::PathBuf>,
+    /// The service's key directory: the keys of providers, validators and capabilities, which
+    /// `serve`, `run` (its validator, providers and capability), `observe`, `verdict` and
+    /// `dead-letters retry` sign with, kept apart from the key directory agents read. Default:
+    /// beside the store (`<store>.service-keys/`, or `.loopx/service-keys/` for PostgreSQL).
+    #[arg(
+        long,
+        global = true,
+        help_heading = GLOBAL,
+        env = "LOOPX_SERVICE_KEYS",
+        value_name = "DIR"
+    )]
+    pub service_keys: Option<std::path::PathBuf>,
     /// Open a SQLite store whose write-ahead log is damaged before committed transactions,
     /// dropping them (a copy of the log is kept as `<store>-wal.damaged`). Without it such a
     /// store is refused with `wal_damaged` and left as it is.
@@ -89,6 +101,7 @@ pub struct Ctx {
     goal: Option<String>,
     op: Option<String>,
     keys: KeyDir,
+    service_keys: KeyDir,
     /// `--accept-wal-loss`.
     pub accept_wal_loss: bool,
 }
@@ -249,12 +262,17 @@ impl Ctx {
             Some(dir) => dir.clone(),
             None => store::default_keys(&location),
         });
+        let service_keys = KeyDir::new(match &global.service_keys {
+            Some(dir) => dir.clone(),
+            None => store::default_service_keys(&location),
+        });
         Ok(Ctx {
             out,
             now,
             now_given: global.now.is_some(),
             location,
             keys,
+            service_keys,
             actor: global.actor.clone(),
             goal: global.goal.clone(),
             op: global.op.clone(),
@@ -266,16 +284,48 @@ impl Ctx {
         &self.location
     }
 
-    /// The key directory (`--keys`, or beside the store).
+    /// The key directory of people and agents (`--keys`, or beside the store).
     pub fn keys(&self) -> &KeyDir {
         &self.keys
     }
 
-    /// `actor`'s signing key: the file `LOOPX_KEY` names, else its file in the key directory;
-    /// `None` when there is none (the command then goes unsigned, which only a goal of declared
-    /// identity accepts).
+    /// The service's key directory (`--service-keys`, or beside the store).
+    pub fn service_keys(&self) -> &KeyDir {
+        &self.service_keys
+    }
+
+    /// Where `actor`'s key lives: the service's key directory for a provider, a validator or a
+    /// capability, the key directory for a person or an agent.
+    pub fn key_dir(&self, actor: &Actor) -> &KeyDir {
+        if keys::is_service_actor(actor) {
+            &self.service_keys
+        } else {
+            &self.keys
+        }
+    }
+
+    /// `actor`'s signing key: the file `LOOPX_KEY` names, else its file in its key directory
+    /// ([`key_dir`](Self::key_dir)); `None` when there is none (the command then goes unsigned,
+    /// which only a goal of declared identity accepts).
     pub fn key_of(&self, actor: &Actor) -> Result<Option<KeyFile>, CliError> {
+        keys::find(self.key_dir(actor), actor).map_err(CliError::from)
+    }
+
+    /// `actor`'s signing key for a process an agent runs (`mcp`): `LOOPX_KEY`, else the key
+    /// directory of people and agents only, never the service's.
+    pub fn agent_side_key_of(&self, actor: &Actor) -> Result<Option<KeyFile>, CliError> {
         keys::find(&self.keys, actor).map_err(CliError::from)
+    }
+
+    /// The service's actors whose keys the key directory of people and agents holds: each one
+    /// an agent reading that directory could sign as.
+    pub fn misplaced_keys(&self) -> Vec<Actor> {
+        self.keys
+            .actors()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(keys::is_service_actor)
+            .collect()
     }
 
     /// Opens the store; it must exist.

@@ -27,6 +27,19 @@ pub fn default_keys(location: &Location) -> PathBuf {
     }
 }
 
+/// The service's key directory beside the store: `<store>.service-keys/` for a SQLite file,
+/// `.loopx/service-keys/` for PostgreSQL.
+pub fn default_service_keys(location: &Location) -> PathBuf {
+    match location {
+        Location::Sqlite(path) => {
+            let mut name = path.as_os_str().to_owned();
+            name.push(".service-keys");
+            PathBuf::from(name)
+        }
+        Location::Postgres(_) => PathBuf::from(".loopx/service-keys"),
+    }
+}
+
 /// Where the store is.
 #[derive(Clone)]
 pub enum Location {

@@ -115,9 +115,16 @@ fn export_and_import_round_trip_and_import_never_overwrites() {
     let now = at(30, "10:00");
     let exported = lx.run(&["--goal", GOAL, "export"]);
     assert_eq!(exported.code, 0, "{}", exported.stderr);
-    // Every event is one line, then the trailer.
-    let lines = exported.stdout.lines().count() - 1;
+    // Every event is one line, after its commit's line (what the commit was made from), then
+    // the trailer.
+    let commits = exported
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("{\"commit\""))
+        .count();
+    let lines = exported.stdout.lines().count() - 1 - commits;
     assert!(lines > 10, "every event is one line");
+    assert!(commits > 5 && commits <= lines, "{commits} commits");
     assert!(
         exported
             .stdout
@@ -133,6 +140,12 @@ fn export_and_import_round_trip_and_import_never_overwrites() {
         Some(lines)
     );
     doc["export"]["events"] = json!(format!("[{lines} events]"));
+    // Each commit's command and signature: the signature is new in every run.
+    assert_eq!(
+        doc["export"]["commits"].as_array().map(Vec::len),
+        Some(commits)
+    );
+    doc["export"]["commits"] = json!(format!("[{commits} commits]"));
     // The chain covers the goal's public keys, new in every run.
     redact(&mut doc, "/export/trailer/chain", "[chain]");
     insta::assert_json_snapshot!("export_json", doc);
@@ -812,9 +825,9 @@ fn the_other_verbs_json_shapes() {
     }
     assert_eq!(
         std::fs::read_to_string(&out)
-            .map(|t| t.lines().count())
+            .map(|t| t.lines().filter(|l| !l.starts_with("{\"commit\"")).count())
             .ok(),
-        // 18 events and the trailer.
+        // 18 events and the trailer, beside each commit's line.
         Some(19)
     );
 }

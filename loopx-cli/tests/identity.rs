@@ -250,6 +250,9 @@ fn run_cannot_act_for_an_agent_without_its_registered_key() {
         "agent:agent-a",
         "--keys",
         empty.to_str().expect("a path"),
+        // `provider:git`'s key sits in the service's key directory: none there either.
+        "--service-keys",
+        empty.to_str().expect("a path"),
         "run",
         "--workspace",
         repo.to_str().expect("a path"),

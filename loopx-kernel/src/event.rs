@@ -365,6 +365,19 @@ pub enum Event {
     /// Inert work left the state (see [`crate::retire`]); the events that made it stay in
     /// history.
     Retired(Retirement),
+    /// A history was imported although some of its commits could not be verified against the
+    /// goal's registered keys, and its importer (the event's actor) accepted them as they are.
+    /// Only an import writes it, at the end of the history it took; no command makes it, so a
+    /// history cannot clear what it says.
+    HistoryImported {
+        /// The imported commits that verified.
+        verified: u64,
+        /// The imported commits that did not: without what they were made from, or not what
+        /// their signed command makes.
+        unverified: u64,
+        /// The revision of the first commit that did not verify.
+        first_unverified: u64,
+    },
 }
 
 /// A settled turn's effect on its todo.
@@ -431,6 +444,7 @@ impl Event {
             Event::ObligationDischarged { .. } => "obligation_discharged",
             Event::WorkspaceReported { .. } => "workspace_reported",
             Event::Retired(_) => "retired",
+            Event::HistoryImported { .. } => "history_imported",
         }
     }
 }

@@ -133,7 +133,9 @@ pub use retry::{
     DEFAULT_STALL_GOAL_TURNS, DEFAULT_STALL_TURNS, FailureClass, FailureNote, RECENT_FAILURES,
     RetryPolicy, Streak, TurnFailure, TurnResult,
 };
-pub use state::{CriterionStatus, GoalState, Intent, ReplayError, Snapshot, SnapshotError};
+pub use state::{
+    CriterionStatus, GoalState, Intent, ReplayError, Snapshot, SnapshotError, UnverifiedHistory,
+};
 pub use time::{Duration, Timestamp, TimestampError};
 pub use todo::{
     ContinuationRecord, HandoffNote, Lease, MonitorSpec, MonitorState, NewTodo, Priority,

@@ -57,9 +57,10 @@ fn variant(event: &Event) -> usize {
         Event::GateNoticeIntended { .. } => 30,
         Event::GateNoticeRecorded { .. } => 31,
         Event::Retired(_) => 32,
+        Event::HistoryImported { .. } => 33,
     }
 }
-const VARIANTS: usize = 33;
+const VARIANTS: usize = 34;
 
 fn run_turn(
     w: &mut World,
@@ -435,6 +436,21 @@ fn abandoned_history() -> World {
     );
     w.at("10:31");
     w.run(&owner(), Command::Retire {});
+    // An import that accepted unverified commits ends the history it took with this event; no
+    // command makes it.
+    let imported = RecordedEvent {
+        schema: SCHEMA_VERSION,
+        revision: w.goal.revision + 1,
+        at: w.now,
+        actor: owner(),
+        event: Event::HistoryImported {
+            verified: 40,
+            unverified: 1,
+            first_unverified: 12,
+        },
+    };
+    w.goal.apply(&imported).unwrap();
+    w.log.push(imported);
     w
 }
 

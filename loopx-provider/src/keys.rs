@@ -20,7 +20,10 @@
 //!
 //! Where a key lives decides whether independence is real: a key the agent's OS user can read
 //! is a key the agent can sign with. A validator's key belongs where the agent cannot read it
-//! (CI's secrets, another OS user's key directory).
+//! (CI's secrets, another OS user's key directory). So the keys of the service's own actors —
+//! providers, validators, capabilities ([`is_service_actor`]) — belong in a key directory of
+//! their own, apart from the one people and agents sign from, and [`KeyDir::actors`] lets a
+//! host say when an agent's key directory holds one.
 
 use std::fmt;
 use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
@@ -277,6 +280,35 @@ fn unhex32(text: &str) -> Option<[u8; 32]> {
     Some(out)
 }
 
+/// Whether `actor` is one of the service's own actors — a provider, a validator or a
+/// capability — whose key belongs in the service's key directory, never in the one an agent
+/// reads (an agent holding it could record facts, verdicts or judgements in its name).
+pub fn is_service_actor(actor: &Actor) -> bool {
+    matches!(
+        actor,
+        Actor::Provider(_) | Actor::Validator(_) | Actor::Capability(_)
+    )
+}
+
+/// The actor a key file's name says it holds (`agent=3Aagent-a.key`), read from the name
+/// alone; `None` for a name no actor's file has.
+fn actor_of_file_name(name: &str) -> Option<Actor> {
+    let encoded = name.strip_suffix(".key")?.as_bytes();
+    let mut bytes = Vec::with_capacity(encoded.len());
+    let mut at = 0;
+    while let Some(&byte) = encoded.get(at) {
+        if byte == b'=' {
+            let pair = std::str::from_utf8(encoded.get(at + 1..at + 3)?).ok()?;
+            bytes.push(u8::from_str_radix(pair, 16).ok()?);
+            at += 3;
+        } else {
+            bytes.push(byte);
+            at += 1;
+        }
+    }
+    parse_actor(std::str::from_utf8(&bytes).ok()?)
+}
+
 /// A directory of key files, one per actor.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyDir {
@@ -325,6 +357,31 @@ impl KeyDir {
         };
         key.write(&self.file_of(actor))?;
         Ok(key)
+    }
+
+    /// The actors whose key files the directory holds, by their file names (no file is read,
+    /// so no secret is touched); empty when the directory does not exist.
+    ///
+    /// # Errors
+    /// [`KeyError::Io`] when the directory exists but cannot be listed.
+    pub fn actors(&self) -> Result<Vec<Actor>, KeyError> {
+        let entries = match std::fs::read_dir(&self.path) {
+            Ok(entries) => entries,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(source) => {
+                return Err(KeyError::Io {
+                    action: "list the key directory",
+                    path: self.path.clone(),
+                    source,
+                });
+            }
+        };
+        let mut actors: Vec<Actor> = entries
+            .filter_map(Result::ok)
+            .filter_map(|entry| actor_of_file_name(entry.file_name().to_str()?))
+            .collect();
+        actors.sort_by_key(ToString::to_string);
+        Ok(actors)
     }
 
     /// `actor`'s key, if the directory holds one.
@@ -476,6 +533,22 @@ mod tests {
             .expect("found")
             .expect("a key");
         assert_eq!(fallback.public_key(), own.public_key());
+    }
+
+    #[test]
+    fn a_directory_names_the_actors_it_holds_keys_of_by_file_name() {
+        let dir = tempfile::tempdir().expect("a directory");
+        let keys = KeyDir::new(dir.path().join("keys"));
+        assert_eq!(keys.actors().expect("listed"), Vec::<Actor>::new());
+        let github = parse_actor("provider:github").expect("an actor");
+        for actor in [agent("agent-a"), github.clone()] {
+            keys.create(&actor).expect("a key");
+        }
+        std::fs::write(keys.path().join("notes.txt"), "").expect("write");
+        let held = keys.actors().expect("listed");
+        assert_eq!(held, vec![agent("agent-a"), github]);
+        let service: Vec<_> = held.iter().filter(|a| is_service_actor(a)).collect();
+        assert_eq!(service.len(), 1);
     }
 
     #[test]

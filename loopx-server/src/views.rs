@@ -210,7 +210,27 @@ pub fn goal(state: &GoalState, now: Timestamp) -> Value {
     if let (Some(binding), Some(map)) = (&state.spec.capability, value.as_object_mut()) {
         map.insert("capability".into(), json!(binding));
     }
+    unverified_into(state, &mut value);
     value
+}
+
+/// Adds `unverified_history` to a goal's document when its history holds imported commits
+/// taken without verification; a goal whose every commit verified reads as it always did.
+fn unverified_into(state: &GoalState, value: &mut Value) {
+    if let (Some(held), Some(map)) = (&state.unverified_history, value.as_object_mut()) {
+        map.insert("unverified_history".into(), json!(held));
+    }
+}
+
+/// What `status`, `goal show` and the board say of a goal whose history holds imported commits
+/// taken without verification; `None` when it holds none.
+pub fn unverified_words(state: &GoalState) -> Option<String> {
+    state.unverified_history.as_ref().map(|held| {
+        format!(
+            "its history holds {} unverified commit(s), from revision {} on: imported without proof of who made them, accepted by {} at {}; their actors are not proven",
+            held.commits, held.first_revision, held.accepted_by, held.accepted_at
+        )
+    })
 }
 
 /// The goal's criteria, each with its status at `now`.
@@ -370,6 +390,7 @@ pub fn status(state: &GoalState, now: Timestamp) -> Value {
     if let (Some(binding), Some(map)) = (&state.spec.capability, status.as_object_mut()) {
         map.insert("capability".into(), json!(binding));
     }
+    unverified_into(state, &mut status);
     // The people the owner mapped to provider logins, when there are any.
     if !state.logins.is_empty()
         && let Some(map) = status.as_object_mut()

@@ -128,4 +128,4 @@ pub use rows::RowDamage;
 pub use sqlite::{
     Durability, SCHEMA_VERSION as SQLITE_SCHEMA_VERSION, SqliteOptions, SqliteStore, WalDamage,
 };
-pub use verify::{Finding, Verification, verify_history};
+pub use verify::{Finding, RecordedCommit, Verification, verify_commits, verify_history};

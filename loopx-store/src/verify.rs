@@ -1,6 +1,6 @@
 //! Re-checking a goal's recorded commits against what they were made from (store schema 7).
 //!
-//! Each commit keeps its [`Authorship`](loopx_kernel::seams::Authorship) with its receipt: the
+//! Each commit keeps its [`Authorship`] with its receipt: the
 //! command as submitted and its actor's signature. [`verify_history`] walks the goal's recorded
 //! history — its archive (the events compaction moved out, from store schema 9 on) and its
 //! kept events — commit by commit, on the state before each, and checks that
@@ -21,9 +21,9 @@
 //! and the row checks (`loopx doctor`) find damage of other kinds; this finds a history that is
 //! self-consistent but not what its commands make.
 
-use loopx_kernel::seams::StoreError;
+use loopx_kernel::seams::{Authorship, StoreError};
 use loopx_kernel::write::stamp;
-use loopx_kernel::{GoalId, GoalState, RecordedEvent, execute};
+use loopx_kernel::{GoalId, GoalState, OperationId, RecordedEvent, execute};
 
 use crate::retention::Retention;
 
@@ -38,6 +38,8 @@ pub struct Verification {
     /// Commits that keep no authorship (written before store schema 7, or by an import): they
     /// cannot be re-checked, which is not damage.
     pub unverifiable: u64,
+    /// The revision of the first of them.
+    pub first_unverifiable: Option<u64>,
     /// The commits that do not agree with what they were made from, in revision order.
     pub findings: Vec<Finding>,
 }
@@ -51,6 +53,27 @@ pub struct Finding {
     pub revision: u64,
     /// What disagrees, in words.
     pub problem: String,
+}
+
+impl Verification {
+    /// The first commit that is not proven, by revision: the first finding or the first
+    /// unverifiable commit, with what is wrong with it in words.
+    pub fn first_unproven(&self) -> Option<(u64, String)> {
+        let finding = self
+            .findings
+            .first()
+            .map(|f| (f.revision, f.problem.clone()));
+        let unverifiable = self.first_unverifiable.map(|revision| {
+            (
+                revision,
+                "it keeps no command or signature to verify it by".to_owned(),
+            )
+        });
+        match (finding, unverifiable) {
+            (Some(a), Some(b)) => Some(if b.0 < a.0 { b } else { a }),
+            (a, b) => a.or(b),
+        }
+    }
 }
 
 impl std::fmt::Display for Finding {
@@ -103,8 +126,7 @@ pub async fn verify_history<S: Retention + ?Sized>(
         ),
         None => None,
     };
-    let mut outcome = Verification::default();
-    let mut state = base;
+    let mut commits = Vec::new();
     let mut next = 0usize;
     for operation in operations.iter().filter(|o| o.receipt.events > 0) {
         let receipt = &operation.receipt;
@@ -118,13 +140,55 @@ pub async fn verify_history<S: Retention + ?Sized>(
             });
         };
         next += count;
-        if let Some(authorship) = &operation.authorship {
-            if let Some(problem) =
-                check_commit(state.as_ref(), goal, operation, authorship, recorded)
-            {
+        commits.push(RecordedCommit {
+            operation: &receipt.operation,
+            digest: &receipt.digest,
+            revision: receipt.revision,
+            authorship: operation.authorship.as_ref(),
+            events: recorded,
+        });
+    }
+    verify_commits(goal, base, commits, kept_base.as_ref())
+}
+
+/// One commit as a store or an export holds it: its receipt's operation, digest and revision,
+/// what it was made from (when that was kept) and its events.
+#[derive(Debug, Clone, Copy)]
+pub struct RecordedCommit<'a> {
+    /// The operation id it was committed under.
+    pub operation: &'a OperationId,
+    /// The digest its receipt keeps.
+    pub digest: &'a str,
+    /// The revision it produced (its last event's).
+    pub revision: u64,
+    /// The command and its signature; `None` when they were not kept.
+    pub authorship: Option<&'a Authorship>,
+    /// Its events, in order.
+    pub events: &'a [RecordedEvent],
+}
+
+/// Re-checks `commits` in order, from `base` (the state before the first; `None` for a history
+/// from its creation), as [`verify_history`] does for a store's: the digest, the signature
+/// against the keys registered at each revision, and the events against the kernel's
+/// re-execution. `kept_base`, a compacted goal's base snapshot, is compared with the fold when
+/// it reaches its revision. Pure: `loopx import` checks an export with it before writing.
+///
+/// # Errors
+/// [`StoreError::Corrupt`] when the events do not fold.
+pub fn verify_commits<'a>(
+    goal: &GoalId,
+    base: Option<GoalState>,
+    commits: impl IntoIterator<Item = RecordedCommit<'a>>,
+    kept_base: Option<&GoalState>,
+) -> Result<Verification, StoreError> {
+    let mut outcome = Verification::default();
+    let mut state = base;
+    for commit in commits {
+        if let Some(authorship) = commit.authorship {
+            if let Some(problem) = check_commit(state.as_ref(), goal, &commit, authorship) {
                 outcome.findings.push(Finding {
                     goal: goal.clone(),
-                    revision: receipt.revision,
+                    revision: commit.revision,
                     problem,
                 });
             } else {
@@ -132,15 +196,10 @@ pub async fn verify_history<S: Retention + ?Sized>(
             }
         } else {
             outcome.unverifiable += 1;
+            outcome.first_unverifiable.get_or_insert(commit.revision);
         }
         // On from the events as recorded, so one finding does not hide the next.
-        state = Some(fold(
-            state,
-            recorded,
-            goal,
-            kept_base.as_ref(),
-            &mut outcome,
-        )?);
+        state = Some(fold(state, commit.events, goal, kept_base, &mut outcome)?);
     }
     Ok(outcome)
 }
@@ -149,16 +208,15 @@ pub async fn verify_history<S: Retention + ?Sized>(
 fn check_commit(
     before: Option<&GoalState>,
     goal: &GoalId,
-    operation: &crate::retention::OperationRecord,
-    authorship: &loopx_kernel::seams::Authorship,
-    recorded: &[RecordedEvent],
+    commit: &RecordedCommit<'_>,
+    authorship: &Authorship,
 ) -> Option<String> {
+    let recorded = commit.events;
     let first = recorded.first()?;
     let (actor, at) = (&first.actor, first.at);
-    let receipt = &operation.receipt;
     let command = &authorship.command;
     let digest = loopx_kernel::write::digest(actor, command);
-    if digest != receipt.digest {
+    if digest != commit.digest {
         return Some(format!(
             "the stored command is not the one the receipt's digest covers (it was changed after the commit by `{actor}`)"
         ));
@@ -168,7 +226,7 @@ fn check_commit(
         goal,
         actor,
         command,
-        &receipt.operation,
+        commit.operation,
         &digest,
         authorship.signature.as_ref(),
     ) {
@@ -200,7 +258,7 @@ fn check_commit(
             .iter()
             .zip(recorded)
             .find(|(made, written)| !written_alike(made, written))
-            .map_or(receipt.revision, |(_, b)| b.revision);
+            .map_or(commit.revision, |(_, b)| b.revision);
         Some(format!(
             "the recorded events are not what the command makes (first difference at revision {at_revision}): an event was changed after the commit"
         ))

@@ -117,7 +117,7 @@ pub async fn run(ctx: &Ctx, args: &DoctorArgs) -> Result<Exit, CliError> {
     });
     checks.extend(goal_checks);
     let ok = checks.iter().all(|c| c.ok);
-    let value = json!({
+    let mut value = json!({
         "doctor": {
             "ok": ok,
             "backend": backend.kind(),
@@ -127,8 +127,13 @@ pub async fn run(ctx: &Ctx, args: &DoctorArgs) -> Result<Exit, CliError> {
             "checks": checks.iter().map(Check::json).collect::<Vec<_>>(),
         }
     });
+    // Keys out of place weaken who a signature proves, but damage nothing: warned, not failed.
+    let warnings = crate::cmd::key::misplaced_warnings(ctx);
+    if let (false, Some(doctor)) = (warnings.is_empty(), value["doctor"].as_object_mut()) {
+        doctor.insert("key_warnings".into(), json!(warnings));
+    }
     ctx.out.emit(&value, |out| {
-        let mut text = String::new();
+        let mut text = crate::cmd::key::misplaced_text(&warnings);
         for check in &checks {
             let mark = if check.ok {
                 out.paint(Style::Good, "ok  ")

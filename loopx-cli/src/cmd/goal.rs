@@ -161,28 +161,36 @@ fn login_usage(problem: String) -> CliError {
     )
 }
 
-/// The key of `actor` this machine signs with, made in the key directory when it has none (an
-/// owner's own key, or the key of an agent the owner registers and runs here); whether it was
-/// made.
-fn local_key(ctx: &Ctx, actor: &Actor) -> Result<(PublicKey, bool), CliError> {
-    // `LOOPX_KEY` is the acting actor's: the others' keys come from the key directory only.
+/// The key of `actor` this machine holds, without making one: `LOOPX_KEY` for the acting
+/// actor, else its file in its key directory.
+fn held_key(ctx: &Ctx, actor: &Actor) -> Result<Option<PublicKey>, CliError> {
+    // `LOOPX_KEY` is the acting actor's: the others' keys come from their directory only.
     let acting = ctx.actor_opt()?.as_ref() == Some(actor);
     let held = if acting {
         ctx.key_of(actor)?
     } else {
-        ctx.keys().get(actor)?
+        ctx.key_dir(actor).get(actor)?
     };
-    if let Some(key) = held {
-        return Ok((key.public_key(), false));
+    Ok(held.map(|key| key.public_key()))
+}
+
+/// The key of `actor` this machine signs with, made in its key directory when it has none (an
+/// owner's own key, or the key of an agent the owner registers and runs here); whether it was
+/// made. A provider's, validator's or capability's key is made in the service's key directory,
+/// never where agents read theirs.
+fn local_key(ctx: &Ctx, actor: &Actor) -> Result<(PublicKey, bool), CliError> {
+    if let Some(key) = held_key(ctx, actor)? {
+        return Ok((key, false));
     }
-    match ctx.keys().create(actor) {
+    let dir = ctx.key_dir(actor);
+    match dir.create(actor) {
         Ok(key) => Ok((key.public_key(), true)),
         // Made by a concurrent invocation: read it.
-        Err(loopx_provider::keys::KeyError::Exists { .. }) => match ctx.keys().get(actor)? {
+        Err(loopx_provider::keys::KeyError::Exists { .. }) => match dir.get(actor)? {
             Some(key) => Ok((key.public_key(), false)),
             None => Err(loopx_provider::keys::KeyError::NotFound {
                 actor: actor.clone(),
-                dir: ctx.keys().path().to_owned(),
+                dir: dir.path().to_owned(),
             }
             .into()),
         },
@@ -198,9 +206,9 @@ fn git_provider() -> Result<Actor, CliError> {
     )?))
 }
 
-/// The validator `loopx run` checks `agent`'s turns with (`validator:validate.AGENT`): on one
-/// machine its key sits beside the agent's, which suits a local goal; for independence, register
-/// a validator whose key lives where the agent cannot read it, and carry its `loopx verdict`.
+/// The validator `loopx run` checks `agent`'s turns with (`validator:validate.AGENT`): its key
+/// is made in the service's key directory, apart from the agent's; independence is real when
+/// the agent's OS user cannot read that directory.
 fn run_validator(agent: &loopx_kernel::AgentId) -> Result<Actor, CliError> {
     Ok(Actor::Validator(crate::cmd::run::validator_source(agent)?))
 }
@@ -222,7 +230,7 @@ fn made_text(ctx: &Ctx, made: &[RegisteredKey]) -> String {
             "made the key of {} ({}) in {}",
             k.actor,
             k.key,
-            ctx.keys().file_of(&k.actor).display()
+            ctx.key_dir(&k.actor).file_of(&k.actor).display()
         );
         text
     })
@@ -262,6 +270,67 @@ fn register_local_keys(ctx: &Ctx, spec: &mut GoalSpec) -> Result<Vec<RegisteredK
     Ok(made)
 }
 
+/// Refuses a signed goal whose owner already has keys registered on other goals of this store
+/// when the key it would register is none of them: a person's identity is not taken anew by
+/// whoever creates a goal in their name. `new_owner_key` says the person really has a new key.
+/// Reads every goal of the store once (a CLI verb's cost, said in the README).
+async fn owner_key_known(
+    ctx: &Ctx,
+    backend: &crate::store::Backend,
+    spec: &GoalSpec,
+    new_owner_key: bool,
+) -> Result<(), CliError> {
+    let owner = spec.owner_actor();
+    if spec.identity != Identity::Signed || new_owner_key {
+        return Ok(());
+    }
+    let mut offered: Vec<PublicKey> = spec.keys_of(&owner).copied().collect();
+    if offered.is_empty() {
+        offered.extend(held_key(ctx, &owner)?);
+    }
+    let mut elsewhere = Vec::new();
+    for summary in backend.store().goals(ctx.now).await? {
+        let Some(state) = backend.store().load(&summary.goal).await? else {
+            continue;
+        };
+        let mut keys = state.spec.keys_of(&owner).peekable();
+        if keys.peek().is_none() {
+            continue;
+        }
+        if keys.any(|key| offered.contains(key)) {
+            return Ok(());
+        }
+        elsewhere.push(summary.goal);
+    }
+    if elsewhere.is_empty() {
+        return Ok(());
+    }
+    Err(owner_key_differs(&owner, &elsewhere))
+}
+
+/// `owner_key_differs`, naming the person and (up to five of) the goals that know their key.
+fn owner_key_differs(owner: &Actor, goals: &[GoalId]) -> CliError {
+    let shown: Vec<String> = goals.iter().take(5).map(|g| format!("`{g}`")).collect();
+    let more = goals.len().saturating_sub(shown.len());
+    let more = if more > 0 {
+        format!(" and {more} more")
+    } else {
+        String::new()
+    };
+    CliError::new(
+        Exit::Refused,
+        "owner_key_differs",
+        format!(
+            "{owner} is registered on goal(s) {}{more} of this store with another key than the one this goal would register for them; nothing was written",
+            shown.join(", ")
+        ),
+        format!(
+            "create the goal as {owner} with the key they already use (their `--keys` directory or `LOOPX_KEY`), or register it with --register-key {owner}=KEY (`loopx --goal {} goal show` lists it); if {owner} really has a new key, pass --new-owner-key",
+            goals.first().map_or_else(String::new, ToString::to_string)
+        ),
+    )
+}
+
 /// Flags of `loopx goal create`.
 #[derive(Debug, Args)]
 pub struct CreateArgs {
@@ -293,14 +362,20 @@ pub struct CreateArgs {
     #[arg(long, value_enum)]
     on_budget_exhausted: Option<Exhaustion>,
     /// `signed` (the default): every command must carry its actor's signature by a registered
-    /// key; the owner's key, each `--agent`'s and that of `provider:git` (which `loopx run`
-    /// observes the workspace with) come from the key directory, made there when missing.
+    /// key; the owner's key and each `--agent`'s come from the key directory, those of
+    /// `provider:git` (which `loopx run` observes the workspace with), of each agent's `run`
+    /// validator and of the capability and its providers from the service's key directory, made
+    /// there when missing.
     /// `declared`: actors are taken at their word, for local experiments only.
     #[arg(long, value_enum)]
     identity: Option<IdentityWord>,
     /// Register an actor's public key: ACTOR=KEY, e.g. validator:ci=ed25519:… (repeatable).
     #[arg(long = "register-key", value_name = "ACTOR=KEY")]
     register_keys: Vec<String>,
+    /// The owner has a new key: register it although other goals of this store know the owner
+    /// by another one (without it such a goal is refused, `owner_key_differs`).
+    #[arg(long)]
+    new_owner_key: bool,
     #[command(flatten)]
     capability: CapabilityArgs,
     /// A `GoalSpec` as JSON (`-` for standard input); flags override or add to it.
@@ -578,6 +653,8 @@ async fn create(ctx: &Ctx, args: CreateArgs) -> Result<Exit, CliError> {
         spec.keys.push(actor_key(text)?);
     }
     let backend = ctx.open().await?;
+    // Before any key is made: the owner's identity is the one this store already knows.
+    owner_key_known(ctx, &backend, &spec, args.new_owner_key).await?;
     // The store must open before a key is made for it.
     let made = register_local_keys(ctx, &mut spec)?;
     let done = ctx

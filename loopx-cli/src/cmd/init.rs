@@ -67,7 +67,7 @@ pub async fn run(ctx: &Ctx, args: &InitArgs) -> Result<Exit, CliError> {
     // The operator's key is kept when it exists: a key is never replaced.
     let (made, key) = match ctx.key_of(&operator)? {
         Some(key) => (false, key),
-        None => match ctx.keys().create(&operator) {
+        None => match ctx.key_dir(&operator).create(&operator) {
             Ok(key) => (true, key),
             // Another `init` made it first.
             Err(loopx_provider::keys::KeyError::Exists { .. }) => (
@@ -84,7 +84,11 @@ pub async fn run(ctx: &Ctx, args: &InitArgs) -> Result<Exit, CliError> {
             Err(error) => return Err(error.into()),
         },
     };
-    let file = ctx.keys().file_of(&operator).display().to_string();
+    let file = ctx
+        .key_dir(&operator)
+        .file_of(&operator)
+        .display()
+        .to_string();
     let value = json!({
         "init": {
             "backend": backend.kind(),

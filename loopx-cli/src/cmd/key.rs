@@ -29,11 +29,12 @@ pub fn run(ctx: &Ctx, verb: &KeyVerb) -> Result<Exit, CliError> {
     match verb {
         KeyVerb::New(args) => {
             let actor = parse_actor(&args.actor)?;
-            let key = ctx.keys().create(&actor)?;
+            // A provider's, validator's or capability's key goes to the service's directory.
+            let key = ctx.key_dir(&actor).create(&actor)?;
             emit(
                 ctx,
                 &key,
-                &ctx.keys().file_of(&actor).display().to_string(),
+                &ctx.key_dir(&actor).file_of(&actor).display().to_string(),
                 true,
             );
             Ok(Exit::Ok)
@@ -43,13 +44,13 @@ pub fn run(ctx: &Ctx, verb: &KeyVerb) -> Result<Exit, CliError> {
             let key = ctx.key_of(&actor)?.ok_or_else(|| {
                 CliError::from(KeyError::NotFound {
                     actor: actor.clone(),
-                    dir: ctx.keys().path().to_owned(),
+                    dir: ctx.key_dir(&actor).path().to_owned(),
                 })
             })?;
             emit(
                 ctx,
                 &key,
-                &ctx.keys().file_of(&actor).display().to_string(),
+                &ctx.key_dir(&actor).file_of(&actor).display().to_string(),
                 false,
             );
             Ok(Exit::Ok)
@@ -80,4 +81,34 @@ fn emit(ctx: &Ctx, key: &KeyFile, file: &str, created: bool) {
             public.to_string()
         }
     });
+}
+
+/// The warnings `doctor` and `status` give for each provider's, validator's or capability's key
+/// in the key directory people and agents sign from: an agent reading that directory can sign
+/// as that actor. Each is `{"actor", "file", "detail"}`; empty when there is none.
+pub fn misplaced_warnings(ctx: &Ctx) -> Vec<serde_json::Value> {
+    ctx.misplaced_keys()
+        .into_iter()
+        .map(|actor| {
+            let file = ctx.keys().file_of(&actor);
+            let detail = format!(
+                "the agents' key directory holds the key of {actor}: an agent that reads it can sign as {actor}; move `{}` into the service's key directory `{}`, kept where agents cannot read it",
+                file.display(),
+                ctx.service_keys().path().display()
+            );
+            serde_json::json!({ "actor": actor.to_string(), "file": file, "detail": detail })
+        })
+        .collect()
+}
+
+/// [`misplaced_warnings`] as lines, each starting with `warn`; nothing when there is none.
+pub fn misplaced_text(warnings: &[serde_json::Value]) -> String {
+    use std::fmt::Write as _;
+    warnings
+        .iter()
+        .filter_map(|w| w["detail"].as_str())
+        .fold(String::new(), |mut text, detail| {
+            let _ = writeln!(text, "warn  {detail}");
+            text
+        })
 }

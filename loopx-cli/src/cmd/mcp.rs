@@ -25,7 +25,9 @@ pub async fn run(ctx: &Ctx, _args: &McpArgs) -> Result<Exit, CliError> {
         ));
     }
     let actor = ctx.actor()?;
-    let acting = if let Some(key) = ctx.key_of(&actor)? {
+    // An agent's process: it reads the key directory of people and agents, never the
+    // service's, so it cannot sign as a provider, a validator or a capability.
+    let acting = if let Some(key) = ctx.agent_side_key_of(&actor)? {
         Acting::signed(actor, Arc::new(key.secret))
     } else {
         // Standard output carries the protocol: the warning goes to standard error.

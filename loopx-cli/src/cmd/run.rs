@@ -348,8 +348,9 @@ fn keyring(ctx: &Ctx, agent: &AgentId, others: &[Actor]) -> Result<Keyring, CliE
         keyring = keyring.with(agent, Arc::new(key.secret));
     }
     for actor in others {
-        // `LOOPX_KEY` is the agent's: the others' keys come from the directory only.
-        if let Some(key) = ctx.keys().get(actor)? {
+        // `LOOPX_KEY` is the agent's: the others' keys come from their directory only (the
+        // service's, for providers, validators and capabilities).
+        if let Some(key) = ctx.key_dir(actor).get(actor)? {
             keyring = keyring.with(actor.clone(), Arc::new(key.secret));
         }
     }

@@ -377,7 +377,7 @@ fn github_poller(
 }
 
 /// The keys deliveries are signed with: `provider:github`'s and each shipped capability's that
-/// the key directory holds (a goal created here with `--capability` registered them).
+/// the service's key directory holds (a goal created here with `--capability` registered them).
 pub(crate) fn delivery_keyring(ctx: &Ctx) -> Result<Keyring, CliError> {
     let mut actors = vec![crate::context::parse_actor("provider:github")?];
     for name in Registry::shipped().names() {
@@ -385,7 +385,7 @@ pub(crate) fn delivery_keyring(ctx: &Ctx) -> Result<Keyring, CliError> {
     }
     let mut keyring = Keyring::new();
     for actor in actors {
-        if let Some(key) = ctx.keys().get(&actor)? {
+        if let Some(key) = ctx.key_dir(&actor).get(&actor)? {
             keyring = keyring.with(actor, Arc::new(key.secret));
         }
     }

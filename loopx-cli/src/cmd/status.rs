@@ -54,9 +54,14 @@ pub async fn run(ctx: &Ctx, args: &StatusArgs) -> Result<Exit, CliError> {
     if let (false, Some(status)) = (refused.is_empty(), value["status"].as_object_mut()) {
         status.insert("dead_letters".into(), json!(refused));
     }
+    let warnings = crate::cmd::key::misplaced_warnings(ctx);
+    if let (false, Some(status)) = (warnings.is_empty(), value["status"].as_object_mut()) {
+        status.insert("key_warnings".into(), json!(warnings));
+    }
     ctx.out.emit(&value, |out| {
         let mut text = human(out, &state, now);
         text.push_str(&dead_letters_text(&goal, &refused));
+        text.push_str(&crate::cmd::key::misplaced_text(&warnings));
         if args.at_revision.is_some() {
             let _ = write!(
                 text,

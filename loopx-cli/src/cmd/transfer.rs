@@ -1,17 +1,21 @@
-//! `loopx export|import`: a goal's recorded events as JSON lines, one event per line, ending
-//! with a trailer line that says how many events the file holds, the revision it reaches and
-//! the history's chained digest (`loopx_store::HistoryChain`), so that an import refuses a
-//! file cut short or changed.
+//! `loopx export|import`: a goal's recorded events as JSON lines, one event per line, each
+//! commit's events after a line saying what the commit was made from (its operation, digest,
+//! command and signature), ending with a trailer line that says how many events the file holds,
+//! the revision it reaches and the history's chained digest (`loopx_store::HistoryChain`), so
+//! that an import refuses a file cut short or changed, and verifies every commit against the
+//! goal's registered keys before it takes the history.
 
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::PathBuf;
 
 use clap::Args;
-use loopx_kernel::seams::{AppendRequest, Commit, StoreError};
-use loopx_kernel::{GoalId, GoalState, OperationId, RecordedEvent, check_invariants};
+use loopx_kernel::seams::{AppendRequest, Authorship, Commit, StoreError};
+use loopx_kernel::{
+    Event, GoalId, GoalState, OperationId, RecordedEvent, SCHEMA_VERSION, check_invariants,
+};
 use loopx_provider::files::{self, FileError, Mode};
-use loopx_store::HistoryChain;
+use loopx_store::{HistoryChain, RecordedCommit, Verification};
 use serde_json::json;
 use sha2::{Digest as _, Sha256};
 
@@ -32,6 +36,11 @@ pub struct ImportArgs {
     /// The JSON lines to import (`-` or absent: standard input).
     #[arg(long)]
     file: Option<PathBuf>,
+    /// Take a history whose commits do not all verify against the goal's registered keys (an
+    /// export of an older loopx, or one changed after it was written), as the acting actor's
+    /// decision: the looser policy. The goal then says it holds unverified commits.
+    #[arg(long)]
+    accept_unverified: bool,
 }
 
 fn lines(events: &[RecordedEvent]) -> Result<String, CliError> {
@@ -45,8 +54,35 @@ fn lines(events: &[RecordedEvent]) -> Result<String, CliError> {
     Ok(text)
 }
 
-/// The format a trailer names.
-const FORMAT: &str = "loopx.export.v2";
+/// The format a trailer names: v3 files hold a commit line before each commit's events.
+const FORMAT: &str = "loopx.export.v3";
+
+/// The format before commit lines: its histories carry nothing to verify them by.
+const FORMAT_V2: &str = "loopx.export.v2";
+
+/// What one commit was made from, as an export writes it before the commit's events.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CommitRecord {
+    /// The operation id it was committed under.
+    operation: OperationId,
+    /// The digest its receipt keeps.
+    digest: String,
+    /// The revision it produced.
+    revision: u64,
+    /// How many events it holds (the lines after this one).
+    events: u64,
+    /// The command and its signature, when the store kept them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    authorship: Option<Authorship>,
+}
+
+/// A commit line as written: `{"commit": {…}}`.
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CommitLine {
+    commit: CommitRecord,
+}
 
 /// The last line of an export.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -141,7 +177,8 @@ pub async fn export(ctx: &Ctx, args: &ExportArgs) -> Result<Exit, CliError> {
         ));
     }
     let trailer = trailer(&goal, &events)?;
-    let mut text = lines(&events)?;
+    let commits = commits_of(&backend, &goal).await?;
+    let mut text = export_lines(&commits, &events)?;
     let line = serde_json::to_string(&TrailerLine {
         trailer: trailer.clone(),
     })
@@ -171,7 +208,7 @@ pub async fn export(ctx: &Ctx, args: &ExportArgs) -> Result<Exit, CliError> {
         }
         None if ctx.out.json => {
             let value = json!({
-                "export": { "goal": goal, "revision": state.revision, "events": events, "trailer": trailer }
+                "export": { "goal": goal, "revision": state.revision, "commits": commits, "events": events, "trailer": trailer }
             });
             crate::output::Output::document(&value);
         }
@@ -181,6 +218,61 @@ pub async fn export(ctx: &Ctx, args: &ExportArgs) -> Result<Exit, CliError> {
         }
     }
     Ok(Exit::Ok)
+}
+
+/// What each commit of `goal` that holds events was made from, in revision order.
+async fn commits_of(
+    backend: &crate::store::Backend,
+    goal: &GoalId,
+) -> Result<Vec<CommitRecord>, CliError> {
+    let mut commits = Vec::new();
+    let mut after = 0;
+    loop {
+        let page = backend.retention().operations(goal, after, 1000).await?;
+        let Some(last) = page.last() else { break };
+        after = last.receipt.revision;
+        let full = page.len() == 1000;
+        commits.extend(
+            page.into_iter()
+                .filter(|o| o.receipt.events > 0)
+                .map(|o| CommitRecord {
+                    operation: o.receipt.operation,
+                    digest: o.receipt.digest,
+                    revision: o.receipt.revision,
+                    events: o.receipt.events,
+                    authorship: o.authorship,
+                }),
+        );
+        if !full {
+            break;
+        }
+    }
+    Ok(commits)
+}
+
+/// The export's lines: each commit's line, then its events.
+fn export_lines(commits: &[CommitRecord], events: &[RecordedEvent]) -> Result<String, CliError> {
+    let encode =
+        |e: serde_json::Error| CliError::new(Exit::Other, "encode_failed", e.to_string(), "");
+    let mut text = String::new();
+    let mut next = 0usize;
+    for commit in commits {
+        let count = usize::try_from(commit.events).unwrap_or(usize::MAX);
+        let Some(held) = events.get(next..next.saturating_add(count)) else {
+            break;
+        };
+        next += count;
+        let line = serde_json::to_string(&CommitLine {
+            commit: commit.clone(),
+        })
+        .map_err(encode)?;
+        text.push_str(&line);
+        text.push('\n');
+        text.push_str(&lines(held)?);
+    }
+    // Events no receipt covers (none in a sound store) go without a commit line: unverifiable.
+    text.push_str(&lines(events.get(next..).unwrap_or_default())?);
+    Ok(text)
 }
 
 fn digest(events: &[RecordedEvent]) -> Result<String, CliError> {
@@ -226,7 +318,7 @@ fn check_trailer(
         ));
     };
     let expected = self::trailer(goal, events)?;
-    if trailer.format != FORMAT {
+    if trailer.format != FORMAT && trailer.format != FORMAT_V2 {
         return Err(trailer_error(
             "export_trailer_mismatch",
             format!(
@@ -254,14 +346,20 @@ fn check_trailer(
     Ok(())
 }
 
+/// A file's history, parsed and checked: its events, the state they replay to, and what each
+/// commit was made from with the index of its first event.
+struct Parsed {
+    events: Vec<RecordedEvent>,
+    state: GoalState,
+    commits: Vec<(usize, CommitRecord)>,
+}
+
 /// Parses and validates JSON lines completely, before the store is touched: every line a
-/// recorded event, the history replaying, its state satisfying the kernel's invariants, and
-/// the last line a trailer that matches them.
-fn parse_history(
-    text: &str,
-    now: loopx_kernel::Timestamp,
-) -> Result<(Vec<RecordedEvent>, GoalState), CliError> {
+/// recorded event or a commit line, the history replaying, its state satisfying the kernel's
+/// invariants, and the last line a trailer that matches them.
+fn parse_history(text: &str, now: loopx_kernel::Timestamp) -> Result<Parsed, CliError> {
     let mut events = Vec::new();
+    let mut commits = Vec::new();
     let mut trailer = None;
     for (n, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
@@ -286,6 +384,16 @@ fn parse_history(
             trailer = Some(parsed.trailer);
             continue;
         }
+        if line.trim_start().starts_with("{\"commit\"") {
+            let parsed: CommitLine = serde_json::from_str(line).map_err(|error| {
+                invalid(format!(
+                    "line {} is not a valid commit line: {error}",
+                    n + 1
+                ))
+            })?;
+            commits.push((events.len(), parsed.commit));
+            continue;
+        }
         let event: RecordedEvent = serde_json::from_str(line).map_err(|error| {
             CliError::input(
                 "invalid_json",
@@ -304,13 +412,111 @@ fn parse_history(
         )));
     }
     check_trailer(trailer, &state.spec.id, &events)?;
-    Ok((events, state))
+    Ok(Parsed {
+        events,
+        state,
+        commits,
+    })
+}
+
+/// The file's commits over its events: each commit line's events, which must follow it
+/// exactly and cover every event.
+fn commits(parsed: &Parsed) -> Result<Vec<RecordedCommit<'_>>, CliError> {
+    let events = parsed.events.as_slice();
+    let mut out = Vec::new();
+    let mut next = 0usize;
+    for (start, commit) in &parsed.commits {
+        let count = usize::try_from(commit.events).unwrap_or(usize::MAX);
+        let held = events
+            .get(*start..start.saturating_add(count))
+            .filter(|held| {
+                *start == next && held.last().map(|e| e.revision) == Some(commit.revision)
+            });
+        let Some(held) = held else {
+            return Err(invalid(format!(
+                "the commit line of revision {} is not followed by its {} events",
+                commit.revision, commit.events
+            )));
+        };
+        next = start + count;
+        out.push(RecordedCommit {
+            operation: &commit.operation,
+            digest: &commit.digest,
+            revision: commit.revision,
+            authorship: commit.authorship.as_ref(),
+            events: held,
+        });
+    }
+    if next != events.len() {
+        return Err(invalid(format!(
+            "the events after revision {} have no commit line",
+            events.get(next.wrapping_sub(1)).map_or(0, |e| e.revision)
+        )));
+    }
+    Ok(out)
+}
+
+/// Verifies every commit of the file against the keys its history registers. A history that
+/// does not all verify is refused, naming the first commit that does not, unless `accept`.
+fn verify(parsed: &Parsed, accept: bool) -> Result<Verification, CliError> {
+    let goal = &parsed.state.spec.id;
+    let outcome = if parsed.commits.is_empty() {
+        // An export from before commit lines: its one history carries nothing to verify.
+        Verification {
+            unverifiable: 1,
+            first_unverifiable: parsed.events.first().map(|e| e.revision),
+            ..Verification::default()
+        }
+    } else {
+        loopx_store::verify_commits(goal, None, commits(parsed)?, None)?
+    };
+    match outcome.first_unproven() {
+        Some((revision, problem)) if !accept => Err(CliError::input(
+            "history_unverified",
+            format!(
+                "the history of goal `{goal}` does not verify at revision {revision}: {problem} ({} of {} commits verified)",
+                outcome.verified,
+                outcome.verified + outcome.unverifiable + outcome.findings.len() as u64
+            ),
+            "import an unmodified export written by this version of loopx; to take the history as it is, unproven, pass --accept-unverified (the goal then says so); nothing was written",
+        )),
+        _ => Ok(outcome),
+    }
+}
+
+/// The event that ends an import of unverified commits: who accepted them, and which.
+fn accepted(
+    ctx: &Ctx,
+    events: &[RecordedEvent],
+    outcome: &Verification,
+) -> Result<Option<RecordedEvent>, CliError> {
+    let Some((first, _)) = outcome.first_unproven() else {
+        return Ok(None);
+    };
+    let Some(last) = events.last() else {
+        return Ok(None);
+    };
+    Ok(Some(RecordedEvent {
+        schema: SCHEMA_VERSION,
+        revision: last.revision + 1,
+        at: ctx.now.max(last.at),
+        actor: ctx.actor()?,
+        event: Event::HistoryImported {
+            verified: outcome.verified,
+            unverified: outcome.unverifiable + outcome.findings.len() as u64,
+            first_unverified: first,
+        },
+    }))
 }
 
 pub async fn import(ctx: &Ctx, args: &ImportArgs) -> Result<Exit, CliError> {
     let path = args.file.clone().unwrap_or_else(|| PathBuf::from("-"));
     let text = read_text(&path)?;
-    let (events, state) = parse_history(&text, ctx.now)?;
+    let parsed = parse_history(&text, ctx.now)?;
+    let outcome = verify(&parsed, args.accept_unverified)?;
+    let Parsed {
+        mut events, state, ..
+    } = parsed;
     let goal = state.spec.id.clone();
     if let Some(named) = ctx.goal_opt()?
         && named != goal
@@ -322,6 +528,8 @@ pub async fn import(ctx: &Ctx, args: &ImportArgs) -> Result<Exit, CliError> {
         ));
     }
     let digest = digest(&events)?;
+    let marker = accepted(ctx, &events, &outcome)?;
+    let imported = events.len();
     let operation = match ctx.operation_given()? {
         Some(op) => op,
         None => OperationId::new(format!("import-{}", digest.get(..24).unwrap_or(&digest)))?,
@@ -346,6 +554,7 @@ pub async fn import(ctx: &Ctx, args: &ImportArgs) -> Result<Exit, CliError> {
                 "import into another store, or remove the goal's store first",
             ));
         }
+        events.extend(marker);
         let request = AppendRequest {
             goal: goal.clone(),
             expected_revision: 0,
@@ -379,18 +588,23 @@ pub async fn import(ctx: &Ctx, args: &ImportArgs) -> Result<Exit, CliError> {
     let value = json!({
         "import": {
             "goal": goal,
-            "events": events.len(),
-            "revision": state.revision,
+            "events": imported,
+            "revision": receipt.revision,
             "receipt": receipt,
             "replayed": was_replayed,
+            "verified": outcome.verified,
+            "unverified": outcome.unverifiable + outcome.findings.len() as u64,
         }
     });
     ctx.out.emit(&value, |_| {
-        format!(
-            "imported goal `{goal}`: {} events, revision {}",
-            events.len(),
-            state.revision
-        )
+        let mut text = format!(
+            "imported goal `{goal}`: {imported} events, revision {}",
+            receipt.revision
+        );
+        if outcome.first_unproven().is_some() {
+            text.push_str(" — accepted with unverified commits: `loopx status` says so");
+        }
+        text
     });
     Ok(Exit::Ok)
 }

@@ -78,6 +78,13 @@ pub fn goal_text(out: &Output, state: &GoalState, now: Timestamp) -> String {
     let agents: Vec<String> = state.spec.agents.iter().map(ToString::to_string).collect();
     let _ = writeln!(text, "  agents: {}", agents.join(", "));
     let _ = writeln!(text, "  identity: {}", identity_words(state));
+    if let Some(words) = loopx_server::views::unverified_words(state) {
+        let _ = writeln!(
+            text,
+            "  {}",
+            out.paint(Style::Bad, &format!("unverified: {words}"))
+        );
+    }
     if let Some(binding) = &state.spec.capability {
         let _ = writeln!(
             text,

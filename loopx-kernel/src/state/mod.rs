@@ -107,8 +107,27 @@ pub struct GoalState {
     /// ([`GateNotice`](crate::outbox::GateNotice)); left out of the JSON when there is none.
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub gate_notices: Map<GateId, crate::outbox::GateNotice>,
+    /// The imported history its importer accepted without verifying it (`history_imported`);
+    /// left out of the JSON when every commit verified.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unverified_history: Option<UnverifiedHistory>,
     #[serde(skip)]
     index: Index,
+}
+
+/// Imported commits accepted without verification: what `status`, `goal show` and the board
+/// say about a goal whose history is not all proven.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UnverifiedHistory {
+    /// How many commits were taken unverified (over every import that accepted some).
+    pub commits: u64,
+    /// The revision of the first of them.
+    pub first_revision: u64,
+    /// Who accepted them, by the first such import.
+    pub accepted_by: Actor,
+    /// When.
+    pub accepted_at: Timestamp,
 }
 
 /// A recorded intent (closure or abandonment).
@@ -183,6 +202,8 @@ struct Unindexed {
     logins: Map<SourceId, Map<String, PersonId>>,
     #[serde(default)]
     gate_notices: Map<GateId, crate::outbox::GateNotice>,
+    #[serde(default)]
+    unverified_history: Option<UnverifiedHistory>,
 }
 
 impl Unindexed {
@@ -286,6 +307,7 @@ impl TryFrom<Unindexed> for GoalState {
             overrun: raw.overrun,
             logins: raw.logins,
             gate_notices: raw.gate_notices,
+            unverified_history: raw.unverified_history,
             index: Index::default(),
         };
         state.rebuild_index();
@@ -456,6 +478,7 @@ impl GoalState {
             overrun: None,
             logins: Map::new(),
             gate_notices: Map::new(),
+            unverified_history: None,
             index: Index::default(),
         })
     }
@@ -871,8 +894,34 @@ impl GoalState {
                 self.workspaces.insert(agent.clone(), workspace.clone());
             }
             Event::Retired(retirement) => self.retire(recorded, retirement)?,
+            Event::HistoryImported {
+                unverified,
+                first_unverified,
+                ..
+            } => self.take_unverified(recorded, *unverified, *first_unverified),
         }
         Ok(())
+    }
+
+    /// Adds an import's unverified commits; a later import never clears an earlier one's.
+    fn take_unverified(&mut self, recorded: &RecordedEvent, commits: u64, first: u64) {
+        if commits == 0 {
+            return;
+        }
+        match &mut self.unverified_history {
+            Some(held) => {
+                held.commits = held.commits.saturating_add(commits);
+                held.first_revision = held.first_revision.min(first);
+            }
+            None => {
+                self.unverified_history = Some(UnverifiedHistory {
+                    commits,
+                    first_revision: first,
+                    accepted_by: recorded.actor.clone(),
+                    accepted_at: recorded.at,
+                });
+            }
+        }
     }
 
     /// Drops what a `retired` event lists; each item must be there (and a todo closed).

@@ -379,6 +379,7 @@ fn goal_page(view: &GoalView<'_>) -> Markup {
         h1 { (id) " " (badge(standing)) }
         p.objective { (state.spec.objective) }
         (revision_notice(view))
+        (unverified_notice(state))
         section { h2 { "Decisions" } (decision_list(&decisions)) }
         section { h2 { "Budget" } (render::budget(&state.ledger)) }
         section #criteria { h2 { "Criteria" } (criteria(view)) }
@@ -413,6 +414,15 @@ fn revision_notice(view: &GoalView<'_>) -> Markup {
                 " can be viewed; this is revision " (state.revision) ", as it stood at " (time(view.now)) ". "
                 (head_link)
             },
+        }
+    }
+}
+
+/// The notice of imported commits taken without verification, when the goal holds any.
+fn unverified_notice(state: &GoalState) -> Markup {
+    html! {
+        @if let Some(words) = views::unverified_words(state) {
+            p.notice.unverified { (words) }
         }
     }
 }
