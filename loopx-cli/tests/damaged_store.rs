@@ -53,9 +53,10 @@ impl Answer {
 fn loopx(dir: &Path, args: &[&str]) -> Answer {
     let mut child = Command::new(env!("CARGO_BIN_EXE_loopx"))
         .args(["--json", "--store", "loopx.db", "--now", NOW])
-        // One key directory for every copy of the store (each case runs in a directory beside
-        // the template's), so a copy signs with the keys the template's goals registered.
-        .args(["--keys", "../keys"])
+        // One key directory, and one of the service's, for every copy of the store (each case
+        // runs in a directory beside the template's), so a copy signs with the keys the
+        // template's goals registered.
+        .args(["--keys", "../keys", "--service-keys", "../service-keys"])
         .args(args)
         .current_dir(dir)
         .env_remove("LOOPX_STORE")
@@ -63,6 +64,7 @@ fn loopx(dir: &Path, args: &[&str]) -> Answer {
         .env_remove("LOOPX_GOAL")
         .env_remove("LOOPX_KEY")
         .env_remove("LOOPX_KEYS")
+        .env_remove("LOOPX_SERVICE_KEYS")
         .env("NO_COLOR", "1")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

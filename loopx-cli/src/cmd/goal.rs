@@ -273,7 +273,8 @@ fn register_local_keys(ctx: &Ctx, spec: &mut GoalSpec) -> Result<Vec<RegisteredK
 /// Refuses a signed goal whose owner already has keys registered on other goals of this store
 /// when the key it would register is none of them: a person's identity is not taken anew by
 /// whoever creates a goal in their name. `new_owner_key` says the person really has a new key.
-/// Reads every goal of the store once (a CLI verb's cost, said in the README).
+/// Reads every goal of the store once (a CLI verb's cost, said in the README); a damaged goal
+/// is passed over.
 async fn owner_key_known(
     ctx: &Ctx,
     backend: &crate::store::Backend,
@@ -290,8 +291,16 @@ async fn owner_key_known(
     }
     let mut elsewhere = Vec::new();
     for summary in backend.store().goals(ctx.now).await? {
-        let Some(state) = backend.store().load(&summary.goal).await? else {
-            continue;
+        // A goal whose history is damaged is neither read nor written (`loopx doctor` names
+        // it): its keys are unknown here, and it stops no other goal from being created.
+        let state = match backend.store().load(&summary.goal).await {
+            Ok(Some(state)) => state,
+            Ok(None)
+            | Err(
+                loopx_kernel::seams::StoreError::HistoryDamaged { .. }
+                | loopx_kernel::seams::StoreError::Corrupt { .. },
+            ) => continue,
+            Err(error) => return Err(error.into()),
         };
         let mut keys = state.spec.keys_of(&owner).peekable();
         if keys.peek().is_none() {
