@@ -998,3 +998,51 @@ async fn only_a_comment_as_written_after_the_question_answers_it_and_only_once()
         "the same comment relays once"
     );
 }
+
+/// A review typed in GitHub's web editor (CRLF line endings) carrying a terminal escape and a
+/// right-to-left override is recorded, not refused: its words kept with LF endings and the
+/// escape and override neutralised into visible stand-ins; its command answers the gate with
+/// every line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_review_from_the_web_editor_with_escapes_is_recorded_and_its_command_answers() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let base = serve(store.clone()).await;
+    let goal = gated(&*store).await;
+    let raw = std::fs::read(
+        fixtures().join("github-webhooks/pull_request_review/submitted.payload.json"),
+    )
+    .expect("read");
+    let mut review: Value = serde_json::from_slice(&raw).expect("JSON");
+    review["pull_request"]["number"] = json!(1);
+    review["review"]["body"] = json!(
+        "Looks \u{1b}[31mred\u{1b}[0m to me \u{202e}txet\r\n/loopx answer naming error_code is fine;\r\nrename `message` to `detail`\r\n"
+    );
+    review["review"]["submitted_at"] = json!(just_now());
+    let body = serde_json::to_vec(&review).expect("JSON");
+    let (status, answer) = post(
+        &base,
+        Some("pull_request_review"),
+        Some("d-web-editor"),
+        sign(&body),
+        body,
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    assert!(answer["goals"][0].get("refused").is_none(), "{answer}");
+    let state = state_of(&*store, goal.as_str()).await;
+    let recorded = serde_json::to_string(&state.observations).expect("JSON");
+    assert!(
+        recorded.contains("Looks ␛[31mred␛[0m to me �txet\\n"),
+        "{recorded}"
+    );
+    assert!(
+        !recorded.contains("\\r")
+            && !recorded.contains("\\u001b")
+            && !recorded.contains('\u{202e}'),
+        "{recorded}"
+    );
+    let GateStatus::Resolved { answer, .. } = gate_status(&*store, &goal).await else {
+        panic!("the gate is answered");
+    };
+    assert_eq!(answer, "error_code is fine;\nrename `message` to `detail`");
+}

@@ -16,16 +16,17 @@ use crate::context::Ctx;
 use crate::error::{CliError, Exit};
 use crate::output::Table;
 
-/// How many letters `list` shows at most.
-const MAX_LISTED: usize = 1000;
+/// How many of the kept letters `retry` reads to pick from.
+const MAX_RETRIED: usize = 1000;
 
 /// `loopx dead-letters …`
 #[derive(Debug, Subcommand)]
 pub enum DeadLettersVerb {
     /// List the kept dead letters, the first refused first: which goal, from where, why.
     List(ListArgs),
-    /// Re-apply dead letters as they first came (signed with the provider's key from the key
-    /// directory); recorded ones leave the list, refused ones stay with the new reason.
+    /// Re-apply dead letters as they first came (signed with the provider's key from the
+    /// service's key directory); recorded ones leave the list, refused ones stay with the new
+    /// reason.
     Retry(PickArgs),
     /// Dismiss one dead letter: it is removed without being recorded.
     Drop(OneArgs),
@@ -110,7 +111,7 @@ async fn retry(ctx: &Ctx, pick: &PickArgs) -> Result<Exit, CliError> {
     let backend = ctx.open().await?;
     let letters: Vec<DeadLetter> = backend
         .store()
-        .dead_letters(MAX_LISTED)
+        .dead_letters(MAX_RETRIED)
         .await?
         .letters
         .into_iter()
