@@ -35,13 +35,7 @@ impl Reapplier {
     /// ([`Registry::shipped`]), every command unsigned until a keyring is given.
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Self {
         Reapplier {
-            judging: Judging {
-                store,
-                clock,
-                registry: Arc::new(Registry::shipped()),
-                keyring: Arc::new(Keyring::new()),
-                notifier: None,
-            },
+            judging: Judging::new(store, clock),
         }
     }
 

@@ -218,13 +218,7 @@ impl Deliveries {
     /// given ([`Deliveries::keyring`]).
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, verifier: WebhookVerifier) -> Self {
         Deliveries {
-            judging: Judging {
-                store,
-                clock,
-                registry: Arc::new(Registry::shipped()),
-                keyring: Arc::new(Keyring::new()),
-                notifier: None,
-            },
+            judging: Judging::new(store, clock),
             verifier,
         }
     }

@@ -30,6 +30,19 @@ pub(crate) struct Judging {
 }
 
 impl Judging {
+    /// Recording and judging on `store` at `clock`'s time, with the shipped capabilities
+    /// ([`Registry::shipped`]), every command unsigned and no gate noticed until the host says
+    /// otherwise.
+    pub(crate) fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Judging {
+        Judging {
+            store,
+            clock,
+            registry: Arc::new(Registry::shipped()),
+            keyring: Arc::new(Keyring::new()),
+            notifier: None,
+        }
+    }
+
     /// Submits each of `records` on `goal` (a provider's `RecordObservation`, as
     /// [`record_observation`](loopx_kernel::engine::record_observation) or a delivery builds
     /// it), then the evidence each recorded fact establishes by the goal's capability's rule

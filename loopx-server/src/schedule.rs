@@ -209,13 +209,7 @@ impl Poller {
     /// polling [`DEFAULT_EVERY`].
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Poller {
         Poller {
-            judging: Judging {
-                store,
-                clock,
-                registry: Arc::new(Registry::shipped()),
-                keyring: Arc::new(Keyring::new()),
-                notifier: None,
-            },
+            judging: Judging::new(store, clock),
             sources: BTreeMap::new(),
             every: DEFAULT_EVERY,
             max_goals: DEFAULT_MAX_GOALS,
