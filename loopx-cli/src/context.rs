@@ -26,7 +26,8 @@ const GLOBAL: &str = "Global options";
 /// Flags every verb accepts.
 #[derive(Debug, Clone, Args)]
 pub struct Global {
-    /// The store: a SQLite file path (default .loopx/loopx.db) or a postgres:// URL.
+    /// The store: a SQLite file path (default: the nearest .loopx/loopx.db here or above) or a
+    /// postgres:// URL.
     #[arg(
         long,
         global = true,

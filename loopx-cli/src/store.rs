@@ -66,9 +66,22 @@ impl Location {
                 Location::Postgres(url.to_owned())
             }
             Some(path) => Location::Sqlite(PathBuf::from(path)),
-            None => Location::Sqlite(PathBuf::from(DEFAULT_STORE)),
+            None => {
+                Location::Sqlite(found_upwards().unwrap_or_else(|| PathBuf::from(DEFAULT_STORE)))
+            }
         }
     }
+}
+
+/// The default store of the working directory or, as git finds its repository, of the nearest
+/// directory above it that has one: `loopx` run from a subdirectory of a project works on the
+/// project's store instead of asking for a second one. `None` when no directory up to the root
+/// has one (then `init` creates it in the working directory).
+fn found_upwards() -> Option<PathBuf> {
+    let here = std::env::current_dir().ok()?;
+    here.ancestors()
+        .map(|dir| dir.join(DEFAULT_STORE))
+        .find(|candidate| candidate.is_file())
 }
 
 /// An open store.
@@ -140,7 +153,7 @@ fn missing(path: &Path) -> CliError {
         Exit::Store,
         "store_missing",
         format!("no loopx store at `{}`", path.display()),
-        "create it with `loopx init`, or point --store (LOOPX_STORE) at an existing store",
+        "create it with `loopx init` (without --store, loopx finds the nearest `.loopx/loopx.db` in this directory or above it, as git finds a repository), or point --store (LOOPX_STORE) at an existing store",
     )
 }
 

@@ -859,3 +859,38 @@ fn completions_and_the_man_page_name_every_verb() {
     let bad = lx.run(&["completions", "tcsh"]);
     assert_eq!(bad.code, 2, "an unknown shell is a usage error");
 }
+
+/// Run from a subdirectory of a project, loopx works on the project's store, found as git finds
+/// a repository (the nearest `.loopx/loopx.db` in the directory or above it), instead of
+/// answering `store_missing` and inviting a second store.
+#[test]
+fn the_store_is_found_from_a_subdirectory() {
+    let project = tempfile::tempdir().expect("a directory");
+    let loopx = |dir: &std::path::Path, args: &[&str]| {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_loopx"))
+            .arg("--json")
+            .args(args)
+            .current_dir(dir)
+            .env_remove("LOOPX_STORE")
+            .env_remove("LOOPX_KEYS")
+            .env_remove("LOOPX_SERVICE_KEYS")
+            .env_remove("LOOPX_GOAL")
+            .env_remove("LOOPX_ACTOR")
+            .output()
+            .expect("loopx runs");
+        (
+            output.status.code(),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+        )
+    };
+    let (code, out) = loopx(project.path(), &["init"]);
+    assert_eq!(code, Some(0), "{out}");
+    let deeper = project.path().join("src/parser");
+    std::fs::create_dir_all(&deeper).expect("a subdirectory");
+    let (code, out) = loopx(&deeper, &["goal", "list"]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        !deeper.join(".loopx").exists(),
+        "no second store was made below the project's"
+    );
+}
