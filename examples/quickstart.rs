@@ -9,7 +9,8 @@
 //! and a fresh process derives the same next step and finishes that turn under the same id.
 //! The goal ends `terminal (accepted)`.
 //!
-//! Run it with `cargo run -p loopx-examples --bin quickstart`.
+//! Run it with `cargo run -p loopx-examples --bin quickstart`; with `-- --keep DIR` the store,
+//! the repository and the journal stay in DIR to look at with `loopx` afterwards.
 //!
 //! The binary plays three parts, chosen by its first argument: no argument is the story (the
 //! operator); `agent-step DIR` is one engine step of the agent; `turn` is the executor command
@@ -47,7 +48,11 @@ const QUESTION: &str = "is `error_code` acceptable as a stable field?";
 fn main() {
     let mut args = std::env::args().skip(1);
     let outcome = match args.next().as_deref() {
-        None => story(),
+        None => story(None),
+        Some("--keep") => match args.next() {
+            Some(dir) => story(Some(PathBuf::from(dir))),
+            None => Err("usage: quickstart --keep DIR (a new or empty directory)".into()),
+        },
         Some("agent-step") => match args.next() {
             Some(dir) => agent_step(Path::new(&dir)),
             None => Err("usage: quickstart agent-step DIR".into()),
@@ -63,12 +68,44 @@ fn main() {
 
 // ----- the operator's story ----------------------------------------------------------------
 
-fn story() -> Result<()> {
-    let dir = tempfile::tempdir()?;
-    let repo = dir.path().join("cli");
+/// The story in a temporary directory, removed at the end; or in `keep` (a new or empty
+/// directory), left there to look at with `loopx`.
+fn story(keep: Option<PathBuf>) -> Result<()> {
+    let temporary = tempfile::tempdir()?;
+    let dir = match &keep {
+        Some(kept) => {
+            std::fs::create_dir_all(kept)?;
+            if std::fs::read_dir(kept)?.next().is_some() {
+                return Err(format!(
+                    "`{}` is not empty; give a new or empty directory",
+                    kept.display()
+                )
+                .into());
+            }
+            kept.canonicalize()?
+        }
+        None => temporary.path().to_path_buf(),
+    };
+    told(&dir)?;
+    match keep {
+        Some(_) => println!(
+            "\nkept in {dir}: look at it with `loopx --store {db} status --goal {GOAL}`, `… log --goal {GOAL}`, or the board: `loopx --store {db} serve`",
+            dir = dir.display(),
+            db = dir.join("loopx.db").display(),
+        ),
+        None => println!(
+            "\n(the store was in a temporary directory, removed now; `quickstart --keep DIR` keeps it to look at)"
+        ),
+    }
+    Ok(())
+}
+
+/// The story, told in `dir`.
+fn told(dir: &Path) -> Result<()> {
+    let repo = dir.join("cli");
     create_repository(&repo)?;
     let runtime = runtime()?;
-    let store = SqliteStore::create(dir.path().join("loopx.db"))?;
+    let store = SqliteStore::create(dir.join("loopx.db"))?;
     let goal = GoalId::new(GOAL)?;
     let agent = AgentId::new(AGENT)?;
     runtime.block_on(plan(&store, &goal))?;
@@ -78,15 +115,15 @@ fn story() -> Result<()> {
     );
     show_next(&runtime, &store, &goal, &agent)?;
 
-    let report = step(dir.path(), &[])?;
+    let report = step(dir, &[])?;
     say(
         "turn",
         &format!("{} (the JSON output, committed)", outcome(&report)),
     );
 
     // The next turn hangs; kill its agent process mid-turn, executor and all.
-    let mut child = spawn_step(dir.path(), &[("QUICKSTART_HANG", "1")])?;
-    let turn_pid = wait_for_file(&dir.path().join("turn.pid"))?;
+    let mut child = spawn_step(dir, &[("QUICKSTART_HANG", "1")])?;
+    let turn_pid = wait_for_file(&dir.join("turn.pid"))?;
     kill(&mut child, &turn_pid)?;
     say(
         "crash",
@@ -103,7 +140,7 @@ fn story() -> Result<()> {
         "recover",
         &format!("a fresh process derives the same next step: resume turn {turn}"),
     );
-    let report = step(dir.path(), &[])?;
+    let report = step(dir, &[])?;
     say(
         "turn",
         &format!("{} (finished under the same turn id)", outcome(&report)),
@@ -130,9 +167,9 @@ fn story() -> Result<()> {
         "the maintainer answers: yes, `error_code` is stable",
     );
 
-    let report = step(dir.path(), &[])?;
+    let report = step(dir, &[])?;
     say("turn", &format!("{} (error_code added)", outcome(&report)));
-    let last = step(dir.path(), &[])?;
+    let last = step(dir, &[])?;
     say("decide", &describe(&last.decision));
 
     let state = load(&runtime, &store, &goal)?;

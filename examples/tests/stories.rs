@@ -115,6 +115,31 @@ fn quickstart_survives_a_killed_agent_and_ends_accepted() {
     assert!(has_line(&out, &["after 3 charged turns"]), "{out}");
 }
 
+/// With `--keep DIR` the story leaves its store to look at: it opens, and the goal in it is
+/// the one the story ended accepted.
+#[test]
+fn quickstart_keeps_its_store_when_asked() {
+    let kept = tempfile::tempdir().expect("a directory");
+    let dir = kept.path().join("story");
+    let dir_text = dir.display().to_string();
+    let (output, out) = run(env!("CARGO_BIN_EXE_quickstart"), &["--keep", &dir_text]);
+    assert!(output.status.success(), "{out}");
+    assert!(
+        has_line(&out, &["kept in", "status --goal cli-json-output"]),
+        "{out}"
+    );
+    let store = loopx_store::SqliteStore::open(dir.join("loopx.db")).expect("the kept store opens");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("a runtime");
+    let goal = loopx_kernel::GoalId::new("cli-json-output").expect("an id");
+    let state = runtime
+        .block_on(loopx_kernel::seams::Store::load(&store, &goal))
+        .expect("loads")
+        .expect("the story's goal");
+    assert!(state.closure.is_some(), "the goal was closed: {state:?}");
+}
+
 #[test]
 fn the_embedded_host_runs_its_goal_to_the_end() {
     let (_, out) = run(env!("CARGO_BIN_EXE_embed-host"), &[]);
