@@ -50,7 +50,7 @@ fn main() {
     let outcome = match args.next().as_deref() {
         None => story(None),
         Some("--keep") => match args.next() {
-            Some(dir) => story(Some(PathBuf::from(dir))),
+            Some(dir) => story(Some(Path::new(&dir))),
             None => Err("usage: quickstart --keep DIR (a new or empty directory)".into()),
         },
         Some("agent-step") => match args.next() {
@@ -70,9 +70,9 @@ fn main() {
 
 /// The story in a temporary directory, removed at the end; or in `keep` (a new or empty
 /// directory), left there to look at with `loopx`.
-fn story(keep: Option<PathBuf>) -> Result<()> {
+fn story(keep: Option<&Path>) -> Result<()> {
     let temporary = tempfile::tempdir()?;
-    let dir = match &keep {
+    let dir = match keep {
         Some(kept) => {
             std::fs::create_dir_all(kept)?;
             if std::fs::read_dir(kept)?.next().is_some() {
