@@ -116,13 +116,25 @@ fn system_now() -> Timestamp {
 
 /// Parses `kind:name` into an actor.
 pub fn parse_actor(text: &str) -> Result<Actor, CliError> {
-    let bad = |problem: String| {
-        CliError::usage(
-            "actor_invalid",
-            problem,
-            "pass --as agent:NAME, person:NAME or validator:NAME (or set LOOPX_ACTOR)",
-        )
+    parse_actor_of(
+        text,
+        "pass --as agent:NAME, person:NAME or validator:NAME (or set LOOPX_ACTOR)",
+    )
+}
+
+/// An actor given to `flag` (e.g. `--owner`): the same rules as [`parse_actor`], with a hint that
+/// names that flag and, for a bare name, the person it probably meant.
+pub fn parse_flag_actor(flag: &str, text: &str) -> Result<Actor, CliError> {
+    let hint = if text.contains(':') {
+        format!("pass {flag} KIND:NAME, e.g. {flag} person:maintainer")
+    } else {
+        format!("pass {flag} KIND:NAME, e.g. {flag} person:{}", text.trim())
     };
+    parse_actor_of(text, &hint)
+}
+
+fn parse_actor_of(text: &str, hint: &str) -> Result<Actor, CliError> {
+    let bad = |problem: String| CliError::usage("actor_invalid", problem, hint);
     let Some((kind, name)) = text.split_once(':') else {
         return Err(bad(format!(
             "`{text}` is not an actor: expected KIND:NAME, e.g. agent:agent-a"

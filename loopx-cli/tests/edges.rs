@@ -510,3 +510,34 @@ fn a_title_that_would_read_differently_than_it_is_is_refused() {
     }
     assert_eq!(lx.revision(GOAL), before, "nothing changed");
 }
+
+/// A hint names the flag at fault and what to write there: a bare name given to `--owner` is
+/// not answered with advice about `--as`, and a gate without a scope names the scope flags
+/// rather than sending the person to ask for the next step.
+#[test]
+fn hints_name_the_flag_at_fault() {
+    let lx = goal();
+    let gate = |extra: &[&str]| {
+        let mut args = vec![
+            "gate",
+            "open",
+            "--id",
+            "naming",
+            "--question",
+            "is error_code stable?",
+        ];
+        args.extend_from_slice(extra);
+        let run = lx.run(&refs(&as_("person:maintainer", &args)));
+        (run.code, run.stderr)
+    };
+    let (code, stderr) = gate(&["--owner", "maintainer", "--todo", "edit"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--owner person:maintainer"), "{stderr}");
+    assert!(!stderr.contains("--as"), "{stderr}");
+
+    let (code, stderr) = gate(&["--owner", "person:maintainer"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("gate_unscoped"), "{stderr}");
+    assert!(stderr.contains("--whole-goal"), "{stderr}");
+    assert!(!stderr.contains("loopx next"), "{stderr}");
+}

@@ -9,7 +9,7 @@ use loopx_kernel::{
 use serde_json::{Value, json};
 
 use crate::cmd::view;
-use crate::context::{Ctx, parse_actor, parse_time, read_json, written_line};
+use crate::context::{Ctx, parse_flag_actor, parse_time, read_json, written_line};
 use crate::error::{CliError, Exit};
 use crate::output::{Style, Table, or_dash};
 
@@ -115,7 +115,11 @@ pub async fn run(ctx: &Ctx, verb: GateVerb) -> Result<Exit, CliError> {
 }
 
 async fn open(ctx: &Ctx, args: OpenArgs) -> Result<Exit, CliError> {
-    let owner = args.owner.as_deref().map(parse_actor).transpose()?;
+    let owner = args
+        .owner
+        .as_deref()
+        .map(|owner| parse_flag_actor("--owner", owner))
+        .transpose()?;
     let mut gate = match &args.file {
         Some(path) => read_json::<NewGate>(path, "gate")?,
         None => NewGate {
@@ -153,6 +157,14 @@ async fn open(ctx: &Ctx, args: OpenArgs) -> Result<Exit, CliError> {
     gate.scope.todos.extend(args.todos);
     gate.scope.decisions.extend(args.decisions);
     gate.scope.whole_goal |= args.whole_goal;
+    // Said here, naming the flags: the kernel refuses an unscoped gate in its own words.
+    if gate.scope == GateScope::default() {
+        return Err(CliError::usage(
+            "gate_unscoped",
+            "the gate says nothing it blocks; an unscoped gate would block everything silently",
+            "pass --todo TODO (repeatable), --decision SCOPE (repeatable) or --whole-goal",
+        ));
+    }
     if args.deadline.is_some() {
         gate.deadline = args.deadline;
     }
