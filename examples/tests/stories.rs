@@ -107,23 +107,18 @@ fn the_toy_trainer_writes_metrics_and_runs_out_of_memory() {
 
 #[test]
 fn quickstart_survives_a_killed_agent_and_ends_accepted() {
-    let (_, out) = run(env!("CARGO_BIN_EXE_quickstart"), &[]);
-    assert!(has_line(&out, &["crash", "killed with SIGKILL"]), "{out}");
-    assert!(has_line(&out, &["recover", "resume turn docs@"]), "{out}");
-    assert!(has_line(&out, &["settled `docs`", "same turn id"]), "{out}");
-    assert!(has_line(&out, &["decide", "terminal (accepted)"]), "{out}");
-    assert!(has_line(&out, &["after 3 charged turns"]), "{out}");
-}
-
-/// With `--keep DIR` the story leaves its store to look at: it opens, and the goal in it is
-/// the one the story ended accepted.
-#[test]
-fn quickstart_keeps_its_store_when_asked() {
+    // Kept (`--keep DIR`), so the store it leaves is checked too; the README's plain run is
+    // `.ci/run`'s last step.
     let kept = tempfile::tempdir().expect("a directory");
     let dir = kept.path().join("story");
     let dir_text = dir.display().to_string();
     let (output, out) = run(env!("CARGO_BIN_EXE_quickstart"), &["--keep", &dir_text]);
     assert!(output.status.success(), "{out}");
+    assert!(has_line(&out, &["crash", "killed with SIGKILL"]), "{out}");
+    assert!(has_line(&out, &["recover", "resume turn docs@"]), "{out}");
+    assert!(has_line(&out, &["settled `docs`", "same turn id"]), "{out}");
+    assert!(has_line(&out, &["decide", "terminal (accepted)"]), "{out}");
+    assert!(has_line(&out, &["after 3 charged turns"]), "{out}");
     assert!(
         has_line(&out, &["kept in", "status --goal cli-json-output"]),
         "{out}"
@@ -137,7 +132,10 @@ fn quickstart_keeps_its_store_when_asked() {
         .block_on(loopx_kernel::seams::Store::load(&store, &goal))
         .expect("loads")
         .expect("the story's goal");
-    assert!(state.closure.is_some(), "the goal was closed: {state:?}");
+    assert!(
+        state.closure.is_some(),
+        "the kept goal is the closed one: {state:?}"
+    );
 }
 
 #[test]
