@@ -14,25 +14,8 @@ use support::{Loopx, at};
 
 const GOAL: &str = "g";
 
-/// A signed goal that registered no key for `provider:github`.
 fn signed_goal() -> Loopx {
-    let lx = Loopx::sqlite();
-    lx.ok(&["init"]);
-    lx.ok(&[
-        "--goal",
-        GOAL,
-        "--as",
-        "person:owner",
-        "--now",
-        &at(29, "10:00"),
-        "goal",
-        "create",
-        "--objective",
-        "o",
-        "--agent",
-        "agent-a",
-    ]);
-    lx
+    Loopx::signed_goal(GOAL)
 }
 
 /// The dead letter of a comment GitHub delivered as `delivery`, refused as a service would

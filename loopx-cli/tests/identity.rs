@@ -8,29 +8,12 @@ mod support;
 
 use std::os::unix::fs::PermissionsExt as _;
 
-use support::{Loopx, at};
+use support::Loopx;
 
 const GOAL: &str = "g";
 
-/// A signed goal owned by `person:owner` with agent `agent-a`, made after `loopx init`.
 fn signed_goal() -> Loopx {
-    let lx = Loopx::sqlite();
-    lx.ok(&["init"]);
-    lx.ok(&[
-        "--goal",
-        GOAL,
-        "--as",
-        "person:owner",
-        "--now",
-        &at(29, "10:00"),
-        "goal",
-        "create",
-        "--objective",
-        "o",
-        "--agent",
-        "agent-a",
-    ]);
-    lx
+    Loopx::signed_goal(GOAL)
 }
 
 fn add_todo(lx: &Loopx, actor: &str, id: &str, env: &[(&str, &str)]) -> support::Run {

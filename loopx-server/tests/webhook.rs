@@ -675,6 +675,20 @@ fn comment_on(number: u64, login: &str, id: u64, body: &str) -> Vec<u8> {
     serde_json::to_vec(&payload).expect("JSON")
 }
 
+/// GitHub's `pull_request_review` fixture moved onto pull request #1 and submitted just now
+/// with `body`.
+fn review_on_the_pull(body: &str) -> Value {
+    let raw = std::fs::read(
+        fixtures().join("github-webhooks/pull_request_review/submitted.payload.json"),
+    )
+    .expect("read");
+    let mut review: Value = serde_json::from_slice(&raw).expect("JSON");
+    review["pull_request"]["number"] = json!(1);
+    review["review"]["body"] = json!(body);
+    review["review"]["submitted_at"] = json!(just_now());
+    review
+}
+
 /// A second after now, as GitHub writes times: a comment or review written after any gate the
 /// test opened before it.
 fn just_now() -> String {
@@ -830,15 +844,7 @@ async fn a_review_carrying_the_command_answers_and_an_unknown_gate_answers_nothi
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let base = serve(store.clone()).await;
     let goal = gated(&*store).await;
-    let raw = std::fs::read(
-        fixtures().join("github-webhooks/pull_request_review/submitted.payload.json"),
-    )
-    .expect("read");
-    let mut review: Value = serde_json::from_slice(&raw).expect("JSON");
-    review["pull_request"]["number"] = json!(1);
-    review["review"]["body"] =
-        json!("/loopx reject naming call it `code`\n/loopx answer ghost yes");
-    review["review"]["submitted_at"] = json!(just_now());
+    let review = review_on_the_pull("/loopx reject naming call it `code`\n/loopx answer ghost yes");
     let body = serde_json::to_vec(&review).expect("JSON");
     let (status, answer) = post(
         &base,
@@ -924,14 +930,7 @@ async fn only_a_comment_as_written_after_the_question_answers_it_and_only_once()
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let base = serve(store.clone()).await;
     let goal = gated(&*store).await;
-    let raw = std::fs::read(
-        fixtures().join("github-webhooks/pull_request_review/submitted.payload.json"),
-    )
-    .expect("read");
-    let mut review: Value = serde_json::from_slice(&raw).expect("JSON");
-    review["pull_request"]["number"] = json!(1);
-    review["review"]["body"] = json!("/loopx answer naming yes");
-    review["review"]["submitted_at"] = json!(just_now());
+    let mut review = review_on_the_pull("/loopx answer naming yes");
 
     // Edited, by its author: relays nothing.
     review["action"] = json!("edited");
@@ -1008,16 +1007,9 @@ async fn a_review_from_the_web_editor_with_escapes_is_recorded_and_its_command_a
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let base = serve(store.clone()).await;
     let goal = gated(&*store).await;
-    let raw = std::fs::read(
-        fixtures().join("github-webhooks/pull_request_review/submitted.payload.json"),
-    )
-    .expect("read");
-    let mut review: Value = serde_json::from_slice(&raw).expect("JSON");
-    review["pull_request"]["number"] = json!(1);
-    review["review"]["body"] = json!(
-        "Looks \u{1b}[31mred\u{1b}[0m to me \u{202e}txet\r\n/loopx answer naming error_code is fine;\r\nrename `message` to `detail`\r\n"
+    let review = review_on_the_pull(
+        "Looks \u{1b}[31mred\u{1b}[0m to me \u{202e}txet\r\n/loopx answer naming error_code is fine;\r\nrename `message` to `detail`\r\n",
     );
-    review["review"]["submitted_at"] = json!(just_now());
     let body = serde_json::to_vec(&review).expect("JSON");
     let (status, answer) = post(
         &base,

@@ -179,6 +179,28 @@ impl Loopx {
         format!("{actor}={}", self.key(actor))
     }
 
+    /// A SQLite store after `loopx init` holding the signed goal `goal`, owned by
+    /// `person:owner`, with agent `agent-a`.
+    pub fn signed_goal(goal: &str) -> Loopx {
+        let lx = Loopx::sqlite();
+        lx.ok(&["init"]);
+        lx.ok(&[
+            "--goal",
+            goal,
+            "--as",
+            "person:owner",
+            "--now",
+            &at(29, "10:00"),
+            "goal",
+            "create",
+            "--objective",
+            "o",
+            "--agent",
+            "agent-a",
+        ]);
+        lx
+    }
+
     /// The goal's current revision.
     pub fn revision(&self, goal: &str) -> u64 {
         self.ok(&["--goal", goal, "goal", "show"])["goal"]["revision"]
